@@ -1,0 +1,55 @@
+"""Pure URL arithmetic for storage confinement: no fsspec, no I/O.
+
+fsspec URLs are compared as (protocol, path segments). A local path and `file://` are the
+same protocol. `..` segments are refused outright rather than resolved, because resolving
+them is exactly how a checkpoint path escapes its run's root.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+_LOCAL = frozenset({"", "file", "local"})
+
+
+class ParsedUrl(NamedTuple):
+    protocol: str
+    segments: tuple[str, ...]
+
+
+class UnsafePath(ValueError):
+    """The URL has a `..` segment or is empty; never deletable, never a checkpoint."""
+
+
+def parse_url(url: str) -> ParsedUrl:
+    """Split an fsspec URL into a normalised protocol and its non-empty path segments."""
+    if not url or not url.strip():
+        raise UnsafePath("empty path")
+    protocol, sep, rest = url.partition("://")
+    if not sep:
+        protocol, rest = "", url
+    protocol = protocol.lower()
+    if protocol in _LOCAL:
+        protocol = "file"
+    segments = tuple(s for s in rest.split("/") if s and s != ".")
+    if ".." in segments:
+        raise UnsafePath(f"{url!r} has a '..' segment")
+    return ParsedUrl(protocol, segments)
+
+
+def is_within(root: str, path: str) -> bool:
+    """True when `path` lies strictly below `root` (same protocol, root's segments a prefix)."""
+    try:
+        r, p = parse_url(root), parse_url(path)
+    except UnsafePath:
+        return False
+    if r.protocol != p.protocol or len(p.segments) <= len(r.segments):
+        return False
+    return p.segments[: len(r.segments)] == r.segments
+
+
+def normalize(url: str) -> str:
+    """A canonical spelling used for duplicate detection (`file:///a//b/` == `/a/b`)."""
+    parsed = parse_url(url)
+    lead = "/" if parsed.protocol == "file" else ""
+    return f"{parsed.protocol}://{lead}{'/'.join(parsed.segments)}"
