@@ -1,0 +1,133 @@
+"""Bytes → typed input event, or a Rejection with a reason code. Pure: no I/O, no clock.
+
+The fast path is one `validate_json` call in pydantic-core (parsing and validation in
+Rust). Only when it fails do we re-parse in Python to find the precise reason code.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pydantic_core
+from pydantic import TypeAdapter, ValidationError
+
+from events.models import INPUT_TYPES, InputEvent
+from events.rejections import Reason, Rejection
+from events.upcast import upcast
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_DEPTH = 64
+
+INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
+_TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
+
+
+def decode_event(
+    raw: bytes,
+    key: bytes | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> InputEvent | Rejection:
+    """Decode one record value; `key` (the Kafka key) must equal `subject` when present."""
+    if len(raw) > max_bytes:
+        return Rejection(Reason.PAYLOAD_TOO_LARGE, f"payload is {len(raw)} bytes, over the limit of {max_bytes}; "
+                         "send large data by reference (a path) or raise --max-payload-bytes")
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
+        return Rejection(Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics "
+                         "or raise --max-depth")
+    try:
+        event = INPUT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        return _diagnose(raw, exc)
+    if key is not None and key != event.subject.encode():
+        return Rejection(Reason.KEY_MISMATCH, f"Kafka key {key.decode('utf-8', 'replace')!r} differs from subject "
+                         f"{event.subject!r}; produce with key = run id")
+    return event
+
+
+def _depth(raw: bytes) -> int:
+    """Maximum bracket nesting outside strings (only computed when the cheap bound fails)."""
+    depth = deepest = 0
+    in_str = escaped = False
+    for byte in raw:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_str = False
+        elif byte == 0x22:
+            in_str = True
+        elif byte in (0x7B, 0x5B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x7D, 0x5D):
+            depth -= 1
+    return deepest
+
+
+def _diagnose(raw: bytes, exc: ValidationError) -> InputEvent | Rejection:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return Rejection(Reason.INVALID_UTF8, f"value is not UTF-8 (byte {err.start}); encode events as UTF-8 JSON")
+    try:
+        body = pydantic_core.from_json(raw)
+    except ValueError as err:
+        return Rejection(Reason.INVALID_JSON, f"value is not JSON ({err}); send one JSON object per record")
+    if not isinstance(body, dict):
+        return Rejection(Reason.INVALID_ENVELOPE, "value must be a JSON object (a CloudEvents 1.0 envelope)")
+    kind = body.get("type")
+    if not isinstance(kind, str):
+        return Rejection(Reason.INVALID_ENVELOPE, "field 'type' is missing or not a string; set e.g. "
+                         "type='ckptlog.report.v1'")
+    match = _TYPE_NAME.match(kind)
+    if match is None or match.group(1) not in INPUT_TYPES:
+        known = ", ".join(f"ckptlog.{n}.v{v}" for n, v in INPUT_TYPES.items())
+        return Rejection(Reason.UNKNOWN_TYPE, f"unknown event type {kind!r}; known types: {known}")
+    name, version = match.group(1), int(match.group(2))
+    newest = INPUT_TYPES[name]
+    if version != newest:
+        return _upcast_or_reject(body, name, version, newest)
+    return _from_errors(exc)
+
+
+def _upcast_or_reject(body: dict[str, Any], name: str, version: int, newest: int) -> InputEvent | Rejection:
+    upgraded = upcast(name, version, newest, body) if version < newest else None
+    if upgraded is None:
+        return Rejection(Reason.UNKNOWN_VERSION, f"ckptlog.{name}.v{version} is not readable by this build "
+                         f"(newest known: v{newest}); upgrade ckptlog or send v{newest}")
+    try:
+        return INPUT_ADAPTER.validate_python(upgraded)
+    except ValidationError as exc:
+        return _from_errors(exc)
+
+
+def _from_errors(exc: ValidationError) -> Rejection:
+    """Turn pydantic's first error into a reason code and a message naming the field."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = [str(p) for p in first["loc"][1:]]  # drop the union tag
+    where = ".".join(loc) or "event"
+    hint = _hint(loc, first)
+    message = f"{where}: {first['msg']}{hint}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error(s))"
+    if not loc or loc[0] != "data":
+        return Rejection(Reason.INVALID_ENVELOPE, message)
+    if "checkpoint_config" in loc:
+        return Rejection(Reason.INVALID_CONFIG, message)
+    return Rejection(Reason.INVALID_DATA, message)
+
+
+def _hint(loc: list[str], error: Any) -> str:
+    if error["type"] == "missing":
+        return "; add the field"
+    if error["type"] == "extra_forbidden":
+        return "; remove it (check the spelling against SPEC §2)"
+    if "num_to_keep" in loc:
+        return "; use an int >= 1, or null to keep every checkpoint"
+    return ""

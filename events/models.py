@@ -1,0 +1,153 @@
+"""Pydantic v2 models of every input event (SPEC §2) in the CloudEvents 1.0 envelope.
+
+Validation is strict (no "5" for 5, no unknown `data` fields) because a silently ignored
+typo such as `num_to_kep` would change retention without anyone noticing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+RunId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+Status = Literal["COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]
+TerminalStatus = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]
+
+_EXTENSION_NAME = re.compile(r"^[a-z0-9]+$")
+_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class ValidationSpec(BaseModel):
+    """What an evaluator needs: keyword arguments for the user function and a time limit."""
+
+    model_config = _STRICT
+    fn_kwargs: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+
+class CheckpointConfig(BaseModel):
+    """Ray's CheckpointConfig: how many to keep and by which metric."""
+
+    model_config = _STRICT
+    num_to_keep: Annotated[int, Field(ge=1)] | None = None
+    checkpoint_score_attribute: NonEmpty | None = None
+    checkpoint_score_order: Literal["max", "min"] = "max"
+
+
+class RunStartedData(BaseModel):
+    model_config = _STRICT
+    storage_path: NonEmpty
+    checkpoint_config: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    validation: ValidationSpec = Field(default_factory=ValidationSpec)
+
+
+class CheckpointRef(BaseModel):
+    model_config = _STRICT
+    path: NonEmpty
+
+
+class ReportData(BaseModel):
+    model_config = _STRICT
+    metrics: dict[str, Any]
+    checkpoint: CheckpointRef | None = None
+    validation: bool | ValidationSpec = False
+    generation: Annotated[int, Field(ge=0)] | None = None
+
+
+class ValidationResultData(BaseModel):
+    model_config = _STRICT
+    checkpoint_path: NonEmpty
+    status: TerminalStatus
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class WorkerGroupRestartData(BaseModel):
+    model_config = _STRICT
+    num_workers: Annotated[int, Field(ge=1)]
+    reason: str | None = None
+
+
+class DeletionCompletedData(BaseModel):
+    """Internal: written back by the processor once an evicted path is confirmed gone."""
+
+    model_config = _STRICT
+    checkpoint_path: NonEmpty
+
+
+class Envelope(BaseModel):
+    """CloudEvents 1.0 structured mode. Extension attributes are kept and otherwise ignored."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    specversion: Literal["1.0"]
+    id: NonEmpty
+    source: NonEmpty
+    type: str
+    subject: RunId
+    time: str | None = None
+    datacontenttype: Literal["application/json"] | None = None
+
+    @field_validator("time")
+    @classmethod
+    def _rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"time {value!r} is not RFC 3339; send e.g. 2026-01-31T12:00:00Z or omit it") from None
+        return value
+
+    @model_validator(mode="after")
+    def _extension_names(self) -> Envelope:
+        extra = self.__pydantic_extra__
+        if extra:
+            for name in extra:
+                if not _EXTENSION_NAME.match(name):
+                    raise ValueError(
+                        f"extension attribute {name!r} must be lower-case letters and digits only (CloudEvents 1.0)"
+                    )
+        return self
+
+
+class RunStarted(Envelope):
+    type: Literal["ckptlog.run_started.v1"]
+    data: RunStartedData
+
+
+class Report(Envelope):
+    type: Literal["ckptlog.report.v1"]
+    data: ReportData
+
+
+class ValidationResult(Envelope):
+    type: Literal["ckptlog.validation_result.v1"]
+    data: ValidationResultData
+
+
+class WorkerGroupRestart(Envelope):
+    type: Literal["ckptlog.worker_group_restart.v1"]
+    data: WorkerGroupRestartData
+
+
+class DeletionCompleted(Envelope):
+    type: Literal["ckptlog.deletion_completed.v1"]
+    data: DeletionCompletedData
+
+
+InputEvent = Annotated[
+    Union[RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted],
+    Field(discriminator="type"),
+]
+
+#: event name -> newest version this build reads.
+INPUT_TYPES: dict[str, int] = {
+    "run_started": 1,
+    "report": 1,
+    "validation_result": 1,
+    "worker_group_restart": 1,
+    "deletion_completed": 1,
+}

@@ -1,0 +1,31 @@
+"""Reading older or newer versions of an event type.
+
+An event type carries its version in its name (`ckptlog.report.v1`). When a v2 of an event
+is introduced, its model replaces v1 in `models.py` and an *upcaster* is registered here
+that rewrites a stored v1 body into the v2 shape before validation, so the fold only ever
+sees the newest version and old logs replay unchanged. A version newer than this build
+knows is rejected (`unknown_version`) rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Body = dict[str, Any]
+Upcaster = Callable[[Body], Body]
+
+#: (event name, from version) -> function producing the body of version + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcast(name: str, version: int, newest: int, body: Body) -> Body | None:
+    """Apply upcasters from `version` up to `newest`; None when a step is missing."""
+    while version < newest:
+        step = UPCASTERS.get((name, version))
+        if step is None:
+            return None
+        body = step(body)
+        version += 1
+        body["type"] = f"ckptlog.{name}.v{version}"
+    return body
