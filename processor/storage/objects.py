@@ -1,0 +1,199 @@
+"""Write-once objects under one fsspec base URL; the only place ckptlog's objects meet fsspec.
+
+Objects are named relative to the base (`topic/0/snapshot-….json`). Every backend failure
+surfaces as `StorageError` naming the full URL, so callers never see fsspec, OS or botocore
+exception types.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from processor.core.paths import UnsafePath, parse_url
+from processor.errors import StorageError
+
+TEMP_PREFIX = ".tmp-"
+"""Basename prefix of in-progress local writes; `list()` never shows them."""
+
+
+def backend_errors() -> tuple[type[BaseException], ...]:
+    """Exception types a storage backend raises for I/O trouble (botocore only if installed)."""
+    errors: list[type[BaseException]] = [OSError, TimeoutError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return tuple(errors)
+    return (*errors, BotoCoreError, ClientError)
+
+
+BACKEND_ERRORS = backend_errors()
+_SETUP_ERRORS: tuple[type[BaseException], ...] = (ValueError, ImportError, TypeError, *BACKEND_ERRORS)
+
+
+@contextmanager
+def mapped_errors(url: str, action: str) -> Iterator[None]:
+    """Re-raise backend failures as `StorageError` naming the URL and the next step."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except FileNotFoundError as exc:
+        raise StorageError(
+            f"could not {action} {url}: it does not exist; it was never written or was "
+            "deleted since it was listed — list the prefix to see what is there"
+        ) from exc
+    except BACKEND_ERRORS as exc:
+        raise StorageError(
+            f"could not {action} {url}: {type(exc).__name__}: {exc}; "
+            "check that the storage is reachable and the credentials allow it, then retry"
+        ) from exc
+
+
+def open_filesystem(
+    url: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
+    """Resolve an fsspec URL to (filesystem, backend path), mapping setup errors."""
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except _SETUP_ERRORS as exc:
+        raise StorageError(
+            f"cannot open storage URL {url}: {exc}; check the URL, install the backend "
+            "package (e.g. s3fs for s3://) and the storage options"
+        ) from exc
+    return fs, str(path).rstrip("/")
+
+
+def check_name(name: str, base_url: str) -> str:
+    """Refuse object names that could escape the base: absolute, `..`, URLs or empty."""
+    bad = not name or name.startswith("/") or "://" in name or name.endswith("/")
+    bad = bad or name.rpartition("/")[2].startswith(TEMP_PREFIX)
+    try:
+        segments = parse_url(name).segments if not bad else ()
+    except UnsafePath:
+        bad = True
+    if bad or "/".join(segments) != name:
+        raise StorageError(
+            f"refusing object name {name!r} under {base_url}: names must be relative "
+            f"'a/b/c' paths without '..', '.', empty segments, a protocol or a "
+            f"{TEMP_PREFIX!r} basename; fix the caller"
+        )
+    return name
+
+
+class ObjectStore:
+    """Immutable objects under one base URL (`file://`, a local path, `memory://`, `s3://`…)."""
+
+    def __init__(self, base_url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._fs, self._root = open_filesystem(self.base_url, storage_options)
+        if self._root.strip("/") == "":
+            raise StorageError(
+                f"storage URL {base_url!r} names a filesystem root; give a directory or "
+                "bucket such as file:///var/lib/ckptlog or s3://bucket/ckptlog"
+            )
+        self._local = isinstance(self._fs, LocalFileSystem)
+
+    def url(self, name: str) -> str:
+        """The full URL of object `name`, as used in log lines and error messages."""
+        return f"{self.base_url}/{name}"
+
+    def _path(self, name: str) -> str:
+        return f"{self._root}/{check_name(name, self.base_url)}"
+
+    def put_immutable(self, name: str, data: bytes) -> None:
+        """Write `name` once; identical bytes again is a no-op, different bytes are refused."""
+        path, url = self._path(name), self.url(name)
+        existing = self._read_if_exists(path, url)
+        if existing is None:
+            with mapped_errors(url, "write"):
+                try:
+                    self._write_new(path, data)
+                    return
+                except FileExistsError:  # lost a race with another writer: compare below
+                    pass
+            existing = self._read_if_exists(path, url)
+        if existing != data:
+            raise StorageError(
+                f"{url} already exists with different content; objects are write-once, "
+                "so write the new content under a new name"
+            )
+
+    def _write_new(self, path: str, data: bytes) -> None:
+        if self._local:
+            _write_local_atomic(path, data)
+        else:
+            # "create" is an exclusive put (S3 If-None-Match) where the backend has one.
+            self._fs.pipe_file(path, data, mode="create")
+
+    def _read_if_exists(self, path: str, url: str) -> bytes | None:
+        with mapped_errors(url, "read"):
+            try:
+                return bytes(self._fs.cat_file(path))
+            except FileNotFoundError:
+                return None
+
+    def get(self, name: str) -> bytes:
+        """The object's bytes; a missing object is a `StorageError` too."""
+        with mapped_errors(self.url(name), "read"):
+            return bytes(self._fs.cat_file(self._path(name)))
+
+    def exists(self, name: str) -> bool:
+        """Whether `name` exists now (listing caches are bypassed)."""
+        path = self._path(name)
+        with mapped_errors(self.url(name), "check"):
+            self._fs.invalidate_cache(path)
+            return bool(self._fs.isfile(path))
+
+    def delete(self, name: str) -> None:
+        """Remove `name`; an object that is already gone counts as deleted."""
+        path = self._path(name)
+        with mapped_errors(self.url(name), "delete"):
+            try:
+                self._fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Sorted names (relative to the base) of every object whose name starts with `prefix`."""
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_name(directory, self.base_url)
+        top = f"{self._root}/{directory}".rstrip("/")
+        with mapped_errors(f"{self.base_url}/{directory}", "list"):
+            self._fs.invalidate_cache(top)
+            found = self._fs.find(top)
+        lead = f"{self._root}/"
+        names = (str(p).rstrip("/") for p in found)
+        return sorted(
+            n[len(lead):] for n in names
+            if n.startswith(lead + prefix)
+            and not n.rpartition("/")[2].startswith(TEMP_PREFIX)
+        )
+
+
+def _write_local_atomic(path: str, data: bytes) -> None:
+    """Temp file in the same directory, fsync, rename: readers never see a partial object."""
+    directory, _, base = path.rpartition("/")
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{directory}/{TEMP_PREFIX}{uuid.uuid4().hex}-{base}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
