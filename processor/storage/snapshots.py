@@ -1,0 +1,142 @@
+"""Snapshot objects of one input partition: immutable, content-named, newest K kept (SPEC §6).
+
+Each snapshot is its own object, `snapshot-{next_offset:020d}-{sha256[:12]}.json`, under
+`{base}/{topic}/{partition}/`. Zero-padding makes lexical order offset order; the content
+hash makes a name unique to its bytes, so nothing is ever overwritten or read-modified-written
+and a truncated object is caught before it is decoded. Encoding, decoding and the snapshot's
+own checksum belong to the codec; this module only moves bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
+
+from processor.errors import SnapshotCorrupt, SnapshotError, StorageError
+from processor.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_OFFSET_DIGITS = 20  # 2**63 - 1 has 19 digits: every Kafka offset fits.
+_HASH_CHARS = 12
+_NAME = re.compile(rf"^snapshot-(\d{{{_OFFSET_DIGITS}}})-([0-9a-f]{{{_HASH_CHARS}}})\.json$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's own rule for topic names
+
+
+class SnapshotName(NamedTuple):
+    """A parsed snapshot object name; sorts by offset, then hash."""
+
+    next_offset: int
+    digest: str
+
+    @property
+    def filename(self) -> str:
+        return f"snapshot-{self.next_offset:0{_OFFSET_DIGITS}d}-{self.digest}.json"
+
+    @classmethod
+    def parse(cls, filename: str) -> SnapshotName | None:
+        """The name's parts, or None for an object that is not a snapshot (left alone)."""
+        match = _NAME.match(filename)
+        return cls(int(match[1]), match[2]) if match else None
+
+
+def content_digest(data: bytes) -> str:
+    """The hash prefix that names (and verifies) a snapshot's bytes."""
+    return hashlib.sha256(data).hexdigest()[:_HASH_CHARS]
+
+
+class SnapshotStore:
+    """Snapshots of (topic, partition) under a base URL; `write` keeps the newest `keep`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        topic: str,
+        partition: int,
+        keep: int = 3,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not _TOPIC.match(topic) or topic in {".", ".."}:
+            raise SnapshotError(
+                f"topic {topic!r} is not a valid Kafka topic name; snapshots under {base_url} "
+                "are stored per topic, so pass the input topic's real name"
+            )
+        if partition < 0 or keep < 1:
+            raise SnapshotError(
+                f"snapshots of {topic}[{partition}] under {base_url}: partition must be >= 0 "
+                f"and keep >= 1 (got partition={partition}, keep={keep}); fix the settings"
+            )
+        self.keep = keep
+        self._prefix = f"{topic}/{partition}/"
+        self._objects = ObjectStore(base_url, storage_options)
+
+    @property
+    def url(self) -> str:
+        """The directory URL holding this partition's snapshots."""
+        return self._objects.url(self._prefix.rstrip("/"))
+
+    def write(self, data: bytes, next_offset: int) -> str:
+        """Store one snapshot, prune to the newest `keep`, and return the new object's URL."""
+        if not 0 <= next_offset < 10**_OFFSET_DIGITS:
+            raise SnapshotError(
+                f"next offset {next_offset} is not a Kafka offset; not writing a snapshot "
+                f"to {self.url} — pass the offset of the next input record to replay"
+            )
+        written = SnapshotName(next_offset, content_digest(data))
+        self._objects.put_immutable(self._prefix + written.filename, data)
+        self._prune(keep_also=written)
+        return self._objects.url(self._prefix + written.filename)
+
+    def _snapshots(self) -> list[SnapshotName]:
+        """Every snapshot of this partition, oldest first."""
+        names = (SnapshotName.parse(n[len(self._prefix):]) for n in self._objects.list(self._prefix))
+        return sorted(n for n in names if n is not None)
+
+    def _prune(self, keep_also: SnapshotName) -> None:
+        """Delete all but the newest `keep` snapshots (and the one just written).
+
+        Best effort: the new snapshot is already durable, so a failed delete is logged and
+        left for the next write's prune instead of failing the write.
+        """
+        try:
+            for old in self._snapshots()[: -self.keep]:
+                if old != keep_also:
+                    self._objects.delete(self._prefix + old.filename)
+        except StorageError as exc:
+            log.warning("pruning old snapshots under %s failed, retrying after the next "
+                        "snapshot: %s", self.url, exc)
+
+    def list_offsets(self) -> list[int]:
+        """The next offsets of the stored snapshots, oldest first."""
+        return [s.next_offset for s in self._snapshots()]
+
+    def load_latest(self, decode: Callable[[bytes], T]) -> T | None:
+        """The newest snapshot that verifies and decodes, or None when there is none.
+
+        A hash mismatch (truncated or altered object) or `SnapshotCorrupt` from `decode`
+        skips to the next older snapshot with a WARNING; `SnapshotVersionError` propagates,
+        because a snapshot from a newer build must stop this one from starting.
+        """
+        candidates = self._snapshots()
+        for snap in reversed(candidates):
+            url = self._objects.url(self._prefix + snap.filename)
+            data = self._objects.get(self._prefix + snap.filename)
+            try:
+                if content_digest(data) != snap.digest:
+                    raise SnapshotCorrupt(
+                        f"content hash {content_digest(data)} does not match the name "
+                        f"({len(data)} bytes; truncated or altered)"
+                    )
+                return decode(data)
+            except SnapshotCorrupt as exc:
+                log.warning("skipping corrupt snapshot %s (%s); trying the next older one",
+                            url, exc)
+        if candidates:
+            log.warning("no valid snapshot among %d under %s; starting from empty state",
+                        len(candidates), self.url)
+        return None
