@@ -48,8 +48,12 @@ def is_within(root: str, path: str) -> bool:
     return p.segments[: len(r.segments)] == r.segments
 
 
-def normalize(url: str) -> str:
-    """A canonical spelling used for duplicate detection (`file:///a//b/` == `/a/b`)."""
-    parsed = parse_url(url)
+def key_of(parsed: ParsedUrl) -> str:
+    """The canonical spelling of a parsed URL (`file:///a//b/` and `/a/b` give `file:///a/b`)."""
     lead = "/" if parsed.protocol == "file" else ""
     return f"{parsed.protocol}://{lead}{'/'.join(parsed.segments)}"
+
+
+def normalize(url: str) -> str:
+    """A canonical spelling used for identity and duplicate detection."""
+    return key_of(parse_url(url))

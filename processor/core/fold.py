@@ -1,0 +1,235 @@
+"""The fold: a deterministic state machine over input events (SPEC §3–4).
+
+`Fold.apply(event)` mutates only the run states it owns and returns `Effects`. No I/O,
+no clock, no randomness: the same log always yields the same states and outputs, which
+is what makes snapshot + replay equal an uninterrupted run. Rejections are decided before
+anything is mutated, so a rejected event leaves the state untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from events.models import (
+    DeletionCompleted,
+    InputEvent,
+    Report,
+    RunStarted,
+    ValidationResult,
+    ValidationSpec,
+    WorkerGroupRestart,
+)
+from events.rejections import Reason, Rejection
+from processor.core.outputs import Deletion, Effects, Output, rejected
+from processor.core.paths import UnsafePath, is_within, key_of, normalize, parse_url
+from processor.core.retention import apply_retention
+from processor.core.scoring import score
+from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run
+
+
+class Fold:
+    """All runs of one input partition."""
+
+    def __init__(self, settings: FoldSettings | None = None, runs: dict[str, RunState] | None = None) -> None:
+        self.settings = settings or FoldSettings()
+        self.runs: dict[str, RunState] = runs if runs is not None else {}
+        self._handlers: dict[type, Callable[[Any], Effects]] = {
+            Report: self._report,
+            RunStarted: self._run_started,
+            ValidationResult: self._validation_result,
+            WorkerGroupRestart: self._restart,
+            DeletionCompleted: self._deletion_completed,
+        }
+
+    def apply(self, event: InputEvent) -> Effects:
+        run = self.runs.get(event.subject)
+        if run is not None and event.id in run.seen_set:
+            return Effects(duplicate=True)
+        effects = self._handlers[type(event)](event)
+        if effects.rejection is None:
+            run = self.runs.get(event.subject)
+            if run is not None:
+                run.remember(event.id, self.settings.dedup_window)
+        return effects
+
+    def _run(self, run_id: str) -> RunState:
+        run = self.runs.get(run_id)
+        if run is None:
+            run = self.runs[run_id] = new_run(run_id, self.settings)
+        return run
+
+    # -- run_started ---------------------------------------------------------------
+
+    def _run_started(self, event: RunStarted) -> Effects:
+        data = event.data
+        problem = self._check_root(event.subject, data.storage_path)
+        if problem is not None:
+            return rejected(problem)
+        run = self.runs.get(event.subject)
+        if run is not None and run.started == data:
+            return Effects()  # identical repeat: a no-op (SPEC §2)
+        if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
+            return rejected(_conflict(run))
+        fresh = new_run(event.subject, self.settings, data)
+        if run is not None:  # implicitly created by metric-only reports or a restart
+            fresh.report_count, fresh.generation = run.report_count, run.generation
+            fresh.index_in_generation = run.index_in_generation
+            fresh.seen, fresh.seen_set = run.seen, run.seen_set
+        self.runs[event.subject] = fresh
+        return Effects([_watermark(fresh)])
+
+    def _check_root(self, run_id: str, storage_path: str) -> Rejection | None:
+        try:
+            parse_url(storage_path)
+        except UnsafePath as exc:
+            return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: storage_path {exc}; give an absolute URL")
+        outer = self.settings.outer_root
+        if outer is not None and normalize(outer) != normalize(storage_path) and not is_within(outer, storage_path):
+            return Rejection(Reason.PATH_OUTSIDE_ROOT, f"run {run_id!r}: storage_path {storage_path!r} is outside "
+                             f"the processor's storage root {outer!r}; put the run under it")
+        return None
+
+    # -- report --------------------------------------------------------------------
+
+    def _report(self, event: Report) -> Effects:
+        data, run_id = event.data, event.subject
+        run = self.runs.get(run_id)
+        if run is not None and data.generation is not None and data.generation < run.generation:
+            return rejected(Rejection(Reason.STALE_GENERATION, f"run {run_id!r}: report from generation "
+                            f"{data.generation} but the worker group is at {run.generation}; drop reports "
+                            "from the old workers"))
+        key = None
+        if data.checkpoint is not None:
+            check = self._check_checkpoint(run, run_id, data.checkpoint.path)
+            if isinstance(check, Rejection):
+                return rejected(check)
+            key = check
+        run = run or self._run(run_id)
+        report_index = run.report_count
+        run.report_count += 1
+        run.index_in_generation += 1
+        if key is None or data.checkpoint is None:
+            return Effects([_watermark(run)])
+        return self._register(run, data.checkpoint.path, key, data.metrics, report_index, data.validation)
+
+    def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
+        root = run.storage_root if run is not None else self.settings.default_root
+        try:
+            parsed = parse_url(path)
+        except UnsafePath as exc:
+            return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: checkpoint path {exc}; report the real directory")
+        if root is None:
+            return Rejection(Reason.NO_STORAGE_ROOT, f"run {run_id!r} has no storage root for {path!r}; send "
+                             "run_started with storage_path first, or start the processor with --storage-root")
+        rp = run.root if run is not None and run.root is not None else parse_url(root)
+        if parsed.protocol != rp.protocol or len(parsed.segments) <= len(rp.segments) \
+                or parsed.segments[: len(rp.segments)] != rp.segments:
+            return Rejection(Reason.PATH_OUTSIDE_ROOT, f"run {run_id!r}: checkpoint {path!r} is outside the "
+                             f"run's storage root {root!r}; save checkpoints under the run's storage_path")
+        key = key_of(parsed)
+        if run is not None and (key in run.by_key or key in run.outstanding):
+            return Rejection(Reason.DUPLICATE_CHECKPOINT_PATH, f"run {run_id!r}: checkpoint {path!r} was already "
+                             "reported; save each checkpoint to a new directory")
+        return key
+
+    def _register(self, run: RunState, path: str, key: str, metrics: dict[str, Any], report_index: int,
+                  validation: bool | ValidationSpec) -> Effects:
+        cfg = run.config
+        has, value, problem = score(metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
+        spec = run.default_validation if validation is True else (validation or None)
+        status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
+        record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
+        run.checkpoints.add(record)
+        run.by_key[key] = record
+        run.latest = record
+        outputs = [Output("checkpoint_registered", {"checkpoint_path": path, "report_index": report_index,
+                                                   "metrics": metrics, "status": status})]
+        if spec is not None:
+            run.pending[key] = record
+            outputs.append(Output("validation_requested", {"checkpoint_path": path, "report_index": report_index,
+                                                          "fn_kwargs": spec.fn_kwargs, "timeout_s": spec.timeout_s}))
+        if problem is not None:
+            outputs.append(_score_warning(run, path, problem))
+        return self._retain(run, outputs)
+
+    def _retain(self, run: RunState, outputs: list[Output]) -> Effects:
+        deletions = []
+        for record in apply_retention(run):
+            outputs.append(Output("checkpoint_evicted", {"checkpoint_path": record.path,
+                                                        "report_index": record.report_index}))
+            deletions.append(Deletion(run.run_id, record.path, run.storage_root or ""))
+        outputs.append(_watermark(run))
+        return Effects(outputs, deletions)
+
+    # -- validation_result ---------------------------------------------------------
+
+    def _validation_result(self, event: ValidationResult) -> Effects:
+        data, run = event.data, self.runs.get(event.subject)
+        try:
+            key = normalize(data.checkpoint_path)
+        except UnsafePath:
+            key = ""
+        record = run.pending.get(key) if run is not None else None
+        if run is None or record is None:
+            return Effects([Output("warning", {"code": "not_pending", "checkpoint_path": data.checkpoint_path,
+                                               "message": f"run {event.subject!r}: validation result for "
+                                               f"{data.checkpoint_path!r}, which is not pending; ignored"})])
+        del run.pending[key]
+        previous, record.status = record.status, data.status
+        if data.status == "VALIDATED":
+            run.checkpoints.remove(record)
+            record.metrics = {**record.metrics, **data.metrics}
+            cfg = run.config
+            has, value, _ = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
+            record.sort_key = (has, value, record.report_index)
+            run.checkpoints.add(record)
+        changed = {"checkpoint_path": record.path, "report_index": record.report_index, "status": record.status,
+                   "previous_status": previous, "metrics": record.metrics}
+        if data.error is not None:
+            changed["error"] = data.error
+        return self._retain(run, [Output("checkpoint_status_changed", changed)])
+
+    # -- worker_group_restart / deletion_completed ---------------------------------
+
+    def _restart(self, event: WorkerGroupRestart) -> Effects:
+        run = self._run(event.subject)
+        run.generation += 1
+        run.index_in_generation = 0
+        started = {"generation": run.generation, "report_count": run.report_count,
+                   "latest_checkpoint_path": run.latest.path if run.latest else None,
+                   "num_workers": event.data.num_workers}
+        return Effects([Output("worker_group_started", started), _watermark(run)])
+
+    def _deletion_completed(self, event: DeletionCompleted) -> Effects:
+        run = self.runs.get(event.subject)
+        try:
+            key = normalize(event.data.checkpoint_path)
+        except UnsafePath:
+            return Effects()
+        if run is None or key not in run.outstanding:
+            return Effects()  # already recorded (a retried completion): harmless
+        del run.outstanding[key]
+        return Effects([Output("checkpoint_deleted", {"checkpoint_path": event.data.checkpoint_path})])
+
+
+def _watermark(run: RunState) -> Output:
+    return Output("watermark", {"committed": run.report_count, "validated": run.validated,
+                                "generation": run.generation, "index_in_generation": run.index_in_generation})
+
+
+def _score_warning(run: RunState, path: str, problem: str) -> Output:
+    attr = run.config.checkpoint_score_attribute
+    why = {"score_missing": "has no metric", "score_not_numeric": "has a non-numeric",
+           "score_nan": "has NaN for"}[problem]
+    return Output("warning", {"code": problem, "checkpoint_path": path,
+                              "message": f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; "
+                              "it ranks last under the score order"})
+
+
+def _conflict(run: RunState) -> Rejection:
+    if run.started is None:
+        return Rejection(Reason.RUN_STARTED_CONFLICT, f"run {run.run_id!r} already holds checkpoints under the "
+                         "processor defaults; send run_started before the first checkpoint report")
+    return Rejection(Reason.RUN_STARTED_CONFLICT, f"run {run.run_id!r} was already started with a different "
+                     "body; a run's config cannot change — start a new run id")

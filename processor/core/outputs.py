@@ -1,0 +1,41 @@
+"""What one applied event produces: output events, deletions to perform, or a rejection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.rejections import Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One output event before its envelope: `type` is the short name (`watermark`)."""
+
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """An evicted path to delete once the eviction is durable, confined to `root`."""
+
+    run_id: str
+    path: str
+    root: str
+
+
+@dataclass(slots=True)
+class Effects:
+    outputs: list[Output] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)
+    rejection: Rejection | None = None
+    duplicate: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.outputs) and self.rejection is None
+
+
+def rejected(rejection: Rejection) -> Effects:
+    return Effects(rejection=rejection)

@@ -1,0 +1,138 @@
+"""Snapshot codec (SPEC §6): every run's state of one input partition plus its next offset,
+as versioned canonical JSON with a SHA-256 checksum. Pure: bytes in, bytes out.
+
+Canonical = sorted keys, no whitespace, UTF-8, Python's float repr (NaN/Infinity literals
+kept, since metrics may hold them). The checksum covers the canonical encoding of
+`snapshot`, so any flipped byte or truncation is caught before a state is trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.models import CheckpointConfig, RunStartedData, ValidationSpec
+from processor import __version__
+from processor.core.paths import parse_url
+from processor.core.scoring import score
+from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_checkpoint_list
+from processor.errors import SnapshotCorrupt, SnapshotVersionError
+
+FORMAT = "ckptlog.snapshot"
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class Snapshot:
+    topic: str
+    partition: int
+    next_offset: int
+    settings: FoldSettings
+    runs: dict[str, RunState] = field(default_factory=dict)
+    processor_version: str = __version__
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
+
+
+def encode(snapshot: Snapshot) -> bytes:
+    body = {
+        "processor_version": snapshot.processor_version,
+        "topic": snapshot.topic,
+        "partition": snapshot.partition,
+        "next_offset": snapshot.next_offset,
+        "settings": _settings_out(snapshot.settings),
+        "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
+    }
+    digest = hashlib.sha256(canonical(body)).hexdigest()
+    return canonical({"format": FORMAT, "schema_version": SCHEMA_VERSION, "checksum": f"sha256:{digest}",
+                      "snapshot": body})
+
+
+def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
+    """Verify and rebuild; SnapshotCorrupt to skip this one, SnapshotVersionError to stop."""
+    try:
+        outer = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotCorrupt(f"{name}: not valid JSON ({exc}); it was truncated or damaged — skipping it") from None
+    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
+        raise SnapshotCorrupt(f"{name}: not a ckptlog snapshot (format field missing); skipping it")
+    version = outer.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SnapshotVersionError(f"{name}: snapshot schema version {version!r} is newer than this build reads "
+                                   f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild")
+    body = outer.get("snapshot")
+    expected = "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+    if outer.get("checksum") != expected:
+        raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
+    try:
+        return _snapshot_in(body)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
+
+
+def _settings_out(s: FoldSettings) -> dict[str, Any]:
+    return {"default_config": s.default_config.model_dump(), "default_root": s.default_root,
+            "outer_root": s.outer_root, "default_validation": s.default_validation.model_dump(),
+            "dedup_window": s.dedup_window}
+
+
+def _settings_in(d: dict[str, Any]) -> FoldSettings:
+    return FoldSettings(CheckpointConfig.model_validate(d["default_config"]), d["default_root"], d["outer_root"],
+                        ValidationSpec.model_validate(d["default_validation"]), int(d["dedup_window"]))
+
+
+def run_out(run: RunState) -> dict[str, Any]:
+    """One run's state as JSON-ready data (also what `fold --state` dumps)."""
+    return {
+        "config": run.config.model_dump(),
+        "storage_root": run.storage_root,
+        "default_validation": run.default_validation.model_dump(),
+        "started": run.started.model_dump() if run.started is not None else None,
+        "checkpoints": [
+            {"path": r.path, "key": r.key, "metrics": r.metrics, "report_index": r.report_index, "status": r.status,
+             "validation": r.validation.model_dump() if r.validation is not None else None}
+            for r in run.checkpoints
+        ],
+        "latest": run.latest.key if run.latest is not None else None,
+        "pending": list(run.pending),
+        "report_count": run.report_count,
+        "generation": run.generation,
+        "index_in_generation": run.index_in_generation,
+        "seen": list(run.seen),
+        "outstanding": [[key, path] for key, path in run.outstanding.items()],
+    }
+
+
+def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
+    config = CheckpointConfig.model_validate(d["config"])
+    root = d["storage_root"]
+    started = RunStartedData.model_validate(d["started"]) if d["started"] is not None else None
+    run = RunState(run_id, config, root, parse_url(root) if root else None,
+                   ValidationSpec.model_validate(d["default_validation"]), started=started)
+    run.checkpoints = new_checkpoint_list()
+    for c in d["checkpoints"]:
+        has, value, _ = score(c["metrics"], config.checkpoint_score_attribute, config.checkpoint_score_order)
+        spec = ValidationSpec.model_validate(c["validation"]) if c["validation"] is not None else None
+        record = CheckpointRecord(c["path"], c["key"], c["metrics"], c["report_index"], c["status"], spec,
+                                  (has, value, c["report_index"]))
+        run.checkpoints.add(record)
+        run.by_key[record.key] = record
+    run.latest = run.by_key[d["latest"]] if d["latest"] is not None else None
+    run.pending = {key: run.by_key[key] for key in d["pending"]}
+    run.report_count, run.generation = d["report_count"], d["generation"]
+    run.index_in_generation = d["index_in_generation"]
+    run.seen = deque(d["seen"])
+    run.seen_set = set(run.seen)
+    run.outstanding = {key: path for key, path in d["outstanding"]}
+    return run
+
+
+def _snapshot_in(body: dict[str, Any]) -> Snapshot:
+    runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
+    return Snapshot(body["topic"], int(body["partition"]), int(body["next_offset"]), _settings_in(body["settings"]),
+                    runs, body["processor_version"])

@@ -1,0 +1,88 @@
+"""Per-run state of the fold: plain mutable records owned by the fold, snapshotted as data."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sortedcontainers import SortedKeyList
+
+from events.models import CheckpointConfig, RunStartedData, ValidationSpec
+from processor.core.paths import ParsedUrl, parse_url
+from processor.core.scoring import SortKey
+
+DEFAULT_DEDUP_WINDOW = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class FoldSettings:
+    """Processor defaults; part of every snapshot because they change what a log folds to."""
+
+    default_config: CheckpointConfig = field(default_factory=CheckpointConfig)
+    default_root: str | None = None
+    outer_root: str | None = None
+    default_validation: ValidationSpec = field(default_factory=ValidationSpec)
+    dedup_window: int = DEFAULT_DEDUP_WINDOW
+
+
+@dataclass(slots=True, eq=False)
+class CheckpointRecord:
+    path: str
+    key: str  # normalised path: identity within the run
+    metrics: dict[str, Any]
+    report_index: int
+    status: str
+    validation: ValidationSpec | None
+    sort_key: SortKey
+
+
+def _sort_key(record: CheckpointRecord) -> SortKey:
+    return record.sort_key
+
+
+def new_checkpoint_list() -> SortedKeyList:
+    return SortedKeyList(key=_sort_key)
+
+
+@dataclass(slots=True, eq=False)
+class RunState:
+    run_id: str
+    config: CheckpointConfig
+    storage_root: str | None
+    root: ParsedUrl | None
+    default_validation: ValidationSpec
+    started: RunStartedData | None = None
+    checkpoints: SortedKeyList = field(default_factory=new_checkpoint_list)
+    by_key: dict[str, CheckpointRecord] = field(default_factory=dict)
+    latest: CheckpointRecord | None = None
+    pending: dict[str, CheckpointRecord] = field(default_factory=dict)
+    report_count: int = 0
+    generation: int = 0
+    index_in_generation: int = 0
+    seen: deque[str] = field(default_factory=deque)
+    seen_set: set[str] = field(default_factory=set)
+    outstanding: dict[str, str] = field(default_factory=dict)  # normalised key -> path to delete
+
+    @property
+    def validated(self) -> int:
+        """SPEC §4: the smallest pending report index, else `report_count`."""
+        if self.pending:
+            return next(iter(self.pending.values())).report_index
+        return self.report_count
+
+    def remember(self, event_id: str, window: int) -> None:
+        self.seen.append(event_id)
+        self.seen_set.add(event_id)
+        while len(self.seen) > window:
+            self.seen_set.discard(self.seen.popleft())
+
+
+def new_run(run_id: str, settings: FoldSettings, started: RunStartedData | None = None) -> RunState:
+    """A run from its run_started event, or from the processor defaults when it has none."""
+    if started is None:
+        root = settings.default_root
+        return RunState(run_id, settings.default_config, root, parse_url(root) if root else None,
+                        settings.default_validation)
+    return RunState(run_id, started.checkpoint_config, started.storage_path, parse_url(started.storage_path),
+                    started.validation, started=started)

@@ -1,0 +1,26 @@
+"""The run VIEW: the public JSON shape shared by `ckptlog fold`, inspect, the state topic
+and readers (kept checkpoints in sort order, best last; latest; best; watermarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from processor.core.state import RunState
+
+View = dict[str, Any]
+
+
+def run_view(run: RunState) -> View:
+    checkpoints = [
+        {"path": r.path, "metrics": r.metrics, "status": r.status, "report_index": r.report_index}
+        for r in run.checkpoints
+    ]
+    return {
+        "checkpoints": checkpoints,
+        "latest": run.latest.path if run.latest is not None else None,
+        "best": checkpoints[-1]["path"] if checkpoints else None,
+        "committed": run.report_count,
+        "validated": run.validated,
+        "generation": run.generation,
+        "index_in_generation": run.index_in_generation,
+    }
