@@ -91,8 +91,9 @@ class ObjectStore:
     """Immutable objects under one base URL (`file://`, a local path, `memory://`, `s3://`…)."""
 
     def __init__(self, base_url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._fs, self._root = open_filesystem(self.base_url, storage_options)
+        self._fs, self._root = open_filesystem(base_url, storage_options)
+        protocol, sep, rest = base_url.partition("://")
+        self.base_url = f"{protocol}{sep}{rest.rstrip('/')}" if sep else base_url.rstrip("/")
         if self._root.strip("/") == "":
             raise StorageError(
                 f"storage URL {base_url!r} names a filesystem root; give a directory or "

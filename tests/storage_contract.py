@@ -1,0 +1,208 @@
+"""The storage contract every backend must meet; subclass `StorageContract` per backend.
+
+A subclass provides a `backend` fixture returning a `Backend`; the test methods here then run
+unchanged against `file://`, plain local paths, `memory://` (tests/unit) and S3 over HTTP
+(tests/integration), so a behaviour that holds on one backend and not another shows up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+import pytest
+
+from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
+from processor.storage.deletion import Deleter, RetryPolicy
+from processor.storage.objects import ObjectStore
+from processor.storage.snapshots import SnapshotStore
+
+
+class S3Endpoint(TypedDict):
+    """The `s3_endpoint` fixture: local S3 URL, fsspec options, and a bucket maker."""
+
+    endpoint_url: str
+    storage_options: dict[str, Any]
+    make_bucket: Callable[[], str]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One storage location for one test: its base URL and fsspec options."""
+
+    base_url: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def protocol(self) -> str:
+        return self.base_url.split("://", 1)[0] if "://" in self.base_url else "file"
+
+    def store(self) -> ObjectStore:
+        return ObjectStore(self.base_url, self.storage_options)
+
+    def deleter(self, **kwargs: Any) -> Deleter:
+        retry = RetryPolicy(max_attempts=2, base_delay=0.01)
+        return Deleter(storage_options={self.protocol: self.storage_options}, retry=retry,
+                       **kwargs)
+
+
+# --- a stand-in codec: "v<version>:<payload>" + "#" + 8 hex chars of sha256 over the rest --
+
+def encode(payload: str, version: int = 1) -> bytes:
+    body = f"v{version}:{payload}".encode()
+    return body + b"#" + hashlib.sha256(body).hexdigest()[:8].encode()
+
+
+def decode(data: bytes) -> str:
+    body, sep, checksum = data.rpartition(b"#")
+    if not sep or hashlib.sha256(body).hexdigest()[:8].encode() != checksum:
+        raise SnapshotCorrupt("checksum mismatch")
+    version, _, payload = body.decode().partition(":")
+    if version != "v1":
+        raise SnapshotVersionError(f"unknown snapshot schema {version}; upgrade ckptlog")
+    return payload
+
+
+class StorageContract:
+    """ObjectStore, SnapshotStore and Deleter behaviour that must hold on every backend."""
+
+    # --- ObjectStore ------------------------------------------------------------------
+
+    def test_put_get_roundtrip_and_identical_rewrite_is_noop(self, backend: Backend) -> None:
+        store = backend.store()
+        store.put_immutable("a/one.bin", b"\x00payload\xff")
+        store.put_immutable("a/one.bin", b"\x00payload\xff")
+        assert store.get("a/one.bin") == b"\x00payload\xff"
+        assert store.list() == ["a/one.bin"]
+
+    def test_put_refuses_different_bytes_and_keeps_original(self, backend: Backend) -> None:
+        store = backend.store()
+        store.put_immutable("obj", b"first")
+        with pytest.raises(StorageError, match="already exists with different content") as err:
+            store.put_immutable("obj", b"second")
+        assert store.url("obj") in str(err.value)
+        assert store.get("obj") == b"first"
+
+    def test_list_is_sorted_relative_and_prefix_filtered(self, backend: Backend) -> None:
+        store = backend.store()
+        for name in ["b/2", "a/10", "a/9", "a1", "b/1/x"]:
+            store.put_immutable(name, name.encode())
+        assert store.list() == ["a/10", "a/9", "a1", "b/1/x", "b/2"]
+        assert store.list("a/") == ["a/10", "a/9"]
+        assert store.list("a") == ["a/10", "a/9", "a1"]
+        assert store.list("b/1") == ["b/1/x"]
+        assert store.list("missing/") == []
+
+    def test_delete_is_idempotent_and_exists_follows(self, backend: Backend) -> None:
+        store = backend.store()
+        store.put_immutable("d/x", b"x")
+        assert store.exists("d/x") and not store.exists("d/y")
+        store.delete("d/x")
+        store.delete("d/x")
+        assert not store.exists("d/x")
+        assert store.list() == []
+
+    def test_get_missing_names_the_url(self, backend: Backend) -> None:
+        store = backend.store()
+        with pytest.raises(StorageError, match="does not exist") as err:
+            store.get("nope/none")
+        assert store.url("nope/none") in str(err.value)
+
+    @pytest.mark.parametrize("name", ["../x", "a/../b", "/abs", "s3://b/k", "", "a//b", "a/"])
+    def test_unsafe_names_are_refused(self, backend: Backend, name: str) -> None:
+        with pytest.raises(StorageError, match="refusing object name"):
+            backend.store().put_immutable(name, b"x")
+
+    # --- SnapshotStore ----------------------------------------------------------------
+
+    def test_snapshot_names_sort_in_offset_order(self, backend: Backend) -> None:
+        snaps = SnapshotStore(backend.base_url, "ckptlog.events", 0, keep=10,
+                              storage_options=backend.storage_options)
+        for offset in [10, 9, 100, 2, 0]:
+            snaps.write(encode(f"at {offset}"), offset)
+        assert snaps.list_offsets() == [0, 2, 9, 10, 100]
+        names = backend.store().list("ckptlog.events/0/")
+        assert [int(n.split("-")[1]) for n in names] == [0, 2, 9, 10, 100]
+        assert snaps.load_latest(decode) == "at 100"
+
+    def test_write_prunes_to_newest_k(self, backend: Backend) -> None:
+        snaps = SnapshotStore(backend.base_url, "t", 3, keep=2,
+                              storage_options=backend.storage_options)
+        urls = [snaps.write(encode(f"s{o}"), o) for o in range(5)]
+        assert snaps.list_offsets() == [3, 4]
+        assert urls[-1].startswith(snaps.url + "/snapshot-00000000000000000004-")
+        assert len(backend.store().list("t/3/")) == 2
+
+    def test_partitions_do_not_see_each_other(self, backend: Backend) -> None:
+        opts = backend.storage_options
+        one = SnapshotStore(backend.base_url, "t", 1, keep=1, storage_options=opts)
+        ten = SnapshotStore(backend.base_url, "t", 10, keep=1, storage_options=opts)
+        one.write(encode("p1"), 5)
+        ten.write(encode("p10"), 7)
+        ten.write(encode("p10 later"), 8)
+        assert one.list_offsets() == [5] and ten.list_offsets() == [8]
+        assert one.load_latest(decode) == "p1"
+
+    def test_load_latest_skips_corrupt_and_truncated(
+        self, backend: Backend, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        snaps = SnapshotStore(backend.base_url, "t", 0, keep=5,
+                              storage_options=backend.storage_options)
+        snaps.write(encode("good"), 10)
+        bad_checksum = snaps.write(encode("x")[:-1] + b"0", 20)  # decode's checksum fails
+        full = encode("cut short")  # named for its full content, stored truncated
+        from processor.storage.snapshots import SnapshotName, content_digest
+        truncated = f"t/0/{SnapshotName(30, content_digest(full)).filename}"
+        backend.store().put_immutable(truncated, full[:5])
+        with caplog.at_level(logging.WARNING, logger="processor.storage.snapshots"):
+            assert snaps.load_latest(decode) == "good"
+        warned = "\n".join(r.getMessage() for r in caplog.records)
+        assert backend.store().url(truncated) in warned
+        assert bad_checksum in warned
+
+    def test_version_error_propagates_instead_of_falling_back(self, backend: Backend) -> None:
+        snaps = SnapshotStore(backend.base_url, "t", 0, storage_options=backend.storage_options)
+        snaps.write(encode("old but fine"), 1)
+        snaps.write(encode("from the future", version=9), 2)
+        with pytest.raises(SnapshotVersionError, match="upgrade"):
+            snaps.load_latest(decode)
+
+    def test_load_latest_is_none_when_nothing_valid(self, backend: Backend) -> None:
+        snaps = SnapshotStore(backend.base_url, "t", 0, storage_options=backend.storage_options)
+        assert snaps.load_latest(decode) is None
+        snaps.write(b"garbage without checksum", 4)
+        assert snaps.load_latest(decode) is None
+        assert snaps.list_offsets() == [4]
+
+    # --- Deleter ----------------------------------------------------------------------
+
+    async def test_deleter_removes_tree_only_and_is_idempotent(self, backend: Backend) -> None:
+        store = backend.store()
+        for name in ["runs/r/ckpt_1/model.bin", "runs/r/ckpt_1/sub/opt.bin",
+                     "runs/r/ckpt_10/model.bin", "runs/r/ckpt_2"]:
+            store.put_immutable(name, b"w")
+        done: list[tuple[str, str]] = []
+        deleter = backend.deleter(on_done=lambda run, path: done.append((run, path)))
+        root, dir_ckpt, file_ckpt = (f"{backend.base_url}/runs/r{s}" for s in ("", "/ckpt_1", "/ckpt_2"))
+        assert deleter.submit("r", dir_ckpt, root) and deleter.submit("r", file_ckpt, root)
+        assert await deleter.drain(timeout=30)
+        assert store.list() == ["runs/r/ckpt_10/model.bin"]
+        assert sorted(done) == [("r", dir_ckpt), ("r", file_ckpt)]
+        assert deleter.submit("r", dir_ckpt, root)  # already gone: still success
+        assert await deleter.drain(timeout=30)
+        assert done[-1] == ("r", dir_ckpt) and deleter.outstanding == frozenset()
+
+    async def test_deleter_refuses_outside_root_and_leaves_it(self, backend: Backend) -> None:
+        store = backend.store()
+        store.put_immutable("runs/other/ckpt/model.bin", b"keep me")
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
+        target = f"{backend.base_url}/runs/other/ckpt"
+        assert not deleter.submit("r", target, f"{backend.base_url}/runs/r")
+        assert not deleter.submit("r", f"{backend.base_url}/runs/r/../other/ckpt",
+                                  f"{backend.base_url}/runs/r")
+        assert await deleter.drain(timeout=5)
+        assert store.get("runs/other/ckpt/model.bin") == b"keep me"
+        assert ("r", target) in deleter.refused and deleter.outstanding == frozenset()
