@@ -1,0 +1,277 @@
+"""Deleter behaviour that needs a controllable backend: retries, backoff, concurrency, refusal.
+
+`flaky://` is a memory filesystem whose `rm` can fail, be slow, and counts what it sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import fsspec
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+from processor.errors import StorageError
+from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
+
+LOGGER = "processor.storage.deletion"
+ROOT = "flaky://runs/r1"
+
+
+class FlakyFS(MemoryFileSystem):
+    """A memory filesystem of its own whose `rm` fails `failures_left` times, then works."""
+
+    protocol = "flaky"
+    store: ClassVar[dict[str, Any]]
+    pseudo_dirs: ClassVar[list[str]]
+    failures_left: ClassVar[int] = 0
+    rm_seconds: ClassVar[float] = 0.0
+    rm_is_noop: ClassVar[bool] = False
+    rm_calls: ClassVar[list[float]]
+    in_flight: ClassVar[int] = 0
+    max_in_flight: ClassVar[int] = 0
+    lock: ClassVar[threading.Lock]
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        return super()._strip_protocol(str(path).removeprefix("flaky://"))
+
+    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.rm_calls.append(time.monotonic())
+            cls.in_flight += 1
+            cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
+        try:
+            time.sleep(cls.rm_seconds)
+            with cls.lock:
+                fail, cls.failures_left = cls.failures_left > 0, max(cls.failures_left - 1, 0)
+            if fail:
+                raise PermissionError(f"injected failure for {path}")
+            if not cls.rm_is_noop:
+                super().rm(path, recursive=recursive, maxdepth=maxdepth)
+        finally:
+            with cls.lock:
+                cls.in_flight -= 1
+
+
+@pytest.fixture
+def flaky() -> Iterator[type[FlakyFS]]:
+    """A fresh FlakyFS class (own store, counters, instance cache) registered as flaky://."""
+    cls = type("FlakyFSForTest", (FlakyFS,), {
+        "store": {}, "pseudo_dirs": [""], "rm_calls": [], "lock": threading.Lock(),
+    })
+    fsspec.register_implementation("flaky", cls, clobber=True)
+    yield cls
+
+
+def put(url: str, data: bytes = b"w") -> None:
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.pipe_file(path, data)
+
+
+def exists(url: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(url)
+    return bool(fs.exists(path))
+
+
+def test_retry_policy_doubles_from_base_up_to_the_cap() -> None:
+    policy = RetryPolicy(max_attempts=7, base_delay=0.1, max_delay=1.0)
+    assert [policy.delay(n) for n in range(1, 7)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+
+
+async def test_failed_attempts_are_retried_with_backoff(
+    flaky: type[FlakyFS], caplog: pytest.LogCaptureFixture
+) -> None:
+    put(f"{ROOT}/ckpt_1/model.bin")
+    flaky.failures_left = 2
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(retry=RetryPolicy(max_attempts=5, base_delay=0.05),
+                      on_done=lambda run, path: done.append((run, path)))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+        assert await deleter.drain(timeout=10)
+    calls = flaky.rm_calls
+    assert len(calls) == 3
+    assert calls[1] - calls[0] >= 0.05 - 0.01 and calls[2] - calls[1] >= 0.10 - 0.01
+    assert done == [("r1", f"{ROOT}/ckpt_1")] and not exists(f"{ROOT}/ckpt_1")
+    assert sum("attempt 1 of 5" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_exhausted_deletion_stays_outstanding_until_retried(
+    flaky: type[FlakyFS], caplog: pytest.LogCaptureFixture
+) -> None:
+    put(f"{ROOT}/ckpt_1/model.bin")
+    flaky.failures_left = 1000
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.001),
+                      on_done=lambda run, path: done.append((run, path)))
+    key = ("r1", f"{ROOT}/ckpt_1")
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        deleter.submit(*key, ROOT)
+        assert not await deleter.drain(timeout=10)
+    assert len(flaky.rm_calls) == 3 and deleter.outstanding == deleter.failed == {key}
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "r1" in errors[0] and key[1] in errors[0]
+    assert exists(f"{ROOT}/ckpt_1/model.bin") and done == []
+
+    flaky.failures_left = 0
+    assert deleter.retry_failed() == 1
+    assert await deleter.drain(timeout=10)
+    assert done == [key] and deleter.outstanding == deleter.failed == frozenset()
+
+
+async def test_resubmitting_a_failed_deletion_retries_it(flaky: type[FlakyFS]) -> None:
+    put(f"{ROOT}/ckpt_1/model.bin")
+    flaky.failures_left = 2
+    deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001))
+    deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+    assert not await deleter.drain(timeout=10)
+    assert deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+    assert await deleter.drain(timeout=10)
+    assert len(flaky.rm_calls) == 3 and not exists(f"{ROOT}/ckpt_1")
+
+
+async def test_deletion_counts_only_once_confirmed_gone(flaky: type[FlakyFS]) -> None:
+    """A backend that reports success but keeps the data must not complete the deletion."""
+    flaky.rm_is_noop = True
+    put(f"{ROOT}/ckpt_1/model.bin")
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001),
+                      on_done=lambda run, path: done.append((run, path)))
+    deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+    assert not await deleter.drain(timeout=10)
+    assert done == [] and deleter.failed == {("r1", f"{ROOT}/ckpt_1")}
+
+
+async def test_concurrency_is_bounded(flaky: type[FlakyFS]) -> None:
+    flaky.rm_seconds = 0.05
+    paths = [f"{ROOT}/ckpt_{i}" for i in range(10)]
+    for path in paths:
+        put(f"{path}/model.bin")
+    deleter = Deleter(concurrency=3)
+    for path in paths:
+        deleter.submit("r1", path, ROOT)
+    assert await deleter.drain(timeout=10)
+    assert flaky.max_in_flight == 3 and len(flaky.rm_calls) == 10
+    assert not any(exists(p) for p in paths)
+
+
+async def test_submit_returns_at_once_and_reports_outstanding(flaky: type[FlakyFS]) -> None:
+    flaky.rm_seconds = 0.3
+    put(f"{ROOT}/ckpt_1/model.bin")
+    deleter = Deleter()
+    started = time.monotonic()
+    deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+    deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)  # already in flight: not queued twice
+    assert time.monotonic() - started < 0.1
+    assert deleter.outstanding == {("r1", f"{ROOT}/ckpt_1")}
+    assert not await deleter.drain(timeout=0.05)  # still running
+    assert await deleter.drain(timeout=10)
+    assert len(flaky.rm_calls) == 1 and deleter.outstanding == frozenset()
+
+
+async def test_close_keeps_interrupted_work_outstanding(flaky: type[FlakyFS]) -> None:
+    flaky.failures_left = 1000
+    put(f"{ROOT}/ckpt_1/model.bin")
+    deleter = Deleter(retry=RetryPolicy(max_attempts=50, base_delay=10.0))
+    deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+    await asyncio.sleep(0.05)  # first attempt fails, then it waits 10 s
+    await deleter.close()
+    assert deleter.outstanding == {("r1", f"{ROOT}/ckpt_1")} and exists(f"{ROOT}/ckpt_1")
+    with pytest.raises(StorageError, match="closed"):
+        deleter.submit("r1", f"{ROOT}/ckpt_2", ROOT)
+
+
+async def test_failing_on_done_is_logged_and_does_not_stop_others(
+    flaky: type[FlakyFS], caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in (1, 2):
+        put(f"{ROOT}/ckpt_{i}/model.bin")
+
+    def on_done(run_id: str, path: str) -> None:
+        raise RuntimeError("recorder is down")
+
+    deleter = Deleter(on_done=on_done)
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+        deleter.submit("r1", f"{ROOT}/ckpt_2", ROOT)
+        assert await deleter.drain(timeout=10)
+    assert sum("on_done callback failed" in r.getMessage() for r in caplog.records) == 2
+    assert not exists(f"{ROOT}/ckpt_1") and not exists(f"{ROOT}/ckpt_2")
+
+
+async def test_missing_local_path_counts_as_deleted(tmp_path: Path) -> None:
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(on_done=lambda run, path: done.append((run, path)))
+    assert deleter.submit("r1", f"{tmp_path}/runs/r1/never_written", f"{tmp_path}/runs/r1")
+    assert await deleter.drain(timeout=10)
+    assert done == [("r1", f"{tmp_path}/runs/r1/never_written")]
+
+
+# --- confinement ------------------------------------------------------------------------
+
+def refusal_cases(base: str) -> dict[str, tuple[str, str]]:
+    """(path, root) pairs that must be refused; `base/runs/r1/ckpt` is the real directory."""
+    root = f"{base}/runs/r1"
+    return {
+        "other run": (f"{base}/runs/r2/ckpt", root),
+        "dot-dot": (f"{root}/../r2/ckpt", root),
+        "dot-dot to itself": (f"{root}/ckpt/../ckpt", root),
+        "the root itself": (root, root),
+        "other protocol": (f"memory://{base}/runs/r1/ckpt", root),
+        "outside outer root": (f"{base}/elsewhere/r1/ckpt", f"{base}/elsewhere/r1"),
+        "glob": (f"{root}/ck*", root),
+        "relative path": (f"{base.lstrip('/')}/runs/r1/ckpt", root),
+        "empty": ("", root),
+    }
+
+
+@pytest.mark.parametrize("case", list(refusal_cases("/b")))
+async def test_refused_paths_are_never_touched(
+    case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for sub in ("runs/r1/ckpt", "runs/r2/ckpt", "elsewhere/r1/ckpt"):
+        (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / sub / "model.bin").write_bytes(b"precious")
+    path, root = refusal_cases(str(tmp_path))[case]
+    deleter = Deleter(outer_root=f"file://{tmp_path}/runs")
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        assert deleter.submit("r1", path, root) is False
+    assert await deleter.drain(timeout=5)
+    assert deleter.refused == {("r1", path)} and deleter.outstanding == frozenset()
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("model.bin")) == [
+        "elsewhere/r1/ckpt/model.bin", "runs/r1/ckpt/model.bin", "runs/r2/ckpt/model.bin"]
+    assert all(p.read_bytes() == b"precious" for p in tmp_path.rglob("model.bin"))
+    assert any("refusing to delete" in r.getMessage() and "r1" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.ERROR)
+
+
+async def test_confined_path_is_accepted_and_deleted(tmp_path: Path) -> None:
+    """The positive control for the refusal cases: same layout, a legitimate path."""
+    (tmp_path / "runs/r1/ckpt").mkdir(parents=True)
+    (tmp_path / "runs/r1/ckpt/model.bin").write_bytes(b"evicted")
+    deleter = Deleter(outer_root=f"file://{tmp_path}/runs")
+    assert deleter.submit("r1", f"file://{tmp_path}/runs/r1/ckpt", f"{tmp_path}/runs/r1")
+    assert await deleter.drain(timeout=10)
+    assert not (tmp_path / "runs/r1/ckpt").exists() and (tmp_path / "runs/r1").is_dir()
+
+
+@pytest.mark.parametrize(("path", "root", "outer", "reason"), [
+    ("s3://b/runs/r1/c", "s3://b/runs/r1", None, None),
+    ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://b/runs", None),
+    ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://other", "storage bound"),
+    ("s3://b/runs/r1/c", "gs://b/runs/r1", None, "storage root"),
+    ("s3://b/runs/r1/c?", "s3://b/runs/r1", None, "glob"),
+    ("/abs/r1/c", "abs/r1", None, "relative"),
+    ("/abs/r1/c", "/abs/r1", "rel", "relative"),
+])
+def test_confinement_problem(path: str, root: str, outer: str | None, reason: str | None) -> None:
+    problem = confinement_problem(path, root, outer)
+    assert problem is None if reason is None else reason in (problem or "")
