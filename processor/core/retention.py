@@ -7,8 +7,6 @@ O(log n) removal, so the cost per event is O(log n + exempt), not Ray's O(n) reb
 
 from __future__ import annotations
 
-from itertools import islice
-
 from processor.core.state import CheckpointRecord, RunState
 
 
@@ -23,7 +21,7 @@ def apply_retention(run: RunState) -> list[CheckpointRecord]:
     latest, pending = run.latest, run.pending
     victims = [
         record
-        for record in islice(run.checkpoints, excess)
+        for record in run.checkpoints.head(excess)
         if record is not latest and record.key not in pending
     ]
     for record in victims:

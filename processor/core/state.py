@@ -6,9 +6,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sortedcontainers import SortedKeyList
-
 from events.models import CheckpointConfig, RunStartedData, ValidationSpec
+from processor.core.ordering import SortedRecords
 from processor.core.paths import ParsedUrl, parse_url
 from processor.core.scoring import SortKey
 
@@ -37,12 +36,8 @@ class CheckpointRecord:
     sort_key: SortKey
 
 
-def _sort_key(record: CheckpointRecord) -> SortKey:
-    return record.sort_key
-
-
-def new_checkpoint_list() -> SortedKeyList:
-    return SortedKeyList(key=_sort_key)
+def new_checkpoint_list() -> SortedRecords:
+    return SortedRecords()
 
 
 @dataclass(slots=True, eq=False)
@@ -53,7 +48,7 @@ class RunState:
     root: ParsedUrl | None
     default_validation: ValidationSpec
     started: RunStartedData | None = None
-    checkpoints: SortedKeyList = field(default_factory=new_checkpoint_list)
+    checkpoints: SortedRecords = field(default_factory=new_checkpoint_list)
     by_key: dict[str, CheckpointRecord] = field(default_factory=dict)
     latest: CheckpointRecord | None = None
     pending: dict[str, CheckpointRecord] = field(default_factory=dict)

@@ -1,0 +1,63 @@
+"""Benchmark of the fold: `python -m bench.fold [--reports N]`. Prints reports/s.
+
+1. Whole process: `ckptlog fold FILE` on N reports at keep=5 (10% validations) and at
+   keep=None, timed from process start to exit (what the issue's target is about).
+2. Scaling at keep=None: in-process per-report cost over the last 10k reports of a 10k
+   log vs of an N log — O(log n) per event means the ratio stays near 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.workload import events, write
+from processor.foldfile import fold_lines
+
+
+def whole_process(path: Path, reports: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path)], check=True,
+                   stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    return reports / elapsed
+
+
+def tail_cost_us(reports: int, tail: int = 10_000) -> float:
+    """Microseconds per report over the last `tail` reports of a `reports`-long keep=None log."""
+    lines = list(events(reports, None, 0.0))
+    head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
+    result = fold_lines(head)
+    fold = result.fold
+    from events.codec import decode_event
+
+    decoded = [decode_event(line) for line in last]
+    start = time.perf_counter()
+    for event in decoded:
+        fold.apply(event)  # type: ignore[arg-type]
+    return (time.perf_counter() - start) / tail * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reports", type=int, default=1_000_000)
+    args = parser.parse_args()
+    n = args.reports
+    with tempfile.TemporaryDirectory() as tmp:
+        for keep, share in ((5, 0.1), (None, 0.0)):
+            path = Path(tmp) / f"keep-{keep}.jsonl"
+            lines = write(path, n, keep, share)
+            rate = whole_process(path, n)
+            print(f"ckptlog fold, whole process, {n:,} reports ({lines:,} events), keep={keep}, "
+                  f"validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
+    small, large = tail_cost_us(10_000 + 10_000), tail_cost_us(n)
+    print(f"keep=None fold cost per report (last 10k reports): at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
+          f"ratio {large / small:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

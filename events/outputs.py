@@ -1,0 +1,133 @@
+"""Output events (SPEC §5): their data models and the envelope that gives each a replay-stable id.
+
+The fold produces `(type, data)` pairs; `envelope()` wraps one in CloudEvents with an id
+derived from the input coordinates (topic, partition, offset, sequence), so replaying the
+same log re-emits the very same ids and consumers can deduplicate on them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from events.models import RunId, Status, TerminalStatus
+
+PROCESSOR_SOURCE = "ckptlog/processor"
+_OUT = ConfigDict(extra="allow", frozen=True)
+
+
+class CheckpointRegistered(BaseModel):
+    model_config = _OUT
+    checkpoint_path: str
+    report_index: int
+    metrics: dict[str, Any]
+    status: Status
+
+
+class ValidationRequested(BaseModel):
+    model_config = _OUT
+    checkpoint_path: str
+    report_index: int
+    fn_kwargs: dict[str, Any]
+    timeout_s: float | None
+
+
+class CheckpointStatusChanged(BaseModel):
+    model_config = _OUT
+    checkpoint_path: str
+    report_index: int
+    status: TerminalStatus
+    previous_status: Status
+    metrics: dict[str, Any]
+    error: str | None = None
+
+
+class CheckpointEvicted(BaseModel):
+    model_config = _OUT
+    checkpoint_path: str
+    report_index: int
+
+
+class CheckpointDeleted(BaseModel):
+    model_config = _OUT
+    checkpoint_path: str
+
+
+class Watermark(BaseModel):
+    model_config = _OUT
+    committed: int
+    validated: int
+    generation: int
+    index_in_generation: int
+
+
+class WorkerGroupStarted(BaseModel):
+    model_config = _OUT
+    generation: int
+    report_count: int
+    latest_checkpoint_path: str | None
+    num_workers: int
+
+
+class Warning(BaseModel):  # noqa: A001 - the event's name on the wire
+    model_config = _OUT
+    code: str
+    message: str
+    checkpoint_path: str | None = None
+
+
+class CheckpointsMissing(BaseModel):
+    """After a restore, kept checkpoints of this run were not found in storage."""
+
+    model_config = _OUT
+    missing: list[str]
+    message: str
+
+
+OUTPUT_MODELS: dict[str, type[BaseModel]] = {
+    "checkpoint_registered": CheckpointRegistered,
+    "validation_requested": ValidationRequested,
+    "checkpoint_status_changed": CheckpointStatusChanged,
+    "checkpoint_evicted": CheckpointEvicted,
+    "checkpoint_deleted": CheckpointDeleted,
+    "watermark": Watermark,
+    "worker_group_started": WorkerGroupStarted,
+    "warning": Warning,
+    "checkpoints_missing": CheckpointsMissing,
+}
+
+
+class OutputEnvelope(BaseModel):
+    """How every output is read back (evaluators, readers, tests)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    specversion: Literal["1.0"]
+    id: str
+    source: str
+    type: str
+    subject: RunId
+    datacontenttype: Literal["application/json"] = "application/json"
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """`ckptlog.watermark.v1` -> `watermark`."""
+        return self.type.split(".")[1]
+
+
+def output_id(topic: str, partition: int, offset: int, sequence: int) -> str:
+    """Replay-stable: the same input record always yields the same output ids."""
+    return f"ckptlog:{topic}:{partition}:{offset}:{sequence}"
+
+
+def envelope(name: str, run_id: str, data: dict[str, Any], event_id: str,
+             source: str = PROCESSOR_SOURCE) -> dict[str, Any]:
+    return {"specversion": "1.0", "id": event_id, "source": source, "type": f"ckptlog.{name}.v1",
+            "subject": run_id, "datacontenttype": "application/json", "data": data}
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact JSON; NaN/Infinity kept as Python's json writes them (metrics may hold them)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()

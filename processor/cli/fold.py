@@ -1,0 +1,67 @@
+"""`ckptlog fold`: fold a file of events offline and print every run's VIEW."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from events.models import CheckpointConfig
+from processor.cli.main import app
+from processor.core.state import FoldSettings
+from processor.errors import ConfigError
+from processor.foldfile import fold_lines
+
+
+def settings_from_flags(keep: int | None, attribute: str | None, order: str, root: str | None) -> FoldSettings:
+    """Processor defaults from CLI flags, with a clear error for invalid ones."""
+    if keep is not None and keep < 1:
+        raise ConfigError(f"--default-num-to-keep must be >= 1 (got {keep}); omit it to keep every checkpoint")
+    if order not in ("max", "min"):
+        raise ConfigError(f"--score-order must be 'max' or 'min' (got {order!r})")
+    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute,
+                              checkpoint_score_order=order)  # type: ignore[arg-type]
+    return FoldSettings(default_config=config, default_root=root, outer_root=root)
+
+
+@app.command("fold")
+def fold_command(
+    file: Annotated[str, typer.Argument(help="File of CloudEvents JSON lines, or - for stdin.")] = "-",
+    apply: Annotated[bool, typer.Option("--apply", help="Delete evicted checkpoints (default: dry run).")] = False,
+    default_num_to_keep: Annotated[Optional[int], typer.Option(help="num_to_keep for runs with no run_started.")] = None,
+    score_attribute: Annotated[Optional[str], typer.Option(help="Score metric for runs with no run_started.")] = None,
+    score_order: Annotated[str, typer.Option(help="max or min, for runs with no run_started.")] = "max",
+    storage_root: Annotated[Optional[str], typer.Option(help="Root for runs with no run_started; outer bound for deletions.")] = None,
+    max_payload_bytes: Annotated[int, typer.Option(help="Reject events larger than this.")] = DEFAULT_MAX_BYTES,
+    max_depth: Annotated[int, typer.Option(help="Reject JSON nested deeper than this.")] = DEFAULT_MAX_DEPTH,
+    indent: Annotated[Optional[int], typer.Option(help="Pretty-print with this indent.")] = None,
+) -> None:
+    """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
+    try:
+        settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if file == "-":
+        result = fold_lines(sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth)
+    else:
+        path = Path(file)
+        if not path.is_file():
+            typer.echo(f"error: {file}: no such file; give a file of JSON lines or - for stdin", err=True)
+            raise typer.Exit(2)
+        with path.open("rb") as stream:
+            result = fold_lines(stream, settings, max_bytes=max_payload_bytes, max_depth=max_depth)
+    if apply and result.deletions:
+        from processor.storage.apply import delete_now
+
+        failures = delete_now(result.deletions, outer_root=storage_root)
+        for message in failures:
+            typer.echo(f"error: {message}", err=True)
+        if failures:
+            sys.stdout.write(json.dumps(result.document(), indent=indent) + "\n")
+            raise typer.Exit(1)
+    sys.stdout.write(json.dumps(result.document(), indent=indent) + "\n")
