@@ -1,0 +1,120 @@
+"""SnapshotStore rules beyond the backend contract: naming, argument checks, prune edge cases."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from processor.errors import SnapshotError, StorageError
+from processor.storage.objects import ObjectStore
+from processor.storage.snapshots import SnapshotName, SnapshotStore, content_digest
+from tests.storage_contract import decode, encode
+
+OFFSETS = st.integers(min_value=0, max_value=2**63 - 1)
+DIGESTS = st.text(alphabet="0123456789abcdef", min_size=12, max_size=12)
+
+
+@given(OFFSETS, OFFSETS, DIGESTS, DIGESTS)
+def test_lexical_name_order_is_offset_order(a: int, b: int, da: str, db: str) -> None:
+    na, nb = SnapshotName(a, da), SnapshotName(b, db)
+    if a != b:
+        assert (na.filename < nb.filename) == (a < b)
+    assert SnapshotName.parse(na.filename) == na
+
+
+@pytest.mark.parametrize("name", [
+    "snapshot-1-0123456789ab.json", "snapshot-00000000000000000001-0123456789AB.json",
+    "snapshot-00000000000000000001-0123456789ab.json.tmp", "README", ".tmp-x-snapshot",
+])
+def test_foreign_names_are_not_snapshots(name: str) -> None:
+    assert SnapshotName.parse(name) is None
+
+
+@pytest.mark.parametrize(("topic", "partition", "keep"), [
+    ("", 0, 1), ("..", 0, 1), ("a/b", 0, 1), ("x" * 250, 0, 1), ("t", -1, 1), ("t", 0, 0),
+])
+def test_invalid_arguments_are_refused(
+    tmp_path: Path, topic: str, partition: int, keep: int
+) -> None:
+    with pytest.raises(SnapshotError, match=str(tmp_path)):
+        SnapshotStore(str(tmp_path), topic, partition, keep=keep)
+
+
+@pytest.mark.parametrize("offset", [-1, 10**20])
+def test_offsets_outside_kafka_range_are_refused(tmp_path: Path, offset: int) -> None:
+    snaps = SnapshotStore(str(tmp_path), "t", 0)
+    with pytest.raises(SnapshotError, match=f"{tmp_path}/t/0"):
+        snaps.write(b"x", offset)
+    assert snaps.list_offsets() == []
+
+
+def test_rewriting_the_same_snapshot_is_idempotent(tmp_path: Path) -> None:
+    snaps = SnapshotStore(str(tmp_path), "t", 0)
+    first = snaps.write(encode("s"), 7)
+    assert snaps.write(encode("s"), 7) == first
+    assert first.endswith(f"-{content_digest(encode('s'))}.json")
+    assert snaps.list_offsets() == [7]
+
+
+def test_foreign_objects_beside_snapshots_are_ignored(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path))
+    store.put_immutable("t/0/notes.txt", b"not a snapshot")
+    store.put_immutable("t/0/zzz-snapshot.json", b"neither")
+    snaps = SnapshotStore(str(tmp_path), "t", 0, keep=1)
+    snaps.write(encode("one"), 1)
+    snaps.write(encode("two"), 2)
+    assert snaps.list_offsets() == [2]
+    names = store.list("t/0/")
+    assert [n for n in names if not n.startswith("t/0/snapshot-")] == [
+        "t/0/notes.txt", "t/0/zzz-snapshot.json"]
+    assert len(names) == 3
+    assert snaps.load_latest(decode) == "two"
+
+
+def test_prune_never_deletes_the_snapshot_just_written(tmp_path: Path) -> None:
+    """After restoring past a corrupt newest snapshot, new (lower-offset) writes must survive."""
+    snaps = SnapshotStore(str(tmp_path), "t", 0, keep=1)
+    snaps.write(b"corrupt, no checksum", 200)
+    snaps.write(encode("replayed to 150"), 150)
+    assert snaps.list_offsets() == [150, 200]
+    assert snaps.load_latest(decode) == "replayed to 150"
+    snaps.write(encode("past it"), 250)
+    assert snaps.list_offsets() == [250]
+
+
+def test_failed_prune_is_logged_and_the_write_still_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    snaps = SnapshotStore(str(tmp_path), "t", 0, keep=1)
+    snaps.write(encode("a"), 1)
+
+    def refuse(self: ObjectStore, name: str) -> None:
+        raise StorageError(f"could not delete {self.url(name)}: injected")
+
+    with monkeypatch.context() as patch, caplog.at_level(logging.WARNING):
+        patch.setattr(ObjectStore, "delete", refuse)
+        url = snaps.write(encode("b"), 2)
+    assert url.startswith(f"{tmp_path}/t/0/snapshot-00000000000000000002-")
+    assert snaps.list_offsets() == [1, 2]
+    assert any("pruning old snapshots" in r.getMessage() for r in caplog.records)
+    snaps.write(encode("c"), 3)
+    assert snaps.list_offsets() == [3]
+
+
+def test_hash_mismatch_is_skipped_without_calling_decode(tmp_path: Path) -> None:
+    snaps = SnapshotStore(str(tmp_path), "t", 0)
+    snaps.write(encode("good"), 1)
+    name = SnapshotName(2, content_digest(encode("bigger"))).filename
+    ObjectStore(str(tmp_path)).put_immutable(f"t/0/{name}", encode("other"))
+    seen: list[bytes] = []
+
+    def counting_decode(data: bytes) -> str:
+        seen.append(data)
+        return decode(data)
+
+    assert snaps.load_latest(counting_decode) == "good"
+    assert seen == [encode("good")]
