@@ -205,4 +205,5 @@ class StorageContract:
                                   f"{backend.base_url}/runs/r")
         assert await deleter.drain(timeout=5)
         assert store.get("runs/other/ckpt/model.bin") == b"keep me"
-        assert ("r", target) in deleter.refused and deleter.outstanding == frozenset()
+        assert "not strictly under the run's storage root" in deleter.refused[("r", target)]
+        assert len(deleter.refused) == 2 and deleter.outstanding == frozenset()

@@ -86,8 +86,8 @@ class Deleter:
         self._options = dict(storage_options or {})
         self._slots = asyncio.Semaphore(concurrency)
         self._outstanding: set[Key] = set()
-        self._failed: set[Key] = set()
-        self._refused: set[Key] = set()
+        self._failed: dict[Key, str] = {}
+        self._refused: dict[Key, str] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._closed = False
 
@@ -97,14 +97,14 @@ class Deleter:
         return frozenset(self._outstanding)
 
     @property
-    def failed(self) -> frozenset[Key]:
-        """Outstanding deletions whose attempts are exhausted, until resubmitted."""
-        return frozenset(self._failed)
+    def failed(self) -> dict[Key, str]:
+        """Outstanding deletions whose attempts are exhausted, with the last error."""
+        return dict(self._failed)
 
     @property
-    def refused(self) -> frozenset[Key]:
-        """Submissions refused by confinement; none of them was touched."""
-        return frozenset(self._refused)
+    def refused(self) -> dict[Key, str]:
+        """Submissions refused by confinement, with why; none of them was touched."""
+        return dict(self._refused)
 
     def submit(self, run_id: str, path: str, root: str) -> bool:
         """Queue deleting `path` for `run_id` without waiting; False when refused.
@@ -116,13 +116,13 @@ class Deleter:
                                "submit it to the new Deleter after restart")
         problem = confinement_problem(path, root, self._outer_root)
         if problem is not None:
-            self._refused.add((run_id, path))
+            self._refused[(run_id, path)] = problem
             log.error("refusing to delete %s for run %s: %s; nothing was deleted — fix the "
                       "checkpoint path or the run's storage root", path, run_id, problem)
             return False
         key = (run_id, path)
         self._outstanding.add(key)
-        self._failed.discard(key)
+        self._failed.pop(key, None)
         if key not in self._tasks:
             self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
         return True
@@ -131,7 +131,7 @@ class Deleter:
         """Start every failed deletion over; returns how many were restarted."""
         failed = [k for k in self._failed if k not in self._tasks]
         for key in failed:
-            self._failed.discard(key)
+            del self._failed[key]
             self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
         return len(failed)
 
@@ -158,6 +158,7 @@ class Deleter:
 
     async def _run(self, key: Key) -> None:
         run_id, path = key
+        last_error = ""
         try:
             for attempt in range(1, self._retry.max_attempts + 1):
                 async with self._slots:
@@ -165,16 +166,17 @@ class Deleter:
                 if error is None:
                     self._confirmed(key)
                     return
+                last_error = error
                 if attempt < self._retry.max_attempts:
                     delay = self._retry.delay(attempt)
                     log.warning("deleting %s for run %s failed (attempt %d of %d): %s; "
                                 "retrying in %.2fs", path, run_id, attempt,
                                 self._retry.max_attempts, error, delay)
                     await asyncio.sleep(delay)
-            self._failed.add(key)
+            self._failed[key] = last_error
             log.error("could not delete %s for run %s after %d attempts: %s; it stays "
                       "outstanding — resubmit it or call retry_failed()", path, run_id,
-                      self._retry.max_attempts, error)
+                      self._retry.max_attempts, last_error)
         finally:
             self._tasks.pop(key, None)
 
@@ -203,7 +205,7 @@ class Deleter:
 
     def _confirmed(self, key: Key) -> None:
         self._outstanding.discard(key)
-        self._failed.discard(key)
+        self._failed.pop(key, None)
         if self._on_done is None:
             return
         try:

@@ -1,4 +1,4 @@
-"""Write-once objects under one fsspec base URL; the only place ckptlog's objects meet fsspec.
+"""Write-once objects under one fsspec base URL, and the fsspec helpers the storage package shares.
 
 Objects are named relative to the base (`topic/0/snapshot-….json`). Every backend failure
 surfaces as `StorageError` naming the full URL, so callers never see fsspec, OS or botocore
@@ -71,14 +71,12 @@ def open_filesystem(
 
 
 def check_name(name: str, base_url: str) -> str:
-    """Refuse object names that could escape the base: absolute, `..`, URLs or empty."""
-    bad = not name or name.startswith("/") or "://" in name or name.endswith("/")
-    bad = bad or name.rpartition("/")[2].startswith(TEMP_PREFIX)
+    """Refuse object names that could escape the base or hide: absolute, `..`, URLs, temp."""
     try:
-        segments = parse_url(name).segments if not bad else ()
+        ok = "/".join(parse_url(name).segments) == name  # also false for "a//b", "/a", "s3://"
     except UnsafePath:
-        bad = True
-    if bad or "/".join(segments) != name:
+        ok = False
+    if not ok or name.rpartition("/")[2].startswith(TEMP_PREFIX):
         raise StorageError(
             f"refusing object name {name!r} under {base_url}: names must be relative "
             f"'a/b/c' paths without '..', '.', empty segments, a protocol or a "

@@ -18,13 +18,15 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from processor.errors import StorageError
+from processor.core.outputs import Deletion
+from processor.storage.apply import delete_now
 from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
 
 LOGGER = "processor.storage.deletion"
 ROOT = "flaky://runs/r1"
 
 
-class FlakyFS(MemoryFileSystem):
+class FlakyFS(MemoryFileSystem):  # type: ignore[misc]  # fsspec is untyped
     """A memory filesystem of its own whose `rm` fails `failures_left` times, then works."""
 
     protocol = "flaky"
@@ -116,7 +118,8 @@ async def test_exhausted_deletion_stays_outstanding_until_retried(
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit(*key, ROOT)
         assert not await deleter.drain(timeout=10)
-    assert len(flaky.rm_calls) == 3 and deleter.outstanding == deleter.failed == {key}
+    assert len(flaky.rm_calls) == 3 and deleter.outstanding == set(deleter.failed) == {key}
+    assert "injected failure" in deleter.failed[key]
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "r1" in errors[0] and key[1] in errors[0]
     assert exists(f"{ROOT}/ckpt_1/model.bin") and done == []
@@ -124,7 +127,7 @@ async def test_exhausted_deletion_stays_outstanding_until_retried(
     flaky.failures_left = 0
     assert deleter.retry_failed() == 1
     assert await deleter.drain(timeout=10)
-    assert done == [key] and deleter.outstanding == deleter.failed == frozenset()
+    assert done == [key] and deleter.outstanding == frozenset() and deleter.failed == {}
 
 
 async def test_resubmitting_a_failed_deletion_retries_it(flaky: type[FlakyFS]) -> None:
@@ -147,7 +150,7 @@ async def test_deletion_counts_only_once_confirmed_gone(flaky: type[FlakyFS]) ->
                       on_done=lambda run, path: done.append((run, path)))
     deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
     assert not await deleter.drain(timeout=10)
-    assert done == [] and deleter.failed == {("r1", f"{ROOT}/ckpt_1")}
+    assert done == [] and "still exists after deleting" in deleter.failed[("r1", f"{ROOT}/ckpt_1")]
 
 
 async def test_concurrency_is_bounded(flaky: type[FlakyFS]) -> None:
@@ -245,7 +248,7 @@ async def test_refused_paths_are_never_touched(
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         assert deleter.submit("r1", path, root) is False
     assert await deleter.drain(timeout=5)
-    assert deleter.refused == {("r1", path)} and deleter.outstanding == frozenset()
+    assert set(deleter.refused) == {("r1", path)} and deleter.outstanding == frozenset()
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("model.bin")) == [
         "elsewhere/r1/ckpt/model.bin", "runs/r1/ckpt/model.bin", "runs/r2/ckpt/model.bin"]
     assert all(p.read_bytes() == b"precious" for p in tmp_path.rglob("model.bin"))
@@ -275,3 +278,24 @@ async def test_confined_path_is_accepted_and_deleted(tmp_path: Path) -> None:
 def test_confinement_problem(path: str, root: str, outer: str | None, reason: str | None) -> None:
     problem = confinement_problem(path, root, outer)
     assert problem is None if reason is None else reason in (problem or "")
+
+
+# --- delete_now: the one-shot form used by `ckptlog fold --apply` ------------------------
+
+def test_delete_now_deletes_and_reports_refusals_and_failures(
+    flaky: type[FlakyFS], tmp_path: Path
+) -> None:
+    (tmp_path / "runs/r1/ckpt_1").mkdir(parents=True)
+    (tmp_path / "runs/r2/ckpt_1").mkdir(parents=True)
+    put(f"{ROOT}/ckpt_9/model.bin")
+    flaky.failures_left = 1000
+    messages = delete_now([
+        Deletion("r1", f"{tmp_path}/runs/r1/ckpt_1", f"{tmp_path}/runs/r1"),
+        Deletion("r1", f"{tmp_path}/runs/r2/ckpt_1", f"{tmp_path}/runs/r1"),
+        Deletion("r1", f"{ROOT}/ckpt_9", ROOT),
+    ], retry=RetryPolicy(max_attempts=2, base_delay=0.001))
+    assert not (tmp_path / "runs/r1/ckpt_1").exists()
+    assert (tmp_path / "runs/r2/ckpt_1").is_dir() and exists(f"{ROOT}/ckpt_9/model.bin")
+    assert len(messages) == 2
+    assert messages[0].startswith(f"refused to delete {tmp_path}/runs/r2/ckpt_1 for run r1")
+    assert messages[1].startswith(f"could not delete {ROOT}/ckpt_9 for run r1")
