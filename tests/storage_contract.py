@@ -195,6 +195,18 @@ class StorageContract:
         assert await deleter.drain(timeout=30)
         assert done[-1] == ("r", dir_ckpt) and deleter.outstanding == frozenset()
 
+    async def test_deleter_deletes_what_confinement_checked(self, backend: Backend) -> None:
+        """`run/./ckpt` and `run//ckpt` name `run/ckpt` for confinement, so delete that."""
+        store = backend.store()
+        store.put_immutable("runs/r/ckpt_1/model.bin", b"w")
+        store.put_immutable("runs/r/ckpt_2/model.bin", b"w")
+        deleter = backend.deleter()
+        root = f"{backend.base_url}/runs/r"
+        assert deleter.submit("r", f"{root}/./ckpt_1", root)
+        assert deleter.submit("r", f"{root}//ckpt_2/", root)
+        assert await deleter.drain(timeout=30)
+        assert store.list() == []
+
     async def test_deleter_refuses_outside_root_and_leaves_it(self, backend: Backend) -> None:
         store = backend.store()
         store.put_immutable("runs/other/ckpt/model.bin", b"keep me")

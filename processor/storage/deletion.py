@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from processor.core.paths import UnsafePath, is_within, parse_url
+from processor.core.paths import UnsafePath, is_within, normalize, parse_url
 from processor.errors import StorageError
 from processor.storage.objects import mapped_errors, open_filesystem
 
@@ -120,20 +120,21 @@ class Deleter:
             log.error("refusing to delete %s for run %s: %s; nothing was deleted — fix the "
                       "checkpoint path or the run's storage root", path, run_id, problem)
             return False
-        key = (run_id, path)
-        self._outstanding.add(key)
-        self._failed.pop(key, None)
-        if key not in self._tasks:
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
+        self._outstanding.add((run_id, path))
+        self._start((run_id, path))
         return True
 
     def retry_failed(self) -> int:
         """Start every failed deletion over; returns how many were restarted."""
-        failed = [k for k in self._failed if k not in self._tasks]
+        failed = list(self._failed)
         for key in failed:
-            del self._failed[key]
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
+            self._start(key)
         return len(failed)
+
+    def _start(self, key: Key) -> None:
+        self._failed.pop(key, None)
+        if key not in self._tasks:
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for in-flight deletions; True when every accepted one is confirmed gone."""
@@ -191,8 +192,11 @@ class Deleter:
         return None
 
     def _remove(self, url: str) -> None:
-        """Delete `url` recursively and confirm it is gone; already gone is success."""
-        fs, path = open_filesystem(url, self._options.get(parse_url(url).protocol))
+        """Delete `url` recursively and confirm it is gone; already gone is success.
+
+        The canonical spelling is what gets deleted, since that is what confinement checked.
+        """
+        fs, path = open_filesystem(normalize(url), self._options.get(parse_url(url).protocol))
         with mapped_errors(url, "delete"):
             try:
                 fs.rm(path, recursive=True)
