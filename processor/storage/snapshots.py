@@ -120,23 +120,27 @@ class SnapshotStore:
 
         A hash mismatch (truncated or altered object) or `SnapshotCorrupt` from `decode`
         skips to the next older snapshot with a WARNING; `SnapshotVersionError` propagates,
-        because a snapshot from a newer build must stop this one from starting.
+        because a snapshot from a newer build must stop this one from starting. A storage
+        failure (`StorageError`) propagates too: the restart should retry, not start empty.
         """
         candidates = self._snapshots()
         for snap in reversed(candidates):
-            url = self._objects.url(self._prefix + snap.filename)
-            data = self._objects.get(self._prefix + snap.filename)
+            name = self._prefix + snap.filename
             try:
-                if content_digest(data) != snap.digest:
-                    raise SnapshotCorrupt(
-                        f"content hash {content_digest(data)} does not match the name "
-                        f"({len(data)} bytes; truncated or altered)"
-                    )
-                return decode(data)
+                return decode(self._verified(name, snap.digest))
             except SnapshotCorrupt as exc:
                 log.warning("skipping corrupt snapshot %s (%s); trying the next older one",
-                            url, exc)
+                            self._objects.url(name), exc)
         if candidates:
             log.warning("no valid snapshot among %d under %s; starting from empty state",
                         len(candidates), self.url)
         return None
+
+    def _verified(self, name: str, digest: str) -> bytes:
+        """The object's bytes, if they still hash to the digest in their name."""
+        data = self._objects.get(name)
+        actual = content_digest(data)
+        if actual != digest:
+            raise SnapshotCorrupt(f"content hash {actual} does not match the name "
+                                  f"({len(data)} bytes; truncated or altered)")
+        return data
