@@ -1,0 +1,78 @@
+"""`ckptlog fold`: the public VIEW document, rejections with line numbers, --apply."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from processor.cli.main import _register, app
+from tests import factories as f
+
+_register()
+runner = CliRunner()
+
+
+def fold(tmp_path: Path, lines: list[bytes], *args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    result = runner.invoke(app, ["fold", str(log), *args])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def test_document_shape_and_rejections(tmp_path: Path) -> None:
+    root = "file:///data/r"
+    code, doc = fold(tmp_path, [
+        f.started(root=root, keep=1, attr="acc"),
+        f.report(metrics={"acc": 1}, path=f"{root}/a"),
+        b"not json",
+        f.report(metrics={"acc": math.nan}, path=f"{root}/b"),
+        f.report(metrics={"acc": 3}, path=f"{root}/c"),
+        f.report(path="file:///etc/passwd"),
+    ])
+    assert code == 0
+    view = doc["runs"]["r"]
+    assert set(view) == {"checkpoints", "latest", "best", "committed", "validated", "generation",
+                         "index_in_generation", "evicted"}
+    assert [c["path"] for c in view["checkpoints"]] == [f"{root}/c"]
+    assert set(view["checkpoints"][0]) == {"path", "metrics", "status", "report_index"}
+    assert view["evicted"] == [f"{root}/b", f"{root}/a"]  # b (NaN) ranks below a; both leave when c lands
+    assert view["latest"] == view["best"] == f"{root}/c"
+    assert [(r["line"], r["reason"]) for r in doc["rejected"]] == [(3, "invalid_json"), (6, "path_outside_root")]
+
+
+def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> None:
+    root = (tmp_path / "store").as_uri()
+    code, doc = fold(tmp_path, [f.report(metrics={"loss": x}, path=f"{root}/c{x}") for x in (3, 1, 2)],
+                     "--default-num-to-keep", "1", "--score-attribute", "loss", "--score-order", "min",
+                     "--storage-root", root)
+    assert code == 0
+    assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/c2", f"{root}/c1"]
+
+
+def test_invalid_flag_is_a_clear_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["fold", "-", "--default-num-to-keep", "0"], input="")
+    assert result.exit_code == 2 and "--default-num-to-keep must be >= 1" in result.output
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["fold", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_dry_run_deletes_nothing_apply_deletes_only_evicted(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    names = ["a", "b", "c"]
+    for name in names:
+        (store / "r" / name).mkdir(parents=True)
+        (store / "r" / name / "model.bin").write_bytes(b"w")
+    root = (store / "r").as_uri()
+    lines = [f.started(root=root, keep=1), *[f.report(path=f"{root}/{n}") for n in names]]
+    code, _ = fold(tmp_path, lines)
+    assert code == 0 and all((store / "r" / n).exists() for n in names)
+    code, doc = fold(tmp_path, lines, "--apply")
+    assert code == 0, doc
+    assert not (store / "r" / "a").exists() and not (store / "r" / "b").exists()
+    assert (store / "r" / "c" / "model.bin").exists()
