@@ -22,10 +22,10 @@ from events.models import (
 )
 from events.rejections import Reason, Rejection
 from processor.core.outputs import Deletion, Effects, Output, rejected
-from processor.core.paths import UnsafePath, is_within, key_of, normalize, parse_url
+from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
 from processor.core.retention import apply_retention
 from processor.core.scoring import score
-from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run
+from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
 
 
 class Fold:
@@ -115,19 +115,20 @@ class Fold:
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
-        try:
-            parsed = parse_url(path)
-        except UnsafePath as exc:
-            return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: checkpoint path {exc}; report the real directory")
+        key = fast_key(path)
+        if key is None:
+            try:
+                key = key_of(parse_url(path))
+            except UnsafePath as exc:
+                return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: checkpoint path {exc}; "
+                                 "report the real directory")
         if root is None:
             return Rejection(Reason.NO_STORAGE_ROOT, f"run {run_id!r} has no storage root for {path!r}; send "
                              "run_started with storage_path first, or start the processor with --storage-root")
-        rp = run.root if run is not None and run.root is not None else parse_url(root)
-        if parsed.protocol != rp.protocol or len(parsed.segments) <= len(rp.segments) \
-                or parsed.segments[: len(rp.segments)] != rp.segments:
+        prefix = run.root_prefix if run is not None else root_prefix(root)
+        if not key.startswith(prefix):
             return Rejection(Reason.PATH_OUTSIDE_ROOT, f"run {run_id!r}: checkpoint {path!r} is outside the "
                              f"run's storage root {root!r}; save checkpoints under the run's storage_path")
-        key = key_of(parsed)
         if run is not None and (key in run.by_key or key in run.outstanding):
             return Rejection(Reason.DUPLICATE_CHECKPOINT_PATH, f"run {run_id!r}: checkpoint {path!r} was already "
                              "reported; save each checkpoint to a new directory")

@@ -48,6 +48,26 @@ def is_within(root: str, path: str) -> bool:
     return p.segments[: len(r.segments)] == r.segments
 
 
+def fast_key(url: str) -> str | None:
+    """`key_of(parse_url(url))` for the common, already-clean spelling; None means "parse it".
+
+    Skips the split into segments for URLs with no `//`, `/.` or trailing `/` in the path,
+    which is nearly every checkpoint path a training job reports.
+    """
+    protocol, sep, rest = url.partition("://")
+    if not sep:
+        protocol, rest = "file", url
+    elif protocol in _LOCAL:
+        protocol = "file"
+    elif not protocol.islower():
+        return None
+    if "//" in rest or "/." in rest or rest.endswith("/") or rest.startswith(".") or not rest:
+        return None
+    if protocol == "file":
+        return f"file://{rest}" if rest.startswith("/") else None
+    return f"{protocol}://{rest}"
+
+
 def key_of(parsed: ParsedUrl) -> str:
     """The canonical spelling of a parsed URL (`file:///a//b/` and `/a/b` give `file:///a/b`)."""
     lead = "/" if parsed.protocol == "file" else ""

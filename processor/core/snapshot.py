@@ -16,9 +16,8 @@ from typing import Any
 
 from events.models import CheckpointConfig, RunStartedData, ValidationSpec
 from processor import __version__
-from processor.core.paths import parse_url
 from processor.core.scoring import score
-from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_checkpoint_list
+from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_checkpoint_list, root_prefix
 from processor.errors import SnapshotCorrupt, SnapshotVersionError
 
 FORMAT = "ckptlog.snapshot"
@@ -112,7 +111,7 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     config = CheckpointConfig.model_validate(d["config"])
     root = d["storage_root"]
     started = RunStartedData.model_validate(d["started"]) if d["started"] is not None else None
-    run = RunState(run_id, config, root, parse_url(root) if root else None,
+    run = RunState(run_id, config, root, root_prefix(root),
                    ValidationSpec.model_validate(d["default_validation"]), started=started)
     run.checkpoints = new_checkpoint_list()
     for c in d["checkpoints"]:

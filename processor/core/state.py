@@ -8,7 +8,7 @@ from typing import Any
 
 from events.models import CheckpointConfig, RunStartedData, ValidationSpec
 from processor.core.ordering import SortedRecords
-from processor.core.paths import ParsedUrl, parse_url
+from processor.core.paths import key_of, parse_url
 from processor.core.scoring import SortKey
 
 DEFAULT_DEDUP_WINDOW = 4096
@@ -45,7 +45,7 @@ class RunState:
     run_id: str
     config: CheckpointConfig
     storage_root: str | None
-    root: ParsedUrl | None
+    root_prefix: str  # canonical root + '/': a checkpoint key must start with it
     default_validation: ValidationSpec
     started: RunStartedData | None = None
     checkpoints: SortedRecords = field(default_factory=new_checkpoint_list)
@@ -73,11 +73,15 @@ class RunState:
             self.seen_set.discard(self.seen.popleft())
 
 
+def root_prefix(root: str | None) -> str:
+    """Canonical spelling of a storage root plus `/`; '\0' (matches nothing) when there is none."""
+    return key_of(parse_url(root)).rstrip("/") + "/" if root else "\0"
+
+
 def new_run(run_id: str, settings: FoldSettings, started: RunStartedData | None = None) -> RunState:
     """A run from its run_started event, or from the processor defaults when it has none."""
     if started is None:
         root = settings.default_root
-        return RunState(run_id, settings.default_config, root, parse_url(root) if root else None,
-                        settings.default_validation)
-    return RunState(run_id, started.checkpoint_config, started.storage_path, parse_url(started.storage_path),
+        return RunState(run_id, settings.default_config, root, root_prefix(root), settings.default_validation)
+    return RunState(run_id, started.checkpoint_config, started.storage_path, root_prefix(started.storage_path),
                     started.validation, started=started)
