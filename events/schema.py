@@ -1,0 +1,118 @@
+"""Generate JSON Schema for every event and the snapshot, plus an AsyncAPI document.
+
+`python -m events.schema` rewrites `schemas/`; `python -m events.schema --check` exits 1
+when the committed files differ from what the code generates (CI runs it via a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from events.models import DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
+from events.outputs import OUTPUT_MODELS, OutputEnvelope
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+INPUTS: dict[str, type[BaseModel]] = {
+    "run_started": RunStarted, "report": Report, "validation_result": ValidationResult,
+    "worker_group_restart": WorkerGroupRestart, "deletion_completed": DeletionCompleted,
+}
+VIEW_SCHEMA: dict[str, Any] = {
+    "title": "RunView", "type": "object",
+    "description": "Value of the state topic and of `ckptlog fold` per run (fold adds `evicted`).",
+    "required": ["checkpoints", "latest", "best", "committed", "validated", "generation", "index_in_generation"],
+    "properties": {
+        "checkpoints": {"type": "array", "description": "Kept checkpoints in sort order, best last.", "items": {
+            "type": "object", "required": ["path", "metrics", "status", "report_index"],
+            "properties": {"path": {"type": "string"}, "metrics": {"type": "object"},
+                           "status": {"enum": ["COMMITTED", "PENDING_VALIDATION", "VALIDATED",
+                                               "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]},
+                           "report_index": {"type": "integer"}}}},
+        "latest": {"type": ["string", "null"]}, "best": {"type": ["string", "null"]},
+        "committed": {"type": "integer"}, "validated": {"type": "integer"},
+        "generation": {"type": "integer"}, "index_in_generation": {"type": "integer"},
+        "evicted": {"type": "array", "items": {"type": "string"}},
+    },
+}
+SNAPSHOT_SCHEMA: dict[str, Any] = {
+    "title": "Snapshot", "type": "object", "required": ["format", "schema_version", "checksum", "snapshot"],
+    "description": "Canonical JSON (sorted keys, no whitespace); checksum = sha256 of canonical(snapshot).",
+    "properties": {
+        "format": {"const": "ckptlog.snapshot"}, "schema_version": {"const": 1},
+        "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+        "snapshot": {"type": "object", "required": ["processor_version", "topic", "partition", "next_offset",
+                                                     "settings", "runs"],
+                     "properties": {"processor_version": {"type": "string"}, "topic": {"type": "string"},
+                                    "partition": {"type": "integer"}, "next_offset": {"type": "integer"},
+                                    "settings": {"type": "object"}, "runs": {"type": "object"}}},
+    },
+}
+
+
+def documents() -> dict[str, Any]:
+    """File name -> JSON document, in a stable order."""
+    docs: dict[str, Any] = {}
+    for name, model in INPUTS.items():
+        docs[f"input/{name}.v1.json"] = model.model_json_schema()
+    for name, model in OUTPUT_MODELS.items():
+        docs[f"output/{name}.v1.json"] = {"title": f"ckptlog.{name}.v1 data", **model.model_json_schema()}
+    docs["output/envelope.json"] = OutputEnvelope.model_json_schema()
+    docs["view.json"] = VIEW_SCHEMA
+    docs["snapshot.json"] = SNAPSHOT_SCHEMA
+    docs["asyncapi.json"] = asyncapi()
+    return docs
+
+
+def asyncapi() -> dict[str, Any]:
+    def ref(path: str) -> dict[str, str]:
+        return {"$ref": f"./{path}"}
+
+    channels = {
+        "ckptlog.events": {"description": "Input log; key = run id.", "messages": {
+            n: {"payload": ref(f"input/{n}.v1.json")} for n in INPUTS}},
+        "ckptlog.checkpoints": {"description": "Checkpoint events; key = run id.", "messages": {
+            n: {"payload": ref(f"output/{n}.v1.json")} for n in OUTPUT_MODELS
+            if n not in ("validation_requested", "watermark")}},
+        "ckptlog.validations": {"description": "Evaluators' work queue.", "messages": {
+            "validation_requested": {"payload": ref("output/validation_requested.v1.json")}}},
+        "ckptlog.watermarks": {"description": "Committed/validated watermarks.", "messages": {
+            "watermark": {"payload": ref("output/watermark.v1.json")}}},
+        "ckptlog.state": {"description": "Compacted; key = run id; value = the run VIEW.", "messages": {
+            "view": {"payload": ref("view.json")}}},
+        "ckptlog.dlq": {"description": "Rejected input: original bytes; reason, message and source "
+                                       "topic/partition/offset in headers.", "messages": {"rejected": {}}},
+    }
+    return {"asyncapi": "3.0.0", "info": {"title": "ckptlog", "version": "1"}, "channels": channels}
+
+
+def render(doc: Any) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if schemas/ is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, doc in documents().items():
+        path = SCHEMAS / name
+        text = render(doc)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print(f"schemas out of date: {', '.join(stale)}; run `python -m events.schema`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
