@@ -65,7 +65,7 @@ def fast_key(url: str) -> str | None:
         return None
     if protocol == "file":
         return f"file://{rest}" if rest.startswith("/") else None
-    return f"{protocol}://{rest}"
+    return None if rest.startswith("/") else f"{protocol}://{rest}"
 
 
 def key_of(parsed: ParsedUrl) -> str:
