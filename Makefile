@@ -1,0 +1,28 @@
+# Two entry points (see README): `make demo` runs the main job, `make test` runs the tests.
+# Both bootstrap a local virtualenv (.venv) first, so they work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test venv bench clean
+
+$(BIN)/ckptlog: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[test,s3]"
+	touch $(BIN)/ckptlog
+
+venv: $(BIN)/ckptlog
+
+demo: venv
+	$(BIN)/ckptlog demo
+
+test: venv
+	$(BIN)/ckptlog broker fetch
+	$(BIN)/python -m pytest
+
+bench: venv
+	$(BIN)/python -m bench.fold
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis
