@@ -191,6 +191,8 @@ class LocalBroker:
             state = self.read_state()
             if state is not None and self._live_pid(state) is not None:
                 self.log(f"broker in {self.dir} is already running (pid {state.pid})")
+                if self.port is not None and self.port != state.port:
+                    self.log(f"ignoring --port {self.port}: stop it first to change the port")
                 self._wait_ready(state)
                 return state.bootstrap
             java = require_java(self.path)

@@ -189,7 +189,12 @@ def test_ports_explicit_busy_fails_default_busy_falls_back(tmp_path: Path) -> No
 
 def test_ensure_bootstrap_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     started: list[Path] = []
-    monkeypatch.setattr(local_mod.LocalBroker, "start", lambda self: started.append(self.dir) or "127.0.0.1:7")
+
+    def fake_start(self: LocalBroker) -> str:
+        started.append(self.dir)
+        return "127.0.0.1:7"
+
+    monkeypatch.setattr(local_mod.LocalBroker, "start", fake_start)
     monkeypatch.setenv("CKPTLOG_HOME", str(tmp_path))
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("CKPTLOG_BOOTSTRAP_SERVERS", raising=False)
