@@ -1,0 +1,49 @@
+"""How to reach the cluster: bootstrap servers plus the security passthrough settings.
+
+`client_kwargs()` is the single place these become aiokafka keyword arguments, shared by
+every consumer, producer and admin client ckptlog creates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.helpers import create_ssl_context
+
+from processor.errors import ConfigError
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConnection:
+    bootstrap_servers: str
+    client_id: str = "ckptlog"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments common to AIOKafkaConsumer, AIOKafkaProducer and the admin client."""
+        if self.security_protocol not in _PROTOCOLS:
+            raise ConfigError(f"security_protocol {self.security_protocol!r} for {self.bootstrap_servers} is not "
+                              f"one of {', '.join(_PROTOCOLS)}; fix CKPTLOG_SECURITY_PROTOCOL or the config file")
+        kwargs: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "client_id": self.client_id,
+                                  "security_protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL"):
+            kwargs["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
+            kwargs["sasl_plain_username"] = self.sasl_plain_username
+            kwargs["sasl_plain_password"] = self.sasl_plain_password
+        if self.security_protocol.endswith("SSL"):
+            try:
+                kwargs["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile,
+                                                           keyfile=self.ssl_keyfile)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"cannot build the TLS context for {self.bootstrap_servers}: {exc}; check "
+                                  "ssl_cafile / ssl_certfile / ssl_keyfile") from exc
+        return kwargs

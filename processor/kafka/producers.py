@@ -1,0 +1,138 @@
+"""Producers for the two delivery guarantees.
+
+`TransactionalProducer`: one per input partition (pre-KIP-447 zombie fencing; aiokafka's
+`send_offsets_to_transaction` takes only a group id). Its transactional id is stable per
+(prefix, topic, partition), so a new owner's `init_transactions` (run by `start`) bumps the
+epoch and any older owner's next transactional request fails with `FencedError`.
+
+`IdempotentProducer`: one per process for at_least_once; the service commits the consumer
+offsets itself once `publish` has returned (every record acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaError,
+    ProducerFenced,
+    TransactionalIdAuthorizationFailed,
+)
+from aiokafka.structs import OffsetAndMetadata
+
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.errors import FencedError, KafkaIOError
+from processor.kafka.records import OutRecord, PartitionId
+
+log = logging.getLogger(__name__)
+
+_FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+_BATCH_BYTES = 512 * 1024
+
+
+def transactional_id(prefix: str, pid: PartitionId) -> str:
+    """Stable per input partition: whoever owns `pid` next fences whoever owned it before."""
+    return f"{prefix}-{pid.topic}-{pid.partition}"
+
+
+async def _send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> None:
+    """Queue every record, then wait until each is acknowledged."""
+    futures: list[asyncio.Future[Any]] = []
+    send = producer.send
+    for r in records:
+        futures.append(await send(r.topic, r.value, key=r.key, partition=r.partition, headers=list(r.headers)))
+    if futures:
+        await asyncio.gather(*futures)
+
+
+class TransactionalProducer:
+    """Outputs and consumed offsets of one input partition, committed atomically."""
+
+    def __init__(self, conn: KafkaConnection, prefix: str, pid: PartitionId, group_id: str,
+                 transaction_timeout_ms: int = 60_000) -> None:
+        self.pid, self.group_id = pid, group_id
+        self.transactional_id = transactional_id(prefix, pid)
+        kwargs = conn.client_kwargs()
+        kwargs["client_id"] = f"{kwargs['client_id']}-{pid.topic}-{pid.partition}"
+        self._producer = AIOKafkaProducer(**kwargs, transactional_id=self.transactional_id,
+                                          transaction_timeout_ms=transaction_timeout_ms,
+                                          max_batch_size=_BATCH_BYTES, linger_ms=0)
+        self._started = False
+
+    async def start(self) -> None:
+        """Connect and run init_transactions: fences every older producer with this id."""
+        try:
+            await self._producer.start()
+        except _FENCED as exc:
+            await self._producer.stop()
+            raise FencedError(self._fenced_message(exc)) from exc
+        except KafkaError as exc:
+            await self._producer.stop()
+            raise KafkaIOError(f"{self.pid}: starting transactional producer {self.transactional_id} failed: "
+                               f"{exc!r}; check that the broker supports transactions") from exc
+        self._started = True
+
+    async def commit(self, records: Sequence[OutRecord], offsets: dict[PartitionId, int]) -> None:
+        """One transaction: every record plus the group's next offsets, all or nothing."""
+        producer = self._producer
+        try:
+            await producer.begin_transaction()
+            await _send_all(producer, records)
+            if offsets:
+                await producer.send_offsets_to_transaction(
+                    {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id)
+            await producer.commit_transaction()
+        except _FENCED as exc:
+            raise FencedError(self._fenced_message(exc)) from exc
+        except KafkaError as exc:
+            await self._abort_quietly()
+            raise KafkaIOError(f"{self.pid}: transaction of {self.transactional_id} with {len(records)} records "
+                               f"failed: {exc!r}; the batch is aborted and will be re-processed") from exc
+
+    async def _abort_quietly(self) -> None:
+        try:
+            if self._producer._txn_manager is not None and self._producer._txn_manager.is_in_transaction():
+                await self._producer.abort_transaction()
+        except KafkaError as exc:  # the producer is closed and rebuilt by the caller anyway
+            log.warning("event=abort_failed partition=%s transactional_id=%s error=%r", self.pid,
+                        self.transactional_id, exc)
+
+    def _fenced_message(self, exc: BaseException) -> str:
+        return (f"{self.pid}: transactional id {self.transactional_id} was fenced ({type(exc).__name__}): another "
+                "instance now owns this partition; this instance drops it and rejoins the group")
+
+    async def stop(self) -> None:
+        try:
+            await self._producer.stop()
+        except KafkaError as exc:
+            log.warning("event=producer_stop_failed transactional_id=%s error=%r", self.transactional_id, exc)
+
+
+class IdempotentProducer:
+    """at_least_once: acks=all, idempotent, shared by every partition of the process."""
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True,
+                                          max_batch_size=_BATCH_BYTES, linger_ms=0)
+
+    async def start(self) -> None:
+        try:
+            await self._producer.start()
+        except KafkaError as exc:
+            await self._producer.stop()
+            raise KafkaIOError(f"starting the idempotent producer failed: {exc!r}; check the broker") from exc
+
+    async def publish(self, records: Sequence[OutRecord]) -> None:
+        try:
+            await _send_all(self._producer, records)
+        except KafkaError as exc:
+            raise KafkaIOError(f"publishing {len(records)} records failed: {exc!r}; the batch will be "
+                               "re-processed (same output ids)") from exc
+
+    async def stop(self) -> None:
+        await self._producer.stop()

@@ -1,0 +1,114 @@
+"""Read a topic from its beginning to its current end, outside any consumer group.
+
+Used by `ckptlog inspect` (compacted state topic: last value per key wins), `ckptlog
+replay` (every input partition) and the tests. `read_committed`, so aborted transactions
+never show, and "the end" is each partition's last stable offset taken at the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.errors import KafkaIOError, TopicSetupError
+from processor.kafka.records import Header, PartitionId
+from processor.kafka.topics import admin_client, partition_counts
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+class TopicReader:
+    """`async with TopicReader(conn, topic) as r: async for batch in r.batches(): ...`."""
+
+    def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int] | None = None,
+                 start: dict[int, int] | None = None) -> None:
+        self._conn, self.topic = conn, topic
+        self._partitions, self._start = partitions, start or {}
+        self._consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False,
+                                          isolation_level="read_committed", auto_offset_reset="earliest",
+                                          fetch_max_wait_ms=50)
+        self.begin: dict[PartitionId, int] = {}
+        self.end: dict[PartitionId, int] = {}
+
+    async def __aenter__(self) -> TopicReader:
+        async with admin_client(self._conn) as admin:
+            counts = await partition_counts(admin, [self.topic])
+        if self.topic not in counts:
+            raise TopicSetupError(f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check "
+                                  "the topic name")
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            await self._consumer.stop()
+            raise KafkaIOError(f"reading {self.topic} from {self._conn.bootstrap_servers} failed: {exc!r}; "
+                               "check --bootstrap-servers") from exc
+        wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
+        tps = [TopicPartition(self.topic, p) for p in wanted]
+        self._consumer.assign(tps)
+        begins = await self._consumer.beginning_offsets(tps)
+        ends = await self._consumer.end_offsets(tps)
+        for tp in tps:
+            pid = PartitionId(*tp)
+            self.begin[pid], self.end[pid] = int(begins[tp]), int(ends[tp])
+            self._consumer.seek(tp, max(self._start.get(tp.partition, 0), self.begin[pid]))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def position(self, pid: PartitionId) -> int:
+        return int(await self._consumer.position(TopicPartition(*pid)))
+
+    async def batches(self, max_records: int = 5000) -> AsyncIterator[list[Record]]:
+        """Batches (one partition each, in offset order) until every partition reached its end."""
+        remaining = {TopicPartition(*p) for p, end in self.end.items()}
+        while remaining:
+            for tp in list(remaining):
+                if await self._consumer.position(tp) >= self.end[PartitionId(*tp)]:
+                    remaining.discard(tp)
+                    self._consumer.pause(tp)
+            if not remaining:
+                return
+            fetched = await self._consumer.getmany(*remaining, timeout_ms=200, max_records=max_records)
+            for tp, records in fetched.items():
+                end = self.end[PartitionId(*tp)]
+                batch = [Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                         for r in records if r.offset < end]
+                if batch:
+                    yield batch
+
+
+async def read_topic(conn: KafkaConnection, topic: str) -> list[Record]:
+    """Every committed record of `topic` up to its current end, per partition in offset order."""
+    out: list[Record] = []
+    async with TopicReader(conn, topic) as reader:
+        async for batch in reader.batches():
+            out.extend(batch)
+    return out
+
+
+async def read_latest(conn: KafkaConnection, topic: str) -> dict[bytes, bytes]:
+    """A compacted topic as a table: last value per key; tombstones remove the key."""
+    table: dict[bytes, bytes] = {}
+    async with TopicReader(conn, topic) as reader:
+        async for batch in reader.batches():
+            for record in batch:
+                if record.key is None:
+                    continue
+                if record.value is None:
+                    table.pop(record.key, None)
+                else:
+                    table[record.key] = record.value
+    return table

@@ -1,0 +1,107 @@
+"""Topic administration: create what is missing, describe partitions, truncate a log prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.errors import KafkaIOError, TopicSetupError
+
+log = logging.getLogger(__name__)
+
+_TOPIC_EXISTS = TopicAlreadyExistsError.errno
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic ckptlog needs; `partitions=None` means "as many as the input topic"."""
+
+    name: str
+    partitions: int | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def admin_client(conn: KafkaConnection) -> AsyncIterator[AIOKafkaAdminClient]:
+    admin = AIOKafkaAdminClient(**conn.client_kwargs())
+    try:
+        await admin.start()
+    except KafkaError as exc:
+        await admin.close()
+        raise KafkaIOError(f"cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check --bootstrap-servers "
+                           "and that the broker is up") from exc
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def partition_counts(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, int]:
+    """Partitions per existing topic; topics that do not exist are left out."""
+    described = await admin.describe_topics(list(names))
+    return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
+
+
+async def ensure_topics(conn: KafkaConnection, specs: Sequence[TopicSpec], default_partitions: int,
+                        replication_factor: int | None = None) -> dict[str, int]:
+    """Create every missing topic; returns the partition count of each. Existing ones are left as they are."""
+    async with admin_client(conn) as admin:
+        existing = await partition_counts(admin, [s.name for s in specs])
+        missing = [s for s in specs if s.name not in existing]
+        if missing:
+            brokers = len((await admin.describe_cluster())["brokers"])
+            rf = replication_factor or min(3, max(1, brokers))
+            new = [NewTopic(s.name, s.partitions or default_partitions, rf, topic_configs=s.config) for s in missing]
+            response = await admin.create_topics(new)
+            for entry in getattr(response, "topic_errors", []):
+                name, code = entry[0], entry[1]
+                if code and code != _TOPIC_EXISTS:
+                    raise TopicSetupError(f"creating topic {name} on {conn.bootstrap_servers} failed with error "
+                                          f"code {code} ({entry[2] if len(entry) > 2 else ''}); create it by hand "
+                                          "or fix the broker's permissions")
+            for spec in missing:
+                log.info("event=topic_created topic=%s partitions=%d replication_factor=%d config=%s",
+                         spec.name, spec.partitions or default_partitions, rf, spec.config)
+            existing = await _wait_for(admin, [s.name for s in specs])
+        return existing
+
+
+async def _wait_for(admin: AIOKafkaAdminClient, names: list[str], attempts: int = 100) -> dict[str, int]:
+    for _ in range(attempts):
+        described = await admin.describe_topics(names)
+        ready = {t["topic"]: len(t["partitions"]) for t in described
+                 if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])}
+        if len(ready) == len(names):
+            return ready
+        await asyncio.sleep(0.1)
+    raise TopicSetupError(f"topics {', '.join(names)} have no leader after creation; check the broker's health")
+
+
+async def topic_partitions(conn: KafkaConnection, topic: str) -> int:
+    """The partition count of `topic`, or a clear error when it does not exist."""
+    async with admin_client(conn) as admin:
+        counts = await partition_counts(admin, [topic])
+    if topic not in counts:
+        raise TopicSetupError(f"topic {topic} does not exist on {conn.bootstrap_servers}; check the topic name "
+                              "(--input-topic) or start `ckptlog run` once to create it")
+    return counts[topic]
+
+
+async def delete_prefix(conn: KafkaConnection, topic: str, partition: int, before_offset: int) -> int:
+    """Delete records below `before_offset` (admin DeleteRecords); returns the new log start offset."""
+    async with admin_client(conn) as admin:
+        tp = TopicPartition(topic, partition)
+        try:
+            result = await admin.delete_records({tp: RecordsToDelete(before_offset)})
+        except KafkaError as exc:
+            raise KafkaIOError(f"deleting records of {topic}[{partition}] below {before_offset} failed: "
+                               f"{exc!r}") from exc
+        return int(result[tp])

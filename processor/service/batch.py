@@ -1,0 +1,91 @@
+"""Fold a batch of consumed records into the records to publish: the hot path.
+
+Pure with respect to Kafka: records in, `Batch` out. Records below `publish_from` (already
+published by an earlier owner: the group's committed offset) only rebuild state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from events.codec import decode_event
+from events.models import InputEvent
+from events.rejections import Reason, Rejection
+from processor.core.fold import Fold
+from processor.core.outputs import Deletion
+from processor.core.view import run_view
+from processor.kafka.records import InputRecord, OutRecord
+from processor.service.records import RecordFactory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Batch:
+    records: list[OutRecord] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)
+    consumed: int = 0
+    applied: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    live: bool = False  # the batch reaches publish_from: its offsets must be committed
+
+    def merge(self, other: Batch) -> None:
+        self.records.extend(other.records)
+        self.deletions.extend(other.deletions)
+        self.consumed += other.consumed
+        self.applied += other.applied
+        self.rejected += other.rejected
+        self.duplicates += other.duplicates
+        self.live |= other.live
+
+
+class BatchFolder:
+    def __init__(self, fold: Fold, factory: RecordFactory, max_bytes: int, max_depth: int) -> None:
+        self.fold, self.factory = fold, factory
+        self.max_bytes, self.max_depth = max_bytes, max_depth
+
+    def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
+        batch = Batch(consumed=len(records), live=bool(records) and records[-1].offset >= publish_from)
+        out, changed = batch.records, dict[str, None]()
+        apply, factory = self.fold.apply, self.factory
+        max_bytes, max_depth = self.max_bytes, self.max_depth
+        for record in records:
+            live = record.offset >= publish_from
+            value = record.value
+            event: InputEvent | Rejection
+            if value is None:
+                event = Rejection(Reason.INVALID_ENVELOPE, "record has no value (a tombstone); input records must "
+                                  "be CloudEvents JSON objects")
+            else:
+                event = decode_event(value, record.key, max_bytes=max_bytes, max_depth=max_depth)
+            if isinstance(event, Rejection):
+                self._reject(batch, record, event, "decode", live)
+                continue
+            effects = apply(event)
+            if effects.rejection is not None:
+                self._reject(batch, record, effects.rejection, "fold", live)
+                continue
+            if effects.duplicate:
+                batch.duplicates += 1
+                continue
+            batch.applied += 1
+            if live and effects.outputs:
+                factory.outputs(event.subject, record.offset, effects.outputs, out)
+                changed[event.subject] = None
+            if live and effects.deletions:
+                batch.deletions.extend(effects.deletions)
+        runs = self.fold.runs
+        for run_id in changed:
+            out.append(factory.view(run_id, run_view(runs[run_id])))
+        return batch
+
+    def _reject(self, batch: Batch, record: InputRecord, rejection: Rejection, stage: str, live: bool) -> None:
+        batch.rejected += 1
+        if not live:
+            return
+        batch.records.append(self.factory.dead_letter(record, rejection, stage))
+        log.warning("event=rejected partition=%s[%d] offset=%d stage=%s reason=%s message=%r", record.topic,
+                    record.partition, record.offset, stage, rejection.reason, rejection.message)

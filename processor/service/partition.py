@@ -1,0 +1,185 @@
+"""One assigned input partition: its fold, its publisher, its snapshots, its deletions.
+
+Exactly one `PartitionTask` writes a partition's outputs, in offset order; the lock makes
+batches, idle flushes and the final close (revocation/shutdown) take turns. A failed commit
+marks the task `broken`: its in-memory fold ran ahead of what is durable, so the processor
+discards it and restores the partition again (snapshot + replay).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from processor.errors import CkptlogError
+from processor.kafka.records import InputRecord, OutRecord, PartitionId
+from processor.service.batch import BatchFolder
+from processor.service.checks import find_missing
+from processor.service.errors import ServiceError
+from processor.service.publish import Publisher
+from processor.service.restore import Restored
+from processor.service.snapshotting import SnapshotScheduler
+
+log = logging.getLogger(__name__)
+
+
+class DeletionSink(Protocol):
+    def submit(self, run_id: str, path: str, root: str) -> bool: ...
+
+
+@dataclass(slots=True)
+class TaskStats:
+    consumed: int = 0
+    applied: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    published: int = 0
+    batches: int = 0
+
+
+class PartitionTask:
+    def __init__(self, pid: PartitionId, restored: Restored, publisher: Publisher, folder: BatchFolder,
+                 snapshots: SnapshotScheduler, deleter: DeletionSink,
+                 storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.pid, self.publisher, self.folder = pid, publisher, folder
+        self.fold = restored.fold
+        self.snapshots, self.deleter, self._options = snapshots, deleter, storage_options
+        self.next_offset = restored.start  # everything below is folded (and durable)
+        self.publish_from = restored.publish_from  # the group's committed offset at restore
+        self.caught_up = False
+        self.extra: list[OutRecord] = []
+        self.lock = asyncio.Lock()
+        self.closed = False
+        self.broken: CkptlogError | None = None
+        self.stats = TaskStats()
+        self._check: asyncio.Task[None] | None = None
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and self.broken is None
+
+    async def process(self, records: Sequence[InputRecord]) -> None:
+        async with self.lock:
+            if not self.usable:
+                return
+            if records and records[0].offset < self.next_offset:  # already folded (defensive)
+                records = [r for r in records if r.offset >= self.next_offset]
+            if not records:
+                return
+            if not self.caught_up and records[-1].offset >= self.publish_from:
+                split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
+                batch = self.folder.fold_records(records[:split], self.publish_from)
+                self.catch_up()  # before the first live record: the state equals the durable one
+                batch.merge(self.folder.fold_records(records[split:], self.publish_from))
+            else:
+                batch = self.folder.fold_records(records, self.publish_from)
+            next_offset = records[-1].offset + 1
+            out = batch.records
+            if self.extra:
+                out.extend(self.extra)
+                self.extra = []
+            if not await self._commit(out, {self.pid: next_offset} if batch.live else {}):
+                return
+            self.next_offset = next_offset
+            stats = self.stats
+            stats.consumed += batch.consumed
+            stats.applied += batch.applied
+            stats.rejected += batch.rejected
+            stats.duplicates += batch.duplicates
+            stats.batches += 1
+            for deletion in batch.deletions:
+                self.deleter.submit(deletion.run_id, deletion.path, deletion.root)
+            self.snapshots.count(batch.consumed)
+            if self.snapshots.due(next_offset):
+                self.snapshots.start(self.fold, next_offset)
+
+    async def _commit(self, records: list[OutRecord], offsets: dict[PartitionId, int]) -> bool:
+        if not records and not offsets:
+            return True
+        try:
+            await self.publisher.commit(records, offsets)
+        except asyncio.CancelledError:
+            self.broken = ServiceError(f"{self.pid}: cancelled in the middle of a commit; the partition must be "
+                                       "restored before it is used again")
+            raise
+        except CkptlogError as exc:
+            self.broken = exc
+            log.error("event=commit_failed partition=%s next_offset=%d records=%d error=%s", self.pid,
+                      self.next_offset, len(records), exc)
+            return False
+        self.stats.published += len(records)
+        return True
+
+    async def tick(self, position: Callable[[PartitionId], Awaitable[int]]) -> None:
+        """Idle work: notice catch-up past control records, flush completions, time-based snapshots."""
+        if self.lock.locked():
+            return
+        async with self.lock:
+            if not self.usable:
+                return
+            if not self.caught_up and await position(self.pid) >= self.publish_from:
+                self.catch_up()
+            if self.extra:
+                extra, self.extra = self.extra, []
+                if not await self._commit(extra, {}):
+                    return
+            if self.snapshots.due(self.next_offset):
+                self.snapshots.start(self.fold, self.next_offset)
+
+    def catch_up(self) -> None:
+        """State now equals everything durable: resubmit outstanding deletions, check kept checkpoints."""
+        self.caught_up = True
+        resubmitted = 0
+        for run in self.fold.runs.values():
+            for path in run.outstanding.values():
+                if run.storage_root is None:
+                    log.error("event=deletion_skipped partition=%s run=%s path=%s reason=no_storage_root", self.pid,
+                              run.run_id, path)
+                    continue
+                self.deleter.submit(run.run_id, path, run.storage_root)
+                resubmitted += 1
+        kept = {run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items()
+                if len(run.checkpoints)}
+        log.info("event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d", self.pid,
+                 self.publish_from, len(self.fold.runs), resubmitted)
+        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
+
+    async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
+        missing = await find_missing(kept, self._options)
+        for run_id, paths in sorted(missing.items()):
+            run = self.fold.runs.get(run_id)
+            still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
+            if not still or not self.usable:
+                continue
+            log.error("event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
+                      self.pid, run_id, still)
+            self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
+
+    def deletion_done(self, run_id: str, path: str) -> None:
+        if self.usable and run_id in self.fold.runs:
+            self.extra.append(self.folder.factory.deletion_completed(run_id, path))
+
+    def owns(self, run_id: str) -> bool:
+        return run_id in self.fold.runs
+
+    async def close(self, graceful: bool) -> None:
+        """Graceful: flush completions, final snapshot. Either way: stop the publisher."""
+        if self.closed:
+            return
+        async with self.lock:
+            self.closed = True
+            if self._check is not None:
+                self._check.cancel()
+            if graceful and self.broken is None:
+                if self.extra:
+                    extra, self.extra = self.extra, []
+                    await self._commit(extra, {})
+                await self.snapshots.write_now(self.fold, self.next_offset)
+            else:
+                await self.snapshots.wait()
+            await self.publisher.close()
+            log.info("event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
+                     self.pid, graceful, self.next_offset, self.stats.consumed, self.stats.published)

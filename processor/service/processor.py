@@ -1,0 +1,247 @@
+"""`Processor`: the ckptlog service. Consume the input topic in a group, fold each assigned
+partition with exactly one `PartitionTask`, publish, snapshot, delete evicted checkpoints.
+
+    processor = Processor(load_settings(storage_root="file:///runs"))
+    task = asyncio.create_task(processor.run())
+    await processor.ready.wait()
+    ...
+    processor.stop(); await task        # finish the batch, commit, snapshot, exit
+
+Rebalances: revocation closes a partition gracefully (final snapshot); assignment restores
+it (snapshot + replay; see restore.py). A fenced producer means another instance owns the
+partition: its task is dropped and the group rejoined. Any other failed commit rebuilds the
+partition in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from processor.broker import ensure_bootstrap
+from processor.errors import CkptlogError
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.consumer import GroupConsumer
+from processor.kafka.errors import FencedError
+from processor.kafka.producers import IdempotentProducer, TransactionalProducer
+from processor.kafka.records import InputRecord, PartitionId
+from processor.kafka.topics import TopicSpec, ensure_topics
+from processor.service.batch import BatchFolder
+from processor.service.errors import ServiceError, TooManyRebuilds
+from processor.service.partition import PartitionTask, TaskStats
+from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
+from processor.service.records import RecordFactory, TopicNames
+from processor.service.restore import restore
+from processor.service.settings import ServiceSettings
+from processor.service.snapshotting import SnapshotScheduler
+from processor.storage.deletion import Deleter
+from processor.storage.snapshots import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+MAX_REBUILDS = 5
+REBUILD_WINDOW_S = 60.0
+RETRY_FAILED_DELETIONS_S = 30.0
+
+
+def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
+    compacted = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+    return [TopicSpec(settings.input_topic, settings.topic_partitions),
+            TopicSpec(settings.checkpoints_topic), TopicSpec(settings.validations_topic),
+            TopicSpec(settings.watermarks_topic), TopicSpec(settings.state_topic, config=compacted),
+            TopicSpec(settings.dlq_topic)]
+
+
+class Processor:
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.names = TopicNames(settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
+                                settings.watermarks_topic, settings.state_topic, settings.dlq_topic)
+        self.fold_settings = settings.fold_settings()
+        self.tasks: dict[PartitionId, PartitionTask] = {}
+        self.ready = asyncio.Event()
+        self.closed_stats = TaskStats()
+        self._stopping = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._rebuilds: dict[PartitionId, list[float]] = {}
+        self._consumer: GroupConsumer | None = None
+        self._shared: IdempotentProducer | None = None
+        self._deleter: Deleter | None = None
+        self._conn: KafkaConnection | None = None
+
+    # -- public API ----------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask `run()` to finish the current batch, commit, snapshot and return."""
+        self._stopping.set()
+
+    @property
+    def assignment(self) -> list[PartitionId]:
+        return sorted(self.tasks)
+
+    def stats(self) -> TaskStats:
+        total = TaskStats(**asdict(self.closed_stats))
+        for task in self.tasks.values():
+            for name, value in asdict(task.stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
+
+    async def run(self) -> None:
+        """Run until `stop()`; raises a CkptlogError when a partition cannot be restored or served."""
+        bootstrap = self.settings.bootstrap_servers
+        if not bootstrap:
+            bootstrap = await asyncio.to_thread(ensure_bootstrap, None)
+        self._conn = conn = self.settings.connection(bootstrap)
+        specs, rf = topic_specs(self.settings), self.settings.replication_factor
+        counts = await ensure_topics(conn, specs[:1], self.settings.topic_partitions or 1, rf)
+        await ensure_topics(conn, specs[1:], self.settings.topic_partitions or counts[self.settings.input_topic], rf)
+        log.info("event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s", bootstrap,
+                 self.settings.group_id, self.settings.guarantee, self.settings.input_topic,
+                 counts[self.settings.input_topic], self.settings.snapshots)
+        self._deleter = Deleter(outer_root=self.settings.storage_root, on_done=self._deletion_done,
+                                concurrency=self.settings.deletion_concurrency,
+                                storage_options=self.settings.checkpoint_storage_options)
+        try:
+            if self.settings.guarantee == "at_least_once":
+                self._shared = IdempotentProducer(conn)
+                await self._shared.start()
+            self._consumer = GroupConsumer(conn, self.settings.group_id, self.settings.input_topic, self,
+                                           max_records=self.settings.max_batch_records,
+                                           session_timeout_ms=self.settings.session_timeout_ms)
+            await self._consumer.start()
+            await self._loop(self._consumer)
+        finally:
+            await self._shutdown()
+
+    # -- main loop -----------------------------------------------------------------
+
+    async def _loop(self, consumer: GroupConsumer) -> None:
+        last_retry = time.monotonic()
+        while not self._stopping.is_set():
+            polled = await consumer.poll(self.settings.poll_timeout_ms)
+            self._raise_fatal()
+            work = [(task, records) for pid, records in polled.items() if (task := self.tasks.get(pid))]
+            if work:
+                await asyncio.gather(*(task.process(records) for task, records in work))
+            await self._housekeeping(consumer)
+            if self._deleter is not None and time.monotonic() - last_retry > RETRY_FAILED_DELETIONS_S:
+                last_retry = time.monotonic()
+                self._deleter.retry_failed()
+        log.info("event=stopping reason=stop_requested")
+
+    async def _housekeeping(self, consumer: GroupConsumer) -> None:
+        for pid, task in list(self.tasks.items()):
+            if task.broken is not None:
+                await self._recover(consumer, pid, task)
+                return
+            await task.tick(consumer.position)
+
+    async def _recover(self, consumer: GroupConsumer, pid: PartitionId, task: PartitionTask) -> None:
+        history = [t for t in self._rebuilds.get(pid, []) if time.monotonic() - t < REBUILD_WINDOW_S]
+        history.append(time.monotonic())
+        self._rebuilds[pid] = history
+        if len(history) > MAX_REBUILDS:
+            raise TooManyRebuilds(f"{pid} failed {len(history)} times within {REBUILD_WINDOW_S:.0f}s (last: "
+                                  f"{task.broken}); stopping — check the broker and the logs above")
+        if isinstance(task.broken, FencedError):
+            log.warning("event=fenced partition=%s action=rejoin_group", pid)
+            await self._close_all(graceful=True)
+            consumer.rejoin()
+            return
+        log.warning("event=rebuild partition=%s reason=%r", pid, task.broken)
+        await self._close(pid, graceful=False)
+        await self._open_all([pid])
+
+    def _raise_fatal(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+
+    # -- rebalance listener --------------------------------------------------------
+
+    async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
+        owned = [p for p in partitions if p in self.tasks]
+        log.info("event=partitions_revoked partitions=%s", ",".join(map(str, owned)) or "-")
+        await asyncio.gather(*(self._close(pid, graceful=True) for pid in owned))
+
+    async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+        log.info("event=partitions_assigned partitions=%s", ",".join(map(str, partitions)) or "-")
+        await self._open_all([p for p in partitions if p not in self.tasks])
+        self.ready.set()
+
+    async def _open_all(self, pids: Sequence[PartitionId]) -> None:
+        results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
+        for pid, result in zip(pids, results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, CkptlogError):
+                    log.exception("event=open_failed partition=%s", pid, exc_info=result)
+                    result = ServiceError(f"{pid}: unexpected error while restoring: {result!r}; see the log")
+                self._fatal = self._fatal or result
+                self._stopping.set()
+            else:
+                self.tasks[pid] = result
+
+    async def _open(self, pid: PartitionId) -> PartitionTask:
+        assert self._consumer is not None and self._conn is not None and self._deleter is not None
+        publisher = self._publisher(pid)
+        await publisher.start()  # exactly_once: init_transactions fences the previous owner first
+        try:
+            store = SnapshotStore(self.settings.snapshots, pid.topic, pid.partition, self.settings.keep_snapshots,
+                                  self.settings.snapshot_storage_options)
+            restored = await restore(pid, self._consumer, store, self.fold_settings, self.settings.allow_data_loss)
+        except BaseException:
+            await publisher.close()
+            raise
+        self._consumer.seek(pid, restored.start)
+        folder = BatchFolder(restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes,
+                             self.settings.max_depth)
+        snapshots = SnapshotScheduler(pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s,
+                                      restored.snapshot_offset)
+        task = PartitionTask(pid, restored, publisher, folder, snapshots, self._deleter,
+                             self.settings.checkpoint_storage_options)
+        if restored.start >= restored.publish_from:
+            task.catch_up()
+        return task
+
+    def _publisher(self, pid: PartitionId) -> Publisher:
+        assert self._conn is not None and self._consumer is not None
+        if self.settings.guarantee == "exactly_once":
+            return ExactlyOncePublisher(TransactionalProducer(self._conn, self.settings.txn_prefix, pid,
+                                                              self.settings.group_id))
+        assert self._shared is not None
+        return AtLeastOncePublisher(self._shared, self._consumer)
+
+    async def _close(self, pid: PartitionId, graceful: bool) -> None:
+        task = self.tasks.pop(pid, None)
+        if task is None:
+            return
+        try:
+            await task.close(graceful)
+        except CkptlogError as exc:
+            log.error("event=close_failed partition=%s error=%s", pid, exc)
+        for name, value in asdict(task.stats).items():
+            setattr(self.closed_stats, name, getattr(self.closed_stats, name) + value)
+
+    async def _close_all(self, graceful: bool) -> None:
+        await asyncio.gather(*(self._close(pid, graceful and self.tasks[pid].broken is None)
+                               for pid in list(self.tasks)))
+
+    def _deletion_done(self, run_id: str, path: str) -> None:
+        for task in self.tasks.values():
+            if task.owns(run_id):
+                task.deletion_done(run_id, path)
+                return
+
+    async def _shutdown(self) -> None:
+        if self._deleter is not None and self._fatal is None:
+            await self._deleter.drain(timeout=1.0)
+        await self._close_all(graceful=self._fatal is None)
+        if self._deleter is not None:
+            await self._deleter.close()
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._shared is not None:
+            await self._shared.stop()
+        log.info("event=stopped %s", " ".join(f"{k}={v}" for k, v in asdict(self.stats()).items()))

@@ -1,0 +1,80 @@
+"""When and how a partition's state is snapshotted: every N events or T seconds, in the background.
+
+The state is encoded on the event loop (it must be consistent with `next_offset`); the
+bytes are written by a worker thread, one write at a time per partition, so the fold keeps
+going while storage is slow. Only durable states are snapshotted: the caller passes the
+offset up to which everything is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from processor.core.fold import Fold
+from processor.core.snapshot import Snapshot, encode
+from processor.errors import CkptlogError
+from processor.kafka.records import PartitionId
+from processor.storage.snapshots import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotScheduler:
+    def __init__(self, pid: PartitionId, store: SnapshotStore, every: int, interval_s: float,
+                 last_offset: int | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.pid, self.store = pid, store
+        self.every, self.interval_s, self._clock = every, interval_s, clock
+        self.last_offset = last_offset
+        self._since_events = 0
+        self._last_time = clock()
+        self._inflight: asyncio.Task[None] | None = None
+
+    def count(self, events: int) -> None:
+        self._since_events += events
+
+    def due(self, next_offset: int) -> bool:
+        if next_offset == self.last_offset or (self._since_events == 0 and self.last_offset is not None):
+            return False
+        return self._since_events >= self.every or self._clock() - self._last_time >= self.interval_s
+
+    def start(self, fold: Fold, next_offset: int) -> bool:
+        """Encode now and write in the background; False while the previous write is still running."""
+        if self._inflight is not None and not self._inflight.done():
+            return False
+        data = self._encode(fold, next_offset)
+        self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset))
+        return True
+
+    async def write_now(self, fold: Fold, next_offset: int) -> None:
+        """The final snapshot (revocation, shutdown): wait for it."""
+        await self.wait()
+        if next_offset != self.last_offset:
+            await self._write(self._encode(fold, next_offset), next_offset)
+
+    async def wait(self) -> None:
+        if self._inflight is not None:
+            await asyncio.shield(self._inflight)
+
+    def _encode(self, fold: Fold, next_offset: int) -> bytes:
+        self._since_events = 0
+        self._last_time = self._clock()
+        started = time.perf_counter()
+        data = encode(Snapshot(self.pid.topic, self.pid.partition, next_offset, fold.settings, fold.runs))
+        log.debug("event=snapshot_encoded partition=%s next_offset=%d bytes=%d runs=%d seconds=%.3f", self.pid,
+                  next_offset, len(data), len(fold.runs), time.perf_counter() - started)
+        return data
+
+    async def _write(self, data: bytes, next_offset: int) -> None:
+        try:
+            url = await asyncio.to_thread(self.store.write, data, next_offset)
+        except CkptlogError as exc:
+            log.error("event=snapshot_failed partition=%s next_offset=%d error=%r; processing continues and a "
+                      "restart replays from the previous snapshot — check the snapshot storage", self.pid,
+                      next_offset, exc)
+            return
+        self.last_offset = next_offset
+        log.info("event=snapshot_written partition=%s next_offset=%d bytes=%d url=%s", self.pid, next_offset,
+                 len(data), url)
