@@ -39,7 +39,7 @@ class Restored:
     snapshot_offset: int | None
 
 
-def _check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> None:
+def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> None:
     if (snapshot.topic, snapshot.partition) != tuple(pid):
         raise RestoreError(f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
                            "--snapshots at this input topic's snapshots")
@@ -50,7 +50,7 @@ def _check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings
                            "the new ones with `ckptlog replay --snapshots NEW_URL` and run with that URL")
 
 
-def _lost(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:
+def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:
     what = (f"the newest snapshot under {url} resumes at offset {need}" if snapshot is not None
             else f"there is no snapshot under {url}, so state must be rebuilt from offset 0")
     return (f"{pid}: {what}, but the log now starts at offset {log_start} (offsets {need}..{log_start - 1} were "
@@ -62,7 +62,7 @@ async def restore(pid: PartitionId, offsets: Offsets, store: SnapshotStore, sett
                   allow_data_loss: bool) -> Restored:
     snapshot = await asyncio.to_thread(store.load_latest, decode)
     if snapshot is not None:
-        _check_snapshot(pid, snapshot, settings, store.url)
+        check_snapshot(pid, snapshot, settings, store.url)
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
     committed = await offsets.committed(pid)
     need = snapshot.next_offset if snapshot is not None else 0
@@ -74,7 +74,7 @@ async def restore(pid: PartitionId, offsets: Offsets, store: SnapshotStore, sett
     start = need
     if need < log_start:
         if not allow_data_loss:
-            raise OffsetOutOfRange(_lost(pid, need, log_start, store.url, snapshot))
+            raise OffsetOutOfRange(lost_message(pid, need, log_start, store.url, snapshot))
         log.error("event=DATA_LOSS partition=%s snapshot_offset=%s log_start=%d lost_offsets=%d message=%r", pid,
                   snapshot.next_offset if snapshot else None, log_start, log_start - need,
                   "--allow-data-loss: continuing from the log start; events below it are NOT in the state")

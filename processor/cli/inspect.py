@@ -1,0 +1,75 @@
+"""`ckptlog inspect`: the current VIEW of runs, read from the compacted state topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from processor.broker import ensure_bootstrap
+from processor.cli.main import app
+from processor.core.view import View
+from processor.errors import CkptlogError, ConfigError
+from processor.service.settings import load_settings
+from processor.service.views import read_views
+
+Opt = typer.Option
+
+
+def _metrics(metrics: dict[str, Any]) -> str:
+    text = json.dumps(metrics, separators=(",", ":"), allow_nan=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def render(console: Console, run_id: str, view: View) -> None:
+    table = Table(title=f"run {run_id}", title_justify="left", expand=False)
+    for column in ("#", "report", "path", "status", "metrics", ""):
+        table.add_column(column)
+    for i, ckpt in enumerate(view["checkpoints"]):
+        marks = " ".join(m for m, hit in (("latest", ckpt["path"] == view["latest"]),
+                                          ("best", ckpt["path"] == view["best"])) if hit)
+        table.add_row(str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]),
+                      marks)
+    console.print(table)
+    console.print(f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
+                  f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}\n")
+
+
+@app.command("inspect")
+def inspect_command(
+    runs: Annotated[Optional[list[str]], typer.Argument(help="Run ids (default: every run).")] = None,
+    as_json: Annotated[bool, Opt("--json", help='Print {"runs": {RUN_ID: VIEW}}.')] = False,
+    config: Annotated[Optional[Path], Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
+    bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    state_topic: Annotated[Optional[str], Opt(help="Compacted state topic (default ckptlog.state).")] = None,
+) -> None:
+    """Print each run's VIEW from the state topic (last value per run wins)."""
+    try:
+        settings = load_settings(config, bootstrap_servers=bootstrap_servers, state_topic=state_topic)
+        conn = settings.connection(settings.bootstrap_servers or ensure_bootstrap(None))
+        views = asyncio.run(read_views(conn, settings.state_topic, runs or ()))
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except CkptlogError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    unknown = sorted(set(runs or ()) - set(views))
+    if as_json:
+        sys.stdout.write(json.dumps({"runs": views}, allow_nan=True) + "\n")
+    else:
+        console = Console()
+        for run_id, view in views.items():
+            render(console, run_id, view)
+        if not views:
+            console.print(f"no runs on {settings.state_topic}")
+    for run_id in unknown:
+        typer.echo(f"warning: run {run_id!r} has no view on {settings.state_topic}; check the run id", err=True)
+    if unknown:
+        raise typer.Exit(1)
