@@ -3,7 +3,7 @@
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.consumer import AssignmentListener, GroupConsumer
 from processor.kafka.errors import FencedError, KafkaIOError, TopicSetupError
-from processor.kafka.producers import IdempotentProducer, TransactionalProducer, transactional_id
+from processor.kafka.producers import IdempotentProducer, TransactionalProducer, produce, transactional_id
 from processor.kafka.reader import Record, TopicReader, read_latest, read_topic
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
 from processor.kafka.topics import TopicSpec, delete_prefix, ensure_topics, topic_partitions
@@ -11,6 +11,6 @@ from processor.kafka.topics import TopicSpec, delete_prefix, ensure_topics, topi
 __all__ = [
     "AssignmentListener", "FencedError", "GroupConsumer", "Header", "IdempotentProducer", "InputRecord",
     "KafkaConnection", "KafkaIOError", "OutRecord", "PartitionId", "Record", "TopicReader", "TopicSetupError",
-    "TopicSpec", "TransactionalProducer", "delete_prefix", "ensure_topics", "read_latest", "read_topic",
+    "TopicSpec", "TransactionalProducer", "delete_prefix", "ensure_topics", "produce", "read_latest", "read_topic",
     "topic_partitions", "transactional_id",
 ]

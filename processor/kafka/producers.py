@@ -136,3 +136,13 @@ class IdempotentProducer:
 
     async def stop(self) -> None:
         await self._producer.stop()
+
+
+async def produce(conn: KafkaConnection, records: Sequence[OutRecord]) -> None:
+    """Produce records with a throw-away idempotent producer (tools, demos, tests)."""
+    producer = IdempotentProducer(conn)
+    await producer.start()
+    try:
+        await producer.publish(records)
+    finally:
+        await producer.stop()
