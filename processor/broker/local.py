@@ -253,9 +253,13 @@ class LocalBroker:
             "kafka.tools.StorageTool", "format", "--standalone",
             "-t", cluster_id, "-c", str(self.props_file),
         ]  # fmt: skip
-        done = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL
-        )
+        try:
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=120, check=False,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BrokerStartError(f"formatting {cfg.data_dir} failed: {exc}") from exc
         if done.returncode != 0:
             raise BrokerStartError(
                 f"formatting {cfg.data_dir} failed (exit {done.returncode}); delete that "
