@@ -64,6 +64,8 @@ class Processor:
         self.tasks: dict[PartitionId, PartitionTask] = {}
         self.ready = asyncio.Event()
         self.closed_stats = TaskStats()
+        self.rejoins = 0  # times a fenced partition made this instance rejoin the group
+        self.rebuilds = 0  # times a partition was restored again after a failed commit
         self._stopping = asyncio.Event()
         self._fatal: BaseException | None = None
         self._rebuilds: dict[PartitionId, list[float]] = {}
@@ -148,10 +150,12 @@ class Processor:
                                   f"{task.broken}); stopping — check the broker and the logs above")
         if isinstance(task.broken, FencedError):
             log.warning("event=fenced partition=%s action=rejoin_group", pid)
+            self.rejoins += 1
             await self._close_all(graceful=True)
             consumer.rejoin()
             return
         log.warning("event=rebuild partition=%s reason=%r", pid, task.broken)
+        self.rebuilds += 1
         await self._close(pid, graceful=False)
         await self._open_all([pid])
 
