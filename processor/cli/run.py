@@ -45,6 +45,7 @@ def run_command(
     score_order: Annotated[Optional[str], Opt(help="max or min.")] = None,
     guarantee: Annotated[Optional[str], Opt(help="exactly_once (default) or at_least_once.")] = None,
     group_id: Annotated[Optional[str], Opt(help="Consumer group (default ckptlog).")] = None,
+    group_instance_id: Annotated[Optional[str], Opt(help="Static group membership id (e.g. the pod name).")] = None,
     transactional_id_prefix: Annotated[Optional[str], Opt(help="Default: the group id.")] = None,
     input_topic: Annotated[Optional[str], Opt(help="Default ckptlog.events.")] = None,
     checkpoints_topic: Annotated[Optional[str], Opt(help="Default ckptlog.checkpoints.")] = None,

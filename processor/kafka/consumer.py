@@ -45,12 +45,14 @@ def _tp(pid: PartitionId) -> TopicPartition:
 
 class GroupConsumer:
     def __init__(self, conn: KafkaConnection, group_id: str, topic: str, listener: AssignmentListener, *,
-                 max_records: int = 5000, session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 100) -> None:
+                 max_records: int = 5000, session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 100,
+                 group_instance_id: str | None = None) -> None:
         self._conn, self.group_id, self.topic = conn, group_id, topic
         self._bridge = _Bridge(listener)
         self._max_records = max_records
         self._consumer = AIOKafkaConsumer(
-            **conn.client_kwargs(), group_id=group_id, enable_auto_commit=False, isolation_level="read_committed",
+            **conn.client_kwargs(), group_id=group_id, group_instance_id=group_instance_id, enable_auto_commit=False,
+            isolation_level="read_committed",
             auto_offset_reset="earliest", session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(100, session_timeout_ms // 5), fetch_max_wait_ms=fetch_max_wait_ms,
             max_partition_fetch_bytes=4 * 1024 * 1024)

@@ -112,7 +112,8 @@ class Processor:
                 await self._shared.start()
             self._consumer = GroupConsumer(conn, self.settings.group_id, self.settings.input_topic, self,
                                            max_records=self.settings.max_batch_records,
-                                           session_timeout_ms=self.settings.session_timeout_ms)
+                                           session_timeout_ms=self.settings.session_timeout_ms,
+                                           group_instance_id=self.settings.group_instance_id)
             await self._consumer.start()
             await self._loop(self._consumer)
         finally:

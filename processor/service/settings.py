@@ -37,6 +37,7 @@ class ServiceSettings(BaseSettings):
     # Kafka
     bootstrap_servers: str | None = Field(default=None, description="host:port,...; default: embedded broker")
     group_id: str = "ckptlog"
+    group_instance_id: str | None = Field(default=None, description="static membership: restarts skip a rebalance")
     transactional_id_prefix: str | None = Field(default=None, description="default: the group id")
     guarantee: Guarantee = "exactly_once"
     security_protocol: str = "PLAINTEXT"
