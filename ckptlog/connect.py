@@ -1,0 +1,39 @@
+"""Where the clients find Kafka and which topics they use (the processor's defaults)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from processor.broker import ensure_bootstrap
+from processor.kafka.connection import KafkaConnection
+
+EVENTS_TOPIC = "ckptlog.events"
+VALIDATIONS_TOPIC = "ckptlog.validations"
+STATE_TOPIC = "ckptlog.state"
+WATERMARKS_TOPIC = "ckptlog.watermarks"
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Topic names; override them all at once for a non-default deployment (or the demo)."""
+
+    events: str = EVENTS_TOPIC
+    validations: str = VALIDATIONS_TOPIC
+    state: str = STATE_TOPIC
+    watermarks: str = WATERMARKS_TOPIC
+
+    @classmethod
+    def prefixed(cls, prefix: str) -> Topics:
+        """`prefixed("demo-1")` -> demo-1.events, demo-1.validations, ..."""
+        return cls(f"{prefix}.events", f"{prefix}.validations", f"{prefix}.state", f"{prefix}.watermarks")
+
+
+async def resolve(bootstrap_servers: str | None, client_id: str,
+                  connection: KafkaConnection | None = None) -> KafkaConnection:
+    """`connection` as given (TLS/SASL), else `bootstrap_servers`, else $KAFKA_BOOTSTRAP_SERVERS,
+    else the embedded local broker (started on first use, progress on stderr)."""
+    if connection is not None:
+        return connection
+    bootstrap = await asyncio.to_thread(ensure_bootstrap, bootstrap_servers)
+    return KafkaConnection(bootstrap, client_id)

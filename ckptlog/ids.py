@@ -1,0 +1,47 @@
+"""Deterministic event ids: the same logical event always gets the same id, so a retry is a no-op.
+
+The processor drops an event whose id it already applied to that run (SPEC §2), so the id
+must name *what happened*, never *when it was sent*. Each id is a UUIDv5 in `NAMESPACE`
+of a newline-joined name (run ids hold no control characters, so the join is unambiguous):
+
+| event | name |
+|---|---|
+| run_started | `run\\nrun_started\\n<sha256 of the canonical data, 16 hex>` |
+| report | `run\\nreport\\n<generation or 0>\\n<index within that generation>` |
+| worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
+| validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
+
+run_started hashes its body: an identical repeat is deduplicated, a different body gets a
+new id and is rejected by the processor as a conflict (instead of being silently dropped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/ckptlog/ckptlog/events")
+
+
+def _id(*parts: object) -> str:
+    return str(uuid.uuid5(NAMESPACE, "\n".join(str(p) for p in parts)))
+
+
+def run_started_id(run_id: str, data: dict[str, Any]) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return _id(run_id, "run_started", hashlib.sha256(canonical.encode()).hexdigest()[:16])
+
+
+def report_id(run_id: str, generation: int | None, index: int) -> str:
+    return _id(run_id, "report", generation or 0, index)
+
+
+def restart_id(run_id: str, new_generation: int) -> str:
+    return _id(run_id, "worker_group_restart", new_generation)
+
+
+def validation_result_id(run_id: str, request_id: str) -> str:
+    """One result per validation request: a redo after an evaluator crash is deduplicated."""
+    return _id(run_id, "validation_result", request_id)

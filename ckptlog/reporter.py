@@ -1,0 +1,227 @@
+"""`AsyncReporter` / `Reporter`: what a training job calls — Ray Train's `report`, as events.
+
+Every call validates its event with the processor's own decoder (ckptlog.bodies), sends it
+with key = run id through an idempotent producer, and returns once the broker acknowledged
+it. Ids are deterministic (ckptlog.ids): a report is named by (run, generation, index
+within the generation), so re-running a call after an error — or re-running a job from
+the top — sends the same ids and the processor ignores the repeats.
+
+A job that *resumes* (continues reporting after a crash without a worker-group restart)
+must continue the numbering: pass `generation=` and `first_index=` (e.g. the run view's
+`generation` / `index_in_generation`, see `Reader.view`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from ckptlog import ids
+from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
+from ckptlog.connect import EVENTS_TOPIC, resolve
+from ckptlog.errors import ClientClosed, ClientError, InvalidEvent
+from ckptlog.loop_thread import LoopThread
+from processor.core.paths import is_within
+from processor.kafka.clients_io import EventProducer
+from processor.kafka.connection import KafkaConnection
+
+SOURCE = "ckptlog/reporter"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SentEvent:
+    """An acknowledged event: its id and where it landed."""
+
+    event_id: str
+    type: str
+    run_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class AsyncReporter:
+    """Reports of one run. `async with AsyncReporter("run-1") as r: await r.report({...})`."""
+
+    def __init__(self, run_id: str, *, bootstrap_servers: str | None = None, topic: str = EVENTS_TOPIC,
+                 generation: int | None = None, first_index: int = 0, source: str = SOURCE,
+                 connection: KafkaConnection | None = None) -> None:
+        self.run_id, self.topic, self.source = run_id, topic, source
+        self.generation = generation
+        self.reports_sent = 0
+        self._next_index: dict[int, int] = {generation or 0: first_index}
+        self._storage_path: str | None = None
+        self._bootstrap, self._connection = bootstrap_servers, connection
+        self._producer: EventProducer | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect (also done by the first call); idempotent."""
+        async with self._lock:
+            if self._closed:
+                raise ClientClosed(f"reporter of run {self.run_id!r} is closed; create a new one")
+            if self._producer is None:
+                conn = await resolve(self._bootstrap, "ckptlog-reporter", self._connection)
+                producer = EventProducer(conn)
+                await producer.start()
+                if not await producer.has_topic(self.topic):
+                    await producer.stop()
+                    raise ClientError(f"topic {self.topic} does not exist on {conn.bootstrap_servers}; start the "
+                                      "processor once (`ckptlog run` creates its topics) or create it")
+                self._producer = producer
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closed = True
+            if self._producer is not None:
+                await self._producer.stop()
+                self._producer = None
+
+    async def __aenter__(self) -> AsyncReporter:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def run_started(self, storage_path: PathLike, num_to_keep: int | None = None,
+                          checkpoint_score_attribute: str | None = None,
+                          checkpoint_score_order: Literal["max", "min"] = "max",
+                          validation: ValidationArg | None = None, *, event_id: str | None = None) -> SentEvent:
+        """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint)."""
+        root = as_url(storage_path, "storage_path")
+        data: dict[str, Any] = {"storage_path": root, "checkpoint_config": {
+            "num_to_keep": num_to_keep, "checkpoint_score_attribute": checkpoint_score_attribute,
+            "checkpoint_score_order": checkpoint_score_order}}
+        if validation is not None and validation is not False:
+            spec = validation_body(validation)
+            data["validation"] = {} if spec is True else spec
+        sent = await self._send("run_started", data, event_id or ids.run_started_id(self.run_id, data))
+        self._storage_path = root
+        return sent
+
+    async def report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None = None,
+                     validation: ValidationArg = False, generation: int | None = None, *,
+                     index: int | None = None, event_id: str | None = None) -> SentEvent:
+        """Ray's `train.report(metrics, checkpoint)`; `validation` asks an evaluator to score the
+        checkpoint first (True = the run's default spec, or {"fn_kwargs": ..., "timeout_s": ...})."""
+        gen = generation if generation is not None else self.generation
+        slot = gen or 0
+        position = index if index is not None else self._next_index.get(slot, 0)
+        data: dict[str, Any] = {"metrics": dict(metrics), "checkpoint": None,
+                                "validation": validation_body(validation)}
+        if checkpoint_path is not None:
+            data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
+        if gen is not None:
+            data["generation"] = gen
+        sent = await self._send("report", data, event_id or ids.report_id(self.run_id, gen, position))
+        self._next_index[slot] = max(self._next_index.get(slot, 0), position + 1)
+        self.reports_sent += 1
+        return sent
+
+    async def worker_group_restart(self, num_workers: int, reason: str | None = None, *,
+                                   event_id: str | None = None) -> SentEvent:
+        """A new worker group starts: generation + 1, report index back to 0 (as the fold does);
+        later reports carry the new generation so reports from the old workers are rejected."""
+        new_generation = (self.generation or 0) + 1
+        data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
+        sent = await self._send("worker_group_restart", data,
+                                event_id or ids.restart_id(self.run_id, new_generation))
+        self.generation = new_generation
+        self._next_index[new_generation] = 0
+        return sent
+
+    def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
+        url = as_url(checkpoint_path, "checkpoint_path")
+        root = self._storage_path
+        if root is not None and not is_within(root, url):
+            raise InvalidEvent(f"checkpoint {url!r} of run {self.run_id!r} is outside the run's storage_path "
+                               f"{root!r}; save checkpoints under it (the processor only deletes inside it)")
+        return url
+
+    async def _send(self, kind: str, data: dict[str, Any], event_id: str) -> SentEvent:
+        raw = encode_checked(envelope(kind, self.run_id, data, event_id, self.source))
+        if self._producer is None:
+            await self.start()
+        producer = self._producer
+        if producer is None:
+            raise ClientClosed(f"reporter of run {self.run_id!r} is closed; create a new one")
+        where = await producer.send(self.topic, self.run_id.encode(), raw)
+        return SentEvent(event_id, f"ckptlog.{kind}.v1", self.run_id, where.topic, where.partition, where.offset)
+
+
+class Reporter:
+    """The synchronous flavour: the same API, run on a private event-loop thread."""
+
+    def __init__(self, run_id: str, *, bootstrap_servers: str | None = None, topic: str = EVENTS_TOPIC,
+                 generation: int | None = None, first_index: int = 0, source: str = SOURCE,
+                 connection: KafkaConnection | None = None, timeout_s: float | None = 60.0) -> None:
+        self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
+        self._timeout, self._started = timeout_s, False
+        self._async = AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
+                                    generation=generation, first_index=first_index, source=source,
+                                    connection=connection)
+
+    @property
+    def run_id(self) -> str:
+        return self._async.run_id
+
+    @property
+    def generation(self) -> int | None:
+        return self._async.generation
+
+    @property
+    def reports_sent(self) -> int:
+        return self._async.reports_sent
+
+    def start(self) -> None:
+        """Connect; no time limit, as the first use may start the embedded broker."""
+        self._thread.call(self._async.start())
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if not self._started:
+            try:
+                self.start()
+            except BaseException:
+                coro.close()
+                raise
+            self._started = True
+        return self._thread.call(coro, self._timeout)
+
+    def run_started(self, storage_path: PathLike, num_to_keep: int | None = None,
+                    checkpoint_score_attribute: str | None = None,
+                    checkpoint_score_order: Literal["max", "min"] = "max",
+                    validation: ValidationArg | None = None, *, event_id: str | None = None) -> SentEvent:
+        return self._call(self._async.run_started(
+            storage_path, num_to_keep, checkpoint_score_attribute, checkpoint_score_order, validation,
+            event_id=event_id))
+
+    def report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None = None,
+               validation: ValidationArg = False, generation: int | None = None, *,
+               index: int | None = None, event_id: str | None = None) -> SentEvent:
+        return self._call(self._async.report(metrics, checkpoint_path, validation, generation, index=index,
+                                             event_id=event_id))
+
+    def worker_group_restart(self, num_workers: int, reason: str | None = None, *,
+                             event_id: str | None = None) -> SentEvent:
+        return self._call(self._async.worker_group_restart(num_workers, reason, event_id=event_id))
+
+    def close(self) -> None:
+        try:
+            self._thread.call(self._async.close(), self._timeout)
+        finally:
+            self._thread.close()
+
+    def __enter__(self) -> Reporter:
+        self.start()
+        self._started = True
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

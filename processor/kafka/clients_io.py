@@ -1,0 +1,148 @@
+"""The thin aiokafka layer under the client library (`ckptlog.Reporter`, `Evaluator`, `Reader`).
+
+Only this package may import aiokafka, so the clients talk to Kafka through three small
+pieces: an idempotent producer that returns where each record landed, a tail that follows
+every partition of a topic from its beginning (read_committed) and never stops at the end,
+and topic deletion for the demo's throw-away topics. The evaluator's consumer group is
+`processor.kafka.consumer.GroupConsumer`, shared with the processor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.errors import KafkaIOError
+from processor.kafka.reader import Record
+from processor.kafka.topics import admin_client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Where an acknowledged record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class EventProducer:
+    """Idempotent (enable_idempotence=True implies acks=all): a retried send is never duplicated
+    by the broker, and an acknowledged record is on every in-sync replica."""
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self._conn = conn
+        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True, acks="all",
+                                          linger_ms=0)
+
+    async def start(self) -> None:
+        try:
+            await self._producer.start()
+        except KafkaError as exc:
+            await self._producer.stop()
+            raise KafkaIOError(f"cannot start a producer on {self._conn.bootstrap_servers}: {exc!r}; check "
+                               "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up") from exc
+
+    async def has_topic(self, topic: str) -> bool:
+        """Whether `topic` exists now (a send to a missing topic would block for the request timeout)."""
+        try:
+            cluster = await self._producer.client.fetch_all_metadata()
+        except KafkaError as exc:
+            raise KafkaIOError(f"reading metadata from {self._conn.bootstrap_servers} failed: {exc!r}") from exc
+        return bool(cluster.partitions_for_topic(topic))
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> Delivery:
+        """Send one record and wait for the broker's acknowledgement."""
+        try:
+            meta = await (await self._producer.send(topic, value, key=key))
+        except KafkaError as exc:
+            raise KafkaIOError(f"sending to {topic} on {self._conn.bootstrap_servers} failed: {exc!r}; the "
+                               "call can be retried safely (event ids are deterministic)") from exc
+        return Delivery(meta.topic, meta.partition, meta.offset)
+
+    async def stop(self) -> None:
+        try:
+            await self._producer.stop()
+        except KafkaError as exc:
+            log.warning("event=producer_stop_failed error=%r", exc)
+
+
+class TopicTail:
+    """Follow every partition of `topic` from its beginning, forever (no consumer group).
+
+    A topic that does not exist yet (the processor creates it on first start) is waited
+    for: `fetch` returns nothing until it appears.
+    """
+
+    def __init__(self, conn: KafkaConnection, topic: str) -> None:
+        self._conn, self.topic = conn, topic
+        self._consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False,
+                                          isolation_level="read_committed", auto_offset_reset="earliest",
+                                          fetch_max_wait_ms=100, metadata_max_age_ms=2000)
+        self._tps: list[TopicPartition] = []
+
+    async def start(self) -> None:
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            await self._consumer.stop()
+            raise KafkaIOError(f"cannot read {self.topic} from {self._conn.bootstrap_servers}: {exc!r}; check "
+                               "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS") from exc
+        await self._assign()
+
+    async def _assign(self) -> bool:
+        if self._tps:
+            return True
+        known = self._consumer.partitions_for_topic(self.topic)
+        if not known:
+            await self._consumer.topics()  # refresh metadata
+            known = self._consumer.partitions_for_topic(self.topic)
+        if not known:
+            return False
+        self._tps = [TopicPartition(self.topic, p) for p in sorted(known)]
+        self._consumer.assign(self._tps)
+        await self._consumer.seek_to_beginning(*self._tps)
+        return True
+
+    async def fetch(self, timeout_ms: int = 200, max_records: int = 5000) -> list[Record]:
+        """The next records (any partitions), or [] after `timeout_ms`."""
+        if not await self._assign():
+            await asyncio.sleep(timeout_ms / 1000)
+            return []
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        return [Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                for records in batches.values() for r in records]
+
+    async def caught_up_to(self, ends: dict[int, int]) -> bool:
+        """True when every partition's position reached `ends` (from `end_offsets`)."""
+        for tp in self._tps:
+            if await self._consumer.position(tp) < ends.get(tp.partition, 0):
+                return False
+        return True
+
+    async def end_offsets(self) -> dict[int, int]:
+        """Each partition's last stable offset now ({} while the topic does not exist)."""
+        if not await self._assign():
+            return {}
+        ends = await self._consumer.end_offsets(self._tps)
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+
+async def delete_topics(conn: KafkaConnection, names: Sequence[str]) -> None:
+    """Delete topics (best effort: a topic that is already gone is fine)."""
+    async with admin_client(conn) as admin:
+        try:
+            await admin.delete_topics(list(names))
+        except KafkaError as exc:
+            log.warning("event=delete_topics_failed topics=%s error=%r", ",".join(names), exc)
