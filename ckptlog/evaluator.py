@@ -91,14 +91,14 @@ class Evaluator:
 
     def __init__(self, fn: ValidationFn, *, bootstrap_servers: str | None = None, topics: Topics | None = None,
                  group_id: str = DEFAULT_GROUP, concurrency: int = 4, default_timeout_s: float | None = None,
-                 session_timeout_ms: int = 10_000, stop_grace_s: float = 10.0,
+                 session_timeout_ms: int = 10_000, group_instance_id: str | None = None, stop_grace_s: float = 10.0,
                  connection: KafkaConnection | None = None, on_result: ResultHook | None = None) -> None:
         if concurrency < 1:
             raise FunctionLoadError(f"concurrency must be >= 1 (got {concurrency})")
         self.fn, self.topics, self.group_id = fn, topics or Topics(), group_id
         self.concurrency, self.default_timeout_s = concurrency, default_timeout_s
         self.results: Counter[str] = Counter()
-        self._session_timeout_ms, self._grace = session_timeout_ms, stop_grace_s
+        self._session_timeout_ms, self._instance, self._grace = session_timeout_ms, group_instance_id, stop_grace_s
         self._bootstrap, self._connection, self._on_result = bootstrap_servers, connection, on_result
         self._progress: dict[PartitionId, PartitionProgress] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -120,7 +120,8 @@ class Evaluator:
         self._producer = EventProducer(conn)
         await self._producer.start()
         self._consumer = GroupConsumer(conn, self.group_id, self.topics.validations, self,
-                                       max_records=self.concurrency, session_timeout_ms=self._session_timeout_ms)
+                                       max_records=self.concurrency, session_timeout_ms=self._session_timeout_ms,
+                                       group_instance_id=self._instance)
         try:
             await self._consumer.start()
             await self._loop(self._consumer)

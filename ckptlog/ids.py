@@ -8,6 +8,7 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 |---|---|
 | run_started | `run\\nrun_started\\n<sha256 of the canonical data, 16 hex>` |
 | report | `run\\nreport\\n<generation or 0>\\n<index within that generation>` |
+| report, CLI without --index | `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
 
@@ -29,13 +30,23 @@ def _id(*parts: object) -> str:
     return str(uuid.uuid5(NAMESPACE, "\n".join(str(p) for p in parts)))
 
 
+def _digest(data: dict[str, Any]) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def run_started_id(run_id: str, data: dict[str, Any]) -> str:
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return _id(run_id, "run_started", hashlib.sha256(canonical.encode()).hexdigest()[:16])
+    return _id(run_id, "run_started", _digest(data))
 
 
 def report_id(run_id: str, generation: int | None, index: int) -> str:
     return _id(run_id, "report", generation or 0, index)
+
+
+def report_content_id(run_id: str, data: dict[str, Any]) -> str:
+    """For one-shot senders (the CLI) with no sequence: a re-run of the same command is
+    deduplicated; two *identical* metric-only reports would be too, so scripts pass --index."""
+    return _id(run_id, "report-content", _digest(data))
 
 
 def restart_id(run_id: str, new_generation: int) -> str:

@@ -30,6 +30,9 @@ from processor.kafka.connection import KafkaConnection
 
 SOURCE = "ckptlog/reporter"
 T = TypeVar("T")
+ReportIds = Literal["sequence", "content"]
+"""How `report` names events without index=/event_id=: by the reporter's counter, or (one-shot
+senders such as the CLI, which have no counter) by a hash of the report's data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +52,8 @@ class AsyncReporter:
 
     def __init__(self, run_id: str, *, bootstrap_servers: str | None = None, topic: str = EVENTS_TOPIC,
                  generation: int | None = None, first_index: int = 0, source: str = SOURCE,
-                 connection: KafkaConnection | None = None) -> None:
-        self.run_id, self.topic, self.source = run_id, topic, source
+                 connection: KafkaConnection | None = None, report_ids: ReportIds = "sequence") -> None:
+        self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
         self.generation = generation
         self.reports_sent = 0
         self._next_index: dict[int, int] = {generation or 0: first_index}
@@ -119,7 +122,10 @@ class AsyncReporter:
             data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
         if gen is not None:
             data["generation"] = gen
-        sent = await self._send("report", data, event_id or ids.report_id(self.run_id, gen, position))
+        if event_id is None:
+            content = self.report_ids == "content" and index is None
+            event_id = ids.report_content_id(self.run_id, data) if content else ids.report_id(self.run_id, gen, position)
+        sent = await self._send("report", data, event_id)
         self._next_index[slot] = max(self._next_index.get(slot, 0), position + 1)
         self.reports_sent += 1
         return sent

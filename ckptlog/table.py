@@ -1,0 +1,68 @@
+"""Rich rendering of a run's VIEW: one row per kept checkpoint, best and latest marked.
+
+Shared by `ckptlog watch` and `ckptlog demo`, so both show the same picture.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from ckptlog.views import RunView
+from processor.core.scoring import lookup
+
+STATUS_STYLE = {"COMMITTED": "green", "PENDING_VALIDATION": "yellow", "VALIDATED": "bold green",
+                "VALIDATION_TIMEOUT": "magenta", "VALIDATION_FAILED": "red"}
+
+
+def short_path(path: str, root: str | None = None) -> str:
+    """The checkpoint's last path segment: the part that differs between rows."""
+    if root and path.startswith(root):
+        return path[len(root):].lstrip("/") or path
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.4g}"
+    return "—" if value is None else str(value)
+
+
+def score_text(metrics: dict[str, Any], attribute: str) -> str:
+    """The score as the fold sees it (`/` walks nested metrics); — when missing."""
+    value = lookup(metrics, attribute)
+    return "—" if type(value) is object else format_value(value)  # lookup's "missing" sentinel
+
+
+def _metrics_text(metrics: dict[str, Any], limit: int = 60) -> str:
+    text = ", ".join(f"{k}={format_value(v)}" for k, v in metrics.items() if not isinstance(v, dict))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_table(run_id: str, view: RunView | None, score_attribute: str | None = None,
+              title: str | None = None) -> Table:
+    """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest."""
+    table = Table(title=title or f"run {run_id}", title_justify="left", expand=False, pad_edge=False)
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("checkpoint")
+    table.add_column("status")
+    table.add_column(score_attribute or "metrics", justify="right" if score_attribute else "left")
+    table.add_column("", no_wrap=True)
+    if view is None:
+        table.caption = "no view yet (waiting for the processor)"
+        return table
+    for ckpt in view.checkpoints:
+        marks = Text()
+        if ckpt.path == view.best:
+            marks.append("★ best ", style="bold yellow")
+        if ckpt.path == view.latest:
+            marks.append("● latest", style="cyan")
+        score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
+        table.add_row(str(ckpt.report_index), short_path(ckpt.path),
+                      Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")), score, marks)
+    table.caption = (f"committed {view.committed} · validated {view.validated} · generation {view.generation} "
+                     f"(index {view.index_in_generation})")
+    return table

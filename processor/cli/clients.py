@@ -1,0 +1,250 @@
+"""Client commands: `report`, `start-run`, `worker-group-restart` (for shell scripts), `evaluate`
+(a validation worker) and `watch` (a live table). Thin shells over the `ckptlog` library.
+
+Senders print the id of each acknowledged event on stdout, one per line; errors go to stderr
+as one line and exit 1 (2 for bad flags).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
+from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
+from ckptlog.reader import Reader
+from ckptlog.reporter import AsyncReporter, SentEvent
+from ckptlog.table import run_table
+from processor.cli.main import app
+from processor.errors import CkptlogError
+
+T = TypeVar("T")
+Opt = typer.Option
+Bootstrap = Annotated[Optional[str], Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, "
+                                              "else the embedded local broker).")]
+EventsTopic = Annotated[str, Opt(help="Input topic the processor consumes.")]
+RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
+Keep = Annotated[Optional[int], Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
+ScoreAttr = Annotated[Optional[str], Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
+ScoreOrder = Annotated[str, Opt(help="max or min.")]
+ValKwargs = Annotated[Optional[str], Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
+ValTimeout = Annotated[Optional[float], Opt(help="Evaluator time limit in seconds (implies --validate).")]
+
+
+class UsageError(CkptlogError):
+    """A flag value is malformed (exit 2)."""
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except UsageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except CkptlogError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _run(coro: Awaitable[T]) -> T:
+    async def main() -> T:
+        return await coro
+
+    with _errors():
+        return asyncio.run(main())
+
+
+def parse_metrics(pairs: list[str], as_json: str | None) -> dict[str, Any]:
+    """`--metric k=v` (v read as JSON when it parses — 0.5, true, NaN — else as a string)
+    merged over `--metrics-json '{...}'`."""
+    metrics = _json_object(as_json, "--metrics-json") if as_json else {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--metric {pair!r} must look like name=value (e.g. --metric loss=0.25)")
+        try:
+            metrics[key] = json.loads(raw)
+        except ValueError:
+            metrics[key] = raw
+    return metrics
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag} is not JSON ({exc}); pass an object such as '{{\"k\": 1}}'") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def validation_flag(validate: bool, kwargs: str | None, timeout_s: float | None) -> bool | dict[str, Any]:
+    """`--validate` alone = the run's default spec; kwargs/timeout make an explicit spec."""
+    if kwargs is None and timeout_s is None:
+        return validate
+    return {"fn_kwargs": _json_object(kwargs, "--validate-kwargs") if kwargs else {}, "timeout_s": timeout_s}
+
+
+def _print(sent: SentEvent) -> None:
+    typer.echo(sent.event_id)
+    typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
+
+
+async def _start_run(reporter: AsyncReporter, storage_path: str, keep: int | None, attr: str | None, order: str,
+                     validation: bool | dict[str, Any]) -> None:
+    if order not in ("max", "min"):
+        raise UsageError(f"--score-order must be max or min (got {order!r})")
+    _print(await reporter.run_started(storage_path, keep, attr, order,  # type: ignore[arg-type]
+                                      validation if validation is not True else {}))
+
+
+@app.command("report")
+def report_command(
+    run_id: RunArg,
+    metric: Annotated[list[str], Opt("--metric", "-m", help="name=value; repeatable.")] = [],  # noqa: B006
+    metrics_json: Annotated[Optional[str], Opt(help="All metrics as one JSON object.")] = None,
+    checkpoint: Annotated[Optional[str], Opt(help="Checkpoint directory (URL or absolute path).")] = None,
+    validate: Annotated[bool, Opt("--validate", help="Ask an evaluator to validate the checkpoint.")] = False,
+    validate_kwargs: ValKwargs = None,
+    validate_timeout_s: ValTimeout = None,
+    generation: Annotated[Optional[int], Opt(help="Worker-group generation of the sender.")] = None,
+    index: Annotated[Optional[int], Opt(help="Report index within the generation; makes the id "
+                                             "(run, generation, index), so loops can repeat identical reports.")] = None,
+    event_id: Annotated[Optional[str], Opt(help="Use this event id as is.")] = None,
+    start: Annotated[Optional[str], Opt("--start", help="Also send run_started with this storage path first "
+                                                        "(identical repeats are no-ops).")] = None,
+    keep: Keep = None,
+    score_attribute: ScoreAttr = None,
+    score_order: ScoreOrder = "max",
+    bootstrap_servers: Bootstrap = None,
+    topic: EventsTopic = EVENTS_TOPIC,
+) -> None:
+    """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
+    re-running the same command is harmless."""
+    async def main() -> None:
+        metrics = parse_metrics(metric, metrics_json)
+        spec = validation_flag(validate, validate_kwargs, validate_timeout_s)
+        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
+                                 report_ids="content") as reporter:
+            if start is not None:
+                await _start_run(reporter, start, keep, score_attribute, score_order, False)
+            _print(await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id))
+
+    _run(main())
+
+
+@app.command("start-run")
+def start_run_command(
+    run_id: RunArg,
+    storage_path: Annotated[str, typer.Argument(help="The run's root (URL or absolute path).")],
+    keep: Keep = None,
+    score_attribute: ScoreAttr = None,
+    score_order: ScoreOrder = "max",
+    validate_kwargs: ValKwargs = None,
+    validate_timeout_s: ValTimeout = None,
+    bootstrap_servers: Bootstrap = None,
+    topic: EventsTopic = EVENTS_TOPIC,
+) -> None:
+    """Send run_started: the run's storage root, retention and default validation spec."""
+    async def main() -> None:
+        spec = validation_flag(False, validate_kwargs, validate_timeout_s)
+        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic) as reporter:
+            await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec)
+
+    _run(main())
+
+
+@app.command("worker-group-restart")
+def restart_command(
+    run_id: RunArg,
+    num_workers: Annotated[int, Opt(help="Workers in the new group.")],
+    reason: Annotated[Optional[str], Opt(help="Why the group restarted.")] = None,
+    generation: Annotated[Optional[int], Opt(help="The run's current generation (default: read from the "
+                                                  "run's view on the state topic).")] = None,
+    bootstrap_servers: Bootstrap = None,
+    topic: EventsTopic = EVENTS_TOPIC,
+    state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
+) -> None:
+    """Start a new worker group: generation + 1, report index back to 0."""
+    async def main() -> None:
+        current = generation
+        if current is None:
+            async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
+                view = await reader.view(run_id)
+            current = view.generation if view is not None else 0
+        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
+                                 generation=current) as reporter:
+            _print(await reporter.worker_group_restart(num_workers, reason))
+
+    _run(main())
+
+
+@app.command("evaluate")
+def evaluate_command(
+    fn: Annotated[str, Opt("--fn", help="module:function called as fn(checkpoint_path, **fn_kwargs) -> dict.")],
+    concurrency: Annotated[int, Opt(min=1, help="Validations run at once.")] = 4,
+    default_timeout_s: Annotated[Optional[float], Opt(help="Limit for requests without timeout_s.")] = None,
+    group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
+    group_instance_id: Annotated[Optional[str], Opt(help="Static membership id (restarts skip a rebalance).")] = None,
+    session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
+    bootstrap_servers: Bootstrap = None,
+    events_topic: EventsTopic = EVENTS_TOPIC,
+    validations_topic: Annotated[str, Opt(help="Work queue the processor fills.")] = VALIDATIONS_TOPIC,
+    log_level: Annotated[str, Opt(help="DEBUG, INFO, WARNING, ...")] = "INFO",
+) -> None:
+    """Validate checkpoints: consume validation requests, run FN, report each result (at least once)."""
+    from processor.service.logs import configure_logging
+
+    configure_logging("text", log_level)
+    sys.path.insert(0, os.getcwd())  # `--fn mymodule:fn` from the current directory, as python -m does
+
+    async def main() -> None:
+        evaluator = Evaluator(load_function(fn), bootstrap_servers=bootstrap_servers,
+                              topics=Topics(events=events_topic, validations=validations_topic),
+                              group_id=group_id, concurrency=concurrency, default_timeout_s=default_timeout_s,
+                              session_timeout_ms=session_timeout_ms, group_instance_id=group_instance_id)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, evaluator.stop)
+        await evaluator.run()
+
+    _run(main())
+
+
+@app.command("watch")
+def watch_command(
+    run_id: RunArg,
+    score_attribute: ScoreAttr = None,
+    once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
+    bootstrap_servers: Bootstrap = None,
+    state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
+) -> None:
+    """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) until Ctrl-C."""
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+
+    async def main() -> None:
+        async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
+            if once:
+                console.print(run_table(run_id, await reader.view(run_id), score_attribute))
+                return
+            with Live(run_table(run_id, None, score_attribute), console=console, auto_refresh=False) as live:
+                async for view in reader.watch(run_id):
+                    live.update(run_table(run_id, view, score_attribute), refresh=True)
+
+    try:
+        _run(main())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
