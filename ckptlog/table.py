@@ -63,6 +63,5 @@ def run_table(run_id: str, view: RunView | None, score_attribute: str | None = N
         score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
         table.add_row(str(ckpt.report_index), short_path(ckpt.path),
                       Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")), score, marks)
-    table.caption = (f"committed {view.committed} · validated {view.validated} · generation {view.generation} "
-                     f"(index {view.index_in_generation})")
+    table.caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
     return table

@@ -53,20 +53,21 @@ class DemoState:
         return time.monotonic() - self.started
 
 
-def progress_table(state: DemoState) -> Table:
+def progress_table(state: DemoState) -> RenderableType:
+    """One line per run (reports sent; the processor's watermarks) and one for the evaluator."""
     table = Table.grid(padding=(0, 2))
     for _ in range(4):
-        table.add_column()
-    for run_id, run in state.runs.items():
+        table.add_column(no_wrap=True)
+    for run in state.runs.values():
         view = run.view
-        marks = f"committed {view.committed:>2} · validated {view.validated:>2}" if view else "waiting for view"
-        table.add_row(Text(run_id, style="bold"), ProgressBar(total=run.total, completed=run.sent, width=30),
-                      f"{run.sent:>2}/{run.total} reports" + (f" · {run.restarts} restart" if run.restarts else ""),
-                      Text(marks, style="dim"))
+        marks = (f"committed {view.committed} · validated {view.validated} · gen {view.generation}" if view
+                 else "waiting for the processor")
+        table.add_row(Text(run.plan.name, style="bold"), ProgressBar(total=run.total, completed=run.sent, width=16),
+                      f"{run.sent}/{run.total}", Text(marks, style="dim"))
     v = state.validations
-    table.add_row(Text("evaluator", style="bold"), "", f"validated {v['VALIDATED']} · failed "
-                  f"{v['VALIDATION_FAILED']} · timed out {v['VALIDATION_TIMEOUT']}", "")
-    return table
+    evaluator = Text(f"evaluator: {v['VALIDATED']} validated · {v['VALIDATION_FAILED']} failed · "
+                     f"{v['VALIDATION_TIMEOUT']} timed out")
+    return Group(table, evaluator)
 
 
 def dashboard(state: DemoState) -> RenderableType:

@@ -13,6 +13,7 @@ from typing import Literal
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     run_id: str
+    name: str  # the run's directory and its seed: the same across demo runs, unlike the run id
     keep: int
     score_attribute: str
     score_order: Literal["max", "min"]
@@ -31,12 +32,12 @@ class RunPlan:
 def default_plans(count: int, prefix: str) -> list[RunPlan]:
     """Up to three flavours, cycled: validated-only scores, min-loss with a restart, mixed."""
     flavours = [
-        lambda name: RunPlan(name, keep=3, score_attribute="eval/acc", score_order="max", validate_every=1,
+        lambda run, name: RunPlan(run, name, keep=3, score_attribute="eval/acc", score_order="max", validate_every=1,
                              restart_at=None, metrics_only_every=0),
-        lambda name: RunPlan(name, keep=2, score_attribute="loss", score_order="min", validate_every=0,
+        lambda run, name: RunPlan(run, name, keep=2, score_attribute="loss", score_order="min", validate_every=0,
                              restart_at=15, metrics_only_every=0),
-        lambda name: RunPlan(name, keep=4, score_attribute="val_acc", score_order="max", validate_every=5,
+        lambda run, name: RunPlan(run, name, keep=4, score_attribute="val_acc", score_order="max", validate_every=5,
                              restart_at=20, metrics_only_every=7),
     ]
-    names = ["resnet", "bert", "vit"]
-    return [flavours[i % 3](f"{prefix}-{names[i % 3]}{'' if i < 3 else i // 3}") for i in range(count)]
+    names = [f"{('resnet', 'bert', 'vit')[i % 3]}{'' if i < 3 else i // 3}" for i in range(count)]
+    return [flavours[i % 3](f"{prefix}-{name}", name) for i, name in enumerate(names)]

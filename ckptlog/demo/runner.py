@@ -46,7 +46,7 @@ class DemoOptions:
     runs: int = 3
     reports: int = 30
     seed: int = 7
-    pace_s: float = 0.06
+    pace_s: float = 0.12
     concurrency: int = 4
     keep_files: bool = False
     workdir: Path | None = None

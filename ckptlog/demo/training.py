@@ -39,8 +39,8 @@ def metrics_for(plan: RunPlan, step: int, quality: float, rng: random.Random) ->
 async def train(plan: RunPlan, reporter: AsyncReporter, storage: Path, reports: int, seed: int, pace_s: float,
                 tick: Tick) -> None:
     """`reports` steps; each may save a checkpoint, ask for validation or restart the worker group."""
-    rng = random.Random(f"{seed}:{plan.run_id}")
-    run_dir = storage / plan.run_id
+    rng = random.Random(f"{seed}:{plan.name}")
+    run_dir = storage / plan.name
     run_dir.mkdir(parents=True, exist_ok=True)
     await reporter.run_started(file_url(run_dir), plan.keep, plan.score_attribute, plan.score_order,
                                validation={"fn_kwargs": {"dataset": "val", "seed": seed},

@@ -43,7 +43,7 @@ def demo_command(
     runs: Annotated[int, Opt(min=1, max=9, help="Training runs.")] = 3,
     reports: Annotated[int, Opt(min=1, max=500, help="Reports per run.")] = 30,
     seed: Annotated[int, Opt(help="Seed of metrics and evaluator scores.")] = 7,
-    pace_s: Annotated[float, Opt(min=0.0, help="Mean pause between reports.")] = 0.06,
+    pace_s: Annotated[float, Opt(min=0.0, help="Mean pause between reports.")] = 0.12,
     keep_files: Annotated[bool, Opt("--keep-files", help="Keep the temporary storage and logs.")] = False,
     bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: "
                                                          "$KAFKA_BOOTSTRAP_SERVERS, else the embedded broker).")] = None,
