@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.models import ValidationSpec
 from events.rejections import Rejection
@@ -43,7 +45,13 @@ def validation_body(validation: ValidationArg) -> bool | dict[str, Any]:
     if isinstance(validation, ValidationSpec):
         return validation.model_dump()
     if isinstance(validation, Mapping):
-        return dict(validation)
+        try:  # checked here: the processor's union error ("should be a valid boolean") hides the field
+            return ValidationSpec.model_validate(dict(validation)).model_dump()
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "validation"
+            raise InvalidEvent(f"validation.{where}: {first['msg']}; pass {{'fn_kwargs': {{...}}, "
+                               "'timeout_s': seconds > 0 or None}") from None
     raise InvalidEvent(f"validation must be False, True or {{'fn_kwargs': ..., 'timeout_s': ...}}, got "
                        f"{validation!r}")
 

@@ -1,0 +1,116 @@
+"""The evaluator's pure parts: running the user function under a limit, reading requests,
+building results, loading `module:function`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from ckptlog import ids
+from ckptlog.errors import FunctionLoadError
+from ckptlog.evaluator import load_function, parse_request, result_event
+from ckptlog.invoke import Outcome, invoke
+from events.codec import decode_event
+from events.models import ValidationResult
+from events.outputs import envelope
+
+
+def score(path: str, *, bonus: float = 0.0) -> dict[str, Any]:
+    return {"acc": 0.5 + bonus, "path": path}
+
+
+async def ascore(path: str, *, delay: float = 0.0) -> dict[str, Any]:
+    await asyncio.sleep(delay)
+    return {"acc": 1.0}
+
+
+def boom(path: str) -> dict[str, Any]:
+    raise ValueError(f"cannot load {path}")
+
+
+def sleepy(path: str, *, seconds: float) -> dict[str, Any]:
+    time.sleep(seconds)
+    return {"late": True}
+
+
+def not_a_dict(path: str) -> Any:
+    return [1, 2]
+
+
+async def test_sync_function_runs_in_a_thread_with_kwargs() -> None:
+    assert await invoke(score, "/c", {"bonus": 0.25}, 5) == Outcome("VALIDATED", {"acc": 0.75, "path": "/c"})
+
+
+async def test_async_function() -> None:
+    assert (await invoke(ascore, "/c", {}, None)).metrics == {"acc": 1.0}
+
+
+async def test_exception_becomes_failed_with_the_error_text() -> None:
+    outcome = await invoke(boom, "/c", {}, 5)
+    assert outcome.status == "VALIDATION_FAILED" and outcome.error == "ValueError: cannot load /c"
+
+
+async def test_unexpected_kwargs_fail_instead_of_crashing() -> None:
+    outcome = await invoke(ascore, "/c", {"nope": 1}, 5)
+    assert outcome.status == "VALIDATION_FAILED" and "nope" in (outcome.error or "")
+
+
+async def test_sync_timeout_returns_at_the_limit() -> None:
+    started = time.monotonic()
+    outcome = await invoke(sleepy, "/c", {"seconds": 1.0}, 0.1)
+    assert outcome.status == "VALIDATION_TIMEOUT" and time.monotonic() - started < 0.5
+    assert "0.1s" in (outcome.error or "")
+
+
+async def test_async_timeout_cancels() -> None:
+    assert (await invoke(ascore, "/c", {"delay": 5}, 0.05)).status == "VALIDATION_TIMEOUT"
+
+
+async def test_non_dict_result_fails() -> None:
+    outcome = await invoke(not_a_dict, "/c", {}, 5)
+    assert outcome.status == "VALIDATION_FAILED" and "return a dict" in (outcome.error or "")
+
+
+def request_bytes(name: str = "validation_requested", **data: Any) -> bytes:
+    body = {"checkpoint_path": "/r/c1", "report_index": 3, "fn_kwargs": {"k": 1}, "timeout_s": None, **data}
+    return json.dumps(envelope(name, "run-1", body, "ckptlog:t:0:5:1")).encode()
+
+
+def test_parse_request() -> None:
+    parsed = parse_request(request_bytes())
+    assert parsed is not None
+    event, spec = parsed
+    assert event.id == "ckptlog:t:0:5:1" and spec.checkpoint_path == "/r/c1" and spec.fn_kwargs == {"k": 1}
+    assert parse_request(request_bytes("watermark")) is None
+    assert parse_request(b"garbage") is None and parse_request(None) is None
+
+
+@pytest.mark.parametrize("outcome", [Outcome("VALIDATED", {"acc": 1}), Outcome("VALIDATION_FAILED", error="x"),
+                                     Outcome("VALIDATION_TIMEOUT", error="slow")])
+def test_result_event_is_valid_input_with_an_id_from_the_request(outcome: Outcome) -> None:
+    parsed = parse_request(request_bytes())
+    assert parsed is not None
+    event = decode_event(result_event(*parsed, outcome), b"run-1")
+    assert isinstance(event, ValidationResult)
+    assert event.id == ids.validation_result_id("run-1", "ckptlog:t:0:5:1")
+    assert event.data.status == outcome.status and event.data.checkpoint_path == "/r/c1"
+
+
+def test_unusable_metrics_become_a_failure_saying_why() -> None:
+    parsed = parse_request(request_bytes())
+    assert parsed is not None
+    event = decode_event(result_event(*parsed, Outcome("VALIDATED", {"model": object()})), b"run-1")
+    assert isinstance(event, ValidationResult) and event.data.status == "VALIDATION_FAILED"
+    assert "not JSON" in (event.data.error or "")
+
+
+def test_load_function() -> None:
+    assert load_function("tests.unit.test_clients_evaluator:score") is score
+    for spec, needle in [("nocolon", "module:function"), ("no_such_module_xyz:f", "cannot import"),
+                         ("tests.unit.test_clients_evaluator:missing", "no callable")]:
+        with pytest.raises(FunctionLoadError, match=needle):
+            load_function(spec)
