@@ -51,6 +51,14 @@ class EventProducer:
             raise KafkaIOError(f"cannot start a producer on {self._conn.bootstrap_servers}: {exc!r}; check "
                                "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up") from exc
 
+    @property
+    def guarantees(self) -> tuple[int | None, int]:
+        """(producer id the broker assigned — None until started or without idempotence, acks),
+        for logs and tests that the retry-safety settings are really on."""
+        txn = self._producer._txn_manager
+        pid = txn.producer_id if txn is not None and txn.producer_id >= 0 else None
+        return pid, int(self._producer._sender._acks)
+
     async def has_topic(self, topic: str) -> bool:
         """Whether `topic` exists now (a send to a missing topic would block for the request timeout)."""
         try:
