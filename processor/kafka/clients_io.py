@@ -94,8 +94,9 @@ class TopicTail:
         self._conn, self.topic = conn, topic
         self._consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False,
                                           isolation_level="read_committed", auto_offset_reset="earliest",
-                                          fetch_max_wait_ms=100, metadata_max_age_ms=2000)
+                                          fetch_max_wait_ms=100)
         self._tps: list[TopicPartition] = []
+        self._assigning = asyncio.Lock()
 
     async def start(self) -> None:
         try:
@@ -107,12 +108,14 @@ class TopicTail:
         await self._assign()
 
     async def _assign(self) -> bool:
-        if self._tps:
-            return True
-        known = self._consumer.partitions_for_topic(self.topic)
-        if not known:
-            await self._consumer.topics()  # refresh metadata
-            known = self._consumer.partitions_for_topic(self.topic)
+        async with self._assigning:  # fetch and end_offsets may both get here first
+            return bool(self._tps) or await self._assign_now()
+
+    async def _assign_now(self) -> bool:
+        # A full metadata fetch: the consumer's own cache only tracks topics it already uses, so a
+        # topic created after start() would never show up there.
+        cluster = await self._consumer._client.fetch_all_metadata()
+        known = cluster.partitions_for_topic(self.topic)
         if not known:
             return False
         self._tps = [TopicPartition(self.topic, p) for p in sorted(known)]
@@ -129,12 +132,9 @@ class TopicTail:
         return [Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
                 for records in batches.values() for r in records]
 
-    async def caught_up_to(self, ends: dict[int, int]) -> bool:
-        """True when every partition's position reached `ends` (from `end_offsets`)."""
-        for tp in self._tps:
-            if await self._consumer.position(tp) < ends.get(tp.partition, 0):
-                return False
-        return True
+    async def positions(self) -> dict[int, int]:
+        """The next offset `fetch` returns, per partition (past any transaction markers)."""
+        return {tp.partition: int(await self._consumer.position(tp)) for tp in self._tps}
 
     async def end_offsets(self) -> dict[int, int]:
         """Each partition's last stable offset now ({} while the topic does not exist)."""
