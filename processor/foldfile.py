@@ -5,6 +5,7 @@ Kept apart from the CLI so the benchmark and tests drive exactly the same loop.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,9 @@ from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
+
+
+GC_FREEZE_EVERY = 65_536
 
 
 @dataclass(slots=True)
@@ -48,6 +52,8 @@ def fold_lines(
     result = FoldResult(Fold(settings))
     apply = result.fold.apply
     for lineno, raw in enumerate(lines, 1):
+        if not lineno % GC_FREEZE_EVERY:
+            gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
         if not raw.strip():
             continue
         event = decode_event(raw, max_bytes=max_bytes, max_depth=max_depth)
@@ -65,4 +71,5 @@ def fold_lines(
         for deletion in effects.deletions:
             result.evicted.setdefault(deletion.run_id, []).append(deletion.path)
             result.deletions.append(deletion)
+    gc.unfreeze()
     return result

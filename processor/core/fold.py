@@ -8,6 +8,7 @@ anything is mutated, so a rejected event leaves the state untouched.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,9 @@ from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normal
 from processor.core.retention import apply_retention
 from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
+
+_NEG_INF = -math.inf
+_new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 
 
 class Fold:
@@ -48,7 +52,7 @@ class Fold:
             return Effects(duplicate=True)
         effects = self._handlers[type(event)](event)
         if effects.rejection is None:
-            run = self.runs.get(event.subject)
+            run = run if run is not None and event.subject in self.runs else self.runs.get(event.subject)
             if run is not None:
                 run.remember(event.id, self.settings.dedup_window)
         return effects
@@ -95,23 +99,24 @@ class Fold:
     def _report(self, event: Report) -> Effects:
         data, run_id = event.data, event.subject
         run = self.runs.get(run_id)
-        if run is not None and data.generation is not None and data.generation < run.generation:
+        generation, checkpoint = data.generation, data.checkpoint
+        if run is not None and generation is not None and generation < run.generation:
             return rejected(Rejection(Reason.STALE_GENERATION, f"run {run_id!r}: report from generation "
-                            f"{data.generation} but the worker group is at {run.generation}; drop reports "
+                            f"{generation} but the worker group is at {run.generation}; drop reports "
                             "from the old workers"))
-        key = None
-        if data.checkpoint is not None:
-            check = self._check_checkpoint(run, run_id, data.checkpoint.path)
-            if isinstance(check, Rejection):
-                return rejected(check)
-            key = check
+        if checkpoint is None:
+            run = run or self._run(run_id)
+            run.report_count += 1
+            run.index_in_generation += 1
+            return Effects([_watermark(run)], [])
+        key = self._check_checkpoint(run, run_id, checkpoint.path)
+        if key.__class__ is Rejection:
+            return rejected(key)  # type: ignore[arg-type]
         run = run or self._run(run_id)
         report_index = run.report_count
-        run.report_count += 1
+        run.report_count = report_index + 1
         run.index_in_generation += 1
-        if key is None or data.checkpoint is None:
-            return Effects([_watermark(run)])
-        return self._register(run, data.checkpoint.path, key, data.metrics, report_index, data.validation)
+        return self._register(run, checkpoint.path, key, data.metrics, report_index, data.validation)  # type: ignore[arg-type]
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
@@ -136,30 +141,38 @@ class Fold:
 
     def _register(self, run: RunState, path: str, key: str, metrics: dict[str, Any], report_index: int,
                   validation: bool | ValidationSpec) -> Effects:
-        cfg = run.config
-        has, value, problem = score(metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
-        spec = run.default_validation if validation is True else (validation or None)
+        attribute = run.score_attribute
+        if attribute is None:
+            has, value, problem = False, _NEG_INF, None
+        else:
+            has, value, problem = score(metrics, attribute, run.config.checkpoint_score_order)
+        spec = None if validation is False else run.default_validation if validation is True else validation
         status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
         record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
         run.checkpoints.add(record)
         run.by_key[key] = record
         run.latest = record
-        outputs = [Output("checkpoint_registered", {"checkpoint_path": path, "report_index": report_index,
-                                                   "metrics": metrics, "status": status})]
+        outputs = [_new(Output, ("checkpoint_registered", {"checkpoint_path": path, "report_index": report_index,
+                                                           "metrics": metrics, "status": status}))]
         if spec is not None:
             run.pending[key] = record
-            outputs.append(Output("validation_requested", {"checkpoint_path": path, "report_index": report_index,
-                                                          "fn_kwargs": spec.fn_kwargs, "timeout_s": spec.timeout_s}))
+            outputs.append(_new(Output, ("validation_requested", {
+                "checkpoint_path": path, "report_index": report_index, "fn_kwargs": spec.fn_kwargs,
+                "timeout_s": spec.timeout_s})))
         if problem is not None:
             outputs.append(_score_warning(run, path, problem))
         return self._retain(run, outputs)
 
     def _retain(self, run: RunState, outputs: list[Output]) -> Effects:
+        keep = run.keep
+        if keep is None or len(run.checkpoints) <= keep:
+            outputs.append(_watermark(run))
+            return Effects(outputs, [])
         deletions = []
         for record in apply_retention(run):
-            outputs.append(Output("checkpoint_evicted", {"checkpoint_path": record.path,
-                                                        "report_index": record.report_index}))
-            deletions.append(Deletion(run.run_id, record.path, run.storage_root or ""))
+            outputs.append(_new(Output, ("checkpoint_evicted", {"checkpoint_path": record.path,
+                                                                "report_index": record.report_index})))
+            deletions.append(_new(Deletion, (run.run_id, record.path, run.storage_root or "")))
         outputs.append(_watermark(run))
         return Effects(outputs, deletions)
 
@@ -215,8 +228,11 @@ class Fold:
 
 
 def _watermark(run: RunState) -> Output:
-    return Output("watermark", {"committed": run.report_count, "validated": run.validated,
-                                "generation": run.generation, "index_in_generation": run.index_in_generation})
+    pending = run.pending
+    validated = next(iter(pending.values())).report_index if pending else run.report_count
+    return _new(Output, ("watermark", {"committed": run.report_count, "validated": validated,
+                                       "generation": run.generation,
+                                       "index_in_generation": run.index_in_generation}))
 
 
 def _score_warning(run: RunState, path: str, problem: str) -> Output:

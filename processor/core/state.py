@@ -58,6 +58,12 @@ class RunState:
     seen: deque[str] = field(default_factory=deque)
     seen_set: set[str] = field(default_factory=set)
     outstanding: dict[str, str] = field(default_factory=dict)  # normalised key -> path to delete
+    keep: int | None = field(init=False)  # copies of config fields, read on every report
+    score_attribute: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keep = self.config.num_to_keep
+        self.score_attribute = self.config.checkpoint_score_attribute
 
     @property
     def validated(self) -> int:
