@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -15,6 +17,8 @@ from processor.foldfile import fold_lines
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import read_topic
 from tests.integration.conftest import TopicFactory
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def _sent_values(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
@@ -87,3 +91,15 @@ async def test_report_cli_prints_ids_and_a_rerun_is_harmless(kafka_bootstrap: st
     assert bad.exit_code == 1 and "num_to_keep" in bad.stderr
     folded = fold_lines(v for _, v in await _sent_values(kafka_bootstrap, topic))
     assert folded.duplicates == 2 and folded.document()["runs"]["run-c"]["committed"] == 1
+
+
+async def test_example_train_loop(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) -> None:
+    topic = await topic_factory()
+    cmd = [sys.executable, "examples/train_loop.py", "--run-id", "ex", "--steps", "4", "--storage", str(tmp_path),
+           "--bootstrap-servers", kafka_bootstrap, "--topic", topic]
+    proc = await asyncio.to_thread(subprocess.run, cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    folded = fold_lines(v for _, v in await _sent_values(kafka_bootstrap, topic))
+    view = folded.document()["runs"]["ex"]
+    assert not folded.rejected and view["committed"] == 4 and len(view["checkpoints"]) == 3
+    assert all((tmp_path / "ex" / f"checkpoint_{i:05d}").is_dir() for i in range(4))

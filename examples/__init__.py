@@ -1,0 +1,1 @@
+"""Runnable examples (importable from the repo root: `--fn examples.train_loop:evaluate`)."""
