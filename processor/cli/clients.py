@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
+from ckptlog.errors import ClientError
 from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
 from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
@@ -238,7 +239,11 @@ def watch_command(
     async def main() -> None:
         async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
             if once:
-                console.print(run_table(run_id, await reader.view(run_id), score_attribute))
+                view = await reader.view(run_id)
+                if view is None:
+                    raise ClientError(f"no view of run {run_id!r} on {state_topic}; check the run id and topic, "
+                                      "or that the processor is running")
+                console.print(run_table(run_id, view, score_attribute))
                 return
             with Live(run_table(run_id, None, score_attribute), console=console, auto_refresh=False) as live:
                 async for view in reader.watch(run_id):

@@ -18,6 +18,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from processor.broker import ensure_bootstrap
 from processor.cli.main import app
 from processor.errors import CkptlogError
 
@@ -56,9 +57,14 @@ def demo_command(
 
     console = Console()
     live = live and console.is_terminal
+    try:  # before the live table: a first start fetches the broker jars, with progress on stderr
+        bootstrap = ensure_bootstrap(bootstrap_servers)
+    except CkptlogError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     workdir = Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     _log_to(workdir / "demo.log")
-    options = DemoOptions(bootstrap_servers, runs, reports, seed, pace_s, keep_files=keep_files, workdir=workdir)
+    options = DemoOptions(bootstrap, runs, reports, seed, pace_s, keep_files=keep_files, workdir=workdir)
     holder: list[DemoState] = []
 
     def current() -> RenderableType:
