@@ -102,6 +102,7 @@ class Evaluator:
         self._bootstrap, self._connection, self._on_result = bootstrap_servers, connection, on_result
         self._progress: dict[PartitionId, PartitionProgress] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._consumer: GroupConsumer | None = None
@@ -157,7 +158,8 @@ class Evaluator:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.default_timeout_s
         log.info("event=validation_started run=%s checkpoint=%s timeout_s=%s", request.subject,
                  spec.checkpoint_path, timeout)
-        outcome = await invoke(self.fn, spec.checkpoint_path, spec.fn_kwargs, timeout)
+        async with self._slots:  # polled batches may hold more requests than may run at once
+            outcome = await invoke(self.fn, spec.checkpoint_path, spec.fn_kwargs, timeout)
         if not await self._publish(request, result_event(request, spec, outcome)):
             return  # stopping before the result was acknowledged: left uncommitted, redone elsewhere
         progress.finished(offset)

@@ -60,7 +60,8 @@ class AsyncReporter:
         self._storage_path: str | None = None
         self._bootstrap, self._connection = bootstrap_servers, connection
         self._producer: EventProducer | None = None
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # start/close
+        self._order = asyncio.Lock()  # one event at a time: indices and order on the partition
         self._closed = False
 
     async def start(self) -> None:
@@ -104,15 +105,22 @@ class AsyncReporter:
         if validation is not None and validation is not False:
             spec = validation_body(validation)
             data["validation"] = {} if spec is True else spec
-        sent = await self._send("run_started", data, event_id or ids.run_started_id(self.run_id, data))
-        self._storage_path = root
-        return sent
+        async with self._order:
+            sent = await self._send("run_started", data, event_id or ids.run_started_id(self.run_id, data))
+            self._storage_path = root
+            return sent
 
     async def report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None = None,
                      validation: ValidationArg = False, generation: int | None = None, *,
                      index: int | None = None, event_id: str | None = None) -> SentEvent:
         """Ray's `train.report(metrics, checkpoint)`; `validation` asks an evaluator to score the
         checkpoint first (True = the run's default spec, or {"fn_kwargs": ..., "timeout_s": ...})."""
+        async with self._order:  # concurrent calls must not pick the same index, and keep their order
+            return await self._report(metrics, checkpoint_path, validation, generation, index, event_id)
+
+    async def _report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None,
+                      validation: ValidationArg, generation: int | None, index: int | None,
+                      event_id: str | None) -> SentEvent:
         gen = generation if generation is not None else self.generation
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)
@@ -134,13 +142,14 @@ class AsyncReporter:
                                    event_id: str | None = None) -> SentEvent:
         """A new worker group starts: generation + 1, report index back to 0 (as the fold does);
         later reports carry the new generation so reports from the old workers are rejected."""
-        new_generation = (self.generation or 0) + 1
-        data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
-        sent = await self._send("worker_group_restart", data,
-                                event_id or ids.restart_id(self.run_id, new_generation))
-        self.generation = new_generation
-        self._next_index[new_generation] = 0
-        return sent
+        async with self._order:
+            new_generation = (self.generation or 0) + 1
+            data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
+            sent = await self._send("worker_group_restart", data,
+                                    event_id or ids.restart_id(self.run_id, new_generation))
+            self.generation = new_generation
+            self._next_index[new_generation] = 0
+            return sent
 
     def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
         url = as_url(checkpoint_path, "checkpoint_path")

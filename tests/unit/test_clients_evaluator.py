@@ -114,3 +114,42 @@ def test_load_function() -> None:
                          ("tests.unit.test_clients_evaluator:missing", "no callable")]:
         with pytest.raises(FunctionLoadError, match=needle):
             load_function(spec)
+
+
+class _FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        self.sent.append(value)
+
+
+async def test_dispatch_bounds_concurrency_and_finishes_every_offset() -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from ckptlog.evaluator import Evaluator
+    from processor.kafka.records import PartitionId
+
+    active, peak, lock = 0, 0, threading.Lock()
+
+    def tracked(path: str, **_: Any) -> dict[str, Any]:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.05)
+        with lock:
+            active -= 1
+        return {"ok": 1}
+
+    evaluator = Evaluator(tracked, concurrency=2)
+    fake = _FakeProducer()
+    evaluator._producer = fake  # type: ignore[assignment]
+    pid = PartitionId("validations", 0)
+    for offset in range(6):
+        evaluator._dispatch(pid, SimpleNamespace(offset=offset, value=request_bytes()))  # type: ignore[arg-type]
+    evaluator._dispatch(pid, SimpleNamespace(offset=6, value=b"not a request"))  # type: ignore[arg-type]
+    await asyncio.gather(*list(evaluator._tasks))
+    assert peak == 2 and len(fake.sent) == 6
+    assert evaluator._progress[pid].committable() == 7

@@ -107,3 +107,12 @@ def test_validation_flag() -> None:
     assert validation_flag(True, None, None) is True
     assert validation_flag(False, '{"k": 1}', None) == {"fn_kwargs": {"k": 1}, "timeout_s": None}
     assert validation_flag(False, None, 5.0) == {"fn_kwargs": {}, "timeout_s": 5.0}
+
+
+async def test_concurrent_reports_get_distinct_indices_in_order() -> None:
+    import asyncio
+
+    rep, fake = reporter()
+    sent = await asyncio.gather(*(rep.report({"i": i}) for i in range(5)))
+    assert [s.event_id for s in sent] == [ids.report_id("run-1", None, i) for i in range(5)]
+    assert [e["data"]["metrics"]["i"] for e in fake.sent] == list(range(5))
