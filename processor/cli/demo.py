@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,6 +18,8 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from ckptlog.demo import DemoOptions, DemoResult, run_demo
+from ckptlog.demo.display import DemoState, dashboard, summary
 from processor.broker import ensure_bootstrap
 from processor.cli.main import app
 from processor.errors import CkptlogError
@@ -38,6 +40,34 @@ def _log_to(path: Path) -> None:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
 
+async def _narrate(console: Console, holder: list[DemoState]) -> None:
+    """--no-live: one line per phase, for CI logs."""
+    said = ""
+    while True:
+        if holder and holder[-1].phase != said:
+            said = holder[-1].phase
+            console.print(f"[{holder[-1].elapsed:5.1f}s] {said}")
+        await asyncio.sleep(0.1)
+
+
+async def _show(options: DemoOptions, console: Console, live: bool) -> DemoResult:
+    """Run the demo under a live dashboard, or narrated and printed once at the end."""
+    holder: list[DemoState] = []
+    if live:
+        def current() -> RenderableType:
+            return dashboard(holder[-1]) if holder else Text("starting …")
+
+        with Live(get_renderable=current, console=console, refresh_per_second=8):
+            return await run_demo(options, holder.append)
+    narrator = asyncio.create_task(_narrate(console, holder))
+    try:
+        result = await run_demo(options, holder.append)
+    finally:
+        narrator.cancel()
+    console.print(dashboard(result.state))
+    return result
+
+
 @app.command("demo")
 def demo_command(
     live: Annotated[bool, Opt("--live/--no-live", help="Live table (default: only when stdout is a TTY).")] = True,
@@ -50,13 +80,7 @@ def demo_command(
                                                          "$KAFKA_BOOTSTRAP_SERVERS, else the embedded broker).")] = None,
 ) -> None:
     """Run processor + evaluator + a simulated training job end to end and check the result."""
-    import tempfile
-
-    from ckptlog.demo import DemoOptions, run_demo
-    from ckptlog.demo.display import DemoState, dashboard, summary
-
     console = Console()
-    live = live and console.is_terminal
     try:  # before the live table: a first start fetches the broker jars, with progress on stderr
         bootstrap = ensure_bootstrap(bootstrap_servers)
     except CkptlogError as exc:
@@ -65,43 +89,16 @@ def demo_command(
     workdir = Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     _log_to(workdir / "demo.log")
     options = DemoOptions(bootstrap, runs, reports, seed, pace_s, keep_files=keep_files, workdir=workdir)
-    holder: list[DemoState] = []
-
-    def current() -> RenderableType:
-        return dashboard(holder[-1]) if holder else Text("starting the broker …")
-
-    async def narrate() -> None:
-        """--no-live: one line per phase, for CI logs."""
-        said = ""
-        while True:
-            if holder and holder[-1].phase != said:
-                said = holder[-1].phase
-                console.print(f"[{holder[-1].elapsed:5.1f}s] {said}")
-            await asyncio.sleep(0.1)
-
-    async def main() -> None:
-        if live:
-            with Live(get_renderable=current, console=console, refresh_per_second=8):
-                result = await run_demo(options, holder.append)
-        else:
-            narrator = asyncio.create_task(narrate())
-            try:
-                result = await run_demo(options, holder.append)
-            finally:
-                narrator.cancel()
-            console.print(dashboard(result.state))
-        console.print(summary(result.state, result.report))
-        if result.kept_workdir:
-            console.print(f"files and logs kept in {result.workdir} (demo.log has the processor's log)")
-        if not result.report.ok:
-            raise typer.Exit(1)
-
     try:
-        asyncio.run(main())
+        result = asyncio.run(_show(options, console, live and console.is_terminal))
     except CkptlogError as exc:
-        typer.echo(f"error: {exc} (logs: {workdir / 'demo.log'})", err=True)
+        typer.echo(f"error: {exc} (files and logs kept in {workdir})", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         typer.echo(f"interrupted (files kept in {workdir})", err=True)
         raise typer.Exit(130) from None
-    sys.stdout.flush()
+    console.print(summary(result.state, result.report))
+    if result.kept_workdir:
+        console.print(f"files and logs kept in {result.workdir} (demo.log has the processor's log)")
+    if not result.report.ok:
+        raise typer.Exit(1)
