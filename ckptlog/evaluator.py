@@ -117,13 +117,16 @@ class Evaluator:
         return len(self._tasks)
 
     async def run(self) -> None:
+        """Consume, validate and report until `stop()`."""
         conn = await resolve(self._bootstrap, "ckptlog-evaluator", self._connection)
-        self._producer = EventProducer(conn)
-        await self._producer.start()
-        self._consumer = GroupConsumer(conn, self.group_id, self.topics.validations, self,
-                                       max_records=self.concurrency, session_timeout_ms=self._session_timeout_ms,
-                                       group_instance_id=self._instance)
+        producer = EventProducer(conn)
+        await producer.start()
+        self._producer = producer
         try:
+            self._consumer = GroupConsumer(conn, self.group_id, self.topics.validations, self,
+                                           max_records=self.concurrency,
+                                           session_timeout_ms=self._session_timeout_ms,
+                                           group_instance_id=self._instance)
             await self._consumer.start()
             await self._loop(self._consumer)
         finally:
@@ -202,7 +205,9 @@ class Evaluator:
             log.warning("event=commit_failed error=%s", exc)
             return
         for pid, point in offsets.items():
-            self._progress[pid].committed = point
+            progress = self._progress.get(pid)
+            if progress is not None:
+                progress.committed = point
 
     # -- rebalance listener (GroupConsumer's AssignmentListener) ----------------------
 
@@ -220,12 +225,13 @@ class Evaluator:
 
     async def _shutdown(self) -> None:
         if self._tasks:
-            done, pending = await asyncio.wait(set(self._tasks), timeout=self._grace)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self._grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         if self._consumer is not None:
-            await self._commit(self._consumer, list(self._progress))
+            if self.ready.is_set():  # joined the group: there may be finished work to commit
+                await self._commit(self._consumer, list(self._progress))
             await self._consumer.stop()
         if self._producer is not None:
             await self._producer.stop()

@@ -80,15 +80,17 @@ async def test_watch_follows_changes(kafka_bootstrap: str, topic_factory: TopicF
             Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
         await writer.put("r", view(1, 1, ["/a"]))
         seen: list[int] = []
+        first = asyncio.Event()
 
         async def follow() -> None:
             async for v in reader.watch("r"):
                 seen.append(v.committed)
+                first.set()
                 if v.committed == 2:
                     return
 
         task = asyncio.create_task(follow())
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(first.wait(), 10)
         await writer.put("r", view(2, 2, ["/a", "/b"]))
         await asyncio.wait_for(task, 10)
         assert seen == [1, 2]
