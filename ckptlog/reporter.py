@@ -73,10 +73,13 @@ class AsyncReporter:
                 conn = await resolve(self._bootstrap, "ckptlog-reporter", self._connection)
                 producer = EventProducer(conn)
                 await producer.start()
-                if not await producer.has_topic(self.topic):
+                try:
+                    if not await producer.has_topic(self.topic):
+                        raise ClientError(f"topic {self.topic} does not exist on {conn.bootstrap_servers}; start "
+                                          "the processor once (`ckptlog run` creates its topics) or create it")
+                except BaseException:
                     await producer.stop()
-                    raise ClientError(f"topic {self.topic} does not exist on {conn.bootstrap_servers}; start the "
-                                      "processor once (`ckptlog run` creates its topics) or create it")
+                    raise
                 self._producer = producer
 
     async def close(self) -> None:
