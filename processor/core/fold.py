@@ -110,13 +110,13 @@ class Fold:
             run.index_in_generation += 1
             return Effects([_watermark(run)], [])
         key = self._check_checkpoint(run, run_id, checkpoint.path)
-        if key.__class__ is Rejection:
-            return rejected(key)  # type: ignore[arg-type]
+        if isinstance(key, Rejection):
+            return rejected(key)
         run = run or self._run(run_id)
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
-        return self._register(run, checkpoint.path, key, data.metrics, report_index, data.validation)  # type: ignore[arg-type]
+        return self._register(run, checkpoint.path, key, data.metrics, report_index, data.validation)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root

@@ -61,10 +61,14 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     if not isinstance(outer, dict) or outer.get("format") != FORMAT:
         raise SnapshotCorrupt(f"{name}: not a ckptlog snapshot (format field missing); skipping it")
     version = outer.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int):
+        raise SnapshotCorrupt(f"{name}: schema_version {version!r} is not an integer; skipping it")
+    if version > SCHEMA_VERSION:
         raise SnapshotVersionError(f"{name}: snapshot schema version {version!r} is newer than this build reads "
                                    f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild")
     body = outer.get("snapshot")
+    if not isinstance(body, dict):
+        raise SnapshotCorrupt(f"{name}: no snapshot body; skipping it")
     expected = "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
     if outer.get("checksum") != expected:
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
