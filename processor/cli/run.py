@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import signal
 from pathlib import Path
@@ -21,16 +22,25 @@ log = logging.getLogger("processor.cli.run")
 Opt = typer.Option
 
 
+def dump_tasks() -> None:
+    """SIGUSR1: log the stack of every asyncio task (where is it waiting?)."""
+    for task in asyncio.all_tasks():
+        stream = io.StringIO()
+        task.print_stack(file=stream)
+        log.warning("event=task_dump task=%s\n%s", task.get_name(), stream.getvalue())
+
+
 async def serve(settings: ServiceSettings) -> None:
     """Run the processor until SIGTERM/SIGINT, then finish the batch, commit, snapshot and return."""
     processor = Processor(settings)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, processor.stop)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
     try:
         await processor.run()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
 
 

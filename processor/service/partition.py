@@ -69,6 +69,8 @@ class PartitionTask:
                 records = [r for r in records if r.offset >= self.next_offset]
             if not records:
                 return
+            log.debug("event=batch partition=%s first=%d last=%d count=%d expected=%d", self.pid, records[0].offset,
+                      records[-1].offset, len(records), self.next_offset)
             if not self.caught_up and records[-1].offset >= self.publish_from:
                 split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
                 batch = self.folder.fold_records(records[:split], self.publish_from)

@@ -126,7 +126,7 @@ class Processor:
         while not self._stopping.is_set():
             polled = await consumer.poll(self.settings.poll_timeout_ms)
             self._raise_fatal()
-            work = [(task, records) for pid, records in polled.items() if (task := self.tasks.get(pid))]
+            work = [(task, records) for pid, records in polled.items() if (task := self._task_for(pid, records))]
             if work:
                 await asyncio.gather(*(task.process(records) for task, records in work))
             await self._housekeeping(consumer)
@@ -134,6 +134,13 @@ class Processor:
                 last_retry = time.monotonic()
                 self._deleter.retry_failed()
         log.info("event=stopping reason=stop_requested")
+
+    def _task_for(self, pid: PartitionId, records: Sequence[InputRecord]) -> PartitionTask | None:
+        task = self.tasks.get(pid)
+        if task is None:  # revoked while the poll was returning: the next owner restores and re-reads them
+            log.warning("event=records_without_task partition=%s first=%d count=%d", pid, records[0].offset,
+                        len(records))
+        return task
 
     async def _housekeeping(self, consumer: GroupConsumer) -> None:
         for pid, task in list(self.tasks.items()):
@@ -186,10 +193,11 @@ class Processor:
                 self._fatal = self._fatal or result
                 self._stopping.set()
             else:
-                self.tasks[pid] = result
+                self._activate(pid, result)
 
     async def _open(self, pid: PartitionId) -> PartitionTask:
         assert self._consumer is not None and self._conn is not None and self._deleter is not None
+        self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
         try:
@@ -199,7 +207,6 @@ class Processor:
         except BaseException:
             await publisher.close()
             raise
-        self._consumer.seek(pid, restored.start)
         folder = BatchFolder(restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes,
                              self.settings.max_depth)
         snapshots = SnapshotScheduler(pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s,
@@ -209,6 +216,13 @@ class Processor:
         if restored.start >= restored.publish_from:
             task.catch_up()
         return task
+
+    def _activate(self, pid: PartitionId, task: PartitionTask) -> None:
+        """Register the task, then seek and resume: records of pid only ever reach its own task."""
+        assert self._consumer is not None
+        self.tasks[pid] = task
+        self._consumer.seek(pid, task.next_offset)
+        self._consumer.resume([pid])
 
     def _publisher(self, pid: PartitionId) -> Publisher:
         assert self._conn is not None and self._consumer is not None

@@ -81,6 +81,9 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
         await feeder
         expected = expected_views(lines, settings)
         views = await wait_for_views(conn, settings.state_topic, expected, timeout_s=60)
+        if views != expected:
+            proc.send_signal(signal.SIGUSR1)  # the processor logs every task's stack
+            await asyncio.sleep(1)
         assert views == expected, f"views differ; see {log}"
         evicted = {Path(p.removeprefix("file://")) for ps in fold_lines(lines, settings.fold_settings()).evicted.values()
                    for p in ps}
