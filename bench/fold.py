@@ -1,7 +1,8 @@
 """Benchmark of the fold: `python -m bench.fold [--reports N]`. Prints reports/s.
 
 1. Whole process: `ckptlog fold FILE` on N reports at keep=5 (10% validations) and at
-   keep=None, timed from process start to exit (what the issue's target is about).
+   keep=None, timed from process start to exit (what the issue's target is about), with
+   one process and with one per core (`--workers`, runs sharded by id).
 2. Scaling at keep=None: in-process per-report cost over the last 10k reports of a 10k
    log vs of an N log — O(log n) per event means the ratio stays near 1.
 """
@@ -9,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,10 +22,10 @@ from bench.workload import events, write
 from processor.foldfile import fold_lines
 
 
-def whole_process(path: Path, reports: int) -> float:
+def whole_process(path: Path, reports: int, workers: int) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers)],
+                   check=True, stdout=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     return reports / elapsed
 
@@ -33,6 +36,7 @@ def tail_cost_us(reports: int, tail: int = 10_000) -> float:
     head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
     result = fold_lines(head)
     fold = result.fold
+    gc.freeze()  # as `ckptlog fold` does every 64k lines
     from events.codec import decode_event
 
     decoded = [decode_event(line) for line in last]
@@ -51,9 +55,10 @@ def main() -> None:
         for keep, share in ((5, 0.1), (None, 0.0)):
             path = Path(tmp) / f"keep-{keep}.jsonl"
             lines = write(path, n, keep, share)
-            rate = whole_process(path, n)
-            print(f"ckptlog fold, whole process, {n:,} reports ({lines:,} events), keep={keep}, "
-                  f"validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
+            for workers in sorted({1, os.cpu_count() or 1}):
+                rate = whole_process(path, n, workers)
+                print(f"ckptlog fold --workers {workers}, whole process, {n:,} reports ({lines:,} events), "
+                      f"keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
     small, large = tail_cost_us(10_000 + 10_000), tail_cost_us(n)
     print(f"keep=None fold cost per report (last 10k reports): at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
           f"ratio {large / small:.2f}", flush=True)

@@ -165,14 +165,17 @@ class Fold:
 
     def _retain(self, run: RunState, outputs: list[Output]) -> Effects:
         keep = run.keep
-        if keep is None or len(run.checkpoints) <= keep:
+        checkpoints = run.checkpoints
+        if keep is None or len(checkpoints) <= keep:
             outputs.append(_watermark(run))
             return Effects(outputs, [])
         deletions = []
-        for record in apply_retention(run):
-            outputs.append(_new(Output, ("checkpoint_evicted", {"checkpoint_path": record.path,
+        root = run.storage_root or ""
+        for record in apply_retention(run, keep):
+            path = record.path
+            outputs.append(_new(Output, ("checkpoint_evicted", {"checkpoint_path": path,
                                                                 "report_index": record.report_index})))
-            deletions.append(_new(Deletion, (run.run_id, record.path, run.storage_root or "")))
+            deletions.append(_new(Deletion, (run.run_id, path, root)))
         outputs.append(_watermark(run))
         return Effects(outputs, deletions)
 

@@ -10,22 +10,23 @@ from __future__ import annotations
 from processor.core.state import CheckpointRecord, RunState
 
 
-def apply_retention(run: RunState) -> list[CheckpointRecord]:
-    """Evict what falls outside the top `num_to_keep`; returns the evicted records in order."""
-    keep = run.config.num_to_keep
+def apply_retention(run: RunState, keep: int | None) -> list[CheckpointRecord]:
+    """Evict what falls outside the top `keep`; returns the evicted records in order."""
     if keep is None:
         return []
-    excess = len(run.checkpoints) - keep
+    checkpoints = run.checkpoints
+    excess = len(checkpoints) - keep
     if excess <= 0:
         return []
     latest, pending = run.latest, run.pending
     victims = [
         record
-        for record in run.checkpoints.head(excess)
+        for record in checkpoints.head(excess)
         if record is not latest and record.key not in pending
     ]
+    by_key, outstanding = run.by_key, run.outstanding
     for record in victims:
-        run.checkpoints.remove(record)
-        del run.by_key[record.key]
-        run.outstanding[record.key] = record.path
+        checkpoints.remove(record)
+        del by_key[record.key]
+        outstanding[record.key] = record.path
     return victims
