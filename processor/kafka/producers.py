@@ -23,6 +23,7 @@ from aiokafka.errors import (
     ProducerFenced,
     TransactionalIdAuthorizationFailed,
 )
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
 from processor.kafka.connection import KafkaConnection
@@ -33,6 +34,30 @@ log = logging.getLogger(__name__)
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 _BATCH_BYTES = 512 * 1024
+_NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated (aiokafka only reads it)
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""Largest record the processor produces (a run VIEW with many checkpoints can be large); the
+state topic is created with max.message.bytes to match."""
+
+
+def retrieve_failures(producer: AIOKafkaProducer) -> None:
+    """Mark exceptions left on aiokafka's internal futures as retrieved.
+
+    After a fatal error (fenced) aiokafka sets the exception on every queued batch's drain
+    waiter and on the transaction waiter, which nobody awaits; left alone they are logged as
+    "Future exception was never retrieved" from a garbage-collector finalizer at a random later
+    moment. Best effort: these are aiokafka internals, so any change there is ignored."""
+    try:
+        accumulator = producer._message_accumulator
+        batches = [b for queue in accumulator._batches.values() for b in queue] + list(accumulator._pending_batches)
+        futures = [f for b in batches for f in (b.future, b._drain_waiter)]
+        if producer._txn_manager is not None:
+            futures.append(producer._txn_manager._transaction_waiter)
+    except AttributeError:
+        return
+    for future in futures:
+        if future is not None and future.done() and not future.cancelled():
+            future.exception()
 
 
 def transactional_id(prefix: str, pid: PartitionId) -> str:
@@ -40,14 +65,59 @@ def transactional_id(prefix: str, pid: PartitionId) -> str:
     return f"{prefix}-{pid.topic}-{pid.partition}"
 
 
-async def _send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> None:
-    """Queue every record, then wait until each is acknowledged."""
-    futures: list[asyncio.Future[Any]] = []
-    send = producer.send
-    for r in records:
-        futures.append(await send(r.topic, r.value, key=r.key, partition=r.partition, headers=list(r.headers)))
-    if futures:
-        await asyncio.gather(*futures)
+class Batcher:
+    """Appends records straight into per-partition batches (no coroutine and future per record).
+
+    Keys are partitioned with Kafka's default murmur2 partitioner, as Java and aiokafka do,
+    with a cache (run ids repeat); a record with `partition` set goes there.
+    """
+
+    _CACHE_LIMIT = 100_000
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self._partitions: dict[str, list[int]] = {}
+        self._cache: dict[tuple[str, bytes], int] = {}
+        self._partitioner = DefaultPartitioner()
+
+    async def _partition(self, topic: str, key: bytes | None) -> int:
+        partitions = self._partitions.get(topic)
+        if partitions is None:
+            partitions = self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
+        if key is None:
+            return int(self._partitioner(None, partitions, partitions))
+        if len(self._cache) > self._CACHE_LIMIT:
+            self._cache.clear()
+        partition = self._cache[(topic, key)] = int(self._partitioner(key, partitions, partitions))
+        return partition
+
+    async def send_all(self, records: Sequence[OutRecord]) -> None:
+        """Queue every record, then wait until each batch is acknowledged."""
+        producer, cache = self._producer, self._cache
+        builders: dict[tuple[str, int], Any] = {}
+        futures: list[asyncio.Future[Any]] = []
+        for r in records:
+            partition = r.partition
+            if partition is None:
+                partition = cache.get((r.topic, r.key)) if r.key is not None else None
+                if partition is None:
+                    partition = await self._partition(r.topic, r.key)
+            slot = (r.topic, partition)
+            builder = builders.get(slot)
+            if builder is None:
+                builder = builders[slot] = producer.create_batch()
+            headers = list(r.headers) if r.headers else _NO_HEADERS
+            if builder.append(timestamp=None, key=r.key, value=r.value, headers=headers) is None:
+                futures.append(await producer.send_batch(builder, r.topic, partition=partition))
+                builder = builders[slot] = producer.create_batch()
+                builder.append(timestamp=None, key=r.key, value=r.value, headers=headers)
+        for (topic, partition), builder in builders.items():
+            futures.append(await producer.send_batch(builder, topic, partition=partition))
+        if futures:  # wait for all of them (no "exception never retrieved"), then raise the first failure
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
 
 
 class TransactionalProducer:
@@ -61,7 +131,9 @@ class TransactionalProducer:
         kwargs["client_id"] = f"{kwargs['client_id']}-{pid.topic}-{pid.partition}"
         self._producer = AIOKafkaProducer(**kwargs, transactional_id=self.transactional_id,
                                           transaction_timeout_ms=transaction_timeout_ms,
-                                          max_batch_size=_BATCH_BYTES, linger_ms=0)
+                                          max_batch_size=_BATCH_BYTES, linger_ms=0,
+                                          max_request_size=MAX_RECORD_BYTES)
+        self._batcher = Batcher(self._producer)
         self._started = False
 
     async def start(self) -> None:
@@ -82,7 +154,7 @@ class TransactionalProducer:
         producer = self._producer
         try:
             await producer.begin_transaction()
-            await _send_all(producer, records)
+            await self._batcher.send_all(records)
             if offsets:
                 await producer.send_offsets_to_transaction(
                     {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id)
@@ -107,10 +179,12 @@ class TransactionalProducer:
                 "instance now owns this partition; this instance drops it and rejoins the group")
 
     async def stop(self) -> None:
+        retrieve_failures(self._producer)
         try:
             await self._producer.stop()
         except KafkaError as exc:
             log.warning("event=producer_stop_failed transactional_id=%s error=%r", self.transactional_id, exc)
+        retrieve_failures(self._producer)
 
 
 class IdempotentProducer:
@@ -118,7 +192,8 @@ class IdempotentProducer:
 
     def __init__(self, conn: KafkaConnection) -> None:
         self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True,
-                                          max_batch_size=_BATCH_BYTES, linger_ms=0)
+                                          max_batch_size=_BATCH_BYTES, linger_ms=0, max_request_size=MAX_RECORD_BYTES)
+        self._batcher = Batcher(self._producer)
 
     async def start(self) -> None:
         try:
@@ -129,13 +204,15 @@ class IdempotentProducer:
 
     async def publish(self, records: Sequence[OutRecord]) -> None:
         try:
-            await _send_all(self._producer, records)
+            await self._batcher.send_all(records)
         except KafkaError as exc:
             raise KafkaIOError(f"publishing {len(records)} records failed: {exc!r}; the batch will be "
                                "re-processed (same output ids)") from exc
 
     async def stop(self) -> None:
+        retrieve_failures(self._producer)
         await self._producer.stop()
+        retrieve_failures(self._producer)
 
 
 async def produce(conn: KafkaConnection, records: Sequence[OutRecord]) -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from processor.errors import CkptlogError
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
-from processor.service.batch import BatchFolder
+from processor.service.batch import Batch, BatchFolder
 from processor.service.checks import find_missing
 from processor.service.errors import ServiceError
 from processor.service.publish import Publisher
@@ -38,6 +39,8 @@ class TaskStats:
     duplicates: int = 0
     published: int = 0
     batches: int = 0
+    fold_s: float = 0.0  # time spent decoding, folding and building records
+    commit_s: float = 0.0  # time spent publishing and committing
 
 
 class PartitionTask:
@@ -47,7 +50,8 @@ class PartitionTask:
         self.pid, self.publisher, self.folder = pid, publisher, folder
         self.fold = restored.fold
         self.snapshots, self.deleter, self._options = snapshots, deleter, storage_options
-        self.next_offset = restored.start  # everything below is folded (and durable)
+        self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
+        self.folded_offset = restored.start  # everything below is folded
         self.publish_from = restored.publish_from  # the group's committed offset at restore
         self.caught_up = False
         self.extra: list[OutRecord] = []
@@ -56,53 +60,64 @@ class PartitionTask:
         self.broken: CkptlogError | None = None
         self.stats = TaskStats()
         self._check: asyncio.Task[None] | None = None
+        self._pending: asyncio.Task[None] | None = None
 
     @property
     def usable(self) -> bool:
         return not self.closed and self.broken is None
 
     async def process(self, records: Sequence[InputRecord]) -> None:
+        """Fold a batch, then hand it to a background commit: the next batch folds while this one commits.
+
+        Transactions stay strictly sequential (the previous commit is awaited before the next
+        begins); snapshots are taken only when no folded batch is waiting to commit."""
         async with self.lock:
             if not self.usable:
                 return
-            if records and records[0].offset < self.next_offset:  # already folded (defensive)
-                records = [r for r in records if r.offset >= self.next_offset]
+            if records and records[0].offset < self.folded_offset:  # already folded (defensive)
+                records = [r for r in records if r.offset >= self.folded_offset]
             if not records:
                 return
             log.debug("event=batch partition=%s first=%d last=%d count=%d expected=%d", self.pid, records[0].offset,
-                      records[-1].offset, len(records), self.next_offset)
-            if not self.caught_up and records[-1].offset >= self.publish_from:
-                split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
-                batch = self.folder.fold_records(records[:split], self.publish_from)
-                self.catch_up()  # before the first live record: the state equals the durable one
-                batch.merge(self.folder.fold_records(records[split:], self.publish_from))
-            else:
-                batch = self.folder.fold_records(records, self.publish_from)
-            next_offset = records[-1].offset + 1
+                      records[-1].offset, len(records), self.folded_offset)
+            if self.snapshots.due(self.next_offset):
+                await self._settle()
+                self._maybe_snapshot()
+            started = time.perf_counter()
+            batch = self._fold(records)
+            self.folded_offset = next_offset = records[-1].offset + 1
             out = batch.records
             if self.extra:
                 out.extend(self.extra)
                 self.extra = []
-            if not await self._commit(out, {self.pid: next_offset} if batch.live else {}):
+            self.stats.fold_s += time.perf_counter() - started
+            if not await self._settle():
                 return
-            self.next_offset = next_offset
-            stats = self.stats
-            stats.consumed += batch.consumed
-            stats.applied += batch.applied
-            stats.rejected += batch.rejected
-            stats.duplicates += batch.duplicates
-            stats.batches += 1
-            for deletion in batch.deletions:
-                self.deleter.submit(deletion.run_id, deletion.path, deletion.root)
-            self.snapshots.count(batch.consumed)
-            if self.snapshots.due(next_offset):
-                self.snapshots.start(self.fold, next_offset)
+            offsets = {self.pid: next_offset} if batch.live else {}
+            self._pending = asyncio.get_running_loop().create_task(self._commit(out, offsets, batch, next_offset))
 
-    async def _commit(self, records: list[OutRecord], offsets: dict[PartitionId, int]) -> bool:
-        if not records and not offsets:
-            return True
+    def _fold(self, records: Sequence[InputRecord]) -> Batch:
+        if self.caught_up or records[-1].offset < self.publish_from:
+            return self.folder.fold_records(records, self.publish_from)
+        split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
+        batch = self.folder.fold_records(records[:split], self.publish_from)
+        self.catch_up()  # before the first live record: the state equals the durable one
+        batch.merge(self.folder.fold_records(records[split:], self.publish_from))
+        return batch
+
+    async def _settle(self) -> bool:
+        """Wait for the in-flight commit; False when it failed (the task is then broken)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await asyncio.shield(pending)
+        return self.broken is None
+
+    async def _commit(self, records: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch | None,
+                      next_offset: int) -> None:
+        started = time.perf_counter()
         try:
-            await self.publisher.commit(records, offsets)
+            if records or offsets:
+                await self.publisher.commit(records, offsets)
         except asyncio.CancelledError:
             self.broken = ServiceError(f"{self.pid}: cancelled in the middle of a commit; the partition must be "
                                        "restored before it is used again")
@@ -110,26 +125,42 @@ class PartitionTask:
         except CkptlogError as exc:
             self.broken = exc
             log.error("event=commit_failed partition=%s next_offset=%d records=%d error=%s", self.pid,
-                      self.next_offset, len(records), exc)
-            return False
-        self.stats.published += len(records)
-        return True
+                      next_offset, len(records), exc)
+            return
+        stats = self.stats
+        stats.commit_s += time.perf_counter() - started
+        stats.published += len(records)
+        self.next_offset = next_offset
+        if batch is None:
+            return
+        stats.consumed += batch.consumed
+        stats.applied += batch.applied
+        stats.rejected += batch.rejected
+        stats.duplicates += batch.duplicates
+        stats.batches += 1
+        for deletion in batch.deletions:  # the evictions are durable now
+            self.deleter.submit(deletion.run_id, deletion.path, deletion.root)
+        self.snapshots.count(batch.consumed)
+
+    def _maybe_snapshot(self) -> None:
+        """Snapshot when due and the fold holds exactly the durable state."""
+        if self.usable and self.folded_offset == self.next_offset and self.snapshots.due(self.next_offset):
+            self.snapshots.start(self.fold, self.next_offset)
 
     async def tick(self, position: Callable[[PartitionId], Awaitable[int]]) -> None:
-        """Idle work: notice catch-up past control records, flush completions, time-based snapshots."""
+        """Idle work: settle the last commit, notice catch-up past control records, flush completions,
+        time-based snapshots."""
         if self.lock.locked():
             return
         async with self.lock:
-            if not self.usable:
+            if not await self._settle() or not self.usable:
                 return
             if not self.caught_up and await position(self.pid) >= self.publish_from:
                 self.catch_up()
             if self.extra:
                 extra, self.extra = self.extra, []
-                if not await self._commit(extra, {}):
-                    return
-            if self.snapshots.due(self.next_offset):
-                self.snapshots.start(self.fold, self.next_offset)
+                await self._commit(extra, {}, None, self.next_offset)
+            self._maybe_snapshot()
 
     def catch_up(self) -> None:
         """State now equals everything durable: resubmit outstanding deletions, check kept checkpoints."""
@@ -172,14 +203,16 @@ class PartitionTask:
         if self.closed:
             return
         async with self.lock:
+            await self._settle()
             self.closed = True
             if self._check is not None:
                 self._check.cancel()
             if graceful and self.broken is None:
                 if self.extra:
                     extra, self.extra = self.extra, []
-                    await self._commit(extra, {})
-                await self.snapshots.write_now(self.fold, self.next_offset)
+                    await self._commit(extra, {}, None, self.next_offset)
+                if self.broken is None:
+                    await self.snapshots.write_now(self.fold, self.next_offset)
             else:
                 await self.snapshots.wait()
             await self.publisher.close()

@@ -26,7 +26,7 @@ from processor.errors import CkptlogError
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.consumer import GroupConsumer
 from processor.kafka.errors import FencedError
-from processor.kafka.producers import IdempotentProducer, TransactionalProducer
+from processor.kafka.producers import MAX_RECORD_BYTES, IdempotentProducer, TransactionalProducer
 from processor.kafka.records import InputRecord, PartitionId
 from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.batch import BatchFolder
@@ -48,11 +48,12 @@ RETRY_FAILED_DELETIONS_S = 30.0
 
 
 def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
-    compacted = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+    big = {"max.message.bytes": str(MAX_RECORD_BYTES)}
+    compacted = {**big, "cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
     return [TopicSpec(settings.input_topic, settings.topic_partitions),
-            TopicSpec(settings.checkpoints_topic), TopicSpec(settings.validations_topic),
+            TopicSpec(settings.checkpoints_topic, config=big), TopicSpec(settings.validations_topic, config=big),
             TopicSpec(settings.watermarks_topic), TopicSpec(settings.state_topic, config=compacted),
-            TopicSpec(settings.dlq_topic)]
+            TopicSpec(settings.dlq_topic, config=big)]
 
 
 class Processor:
