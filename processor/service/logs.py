@@ -2,6 +2,7 @@
 
 Log calls in ckptlog write `event=name key=value ...` messages; the JSON formatter lifts
 those pairs into fields so log pipelines can filter on `event`, `partition`, `run`, ...
+(the whole line stays in `msg`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class JsonFormatter(logging.Formatter):
         body: dict[str, object] = {"ts": record.created, "level": record.levelname, "logger": record.name}
         for key, value in _PAIR.findall(message):
             body.setdefault(key, value.strip("'\""))
-        body["message"] = message
+        body["msg"] = message
         if record.exc_info:
             body["exception"] = self.formatException(record.exc_info)
         return json.dumps(body, ensure_ascii=False, default=str)

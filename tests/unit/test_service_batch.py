@@ -1,0 +1,63 @@
+"""BatchFolder: the hot path from consumed records to records to publish."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from processor.core.fold import Fold
+from processor.core.state import FoldSettings
+from processor.kafka.records import Header, PartitionId
+from processor.service.batch import BatchFolder
+from processor.service.harness import workload
+from processor.service.records import RecordFactory, TopicNames
+
+NAMES = TopicNames("in", "ckpt", "val", "wm", "state", "dlq")
+
+
+@dataclass(frozen=True)
+class Rec:
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+    topic: str = "in"
+    partition: int = 0
+    headers: tuple[Header, ...] = ()
+
+
+def records(lines: list[bytes], start: int = 0) -> list[Rec]:
+    return [Rec(start + i, line, json.loads(line)["subject"].encode()) for i, line in enumerate(lines)]
+
+
+def folder() -> BatchFolder:
+    return BatchFolder(Fold(FoldSettings()), RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+
+
+LINES = workload("file:///r", runs=2, reports=12, keep=1, validation_share=0.0)
+
+
+def test_views_are_coalesced_once_per_changed_run_per_batch() -> None:
+    batch = folder().fold_records(records(LINES), publish_from=0)
+    views = [r for r in batch.records if r.topic == "state"]
+    assert sorted(r.key for r in views) == [b"run-0", b"run-1"]
+    assert json.loads(views[0].value)["committed"] == 6
+    assert batch.live and batch.applied == len(LINES) and batch.deletions
+
+
+def test_records_below_publish_from_only_rebuild_state() -> None:
+    f = folder()
+    batch = f.fold_records(records(LINES), publish_from=len(LINES))
+    assert not batch.records and not batch.deletions and not batch.live
+    assert f.fold.runs["run-0"].report_count == 6
+    tail = f.fold_records(records([LINES[0]], start=len(LINES)), publish_from=len(LINES))
+    assert tail.live and tail.duplicates == 1 and not tail.records  # already applied id: a no-op
+
+
+def test_rejections_go_to_the_dead_letter_topic_only_when_live() -> None:
+    bad = [Rec(0, b"{"), Rec(1, None), Rec(2, LINES[0], key=b"someone-else")]
+    assert not folder().fold_records(bad, publish_from=3).records
+    batch = folder().fold_records(bad, publish_from=0)
+    assert [r.topic for r in batch.records] == ["dlq"] * 3
+    assert [dict(r.headers)["__ckptlog.errors.reason"] for r in batch.records] == [
+        b"invalid_json", b"invalid_envelope", b"key_mismatch"]
+    assert batch.rejected == 3 and batch.live

@@ -1,0 +1,81 @@
+"""What the service writes: routed envelopes, views, dead letters, deletion completions."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+from events.codec import decode_event
+from events.models import DeletionCompleted
+from events.outputs import CheckpointsMissing, OutputEnvelope, encode_json as reference_json, envelope, output_id
+from events.rejections import Reason, Rejection
+from processor.core.outputs import Output
+from processor.kafka.records import PartitionId
+from processor.service.records import (
+    H_MESSAGE,
+    H_OFFSET,
+    H_PARTITION,
+    H_REASON,
+    H_STAGE,
+    H_TOPIC,
+    RecordFactory,
+    TopicNames,
+    encode_json,
+)
+
+NAMES = TopicNames("in", "ckpt", "val", "wm", "state", "dlq")
+FACTORY = RecordFactory(NAMES, PartitionId("in", 2))
+
+
+def test_outputs_are_routed_and_enveloped_with_replay_stable_ids() -> None:
+    outs = [Output("checkpoint_registered", {"checkpoint_path": "p", "metrics": {"loss": math.nan}}),
+            Output("validation_requested", {"checkpoint_path": "p"}),
+            Output("watermark", {"committed": 1})]
+    records: list = []
+    FACTORY.outputs('run-"1"', 41, outs, records)
+    assert [r.topic for r in records] == ["ckpt", "val", "ckpt", "wm"]
+    assert all(r.key == b'run-"1"' for r in records)
+    assert records[2].value == records[3].value
+    for record, (seq, out) in zip([records[0], records[1], records[2]], enumerate(outs)):
+        assert json.loads(record.value) == json.loads(reference_json(envelope(out.type, 'run-"1"', out.data,
+                                                                              output_id("in", 2, 41, seq))))
+        parsed = OutputEnvelope.model_validate_json(record.value)
+        assert parsed.id == f"ckptlog:in:2:41:{seq}" and parsed.name == out.type
+
+
+def test_encoding_keeps_non_finite_metrics() -> None:
+    assert encode_json({"a": math.inf, "b": -math.inf}) == b'{"a":Infinity,"b":-Infinity}'
+    assert math.isnan(json.loads(encode_json({"x": math.nan}))["x"])
+
+
+def test_dead_letter_keeps_original_bytes_and_headers() -> None:
+    record = SimpleNamespace(topic="in", partition=2, offset=7, key=b"k", value=b"\xff", headers=[("trace", b"1")])
+    dead = FACTORY.dead_letter(record, Rejection(Reason.INVALID_UTF8, "not utf-8"), "decode")
+    headers = dict(dead.headers)
+    assert (dead.topic, dead.key, dead.value) == ("dlq", b"k", b"\xff")
+    assert headers["trace"] == b"1"
+    assert (headers[H_TOPIC], headers[H_PARTITION], headers[H_OFFSET]) == (b"in", b"2", b"7")
+    assert (headers[H_REASON], headers[H_STAGE], headers[H_MESSAGE]) == (b"invalid_utf8", b"decode", b"not utf-8")
+
+
+def test_deletion_completed_is_a_valid_input_event_for_the_same_partition() -> None:
+    record = FACTORY.deletion_completed("run-1", "file:///r/run-1/c1")
+    assert (record.topic, record.partition, record.key) == ("in", 2, b"run-1")
+    event = decode_event(record.value, record.key)
+    assert isinstance(event, DeletionCompleted)
+    assert event.id == "deleted:run-1:file:///r/run-1/c1" and event.data.checkpoint_path == "file:///r/run-1/c1"
+
+
+def test_checkpoints_missing_names_the_run_and_restore_point() -> None:
+    record = FACTORY.checkpoints_missing("run-1", ["file:///a"], 99)
+    parsed = OutputEnvelope.model_validate_json(record.value)
+    data = CheckpointsMissing.model_validate(parsed.data)
+    assert parsed.id == "ckptlog:in:2:restored@99:run-1" and data.missing == ["file:///a"]
+    assert "run-1" in data.message and "in[2]" in data.message
+
+
+def test_view_goes_to_the_state_topic_keyed_by_run() -> None:
+    record = FACTORY.view("run-1", {"checkpoints": [], "latest": None})
+    assert (record.topic, record.key, json.loads(record.value)) == ("state", b"run-1", {"checkpoints": [],
+                                                                                       "latest": None})

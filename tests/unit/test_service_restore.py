@@ -1,0 +1,74 @@
+"""Restore decisions: where to seek, what to publish again, when to refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from events.models import CheckpointConfig
+from processor.core.fold import Fold
+from processor.core.snapshot import Snapshot, encode
+from processor.core.state import FoldSettings
+from processor.errors import OffsetOutOfRange
+from processor.kafka.records import PartitionId
+from processor.service.errors import RestoreError
+from processor.service.restore import restore
+from processor.storage.snapshots import SnapshotStore
+
+PID = PartitionId("events", 0)
+SETTINGS = FoldSettings()
+
+
+class Offsets:
+    def __init__(self, start: int, end: int, committed: int | None) -> None:
+        self.start, self.end, self.commit = start, end, committed
+
+    async def log_start(self, pid: PartitionId) -> int:
+        return self.start
+
+    async def log_end(self, pid: PartitionId) -> int:
+        return self.end
+
+    async def committed(self, pid: PartitionId) -> int | None:
+        return self.commit
+
+
+def store_with(tmp_path: Path, next_offset: int | None, settings: FoldSettings = SETTINGS) -> SnapshotStore:
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition)
+    if next_offset is not None:
+        store.write(encode(Snapshot(PID.topic, PID.partition, next_offset, settings, Fold(settings).runs)),
+                    next_offset)
+    return store
+
+
+async def test_fresh_partition_replays_from_zero_and_publishes_after_committed(tmp_path: Path) -> None:
+    restored = await restore(PID, Offsets(0, 50, 30), store_with(tmp_path, None), SETTINGS, False)
+    assert (restored.start, restored.publish_from, restored.snapshot_offset) == (0, 30, None)
+
+
+async def test_snapshot_then_replay_up_to_committed(tmp_path: Path) -> None:
+    restored = await restore(PID, Offsets(0, 50, 40), store_with(tmp_path, 25), SETTINGS, False)
+    assert (restored.start, restored.publish_from, restored.snapshot_offset) == (25, 40, 25)
+    no_group = await restore(PID, Offsets(0, 50, None), store_with(tmp_path, 25), SETTINGS, False)
+    assert no_group.publish_from == 25
+
+
+async def test_truncated_log_is_refused_with_both_offsets(tmp_path: Path) -> None:
+    with pytest.raises(OffsetOutOfRange, match=r"events\[0\].*offset 25.*starts at offset 30.*--allow-data-loss"):
+        await restore(PID, Offsets(30, 50, 40), store_with(tmp_path, 25), SETTINGS, False)
+    with pytest.raises(OffsetOutOfRange, match="no snapshot"):
+        await restore(PID, Offsets(5, 50, None), store_with(tmp_path / "none", None), SETTINGS, False)
+
+
+async def test_allow_data_loss_continues_from_the_log_start(tmp_path: Path) -> None:
+    restored = await restore(PID, Offsets(30, 50, 40), store_with(tmp_path, 25), SETTINGS, True)
+    assert (restored.start, restored.publish_from) == (30, 40)
+
+
+async def test_snapshot_beyond_the_log_or_with_other_settings_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RestoreError, match="beyond the log's end"):
+        await restore(PID, Offsets(0, 10, None), store_with(tmp_path / "a", 25), SETTINGS, False)
+    other = FoldSettings(default_config=CheckpointConfig(num_to_keep=2))
+    with pytest.raises(RestoreError, match="other processor defaults.*ckptlog replay"):
+        await restore(PID, Offsets(0, 50, None), store_with(tmp_path / "b", 25, other), SETTINGS, False)
