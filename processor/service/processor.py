@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 
 from processor.broker import ensure_bootstrap
@@ -56,9 +56,14 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
             TopicSpec(settings.dlq_topic, config=big)]
 
 
+DeleterFactory = Callable[..., Deleter]
+"""Builds the deleter: keyword arguments outer_root, on_done, concurrency, storage_options."""
+
+
 class Processor:
-    def __init__(self, settings: ServiceSettings) -> None:
+    def __init__(self, settings: ServiceSettings, *, deleter_factory: DeleterFactory = Deleter) -> None:
         self.settings = settings
+        self._deleter_factory = deleter_factory
         self.names = TopicNames(settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
                                 settings.watermarks_topic, settings.state_topic, settings.dlq_topic)
         self.fold_settings = settings.fold_settings()
@@ -104,7 +109,7 @@ class Processor:
         log.info("event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s", bootstrap,
                  self.settings.group_id, self.settings.guarantee, self.settings.input_topic,
                  counts[self.settings.input_topic], self.settings.snapshots)
-        self._deleter = Deleter(outer_root=self.settings.storage_root, on_done=self._deletion_done,
+        self._deleter = self._deleter_factory(outer_root=self.settings.storage_root, on_done=self._deletion_done,
                                 concurrency=self.settings.deletion_concurrency,
                                 storage_options=self.settings.checkpoint_storage_options)
         try:
