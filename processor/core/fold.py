@@ -120,7 +120,7 @@ class Fold:
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
-        key = fast_key(path)
+        key = path if run is not None and _clean_below(path, run.root_prefix) else fast_key(path)
         if key is None:
             try:
                 key = key_of(parse_url(path))
@@ -228,6 +228,14 @@ class Fold:
             return Effects()  # already recorded (a retried completion): harmless
         del run.outstanding[key]
         return Effects([Output("checkpoint_deleted", {"checkpoint_path": event.data.checkpoint_path})])
+
+
+def _clean_below(path: str, prefix: str) -> bool:
+    """True when `path` is already canonical and below `prefix`: then it is its own key."""
+    if not path.startswith(prefix):
+        return False
+    rest = path[len(prefix):]
+    return bool(rest) and "//" not in rest and "/." not in rest and rest[0] != "." and rest[-1] != "/"
 
 
 def _watermark(run: RunState) -> Output:

@@ -58,3 +58,16 @@ def test_root_prefix_matches_only_below_the_root() -> None:
     assert normalize("/data/r/c").startswith(prefix)
     assert not normalize("/data/rr/c").startswith(prefix)
     assert not "anything".startswith(root_prefix(None))
+
+
+@given(st.sampled_from(["file:///data/r", "/data/r", "s3://b/r", "memory://m"]),
+       st.sampled_from(["file://", "", "s3://", "memory://", "FILE://"]),
+       st.lists(SEGMENT, max_size=5), st.booleans())
+def test_fold_fast_path_only_accepts_canonical_paths_below_the_root(root: str, proto: str, segments: list[str],
+                                                                   trail: bool) -> None:
+    from processor.core.fold import _clean_below
+
+    for base in (root, proto + "/data/r", proto + "b/r"):
+        path = base + "/" + "/".join(segments) + ("/" if trail else "")
+        if _clean_below(path, root_prefix(root)):
+            assert path == normalize(path) and is_within(root, path), path
