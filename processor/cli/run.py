@@ -14,7 +14,7 @@ import typer
 from processor.cli.main import app
 from processor.errors import CkptlogError, ConfigError
 from processor.service.logs import configure_logging
-from processor.service.processor import Processor
+from processor.service.processor import Processor, tune_gc
 from processor.service.settings import ServiceSettings, load_settings
 
 log = logging.getLogger("processor.cli.run")
@@ -33,6 +33,7 @@ def dump_tasks() -> None:
 async def serve(settings: ServiceSettings) -> None:
     """Run the processor until SIGTERM/SIGINT, then finish the batch, commit, snapshot and return."""
     processor = Processor(settings)
+    tune_gc()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, processor.stop)

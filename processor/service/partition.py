@@ -163,22 +163,29 @@ class PartitionTask:
             self._maybe_snapshot()
 
     def catch_up(self) -> None:
-        """State now equals everything durable: resubmit outstanding deletions, check kept checkpoints."""
+        """State now equals everything durable: resubmit outstanding deletions and check kept
+        checkpoints, both in the background so a large backlog never delays processing."""
         self.caught_up = True
-        resubmitted = 0
-        for run in self.fold.runs.values():
-            for path in run.outstanding.values():
-                if run.storage_root is None:
-                    log.error("event=deletion_skipped partition=%s run=%s path=%s reason=no_storage_root", self.pid,
-                              run.run_id, path)
-                    continue
-                self.deleter.submit(run.run_id, path, run.storage_root)
-                resubmitted += 1
+        outstanding = [(run.run_id, path, run.storage_root) for run in self.fold.runs.values()
+                       for path in run.outstanding.values()]
         kept = {run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items()
                 if len(run.checkpoints)}
         log.info("event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d", self.pid,
-                 self.publish_from, len(self.fold.runs), resubmitted)
-        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
+                 self.publish_from, len(self.fold.runs), len(outstanding))
+        self._check = asyncio.get_running_loop().create_task(self._after_restore(outstanding, kept))
+
+    async def _after_restore(self, outstanding: list[tuple[str, str, str | None]], kept: dict[str, list[str]]) -> None:
+        for i, (run_id, path, root) in enumerate(outstanding):
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # let the partition make progress between chunks
+            if not self.usable:
+                return
+            if root is None:
+                log.error("event=deletion_skipped partition=%s run=%s path=%s reason=no_storage_root", self.pid,
+                          run_id, path)
+            else:
+                self.deleter.submit(run_id, path, root)
+        await self._check_kept(kept, self.publish_from)
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
         missing = await find_missing(kept, self._options)

@@ -135,8 +135,8 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     outstanding = {p for run in seed.fold.runs.values() for p in run.outstanding.values()}
     assert outstanding
     task, _, deleter, _ = make_task(tmp_path / "again", start=len(LINES), publish_from=len(LINES), fold=seed.fold)
+    await asyncio.sleep(0.2)  # resubmission and the existence check run in the background
     assert {p for _, p, _ in deleter.submitted} == outstanding
-    await asyncio.sleep(0.2)  # the existence check runs in the background: every kept path is missing here
     await idle(task)
     assert any(b"checkpoints_missing" in (o.value or b"") for out, _ in task.publisher.commits  # type: ignore
                for o in out)

@@ -1,0 +1,347 @@
+"""Benchmark of the stream processor: `python -m bench.processor [--events N] [--history 100000,1000000]`.
+
+1. Throughput: N events preloaded on one partition (two workloads: bench.workload, where every
+   report saves a checkpoint and evicts one, and one where every 10th report does), then (a) a bare aiokafka consume -> produce loop (one copy per record, offsets
+   committed per batch) and (b) the processor (exactly_once and at_least_once), in this process,
+   on the same broker and data. Also (c) the processor with storage deletions stubbed out, to
+   separate the engine from the Deleter (every report of this workload evicts one checkpoint).
+2. Latency: the processor as a subprocess (exactly_once); reports are produced at 1,000/s and a
+   read_committed reader of the watermarks topic measures report send -> committed watermark.
+3. Restart: H events of history (checkpoint every 10th report) processed by a `ckptlog run`
+   subprocess (snapshot every 10k) until it is idle, which is then killed with SIGKILL; the time for a new processor to restore and catch up is
+   measured in-process and as a whole process (spawn -> caught_up log line), per history size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.workload import events
+from processor.broker import ensure_bootstrap
+from processor.kafka.topics import TopicSpec, ensure_topics
+from processor.service.logs import configure_logging
+from processor.service.processor import Processor, tune_gc
+from processor.service.settings import ServiceSettings, load_settings
+
+ROLES = ("input", "checkpoints", "validations", "watermarks", "state", "dlq")
+
+
+def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, seed: int = 7) -> list[bytes]:
+    """Like bench.workload but only every `every`-th report of a run carries a checkpoint (metrics
+    are reported every step, checkpoints saved every N steps, as training loops do)."""
+    import random
+
+    rng = random.Random(seed)
+    out = [json.dumps({"specversion": "1.0", "id": f"start-{r}", "source": "bench", "type": "ckptlog.run_started.v1",
+                       "subject": f"run-{r}", "data": {"storage_path": f"file:///bench/runs/run-{r}",
+                       "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "val/acc"}}},
+                      separators=(",", ":")).encode() for r in range(runs)]
+    for i in range(reports - runs):
+        run_id, step = f"run-{i % runs}", i // runs
+        data: dict[str, Any] = {"metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(),
+                                            "step": step}}
+        if step % every == every - 1:
+            data["checkpoint"] = {"path": f"file:///bench/runs/{run_id}/ckpt-{step:08d}"}
+        out.append(json.dumps({"specversion": "1.0", "id": f"rep-{i}", "source": "bench",
+                               "type": "ckptlog.report.v1", "subject": run_id, "data": data},
+                              separators=(",", ":")).encode())
+    return out
+
+
+WORKLOADS = {
+    "every report saves a checkpoint (keep=5: each evicts one -> a deletion)":
+        lambda n: [line.rstrip(b"\n") for line in events(n, 5, 0.1, runs=10)][:n],
+    "every 10th report saves a checkpoint (keep=5)": sparse_events,
+}
+
+
+class NullDeleter:
+    """Accepts every deletion and does nothing (engine-only throughput)."""
+
+    def __init__(self, **_: Any) -> None:
+        return None
+
+    def submit(self, run_id: str, path: str, root: str) -> bool:
+        return True
+
+    def retry_failed(self) -> int:
+        return 0
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]:
+    names = {role: f"bench-{tag}-{role}" for role in ROLES}
+    settings = load_settings(None, bootstrap_servers=bootstrap)
+    await ensure_topics(settings.connection(bootstrap), [TopicSpec(n, 1) for n in names.values()], 1)
+    created.extend(names.values())
+    return names
+
+
+def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, **extra: Any) -> ServiceSettings:
+    group = f"g-{names['input']}-{uuid.uuid4().hex[:6]}"
+    return load_settings(None, bootstrap_servers=bootstrap, group_id=group, snapshots=str(tmp / "snapshots" / group),
+                         storage_root="file:///bench/runs",
+                         **{f"{role}_topic": name for role, name in names.items()}, **extra)
+
+
+async def preload(bootstrap: str, topic: str, lines: list[bytes]) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1 << 20)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, line, key=json.loads(line)["subject"].encode()) for line in lines]
+        return int((await futures[-1]).offset) + 1
+    finally:
+        await producer.stop()
+
+
+async def bare_loop(bootstrap: str, source: str, sink: str, count: int) -> float:
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"bare-{uuid.uuid4().hex[:6]}",
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                isolation_level="read_committed", max_partition_fetch_bytes=4 << 20)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_batch_size=512 << 10)
+    await consumer.start()
+    await producer.start()
+    done, started = 0, None
+    try:
+        while done < count:
+            batches = await consumer.getmany(timeout_ms=100, max_records=5000)
+            started = started or (time.perf_counter() if batches else None)
+            for tp, records in batches.items():
+                await asyncio.gather(*[await producer.send(sink, r.value, key=r.key) for r in records])
+                await consumer.commit({tp: records[-1].offset + 1})
+                done += len(records)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    assert started is not None
+    return count / (time.perf_counter() - started)
+
+
+async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwargs: Any) -> float:
+    processor = Processor(settings, **kwargs)
+    task = asyncio.create_task(processor.run())
+    await processor.ready.wait()
+    started = None
+    while not task.done():
+        durable = max((t.next_offset for t in processor.tasks.values()), default=0)
+        if started is None and durable > 0:
+            started = time.perf_counter() - 0.005  # progress is sampled every 5 ms
+        if durable >= end:
+            break
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - (started or 0)
+    stats = processor.stats()
+    processor.stop()
+    await task
+    if os.environ.get("BENCH_DEBUG"):
+        print(f"    wall={elapsed:.2f}s fold={stats.fold_s:.2f}s commit={stats.commit_s:.2f}s batches={stats.batches}")
+    return count / elapsed
+
+
+async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str]) -> None:
+    for title, make in WORKLOADS.items():
+        names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
+        end = await preload(bootstrap, names["input"], make(count))
+        bare = await bare_loop(bootstrap, names["input"], names["dlq"], count)
+        print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
+        print(f"  bare aiokafka consume->produce loop      {bare:>9,.0f} events/s")
+        for label, extra, kwargs in (("exactly_once", {}, {}),
+                                     ("at_least_once", {"guarantee": "at_least_once"}, {}),
+                                     ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter})):
+            rate = await processor_rate(settings_for(bootstrap, names, tmp, **extra), end, count, **kwargs)
+            print(f"  processor {label:<31}{rate:>9,.0f} events/s  ({rate / bare:.0%} of bare)", flush=True)
+
+
+def run_argv(settings: ServiceSettings) -> list[str]:
+    flags = {"bootstrap-servers": settings.bootstrap_servers, "snapshots": settings.snapshots,
+             "storage-root": settings.storage_root, "group-id": settings.group_id,
+             "snapshot-every": settings.snapshot_every, "log-level": "INFO",
+             **{f"{role}-topic": getattr(settings, f"{role}_topic") for role in ROLES}}
+    return [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+
+
+async def wait_for_line(log: Path, needle: bytes, count: int = 1, timeout_s: float = 600.0) -> float:
+    deadline = time.monotonic() + timeout_s
+    while log.read_bytes().count(needle) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{needle!r} not seen in {log}")
+        await asyncio.sleep(0.005)
+    return time.perf_counter()
+
+
+async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created: list[str]) -> None:
+    names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
+    settings = settings_for(bootstrap, names, tmp)
+    log = tmp / f"latency-{names['input']}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+    try:
+        await wait_for_line(log, b"event=caught_up", timeout_s=60)
+        sent: dict[int, float] = {}
+        latencies: list[float] = []
+        reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
+        await _send_at_rate(bootstrap, names["input"], rate, seconds, sent)
+        await asyncio.sleep(2)
+        reader.cancel()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    measured = sorted(latencies[len(latencies) // 10:])  # drop the first 10% (warm-up)
+    p50, p99 = measured[len(measured) // 2], measured[int(len(measured) * 0.99)]
+    print(f"latency, exactly_once, {rate:,} reports/s for {seconds:.0f}s ({len(latencies):,} watermarks seen of "
+          f"{len(sent):,} reports): report -> committed watermark p50 {p50 * 1000:.0f} ms, "
+          f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms", flush=True)
+
+
+async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    lines = [line.rstrip(b"\n") for line in events(int(rate * seconds), 5, 0.0, runs=10)][10:]
+    tick, per_tick, start = 0.01, max(1, rate // 100), time.perf_counter()
+    try:
+        for i in range(0, len(lines), per_tick):
+            await asyncio.sleep(max(0.0, start + (i // per_tick) * tick - time.perf_counter()))
+            now = time.perf_counter()
+            futures = [await producer.send(topic, line, key=json.loads(line)["subject"].encode())
+                       for line in lines[i: i + per_tick]]
+            for meta in await asyncio.gather(*futures):
+                sent[meta.offset] = now
+    finally:
+        await producer.stop()
+
+
+async def _watermarks(bootstrap: str, topic: str, sent: dict[int, float], latencies: list[float]) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                auto_offset_reset="earliest", fetch_max_wait_ms=5)
+    await consumer.start()
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=50)).values():
+                now = time.perf_counter()
+                for record in records:
+                    offset = int(json.loads(record.value)["id"].split(":")[3])
+                    if offset in sent:
+                        latencies.append(now - sent[offset])
+    finally:
+        await consumer.stop()
+
+
+async def restart(bootstrap: str, tmp: Path, history: int, created: list[str]) -> None:
+    names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
+    settings = settings_for(bootstrap, names, tmp, snapshot_every=10_000)
+    end = await preload(bootstrap, names["input"], sparse_events(history))
+    log = tmp / f"history-{names['input']}.log"
+    started = time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+    await _wait_committed(bootstrap, settings, end)  # then steady: deletions done, completions folded
+    build = time.perf_counter() - started
+    proc.send_signal(signal.SIGKILL)  # a crash: no final snapshot
+    proc.wait()
+    await asyncio.sleep(settings.session_timeout_ms / 1000 + 1)  # let the dead member leave the group
+    configure_logging("text", os.environ.get("BENCH_LOG", "CRITICAL"))
+    in_process, replayed = await _restore_in_process(settings)
+    configure_logging("text", "CRITICAL")
+    with log.open("ab") as out:
+        spawned = time.perf_counter()
+        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+    whole = await wait_for_line(log, b"event=caught_up", count=2, timeout_s=120) - spawned
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    print(f"restart, {history:,} events of history (every 10th report a checkpoint, keep=5; built and settled in "
+          f"{build:.0f}s; snapshot every 10k; SIGKILL): {replayed:,} offsets replayed; caught up in "
+          f"{in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)", flush=True)
+
+
+async def _wait_committed(bootstrap: str, settings: ServiceSettings, end: int, quiet_s: float = 3.0) -> None:
+    """Until the group's offset passed `end` and then stayed at the log end for `quiet_s`."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=settings.group_id, enable_auto_commit=False,
+                                isolation_level="read_committed")
+    await consumer.start()
+    tp = TopicPartition(settings.input_topic, 0)
+    quiet_since = None
+    try:
+        while True:
+            committed = await consumer.committed(tp) or 0
+            log_end = (await consumer.end_offsets([tp]))[tp]
+            steady = committed >= end and committed >= log_end - 1
+            quiet_since = (quiet_since or time.monotonic()) if steady else None
+            if quiet_since is not None and time.monotonic() - quiet_since >= quiet_s:
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await consumer.stop()
+
+
+async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
+    processor = Processor(settings)
+    started = time.perf_counter()
+    task = asyncio.create_task(processor.run())
+    await processor.ready.wait()
+    while not (processor.tasks and all(t.caught_up for t in processor.tasks.values())):
+        await asyncio.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    replayed = sum(t.publish_from for t in processor.tasks.values()) - sum(
+        t.snapshots.last_offset or 0 for t in processor.tasks.values())
+    processor.stop()
+    await task
+    return elapsed, replayed
+
+
+async def main(args: argparse.Namespace) -> None:
+    tune_gc()  # as `ckptlog run` does
+    configure_logging("text", "CRITICAL")  # the workload's checkpoint paths do not exist: no missing-flag noise
+    bootstrap = args.bootstrap_servers or ensure_bootstrap(None)
+    created: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            if "throughput" in args.only:
+                await throughput(bootstrap, Path(tmp), args.events, created)
+            if "latency" in args.only:
+                await latency(bootstrap, Path(tmp), args.rate, args.seconds, created)
+            if "restart" in args.only:
+                for history in args.history:
+                    await restart(bootstrap, Path(tmp), history, created)
+    finally:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics(created)
+        finally:
+            await admin.close()
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    parser.add_argument("--events", type=int, default=100_000, help="throughput: events preloaded")
+    parser.add_argument("--rate", type=int, default=1000, help="latency: reports per second")
+    parser.add_argument("--seconds", type=float, default=20.0, help="latency: how long to send")
+    parser.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[100_000, 1_000_000])
+    parser.add_argument("--only", default="throughput,latency,restart", help="comma-separated sections")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))
