@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,13 @@ def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, 
     return out
 
 
-WORKLOADS = {
-    "every report saves a checkpoint (keep=5: each evicts one -> a deletion)":
-        lambda n: [line.rstrip(b"\n") for line in events(n, 5, 0.1, runs=10)][:n],
+def dense_events(reports: int) -> list[bytes]:
+    """bench.workload: every report saves a checkpoint (keep=5, 10% validations)."""
+    return [line.rstrip(b"\n") for line in events(reports, 5, 0.1, runs=10)][:reports]
+
+
+WORKLOADS: dict[str, Callable[[int], list[bytes]]] = {
+    "every report saves a checkpoint (keep=5: each evicts one -> a deletion)": dense_events,
     "every 10th report saves a checkpoint (keep=5)": sparse_events,
 }
 
