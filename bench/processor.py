@@ -221,7 +221,7 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
 async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
     await producer.start()
-    lines = [line.rstrip(b"\n") for line in events(int(rate * seconds), 5, 0.0, runs=10)][10:]
+    lines = dense_events(int(rate * seconds))
     tick, per_tick, start = 0.01, max(1, rate // 100), time.perf_counter()
     try:
         for i in range(0, len(lines), per_tick):

@@ -27,6 +27,11 @@ from processor.service.snapshotting import SnapshotScheduler
 log = logging.getLogger(__name__)
 
 
+IDLE_FLUSH_S = 0.2
+"""Extra outputs (checkpoints_missing) ride along with the next batch; without one for this
+long, they get their own transaction."""
+
+
 class DeletionSink(Protocol):
     def submit(self, run_id: str, path: str, root: str) -> bool: ...
 
@@ -61,6 +66,7 @@ class PartitionTask:
         self.stats = TaskStats()
         self._check: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[None] | None = None
+        self._last_batch = 0.0
 
     @property
     def usable(self) -> bool:
@@ -84,6 +90,7 @@ class PartitionTask:
                 await self._settle()
                 self._maybe_snapshot()
             started = time.perf_counter()
+            self._last_batch = time.monotonic()
             batch = self._fold(records)
             self.folded_offset = next_offset = records[-1].offset + 1
             out = batch.records
@@ -104,6 +111,11 @@ class PartitionTask:
         self.catch_up()  # before the first live record: the state equals the durable one
         batch.merge(self.folder.fold_records(records[split:], self.publish_from))
         return batch
+
+    async def wait_committed(self) -> bool:
+        """Wait until the folded batches are committed; False when a commit failed."""
+        async with self.lock:
+            return await self._settle()
 
     async def _settle(self) -> bool:
         """Wait for the in-flight commit; False when it failed (the task is then broken)."""
@@ -129,6 +141,8 @@ class PartitionTask:
             return
         stats = self.stats
         stats.commit_s += time.perf_counter() - started
+        log.debug("event=committed partition=%s next_offset=%d records=%d seconds=%.4f at=%.4f", self.pid,
+                  next_offset, len(records), time.perf_counter() - started, time.perf_counter())
         stats.published += len(records)
         self.next_offset = next_offset
         if batch is None:
@@ -148,16 +162,17 @@ class PartitionTask:
             self.snapshots.start(self.fold, self.next_offset)
 
     async def tick(self, position: Callable[[PartitionId], Awaitable[int]]) -> None:
-        """Idle work: settle the last commit, notice catch-up past control records, flush completions,
-        time-based snapshots."""
-        if self.lock.locked():
+        """Between polls: collect a finished commit, notice catch-up past control records, time-based
+        snapshots, and flush deletion completions once no batch has carried them for a while.
+        Never waits for an in-flight commit (that would stall the poll loop)."""
+        if self.lock.locked() or (self._pending is not None and not self._pending.done()):
             return
         async with self.lock:
             if not await self._settle() or not self.usable:
                 return
             if not self.caught_up and await position(self.pid) >= self.publish_from:
                 self.catch_up()
-            if self.extra:
+            if self.extra and time.monotonic() - self._last_batch > IDLE_FLUSH_S:
                 extra, self.extra = self.extra, []
                 await self._commit(extra, {}, None, self.next_offset)
             self._maybe_snapshot()
@@ -198,9 +213,11 @@ class PartitionTask:
                       self.pid, run_id, still)
             self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
 
-    def deletion_done(self, run_id: str, path: str) -> None:
+    def deletion_done(self, run_id: str, path: str) -> OutRecord | None:
+        """The completion event to write back for a confirmed deletion (None once the task is closed)."""
         if self.usable and run_id in self.fold.runs:
-            self.extra.append(self.folder.factory.deletion_completed(run_id, path))
+            return self.folder.factory.deletion_completed(run_id, path)
+        return None
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs

@@ -31,6 +31,7 @@ from processor.kafka.producers import MAX_RECORD_BYTES, IdempotentProducer, Tran
 from processor.kafka.records import InputRecord, PartitionId
 from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.batch import BatchFolder
+from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
 from processor.service.partition import PartitionTask, TaskStats
 from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
@@ -89,6 +90,7 @@ class Processor:
         self._rebuilds: dict[PartitionId, list[float]] = {}
         self._consumer: GroupConsumer | None = None
         self._shared: IdempotentProducer | None = None
+        self._completions: CompletionWriter | None = None
         self._deleter: Deleter | None = None
         self._conn: KafkaConnection | None = None
 
@@ -125,9 +127,10 @@ class Processor:
                                 concurrency=self.settings.deletion_concurrency,
                                 storage_options=self.settings.checkpoint_storage_options)
         try:
-            if self.settings.guarantee == "at_least_once":
-                self._shared = IdempotentProducer(conn)
-                await self._shared.start()
+            self._shared = IdempotentProducer(conn)  # at_least_once outputs, deletion completions
+            await self._shared.start()
+            self._completions = CompletionWriter(self._shared)
+            self._completions.start()
             self._consumer = GroupConsumer(conn, self.settings.group_id, self.settings.input_topic, self,
                                            max_records=self.settings.max_batch_records,
                                            session_timeout_ms=self.settings.session_timeout_ms,
@@ -268,7 +271,9 @@ class Processor:
     def _deletion_done(self, run_id: str, path: str) -> None:
         for task in self.tasks.values():
             if task.owns(run_id):
-                task.deletion_done(run_id, path)
+                record = task.deletion_done(run_id, path)
+                if record is not None and self._completions is not None:
+                    self._completions.add(record)
                 return
 
     async def _shutdown(self) -> None:
@@ -277,6 +282,8 @@ class Processor:
         await self._close_all(graceful=self._fatal is None)
         if self._deleter is not None:
             await self._deleter.close()
+        if self._completions is not None:
+            await self._completions.close()
         if self._consumer is not None:
             await self._consumer.stop()
         if self._shared is not None:

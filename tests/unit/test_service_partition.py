@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from processor.core.fold import Fold
 from processor.core.state import FoldSettings
 from processor.errors import BrokerError
@@ -68,6 +70,7 @@ async def idle(task: PartitionTask) -> None:
     async def position(pid: PartitionId) -> int:
         return task.folded_offset
 
+    await task.wait_committed()
     await task.tick(position)
 
 
@@ -118,14 +121,26 @@ async def test_snapshot_every_n_events_and_on_graceful_close(tmp_path: Path) -> 
     assert max(store.list_offsets()) == 17
 
 
-async def test_completions_are_flushed_when_idle(tmp_path: Path) -> None:
+async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: Path) -> None:
+    task, _, _, _ = make_task(tmp_path)
+    await task.process(records(LINES[:4]))
+    await idle(task)
+    record = task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000000")
+    assert record is not None and (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
+    assert task.deletion_done("run-unknown", "file:///x") is None
+    await task.close(graceful=True)
+    assert task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000001") is None
+
+
+async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("processor.service.partition.IDLE_FLUSH_S", 0.0)
     task, publisher, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000000")
+    task.extra.append(task.folder.factory.checkpoints_missing("run-0", ["file:///x"], 0))
     await idle(task)
     out, offsets = publisher.commits[-1]
-    assert offsets == {} and [(o.topic, o.partition, o.key) for o in out] == [("in", 0, b"run-0")]
+    assert offsets == {} and [(o.topic, o.key) for o in out] == [("c", b"run-0")]
 
 
 async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
