@@ -75,7 +75,11 @@ class GroupConsumer:
         self.subscribe()
 
     async def poll(self, timeout_ms: int) -> dict[PartitionId, Sequence[InputRecord]]:
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        try:
+            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        except KafkaError as exc:
+            raise KafkaIOError(f"consuming {self.topic} in group {self.group_id} failed: {exc!r}; check the broker "
+                               "and the group's ACLs") from exc
         return {PartitionId(*tp): records for tp, records in batches.items()}
 
     def assignment(self) -> set[PartitionId]:

@@ -32,6 +32,10 @@ IDLE_FLUSH_S = 0.2
 long, they get their own transaction."""
 
 
+GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
+"""(pid, expected offset, first offset received): raises when the log lost the records between."""
+
+
 class DeletionSink(Protocol):
     def submit(self, run_id: str, path: str, root: str) -> bool: ...
 
@@ -51,8 +55,10 @@ class TaskStats:
 class PartitionTask:
     def __init__(self, pid: PartitionId, restored: Restored, publisher: Publisher, folder: BatchFolder,
                  snapshots: SnapshotScheduler, deleter: DeletionSink,
-                 storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+                 gap_check: GapCheck | None = None) -> None:
         self.pid, self.publisher, self.folder = pid, publisher, folder
+        self._gap_check = gap_check
         self.fold = restored.fold
         self.snapshots, self.deleter, self._options = snapshots, deleter, storage_options
         self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
@@ -86,6 +92,12 @@ class PartitionTask:
                 return
             log.debug("event=batch partition=%s first=%d last=%d count=%d expected=%d", self.pid, records[0].offset,
                       records[-1].offset, len(records), self.folded_offset)
+            if records[0].offset > self.folded_offset and self._gap_check is not None:
+                try:  # control records, aborted transactions -- or records lost to retention?
+                    await self._gap_check(self.pid, self.folded_offset, records[0].offset)
+                except CkptlogError as exc:
+                    self.broken = exc
+                    return
             if self.snapshots.due(self.next_offset):
                 await self._settle()
                 self._maybe_snapshot()

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 
 from processor.broker import ensure_bootstrap
-from processor.errors import CkptlogError
+from processor.errors import CkptlogError, OffsetOutOfRange
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.consumer import GroupConsumer
 from processor.kafka.errors import FencedError
@@ -165,6 +165,8 @@ class Processor:
 
     async def _housekeeping(self, consumer: GroupConsumer) -> None:
         for pid, task in list(self.tasks.items()):
+            if isinstance(task.broken, OffsetOutOfRange):
+                raise task.broken
             if task.broken is not None:
                 await self._recover(consumer, pid, task)
                 return
@@ -233,7 +235,7 @@ class Processor:
         snapshots = SnapshotScheduler(pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s,
                                       restored.snapshot_offset)
         task = PartitionTask(pid, restored, publisher, folder, snapshots, self._deleter,
-                             self.settings.checkpoint_storage_options)
+                             self.settings.checkpoint_storage_options, self._check_gap)
         if restored.start >= restored.publish_from:
             task.catch_up()
         return task
@@ -244,6 +246,22 @@ class Processor:
         self.tasks[pid] = task
         self._consumer.seek(pid, task.next_offset)
         self._consumer.resume([pid])
+
+    async def _check_gap(self, pid: PartitionId, expected: int, received: int) -> None:
+        """A jump in offsets is normal (transaction markers, aborted records) unless retention deleted
+        records this processor never read: then stop, or with --allow-data-loss log and go on."""
+        assert self._consumer is not None
+        log_start = await self._consumer.log_start(pid)
+        if log_start <= expected:
+            return
+        message = (f"{pid}: offsets {expected}..{log_start - 1} were deleted by retention before this processor "
+                   f"read them (it expected {expected}, the log now starts at {log_start}); their events are not "
+                   "in the state. Increase the input topic's retention, or restart with --allow-data-loss to "
+                   "continue without them")
+        if not self.settings.allow_data_loss:
+            raise OffsetOutOfRange(message)
+        log.error("event=DATA_LOSS partition=%s expected=%d log_start=%d received=%d", pid, expected, log_start,
+                  received)
 
     def _publisher(self, pid: PartitionId) -> Publisher:
         assert self._conn is not None and self._consumer is not None

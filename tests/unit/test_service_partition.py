@@ -10,7 +10,7 @@ import pytest
 
 from processor.core.fold import Fold
 from processor.core.state import FoldSettings
-from processor.errors import BrokerError
+from processor.errors import BrokerError, OffsetOutOfRange
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.harness import workload
@@ -155,3 +155,40 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     await idle(task)
     assert any(b"checkpoints_missing" in (o.value or b"") for out, _ in task.publisher.commits  # type: ignore
                for o in out)
+
+
+async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+
+    async def lost(pid: PartitionId, expected: int, received: int) -> None:
+        calls.append((expected, received))
+        raise OffsetOutOfRange(f"{pid}: lost {expected}..{received - 1}")
+
+    task, publisher, _, _ = make_task(tmp_path)
+    task._gap_check = lost
+    await task.process(records(LINES[:3]))
+    await task.process(records(LINES[5:8], start=5))
+    assert calls == [(3, 5)] and isinstance(task.broken, OffsetOutOfRange)
+
+
+class _Consumer:
+    def __init__(self, start: int) -> None:
+        self.start = start
+
+    async def log_start(self, pid: PartitionId) -> int:
+        return self.start
+
+
+async def test_gap_check_tells_markers_from_retention(tmp_path: Path) -> None:
+    from processor.service.processor import Processor
+    from processor.service.settings import load_settings
+
+    processor = Processor(load_settings(None, snapshots=str(tmp_path)))
+    processor._consumer = _Consumer(start=3)  # type: ignore[assignment]
+    await processor._check_gap(PID, 3, 5)  # log start <= expected: markers or aborted records, fine
+    processor._consumer = _Consumer(start=4)  # type: ignore[assignment]
+    with pytest.raises(OffsetOutOfRange, match=r"in\[0\]: offsets 3..3 were deleted.*--allow-data-loss"):
+        await processor._check_gap(PID, 3, 5)
+    allowed = Processor(load_settings(None, snapshots=str(tmp_path), allow_data_loss=True))
+    allowed._consumer = _Consumer(start=4)  # type: ignore[assignment]
+    await allowed._check_gap(PID, 3, 5)
