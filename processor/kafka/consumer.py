@@ -54,6 +54,7 @@ class GroupConsumer:
             **conn.client_kwargs(), group_id=group_id, group_instance_id=group_instance_id, enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="earliest", session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=max(60_000, session_timeout_ms),  # revocation snapshots, restores take time
             heartbeat_interval_ms=max(100, session_timeout_ms // 5), fetch_max_wait_ms=fetch_max_wait_ms,
             max_partition_fetch_bytes=4 * 1024 * 1024)
 
