@@ -69,9 +69,9 @@ def dense_events(reports: int) -> list[bytes]:
     return [line.rstrip(b"\n") for line in events(reports, 5, 0.1, runs=10)][:reports]
 
 
-WORKLOADS: dict[str, Callable[[int], list[bytes]]] = {
-    "every report saves a checkpoint (keep=5: each evicts one -> a deletion)": dense_events,
-    "every 10th report saves a checkpoint (keep=5)": sparse_events,
+WORKLOADS: dict[str, tuple[str, Callable[[int], list[bytes]]]] = {
+    "dense": ("every report saves a checkpoint (keep=5: each evicts one -> a deletion)", dense_events),
+    "sparse": ("every 10th report saves a checkpoint (keep=5)", sparse_events),
 }
 
 
@@ -163,8 +163,8 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     return count / elapsed
 
 
-async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str]) -> None:
-    for title, make in WORKLOADS.items():
+async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], workloads: list[str]) -> None:
+    for title, make in (WORKLOADS[w] for w in workloads):
         names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
         end = await preload(bootstrap, names["input"], make(count))
         bare = await bare_loop(bootstrap, names["input"], names["dlq"], count)
@@ -322,7 +322,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if "throughput" in args.only:
-                await throughput(bootstrap, Path(tmp), args.events, created)
+                await throughput(bootstrap, Path(tmp), args.events, created, args.workloads.split(","))
             if "latency" in args.only:
                 await latency(bootstrap, Path(tmp), args.rate, args.seconds, created)
             if "restart" in args.only:
@@ -344,6 +344,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=1000, help="latency: reports per second")
     parser.add_argument("--seconds", type=float, default=20.0, help="latency: how long to send")
     parser.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[100_000, 1_000_000])
+    parser.add_argument("--workloads", default="dense,sparse", help="throughput: dense and/or sparse")
     parser.add_argument("--only", default="throughput,latency,restart", help="comma-separated sections")
     return parser.parse_args()
 

@@ -45,7 +45,7 @@ def _tp(pid: PartitionId) -> TopicPartition:
 
 class GroupConsumer:
     def __init__(self, conn: KafkaConnection, group_id: str, topic: str, listener: AssignmentListener, *,
-                 max_records: int = 5000, session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 100,
+                 max_records: int = 20_000, session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 100,
                  group_instance_id: str | None = None) -> None:
         self._conn, self.group_id, self.topic = conn, group_id, topic
         self._bridge = _Bridge(listener)

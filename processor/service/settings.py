@@ -74,7 +74,7 @@ class ServiceSettings(BaseSettings):
                                                                   description="protocol -> fsspec options")
     deletion_concurrency: int = Field(default=8, ge=1)
     # loop
-    max_batch_records: int = Field(default=5000, ge=1)
+    max_batch_records: int = Field(default=20_000, ge=1)
     poll_timeout_ms: int = Field(default=100, ge=1)
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     log_format: Literal["text", "json"] = "text"
