@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from processor.kafka.connection import KafkaConnection
+from processor.kafka.connection import KafkaConnection, start_client
 from processor.kafka.errors import KafkaIOError
 from processor.kafka.reader import Record
 from processor.kafka.topics import admin_client
@@ -44,12 +44,7 @@ class EventProducer:
                                           linger_ms=0)
 
     async def start(self) -> None:
-        try:
-            await self._producer.start()
-        except KafkaError as exc:
-            await self._producer.stop()
-            raise KafkaIOError(f"cannot start a producer on {self._conn.bootstrap_servers}: {exc!r}; check "
-                               "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up") from exc
+        await start_client(self._producer, self._conn, "an idempotent producer")
 
     @property
     def guarantees(self) -> tuple[int | None, int]:
@@ -99,12 +94,7 @@ class TopicTail:
         self._assigning = asyncio.Lock()
 
     async def start(self) -> None:
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            await self._consumer.stop()
-            raise KafkaIOError(f"cannot read {self.topic} from {self._conn.bootstrap_servers}: {exc!r}; check "
-                               "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS") from exc
+        await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
         await self._assign()
 
     async def _assign(self) -> bool:

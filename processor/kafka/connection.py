@@ -7,11 +7,13 @@ every consumer, producer and admin client ckptlog creates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from processor.errors import ConfigError
+from processor.kafka.errors import KafkaIOError
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -47,3 +49,20 @@ class KafkaConnection:
                 raise ConfigError(f"cannot build the TLS context for {self.bootstrap_servers}: {exc}; check "
                                   "ssl_cafile / ssl_certfile / ssl_keyfile") from exc
         return kwargs
+
+
+class _Client(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def start_client(client: _Client, conn: KafkaConnection, what: str) -> None:
+    """Start an aiokafka client; on failure stop it (releasing its sockets) and raise
+    KafkaIOError naming `what` and the servers."""
+    try:
+        await client.start()
+    except KafkaError as exc:
+        await client.stop()
+        raise KafkaIOError(f"{what} cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check "
+                           "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up") from exc

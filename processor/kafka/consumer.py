@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from processor.kafka.connection import KafkaConnection
+from processor.kafka.connection import KafkaConnection, start_client
 from processor.kafka.errors import KafkaIOError
 from processor.kafka.records import InputRecord, PartitionId
 
@@ -59,12 +59,7 @@ class GroupConsumer:
             max_partition_fetch_bytes=4 * 1024 * 1024)
 
     async def start(self) -> None:
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            await self._consumer.stop()
-            raise KafkaIOError(f"consumer group {self.group_id} cannot reach Kafka at "
-                               f"{self._conn.bootstrap_servers}: {exc!r}; check --bootstrap-servers") from exc
+        await start_client(self._consumer, self._conn, f"consumer group {self.group_id}")
         self.subscribe()
 
     def subscribe(self) -> None:

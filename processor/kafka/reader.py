@@ -11,10 +11,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.errors import KafkaIOError, TopicSetupError
+from processor.kafka.connection import KafkaConnection, start_client
+from processor.kafka.errors import TopicSetupError
 from processor.kafka.records import Header, PartitionId
 from processor.kafka.topics import admin_client, partition_counts
 
@@ -48,12 +47,7 @@ class TopicReader:
         if self.topic not in counts:
             raise TopicSetupError(f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check "
                                   "the topic name")
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            await self._consumer.stop()
-            raise KafkaIOError(f"reading {self.topic} from {self._conn.bootstrap_servers} failed: {exc!r}; "
-                               "check --bootstrap-servers") from exc
+        await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
         wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
         tps = [TopicPartition(self.topic, p) for p in wanted]
         self._consumer.assign(tps)
