@@ -34,10 +34,6 @@ class Effects:
     rejection: Rejection | None = None
     duplicate: bool = False
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.outputs) and self.rejection is None
-
 
 def rejected(rejection: Rejection) -> Effects:
     return Effects(rejection=rejection)
