@@ -235,7 +235,7 @@ def _clean_below(path: str, prefix: str) -> bool:
     if not path.startswith(prefix):
         return False
     rest = path[len(prefix):]
-    return bool(rest) and "//" not in rest and "/." not in rest and rest[0] != "." and rest[-1] != "/"
+    return bool(rest) and "//" not in rest and "/." not in rest and rest[0] not in "./" and rest[-1] != "/"
 
 
 def _watermark(run: RunState) -> Output:

@@ -319,3 +319,9 @@ def test_runs_are_independent() -> None:
                    f.report("x", path="file:///d/x/1"), f.report("y", path="file:///d/y/1"),
                    f.report("x", path="file:///d/x/2"), f.report("y", path="file:///d/y/2"))
     assert len(fold.runs["x"].by_key) == 1 and len(fold.runs["y"].by_key) == 2
+
+
+def test_doubled_slash_below_the_root_is_the_same_checkpoint() -> None:
+    _, effects = play(f.started(), f.report(path=ck("a")), f.report(path=ROOT + "//a"))
+    assert effects[2].rejection is not None
+    assert effects[2].rejection.reason == Reason.DUPLICATE_CHECKPOINT_PATH

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
@@ -53,6 +53,13 @@ def test_fast_key_agrees_with_full_parse(proto: str, segments: list[str], lead: 
         assert fast == slow, url
 
 
+def test_doubled_slash_right_after_the_root_is_not_a_canonical_key() -> None:
+    from processor.core.fold import _clean_below
+
+    assert not _clean_below("file:///data/r//a", root_prefix("file:///data/r"))  # found by hypothesis
+    assert _clean_below("file:///data/r/a", root_prefix("file:///data/r"))
+
+
 def test_root_prefix_matches_only_below_the_root() -> None:
     prefix = root_prefix("file:///data/r/")
     assert normalize("/data/r/c").startswith(prefix)
@@ -60,6 +67,7 @@ def test_root_prefix_matches_only_below_the_root() -> None:
     assert not "anything".startswith(root_prefix(None))
 
 
+@settings(max_examples=400)
 @given(st.sampled_from(["file:///data/r", "/data/r", "s3://b/r", "memory://m"]),
        st.sampled_from(["file://", "", "s3://", "memory://", "FILE://"]),
        st.lists(SEGMENT, max_size=5), st.booleans())
