@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from events.models import DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
 from events.outputs import OUTPUT_MODELS, OutputEnvelope

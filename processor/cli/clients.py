@@ -12,8 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
@@ -25,7 +24,8 @@ from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from ckptlog.table import run_table
 from processor.cli.main import app
-from processor.errors import CkptlogError
+from processor.cli.errors import cli_errors
+from processor.errors import ConfigError
 
 T = TypeVar("T")
 Opt = typer.Option
@@ -40,27 +40,15 @@ ValKwargs = Annotated[Optional[str], Opt(help="Evaluator fn_kwargs as a JSON obj
 ValTimeout = Annotated[Optional[float], Opt(help="Evaluator time limit in seconds (implies --validate).")]
 
 
-class UsageError(CkptlogError):
+class UsageError(ConfigError):
     """A flag value is malformed (exit 2)."""
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except UsageError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except CkptlogError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _run(coro: Awaitable[T]) -> T:
     async def main() -> T:
         return await coro
 
-    with _errors():
+    with cli_errors():
         return asyncio.run(main())
 
 

@@ -13,6 +13,7 @@ from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.models import CheckpointConfig
 from processor.cli.main import app
 from processor.core.state import FoldSettings
+from processor.cli.errors import cli_errors
 from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file, fold_lines
 
@@ -43,11 +44,8 @@ def fold_command(
                                               "core for files over 16 MiB.")] = 0,
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
-    try:
+    with cli_errors():
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     if file == "-":
         result = fold_lines(sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth)
         document, deletions = result.document(), result.deletions

@@ -15,7 +15,7 @@ from rich.table import Table
 from processor.broker import ensure_bootstrap
 from processor.cli.main import app
 from processor.core.view import View
-from processor.errors import CkptlogError, ConfigError
+from processor.cli.errors import cli_errors
 from processor.service.settings import load_settings
 from processor.service.views import read_views
 
@@ -50,16 +50,10 @@ def inspect_command(
     state_topic: Annotated[Optional[str], Opt(help="Compacted state topic (default ckptlog.state).")] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins)."""
-    try:
+    with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, state_topic=state_topic)
         conn = settings.connection(settings.bootstrap_servers or ensure_bootstrap(None))
         views = asyncio.run(read_views(conn, settings.state_topic, runs or ()))
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except CkptlogError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
     unknown = sorted(set(runs or ()) - set(views))
     if as_json:
         sys.stdout.write(json.dumps({"runs": views}, allow_nan=True) + "\n")

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from processor.broker import ensure_bootstrap
 from processor.cli.main import app
-from processor.errors import CkptlogError, ConfigError
+from processor.cli.errors import cli_errors
 from processor.kafka.records import PartitionId
 from processor.service.replay import rebuild
 from processor.service.settings import load_settings
@@ -35,15 +35,12 @@ def replay_command(
     allow_data_loss: Annotated[Optional[bool], Opt("--allow-data-loss/--no-allow-data-loss")] = None,
 ) -> None:
     """Fold every input partition from the log start (or a snapshot) into one new snapshot each."""
-    try:
+    with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, input_topic=input_topic,
                                  storage_root=storage_root, default_num_to_keep=default_num_to_keep,
                                  score_attribute=score_attribute, score_order=score_order,
                                  allow_data_loss=allow_data_loss)
         bootstrap = settings.bootstrap_servers or ensure_bootstrap(None)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
@@ -54,11 +51,8 @@ def replay_command(
                 tasks[pid] = bar.add_task(str(pid), total=max(0, end - begin))
             bar.update(tasks[pid], completed=min(max(0, position - begin), max(0, end - begin)))
 
-        try:
+        with cli_errors():
             results = asyncio.run(rebuild(settings, bootstrap, snapshots, from_snapshot, progress))
-        except CkptlogError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
     for r in results:
         typer.echo(f"{r.pid}: {r.events} events from offset {r.start} -> snapshot at {r.next_offset} "
                    f"({r.runs} runs): {r.url}")

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from processor.cli.main import app
-from processor.errors import CkptlogError, ConfigError
+from processor.cli.errors import cli_errors
+from processor.errors import CkptlogError
 from processor.service.logs import configure_logging
 from processor.service.processor import Processor, tune_gc
 from processor.service.settings import ServiceSettings, load_settings
@@ -77,11 +78,8 @@ def run_command(
 ) -> None:
     """Run the stream processor: consume events, publish checkpoint events, views and watermarks."""
     flags: dict[str, Any] = {k: v for k, v in locals().items() if k != "config"}
-    try:
+    with cli_errors():
         settings = load_settings(config, **flags)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     configure_logging(settings.log_format, settings.log_level)
     try:
         asyncio.run(serve(settings))
