@@ -6,8 +6,6 @@ so scripts can do `BOOTSTRAP=$(ckptlog broker start | tail -n1)`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +13,7 @@ import typer
 
 from processor.broker import KAFKA_VERSION, LocalBroker, default_dir, fetch_jars
 from processor.cli.main import app
-from processor.errors import CkptlogError
+from processor.cli.errors import cli_errors
 
 broker_app = typer.Typer(
     help="Run a local single-node Kafka broker (KRaft, 127.0.0.1) for development and tests.",
@@ -36,16 +34,6 @@ VersionOpt = Annotated[str, typer.Option("--kafka-version", help="Apache Kafka 4
 
 def _progress(message: str) -> None:
     typer.echo(message, err=True)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn ckptlog errors into one clean line on stderr and exit code 1."""
-    try:
-        yield
-    except CkptlogError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _broker(
@@ -74,7 +62,7 @@ def start(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the broker.")] = 120.0,
 ) -> None:
     """Start the broker detached (or reuse it) and print its bootstrap address."""
-    with _errors():
+    with cli_errors():
         broker = _broker(dir, port=port, kafka_version=kafka_version, start_timeout=timeout)
         bootstrap = broker.start()
     _progress(f"broker running in {broker.dir}")
@@ -84,7 +72,7 @@ def start(
 @broker_app.command()
 def stop(dir: DirOpt = None) -> None:
     """Stop the broker (SIGTERM, then SIGKILL after a timeout); data is kept."""
-    with _errors():
+    with cli_errors():
         broker = _broker(dir)
         stopped = broker.stop()
     typer.echo(f"stopped the broker in {broker.dir}" if stopped else f"no broker running in {broker.dir}")
@@ -93,7 +81,7 @@ def stop(dir: DirOpt = None) -> None:
 @broker_app.command()
 def status(dir: DirOpt = None) -> None:
     """Exit 0 if the broker runs and answers, 1 otherwise."""
-    with _errors():
+    with cli_errors():
         broker = _broker(dir)
         st = broker.status()
     if st.running and st.answering:
@@ -109,7 +97,7 @@ def status(dir: DirOpt = None) -> None:
 @broker_app.command()
 def fetch(kafka_version: VersionOpt = KAFKA_VERSION) -> None:
     """Download and cache the Kafka server jars only (CI runs this before the tests)."""
-    with _errors():
+    with cli_errors():
         cache = fetch_jars(kafka_version, log=_progress)
     _progress(f"Kafka {kafka_version} jars cached")
     typer.echo(cache.libs)
