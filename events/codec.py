@@ -1,17 +1,20 @@
 """Bytes → typed input event, or a Rejection with a reason code. Pure: no I/O, no clock.
 
-The fast path is one `validate_json` call in pydantic-core (parsing and validation in
-Rust). Only when it fails do we re-parse in Python to find the precise reason code.
+The fast path is msgspec (events/fastpath.py) for reports, validation results and deletion
+completions; everything it refuses goes through one pydantic `validate_json` call (parsing
+and validation in Rust). Only when that fails do we re-parse in Python to find the precise
+reason code.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Union
 
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from events.fastpath import FastEvent, decode_fast
 from events.models import INPUT_TYPES, InputEvent
 from events.rejections import Reason, Rejection
 from events.upcast import upcast
@@ -20,6 +23,8 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
 INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
+#: What `decode_event` yields: a fast-path Struct or a pydantic model, read the same way.
+DecodedEvent = Union[InputEvent, FastEvent]
 _TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
 
 
@@ -29,7 +34,7 @@ def decode_event(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
-) -> InputEvent | Rejection:
+) -> DecodedEvent | Rejection:
     """Decode one record value; `key` (the Kafka key) must equal `subject` when present."""
     if len(raw) > max_bytes:
         return Rejection(Reason.PAYLOAD_TOO_LARGE, f"payload is {len(raw)} bytes, over the limit of {max_bytes}; "
@@ -37,10 +42,12 @@ def decode_event(
     if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
         return Rejection(Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics "
                          "or raise --max-depth")
-    try:
-        event = INPUT_ADAPTER.validate_json(raw)
-    except ValidationError as exc:
-        return _diagnose(raw, exc)
+    event: DecodedEvent | None = decode_fast(raw)
+    if event is None:
+        try:
+            event = INPUT_ADAPTER.validate_json(raw)
+        except ValidationError as exc:
+            return _diagnose(raw, exc)
     if key is not None and key != event.subject.encode():
         return Rejection(Reason.KEY_MISMATCH, f"Kafka key {key.decode('utf-8', 'replace')!r} differs from subject "
                          f"{event.subject!r}; produce with key = run id")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from events.codec import decode_event
-from events.models import InputEvent
+from events.codec import DecodedEvent
 from events.rejections import Rejection
 
 _ids = itertools.count()
@@ -53,7 +53,7 @@ def deleted(run: str, path: str, **kw: Any) -> bytes:
     return line("deletion_completed", run, {"checkpoint_path": path}, **kw)
 
 
-def event(raw: bytes) -> InputEvent:
+def event(raw: bytes) -> DecodedEvent:
     decoded = decode_event(raw)
     assert not isinstance(decoded, Rejection), decoded
     return decoded

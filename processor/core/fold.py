@@ -12,9 +12,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from events.codec import DecodedEvent
+from events.fastpath import FastDeletionCompleted, FastReport, FastValidationResult
 from events.models import (
     DeletionCompleted,
-    InputEvent,
     Report,
     RunStarted,
     ValidationResult,
@@ -44,9 +45,12 @@ class Fold:
             ValidationResult: self._validation_result,
             WorkerGroupRestart: self._restart,
             DeletionCompleted: self._deletion_completed,
+            FastReport: self._report,
+            FastValidationResult: self._validation_result,
+            FastDeletionCompleted: self._deletion_completed,
         }
 
-    def apply(self, event: InputEvent) -> Effects:
+    def apply(self, event: DecodedEvent) -> Effects:
         run = self.runs.get(event.subject)
         if run is not None and event.id in run.seen_set:
             return Effects(duplicate=True)
@@ -96,7 +100,7 @@ class Fold:
 
     # -- report --------------------------------------------------------------------
 
-    def _report(self, event: Report) -> Effects:
+    def _report(self, event: Report | FastReport) -> Effects:
         data, run_id = event.data, event.subject
         run = self.runs.get(run_id)
         generation, checkpoint = data.generation, data.checkpoint
@@ -181,7 +185,7 @@ class Fold:
 
     # -- validation_result ---------------------------------------------------------
 
-    def _validation_result(self, event: ValidationResult) -> Effects:
+    def _validation_result(self, event: ValidationResult | FastValidationResult) -> Effects:
         data, run = event.data, self.runs.get(event.subject)
         try:
             key = normalize(data.checkpoint_path)
@@ -218,7 +222,7 @@ class Fold:
                    "num_workers": event.data.num_workers}
         return Effects([Output("worker_group_started", started), _watermark(run)])
 
-    def _deletion_completed(self, event: DeletionCompleted) -> Effects:
+    def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted) -> Effects:
         run = self.runs.get(event.subject)
         try:
             key = normalize(event.data.checkpoint_path)

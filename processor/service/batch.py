@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from events.codec import decode_event
-from events.models import InputEvent
+from events.codec import DecodedEvent
 from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
@@ -55,7 +55,7 @@ class BatchFolder:
         for record in records:
             live = record.offset >= publish_from
             value = record.value
-            event: InputEvent | Rejection
+            event: DecodedEvent | Rejection
             if value is None:
                 event = Rejection(Reason.INVALID_ENVELOPE, "record has no value (a tombstone); input records must "
                                   "be CloudEvents JSON objects")

@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from ckptlog import Evaluator, Topics, ids
 from events.codec import decode_event
-from events.models import ValidationResult
+from events.rejections import Rejection
 from events.outputs import encode_json, envelope
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
@@ -57,12 +57,12 @@ async def _request(bootstrap: str, topic: str, run: str, path: str, offset: int,
     return event_id
 
 
-async def _results(bootstrap: str, topic: str, count: int, timeout_s: float = 30) -> list[ValidationResult]:
+async def _results(bootstrap: str, topic: str, count: int, timeout_s: float = 30) -> list[Any]:
     deadline = time.monotonic() + timeout_s
     while True:
         records = await read_topic(KafkaConnection(bootstrap), topic)
         events = [decode_event(r.value, r.key) for r in records if r.value is not None]
-        results = [e for e in events if isinstance(e, ValidationResult)]
+        results = [e for e in events if not isinstance(e, Rejection) and e.type == "ckptlog.validation_result.v1"]
         if len(results) >= count or time.monotonic() > deadline:
             return results
         await asyncio.sleep(0.2)

@@ -15,7 +15,7 @@ from ckptlog.errors import FunctionLoadError
 from ckptlog.evaluator import load_function, parse_request, result_event
 from ckptlog.invoke import Outcome, invoke
 from events.codec import decode_event
-from events.models import ValidationResult
+from events.rejections import Rejection
 from events.outputs import envelope
 
 
@@ -95,7 +95,7 @@ def test_result_event_is_valid_input_with_an_id_from_the_request(outcome: Outcom
     parsed = parse_request(request_bytes())
     assert parsed is not None
     event = decode_event(result_event(*parsed, outcome), b"run-1")
-    assert isinstance(event, ValidationResult)
+    assert not isinstance(event, Rejection) and event.type == "ckptlog.validation_result.v1"
     assert event.id == ids.validation_result_id("run-1", "ckptlog:t:0:5:1")
     assert event.data.status == outcome.status and event.data.checkpoint_path == "/r/c1"
 
@@ -104,7 +104,7 @@ def test_unusable_metrics_become_a_failure_saying_why() -> None:
     parsed = parse_request(request_bytes())
     assert parsed is not None
     event = decode_event(result_event(*parsed, Outcome("VALIDATED", {"model": object()})), b"run-1")
-    assert isinstance(event, ValidationResult) and event.data.status == "VALIDATION_FAILED"
+    assert not isinstance(event, Rejection) and event.type == "ckptlog.validation_result.v1" and event.data.status == "VALIDATION_FAILED"
     assert "not JSON" in (event.data.error or "")
 
 

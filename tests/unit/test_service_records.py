@@ -7,7 +7,6 @@ import math
 from types import SimpleNamespace
 
 from events.codec import decode_event
-from events.models import DeletionCompleted
 from events.outputs import CheckpointsMissing, OutputEnvelope, encode_json as reference_json, envelope, output_id
 from events.rejections import Reason, Rejection
 from processor.core.outputs import Output
@@ -63,7 +62,7 @@ def test_deletion_completed_is_a_valid_input_event_for_the_same_partition() -> N
     record = FACTORY.deletion_completed("run-1", "file:///r/run-1/c1")
     assert (record.topic, record.partition, record.key) == ("in", 2, b"run-1")
     event = decode_event(record.value, record.key)
-    assert isinstance(event, DeletionCompleted)
+    assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v1"
     assert event.id == "deleted:run-1:file:///r/run-1/c1" and event.data.checkpoint_path == "file:///r/run-1/c1"
 
 

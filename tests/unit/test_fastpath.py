@@ -1,0 +1,119 @@
+"""The msgspec fast path accepts a subset of what the pydantic models accept, with equal values.
+
+Bodies are generated around the edges where two validators could disagree: wrong types,
+bool-for-int, floats-for-int, empty and over-long strings, control characters and a
+trailing newline in the run id, extension attributes, unknown fields, duplicate keys,
+bad timestamps, NaN/Infinity literals, huge numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events.codec import INPUT_ADAPTER, decode_event
+from events.fastpath import FastReport, decode_fast
+from events.models import Report
+from events.rejections import Rejection
+
+weird_scalars = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 2**70, 1e308, "", "x", "1", [], {}])
+good_strings = st.sampled_from(["run-1", "r", "ü-run", "x" * 256, " ", "/r/c1", "file:///r/c"])
+odd_strings = st.one_of(st.sampled_from(["", "a\n", "a\x00b", "a\x7f", "x" * 257]), st.text(max_size=12))
+good_times = st.sampled_from(["2026-01-31T12:00:00Z", "2026-01-31T12:00:00+01:00", "2026-01-31", "<absent>"])
+odd_times = st.sampled_from(["2026-13-01T00:00:00Z", "yesterday", ""])
+json_values: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
+              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=8,
+)
+maybe = st.one_of(st.just("<absent>"), weird_scalars, odd_strings)
+
+
+def _put(body: dict[str, Any], key: str, value: Any) -> None:
+    if value != "<absent>":
+        body[key] = value
+
+
+def _mostly(draw: st.DrawFn, valid: st.SearchStrategy[Any], odd: st.SearchStrategy[Any]) -> Any:
+    """Usually a valid value, one time in eight an odd one: most bodies differ in one place."""
+    return draw(odd) if draw(st.integers(0, 7)) == 0 else draw(valid)
+
+
+@st.composite
+def data_for(draw: st.DrawFn, kind: str) -> Any:
+    if draw(st.integers(0, 19)) == 0:
+        return draw(weird_scalars)
+    data: dict[str, Any] = {}
+    metrics = st.dictionaries(st.text(max_size=5), json_values, max_size=4)
+    if kind == "report":
+        _put(data, "metrics", _mostly(draw, metrics, maybe))
+        _put(data, "checkpoint", _mostly(draw, st.one_of(st.none(), st.builds(lambda p: {"path": p}, good_strings)), maybe))
+        _put(data, "validation", _mostly(draw, st.sampled_from([True, False, "<absent>"]),
+                                         st.one_of(st.just({"timeout_s": 5}), maybe)))
+        _put(data, "generation", _mostly(draw, st.sampled_from([0, 1, 7, "<absent>", None]), st.integers(-2, 3)))
+    else:
+        _put(data, "checkpoint_path", _mostly(draw, good_strings, maybe))
+        if kind == "validation_result":
+            _put(data, "status", _mostly(draw, st.sampled_from(["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]),
+                                         st.sampled_from(["PENDING_VALIDATION", "validated", "<absent>"])))
+            _put(data, "metrics", _mostly(draw, st.one_of(metrics, st.just("<absent>")), maybe))
+            _put(data, "error", _mostly(draw, st.one_of(st.none(), good_strings, st.just("<absent>")), maybe))
+    if draw(st.integers(0, 19)) == 0:
+        data["unknown_field"] = 1
+    return data
+
+
+@st.composite
+def raw_events(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["report", "report", "validation_result", "deletion_completed", "run_started"]))
+    body: dict[str, Any] = {}
+    _put(body, "specversion", _mostly(draw, st.just("1.0"), st.sampled_from(["0.3", 1.0, "<absent>"])))
+    _put(body, "id", _mostly(draw, good_strings, maybe))
+    _put(body, "source", _mostly(draw, good_strings, maybe))
+    _put(body, "type", _mostly(draw, st.just(f"ckptlog.{kind}.v1"), st.sampled_from([f"ckptlog.{kind}.v2", "x", 7])))
+    _put(body, "subject", _mostly(draw, good_strings, maybe))
+    _put(body, "time", _mostly(draw, good_times, st.one_of(odd_times, maybe)))
+    _put(body, "datacontenttype", _mostly(draw, st.sampled_from(["<absent>", None, "application/json"]),
+                                          st.just("text/plain")))
+    body["data"] = draw(data_for(kind))
+    if draw(st.integers(0, 19)) == 0:
+        body[draw(st.sampled_from(["traceparent", "Bad-Name", "partitionkey"]))] = "v"
+    raw = json.dumps(body, allow_nan=True)
+    if draw(st.integers(0, 9)) == 0:  # a duplicate key: both decoders must take the same (last) one
+        raw = '{"subject": "dup", ' + raw[1:]
+    return raw.encode()
+
+
+def _plain(value: Any) -> Any:
+    dumped = value.model_dump() if hasattr(value, "model_dump") else msgspec.to_builtins(value)
+    return json.loads(json.dumps(dumped, sort_keys=True, default=str))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(raw=raw_events())
+def test_fast_path_accepts_a_subset_with_equal_values(raw: bytes) -> None:
+    fast = decode_fast(raw)
+    if fast is None:
+        return
+    slow = INPUT_ADAPTER.validate_json(raw)  # raises if pydantic would have refused it
+    assert fast.type == slow.type
+    for name in ("specversion", "id", "source", "subject", "time", "datacontenttype"):
+        assert getattr(fast, name) == getattr(slow, name), name
+    assert _plain(fast.data) == {k: v for k, v in _plain(slow.data).items()}
+
+
+def test_common_events_take_the_fast_path_and_the_rest_do_not() -> None:
+    base = {"specversion": "1.0", "id": "a", "source": "s", "type": "ckptlog.report.v1", "subject": "r",
+            "time": "2026-01-31T12:00:00Z", "data": {"metrics": {"acc": 1}, "checkpoint": {"path": "/r/c"}}}
+    assert isinstance(decode_event(json.dumps(base).encode()), FastReport)
+    with_extension = {**base, "traceparent": "00-abc"}
+    assert isinstance(decode_event(json.dumps(with_extension).encode()), Report)
+    with_spec = {**base, "data": {**base["data"], "validation": {"timeout_s": 3}}}
+    assert isinstance(decode_event(json.dumps(with_spec).encode()), Report)
+    trailing_newline = {**base, "subject": "r\n"}
+    assert isinstance(decode_event(json.dumps(trailing_newline).encode()), Rejection)
