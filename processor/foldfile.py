@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +18,15 @@ from typing import Any
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
 from processor.core.fold import Fold
-from processor.core.outputs import Deletion, Effects
+from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
-from processor.sharding import AMBIGUOUS, route, shard_of
+from processor.sharding import AMBIGUOUS, Shards, plan
 
 
-GC_FREEZE_EVERY = 65_536
+GC_FREEZE_MASK = 65_535  # freeze every 64k lines
 PARALLEL_FROM_BYTES = 16 * 1024 * 1024
+SAMPLE_BYTES = 8 * 1024 * 1024  # the head of the file whose runs `plan()` balances over workers
 
 
 @dataclass(slots=True)
@@ -55,46 +56,53 @@ def fold_lines(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
-    shard: tuple[int, int] | None = None,
+    shard: tuple[int, Shards] | None = None,
 ) -> FoldResult:
     """Fold one event per line; blank lines are skipped, every other line is applied or rejected."""
     result = FoldResult(Fold(settings))
     apply, runs, first_line = result.fold.apply, result.fold.runs, result.first_line
-    mine, shards = shard if shard is not None else (0, 1)
+    mine, shards = shard if shard is not None else (0, Shards(1))
+    route = shards.route if shards.count > 1 else None
+    applied = outputs = duplicates = 0
     for lineno, raw in enumerate(lines, 1):
-        if not lineno % GC_FREEZE_EVERY:
+        if not lineno & GC_FREEZE_MASK:
             gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
-        owner = route(raw, shards) if shards > 1 else mine
-        if owner != mine and owner != AMBIGUOUS:
-            continue
-        if not raw.strip():
+        owner = route(raw) if route is not None else mine
+        if owner != mine and owner != AMBIGUOUS or not raw or raw.isspace():
             continue
         event = decode_event(raw, max_bytes=max_bytes, max_depth=max_depth)
         if isinstance(event, Rejection):
             if owner == mine or mine == 0:  # an ambiguous line is reported by shard 0 only
-                result.rejected.append({"line": lineno, "reason": str(event.reason), "message": event.message})
+                _reject(result, lineno, event)
             continue
-        if owner == AMBIGUOUS and shard_of(event.subject, shards) != mine:
+        subject = event.subject
+        if owner == AMBIGUOUS and shards.of_run(subject) != mine:
             continue
-        new_run = event.subject not in runs
-        _record(result, lineno, apply(event))
-        if new_run and event.subject in runs:
-            first_line[event.subject] = lineno
+        new_run = subject not in runs
+        effects = apply(event)
+        if effects.rejection is not None:
+            _reject(result, lineno, effects.rejection)
+            continue
+        applied += 1
+        duplicates += effects.duplicate
+        outputs += len(effects.outputs)
+        if effects.deletions:
+            _evicted(result, effects.deletions)
+        if new_run and subject in runs:
+            first_line[subject] = lineno
     gc.unfreeze()
+    result.applied, result.outputs, result.duplicates = applied, outputs, duplicates
     return result
 
 
-def _record(result: FoldResult, lineno: int, effects: Effects) -> None:
-    if effects.rejection is not None:
-        result.rejected.append({"line": lineno, "reason": str(effects.rejection.reason),
-                                "message": effects.rejection.message})
-        return
-    result.applied += 1
-    result.duplicates += effects.duplicate
-    result.outputs += len(effects.outputs)
-    for deletion in effects.deletions:
+def _reject(result: FoldResult, lineno: int, rejection: Rejection) -> None:
+    result.rejected.append({"line": lineno, "reason": str(rejection.reason), "message": rejection.message})
+
+
+def _evicted(result: FoldResult, deletions: Sequence[Deletion]) -> None:
+    for deletion in deletions:
         result.evicted.setdefault(deletion.run_id, []).append(deletion.path)
-        result.deletions.append(deletion)
+    result.deletions.extend(deletions)
 
 
 def fold_file(
@@ -104,16 +112,19 @@ def fold_file(
     workers: int = 1,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    with_deletions: bool = True,
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
-    document and the deletions. One worker folds in this process."""
+    document and (unless `with_deletions` is False: a dry run needs none) the deletions.
+    One worker folds in this process."""
     if workers <= 1:
         with path.open("rb") as stream:
             result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
         return result.document(), result.deletions
+    shards = plan(_head_lines(path), workers)
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
-        parts = pool.starmap(_fold_shard, [(str(path), settings, k, workers, max_bytes, max_depth)
+        parts = pool.starmap(_fold_shard, [(str(path), settings, k, shards, max_bytes, max_depth, with_deletions)
                                            for k in range(workers)])
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
@@ -128,9 +139,18 @@ def auto_workers(path: Path) -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _fold_shard(path: str, settings: FoldSettings | None, mine: int, shards: int, max_bytes: int,
-                max_depth: int) -> tuple[list[tuple[int, str, dict[str, Any]]], list[dict[str, Any]], list[Deletion]]:
+def _head_lines(path: Path) -> list[bytes]:
+    """The complete lines in the first SAMPLE_BYTES of the file: what the shard plan counts."""
+    with path.open("rb") as stream:
+        head = stream.read(SAMPLE_BYTES)
+    lines = head.split(b"\n")
+    return lines if len(head) < SAMPLE_BYTES else lines[:-1]
+
+
+def _fold_shard(path: str, settings: FoldSettings | None, mine: int, shards: Shards, max_bytes: int,
+                max_depth: int, with_deletions: bool,
+                ) -> tuple[list[tuple[int, str, dict[str, Any]]], list[dict[str, Any]], list[Deletion]]:
     with open(path, "rb") as stream:
         result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth, shard=(mine, shards))
     runs = [(result.first_line.get(run_id, 0), run_id, view) for run_id, view in result.document()["runs"].items()]
-    return runs, result.rejected, result.deletions
+    return runs, result.rejected, result.deletions if with_deletions else []

@@ -55,7 +55,7 @@ def fold_command(
             typer.echo(f"error: {file}: no such file; give a file of JSON lines or - for stdin", err=True)
             raise typer.Exit(2)
         document, deletions = fold_file(path, settings, workers=workers or auto_workers(path),
-                                        max_bytes=max_payload_bytes, max_depth=max_depth)
+                                        max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply)
     failures: list[str] = []
     if apply and deletions:
         from processor.storage.apply import delete_now

@@ -23,7 +23,7 @@ from events.models import (
     WorkerGroupRestart,
 )
 from events.rejections import Reason, Rejection
-from processor.core.outputs import Deletion, Effects, Output, rejected
+from processor.core.outputs import DUPLICATE, NOTHING, Deletion, Effects, Output, rejected
 from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
 from processor.core.retention import apply_retention
 from processor.core.scoring import score
@@ -39,7 +39,8 @@ class Fold:
     def __init__(self, settings: FoldSettings | None = None, runs: dict[str, RunState] | None = None) -> None:
         self.settings = settings or FoldSettings()
         self.runs: dict[str, RunState] = runs if runs is not None else {}
-        self._handlers: dict[type, Callable[[Any], Effects]] = {
+        self._window = self.settings.dedup_window
+        self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
             Report: self._report,
             RunStarted: self._run_started,
             ValidationResult: self._validation_result,
@@ -51,14 +52,15 @@ class Fold:
         }
 
     def apply(self, event: DecodedEvent) -> Effects:
-        run = self.runs.get(event.subject)
+        subject, runs = event.subject, self.runs
+        run = runs.get(subject)
         if run is not None and event.id in run.seen_set:
-            return Effects(duplicate=True)
-        effects = self._handlers[type(event)](event)
+            return DUPLICATE
+        effects = self._handlers[type(event)](event, run)
         if effects.rejection is None:
-            run = run if run is not None and event.subject in self.runs else self.runs.get(event.subject)
+            run = runs.get(subject)  # the handler may have created or replaced it
             if run is not None:
-                run.remember(event.id, self.settings.dedup_window)
+                run.remember(event.id, self._window)
         return effects
 
     def _run(self, run_id: str) -> RunState:
@@ -69,14 +71,13 @@ class Fold:
 
     # -- run_started ---------------------------------------------------------------
 
-    def _run_started(self, event: RunStarted) -> Effects:
+    def _run_started(self, event: RunStarted, run: RunState | None) -> Effects:
         data = event.data
         problem = self._check_root(event.subject, data.storage_path)
         if problem is not None:
             return rejected(problem)
-        run = self.runs.get(event.subject)
         if run is not None and run.started == data:
-            return Effects()  # identical repeat: a no-op (SPEC §2)
+            return NOTHING  # identical repeat: a no-op (SPEC §2)
         if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
             return rejected(_conflict(run))
         fresh = new_run(event.subject, self.settings, data)
@@ -100,9 +101,8 @@ class Fold:
 
     # -- report --------------------------------------------------------------------
 
-    def _report(self, event: Report | FastReport) -> Effects:
+    def _report(self, event: Report | FastReport, run: RunState | None) -> Effects:
         data, run_id = event.data, event.subject
-        run = self.runs.get(run_id)
         generation, checkpoint = data.generation, data.checkpoint
         if run is not None and generation is not None and generation < run.generation:
             return rejected(Rejection(Reason.STALE_GENERATION, f"run {run_id!r}: report from generation "
@@ -112,15 +112,20 @@ class Fold:
             run = run or self._run(run_id)
             run.report_count += 1
             run.index_in_generation += 1
-            return Effects([_watermark(run)], [])
-        key = self._check_checkpoint(run, run_id, checkpoint.path)
-        if isinstance(key, Rejection):
-            return rejected(key)
-        run = run or self._run(run_id)
+            return _new(Effects, ([_watermark(run)], (), None, False))
+        path = checkpoint.path
+        if run is not None and _clean_below(path, run.root_prefix) and path not in run.by_key \
+                and path not in run.outstanding:
+            key = path  # already canonical, inside the root and new: the common case, checked cheaply
+        else:
+            checked = self._check_checkpoint(run, run_id, path)
+            if isinstance(checked, Rejection):
+                return rejected(checked)
+            key, run = checked, run or self._run(run_id)
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
-        return self._register(run, checkpoint.path, key, data.metrics, report_index, data.validation)
+        return self._register(run, path, key, data.metrics, report_index, data.validation)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
@@ -153,7 +158,7 @@ class Fold:
         spec = None if validation is False else run.default_validation if validation is True else validation
         status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
         record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
-        run.checkpoints.add(record)
+        size = run.checkpoints.add(record)
         run.by_key[key] = record
         run.latest = record
         outputs = [_new(Output, ("checkpoint_registered", {"checkpoint_path": path, "report_index": report_index,
@@ -165,28 +170,27 @@ class Fold:
                 "timeout_s": spec.timeout_s})))
         if problem is not None:
             outputs.append(_score_warning(run, path, problem))
-        return self._retain(run, outputs)
+        return self._retain(run, outputs, size)
 
-    def _retain(self, run: RunState, outputs: list[Output]) -> Effects:
+    def _retain(self, run: RunState, outputs: list[Output], size: int) -> Effects:
         keep = run.keep
-        checkpoints = run.checkpoints
-        if keep is None or len(checkpoints) <= keep:
+        if keep is None or size <= keep:
             outputs.append(_watermark(run))
-            return Effects(outputs, [])
+            return _new(Effects, (outputs, (), None, False))
         deletions = []
         root = run.storage_root or ""
-        for record in apply_retention(run, keep):
+        for record in apply_retention(run, size - keep):
             path = record.path
             outputs.append(_new(Output, ("checkpoint_evicted", {"checkpoint_path": path,
                                                                 "report_index": record.report_index})))
             deletions.append(_new(Deletion, (run.run_id, path, root)))
         outputs.append(_watermark(run))
-        return Effects(outputs, deletions)
+        return _new(Effects, (outputs, deletions, None, False))
 
     # -- validation_result ---------------------------------------------------------
 
-    def _validation_result(self, event: ValidationResult | FastValidationResult) -> Effects:
-        data, run = event.data, self.runs.get(event.subject)
+    def _validation_result(self, event: ValidationResult | FastValidationResult, run: RunState | None) -> Effects:
+        data = event.data
         try:
             key = normalize(data.checkpoint_path)
         except UnsafePath:
@@ -209,12 +213,12 @@ class Fold:
                    "previous_status": previous, "metrics": record.metrics}
         if data.error is not None:
             changed["error"] = data.error
-        return self._retain(run, [Output("checkpoint_status_changed", changed)])
+        return self._retain(run, [Output("checkpoint_status_changed", changed)], len(run.checkpoints))
 
     # -- worker_group_restart / deletion_completed ---------------------------------
 
-    def _restart(self, event: WorkerGroupRestart) -> Effects:
-        run = self._run(event.subject)
+    def _restart(self, event: WorkerGroupRestart, run: RunState | None) -> Effects:
+        run = run or self._run(event.subject)
         run.generation += 1
         run.index_in_generation = 0
         started = {"generation": run.generation, "report_count": run.report_count,
@@ -222,14 +226,13 @@ class Fold:
                    "num_workers": event.data.num_workers}
         return Effects([Output("worker_group_started", started), _watermark(run)])
 
-    def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted) -> Effects:
-        run = self.runs.get(event.subject)
+    def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
         try:
             key = normalize(event.data.checkpoint_path)
         except UnsafePath:
-            return Effects()
+            return NOTHING
         if run is None or key not in run.outstanding:
-            return Effects()  # already recorded (a retried completion): harmless
+            return NOTHING  # already recorded (a retried completion): harmless
         del run.outstanding[key]
         return Effects([Output("checkpoint_deleted", {"checkpoint_path": event.data.checkpoint_path})])
 

@@ -122,16 +122,20 @@ class SortedRecords:
         self._items: list[CheckpointRecord] = []
         self._big: _Blocks | None = None
 
-    def add(self, record: CheckpointRecord) -> None:
+    def add(self, record: CheckpointRecord) -> int:
+        """Insert; returns the new size (saves the fold a `len()` call per report)."""
         if self._big is not None:
             self._big.add(record)
-            return
+            return self._big.size
+        items = self._items
         index = bisect_right(self._keys, record.sort_key)
         self._keys.insert(index, record.sort_key)
-        self._items.insert(index, record)
-        if len(self._items) > PROMOTE_AT:
-            self._big = _Blocks(self._items)
+        items.insert(index, record)
+        size = len(items)
+        if size > PROMOTE_AT:
+            self._big = _Blocks(items)
             self._keys, self._items = [], []
+        return size
 
     def remove(self, record: CheckpointRecord) -> None:
         if self._big is not None:

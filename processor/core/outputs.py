@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from events.rejections import Rejection
@@ -27,12 +27,17 @@ class Deletion(NamedTuple):
     root: str
 
 
-@dataclass(slots=True)
-class Effects:
-    outputs: list[Output] = field(default_factory=list)
-    deletions: list[Deletion] = field(default_factory=list)
+class Effects(NamedTuple):
+    """What one event did. A tuple so the fold builds one per event cheaply; never mutated."""
+
+    outputs: Sequence[Output] = ()
+    deletions: Sequence[Deletion] = ()
     rejection: Rejection | None = None
     duplicate: bool = False
+
+
+NOTHING = Effects()
+DUPLICATE = Effects(duplicate=True)
 
 
 def rejected(rejection: Rejection) -> Effects:

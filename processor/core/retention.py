@@ -10,14 +10,10 @@ from __future__ import annotations
 from processor.core.state import CheckpointRecord, RunState
 
 
-def apply_retention(run: RunState, keep: int | None) -> list[CheckpointRecord]:
-    """Evict what falls outside the top `keep`; returns the evicted records in order."""
-    if keep is None:
-        return []
+def apply_retention(run: RunState, excess: int) -> list[CheckpointRecord]:
+    """Evict what falls outside the top `num_to_keep` (`excess` = kept - num_to_keep > 0);
+    returns the evicted records in order."""
     checkpoints = run.checkpoints
-    excess = len(checkpoints) - keep
-    if excess <= 0:
-        return []
     latest, pending = run.latest, run.pending
     victims = [
         record

@@ -224,7 +224,7 @@ def test_stale_generation_is_rejected_and_state_untouched() -> None:
 
 def test_duplicate_event_id_is_a_no_op() -> None:
     fold, effects = play(f.started(), rep("a", event_id="same"), rep("b", event_id="same"))
-    assert effects[2].duplicate and effects[2].outputs == []
+    assert effects[2].duplicate and not effects[2].outputs
     assert kept(fold) == ["a"]
 
 
@@ -282,7 +282,7 @@ def test_storage_path_outside_outer_root_rejected() -> None:
 
 def test_identical_run_started_is_a_no_op_different_is_rejected() -> None:
     fold, effects = play(f.started(keep=2), rep("a"), f.started(keep=2), f.started(keep=3))
-    assert effects[2].outputs == [] and effects[2].rejection is None
+    assert not effects[2].outputs and effects[2].rejection is None
     assert effects[3].rejection is not None and effects[3].rejection.reason == Reason.RUN_STARTED_CONFLICT
     assert fold.runs["r"].config.num_to_keep == 2
 

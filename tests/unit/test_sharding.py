@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from processor.core import FoldSettings
 from processor.core.snapshot import canonical
+from processor import foldfile
 from processor.foldfile import fold_file, fold_lines
-from processor.sharding import AMBIGUOUS, route, shard_of
+from processor.sharding import AMBIGUOUS, plan, route, shard_of
 from tests import factories as f
 from tests.unit.test_fold_properties import logs
 
@@ -55,3 +56,29 @@ def test_sharded_fold_equals_single_fold(tmp_path: Path, lines: list[bytes], wor
     assert list(document["runs"]) == list(single.document()["runs"])  # runs in order of appearance
     assert sorted(deletions) == sorted(single.deletions)
     assert json.loads(canonical(document))["rejected"] == single.rejected
+
+
+def test_plan_balances_runs_by_their_lines() -> None:
+    sample = [f.report(f"run-{i}") for i in range(10) for _ in range(3)] + [f.report("big")] * 12
+    shards = plan(sample, 2)
+    loads = [0, 0]
+    for raw in sample:
+        loads[shards.route(raw)] += 1
+    assert loads == [21, 21]  # 'big' (12) alone with three small runs; CRC-32 alone gave 6/4 runs
+    assert shards.of_run("big") == shards.route(f.report("big"))
+    assert shards.of_run("never-seen") == shard_of("never-seen", 2)  # outside the sample: CRC-32
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(mixed_logs())
+def test_runs_missing_from_the_plan_sample_still_fold_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               lines: list[bytes]) -> None:
+    monkeypatch.setattr(foldfile, "SAMPLE_BYTES", 300)  # the plan sees only the first line or two
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    config = FoldSettings(default_root="file:///data", outer_root="file:///data")
+    single = fold_lines(path.read_bytes().splitlines(keepends=True), config)
+    document, deletions = fold_file(path, config, workers=2)
+    assert canonical(document) == canonical(single.document())
+    assert sorted(deletions) == sorted(single.deletions)
