@@ -114,8 +114,7 @@ class Fold:
             run.index_in_generation += 1
             return _new(Effects, ([_watermark(run)], (), None, False))
         path = checkpoint.path
-        if run is not None and _clean_below(path, run.root_prefix) and path not in run.by_key \
-                and path not in run.outstanding:
+        if run is not None and run.is_own_key(path) and path not in run.by_key and path not in run.outstanding:
             key = path  # already canonical, inside the root and new: the common case, checked cheaply
         else:
             checked = self._check_checkpoint(run, run_id, path)
@@ -129,7 +128,7 @@ class Fold:
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
-        key = path if run is not None and _clean_below(path, run.root_prefix) else fast_key(path)
+        key = path if run is not None and run.is_own_key(path) else fast_key(path)
         if key is None:
             try:
                 key = key_of(parse_url(path))
@@ -235,14 +234,6 @@ class Fold:
             return NOTHING  # already recorded (a retried completion): harmless
         del run.outstanding[key]
         return Effects([Output("checkpoint_deleted", {"checkpoint_path": event.data.checkpoint_path})])
-
-
-def _clean_below(path: str, prefix: str) -> bool:
-    """True when `path` is already canonical and below `prefix`: then it is its own key."""
-    if not path.startswith(prefix):
-        return False
-    rest = path[len(prefix):]
-    return bool(rest) and "//" not in rest and "/." not in rest and rest[0] not in "./" and rest[-1] != "/"
 
 
 def _watermark(run: RunState) -> Output:

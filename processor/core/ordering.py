@@ -147,6 +147,18 @@ class SortedRecords:
         del self._keys[index]
         del self._items[index]
 
+    def first(self) -> CheckpointRecord:
+        """The worst record (the list is not empty)."""
+        return self._big.items[0][0] if self._big is not None else self._items[0]
+
+    def remove_first(self) -> None:
+        """Drop the worst record: retention's common case, without a search."""
+        if self._big is not None:
+            self._big.remove(self._big.items[0][0])
+            return
+        del self._keys[0]
+        del self._items[0]
+
     def head(self, count: int) -> list[CheckpointRecord]:
         """The `count` worst records."""
         if self._big is not None:

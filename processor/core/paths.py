@@ -7,6 +7,8 @@ them is exactly how a checkpoint path escapes its run's root.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 _LOCAL = frozenset({"", "file", "local"})
@@ -66,6 +68,13 @@ def fast_key(url: str) -> str | None:
     if protocol == "file":
         return f"file://{rest}" if rest.startswith("/") else None
     return None if rest.startswith("/") else f"{protocol}://{rest}"
+
+
+def canonical_below(prefix: str) -> Callable[[str], object]:
+    """A test for "`path` is already canonical and strictly below `prefix`" (then it is its
+    own key): one regex match instead of parsing. Segments are non-empty and do not start
+    with a dot, so no `//`, `/.`, `..` or trailing `/`."""
+    return re.compile(re.escape(prefix) + r"[^/.][^/]*(?:/[^/.][^/]*)*").fullmatch
 
 
 def key_of(parsed: ParsedUrl) -> str:

@@ -15,14 +15,18 @@ def apply_retention(run: RunState, excess: int) -> list[CheckpointRecord]:
     returns the evicted records in order."""
     checkpoints = run.checkpoints
     latest, pending = run.latest, run.pending
-    victims = [
-        record
-        for record in checkpoints.head(excess)
-        if record is not latest and record.key not in pending
-    ]
+    if excess == 1:  # one report in, one out: the steady state of top-K
+        worst = checkpoints.first()
+        if worst is latest or worst.key in pending:
+            return []
+        checkpoints.remove_first()
+        victims = [worst]
+    else:
+        victims = [r for r in checkpoints.head(excess) if r is not latest and r.key not in pending]
+        for record in victims:
+            checkpoints.remove(record)
     by_key, outstanding = run.by_key, run.outstanding
     for record in victims:
-        checkpoints.remove(record)
         del by_key[record.key]
         outstanding[record.key] = record.path
     return victims

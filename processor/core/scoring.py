@@ -12,6 +12,7 @@ from typing import Any
 
 SortKey = tuple[bool, float, int]
 _MISSING = object()
+_PARTS: dict[str, tuple[str, ...]] = {}  # "val/acc" -> ("val", "acc"): split once per attribute name
 
 
 def lookup(metrics: dict[str, Any], attribute: str) -> Any:
@@ -19,13 +20,17 @@ def lookup(metrics: dict[str, Any], attribute: str) -> Any:
     value = metrics.get(attribute, _MISSING)
     if value is not _MISSING and not isinstance(value, dict):
         return value
-    if "/" not in attribute:
-        return _MISSING
+    parts = _PARTS.get(attribute)
+    if parts is None:
+        if "/" not in attribute:
+            return _MISSING
+        parts = _PARTS[attribute] = tuple(attribute.split("/"))
     node: Any = metrics
-    for part in attribute.split("/"):
-        if not isinstance(node, dict) or part not in node:
-            return _flat_lookup(metrics, attribute)
-        node = node[part]
+    try:  # JSON values other than dicts raise TypeError when indexed by a str
+        for part in parts:
+            node = node[part]
+    except (KeyError, TypeError):
+        return _flat_lookup(metrics, attribute)
     return _MISSING if isinstance(node, dict) else node
 
 
@@ -47,10 +52,12 @@ def score(metrics: dict[str, Any], attribute: str | None, order: str) -> tuple[b
     if attribute is None:
         return False, -math.inf, None
     value = lookup(metrics, attribute)
-    if value is _MISSING:
-        return False, -math.inf, "score_missing"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False, -math.inf, "score_not_numeric"
+    kind = type(value)
+    if kind is not float and kind is not int:  # exact types first: the common case in two checks
+        if value is _MISSING:
+            return False, -math.inf, "score_missing"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False, -math.inf, "score_not_numeric"
     if value != value:
         return False, -math.inf, "score_nan"
     return True, (value if order == "max" else -value), None

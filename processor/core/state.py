@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from events.models import CheckpointConfig, RunStartedData, ValidationSpec
 from processor.core.ordering import SortedRecords
-from processor.core.paths import key_of, parse_url
+from processor.core.paths import canonical_below, key_of, parse_url
 from processor.core.scoring import SortKey
 
 DEFAULT_DEDUP_WINDOW = 4096
@@ -60,10 +61,12 @@ class RunState:
     outstanding: dict[str, str] = field(default_factory=dict)  # normalised key -> path to delete
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
+    is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
 
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
         self.score_attribute = self.config.checkpoint_score_attribute
+        self.is_own_key = canonical_below(self.root_prefix)
 
     @property
     def validated(self) -> int:

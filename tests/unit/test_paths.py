@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
+from processor.core.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
 from processor.core.state import root_prefix
 
 
@@ -54,10 +54,10 @@ def test_fast_key_agrees_with_full_parse(proto: str, segments: list[str], lead: 
 
 
 def test_doubled_slash_right_after_the_root_is_not_a_canonical_key() -> None:
-    from processor.core.fold import _clean_below
-
-    assert not _clean_below("file:///data/r//a", root_prefix("file:///data/r"))  # found by hypothesis
-    assert _clean_below("file:///data/r/a", root_prefix("file:///data/r"))
+    own_key = canonical_below(root_prefix("file:///data/r"))
+    assert not own_key("file:///data/r//a")  # found by hypothesis
+    assert own_key("file:///data/r/a")
+    assert not own_key("file:///data/r/.x") and not own_key("file:///data/r/a/") and not own_key("file:///data/r/")
 
 
 def test_root_prefix_matches_only_below_the_root() -> None:
@@ -73,9 +73,8 @@ def test_root_prefix_matches_only_below_the_root() -> None:
        st.lists(SEGMENT, max_size=5), st.booleans())
 def test_fold_fast_path_only_accepts_canonical_paths_below_the_root(root: str, proto: str, segments: list[str],
                                                                    trail: bool) -> None:
-    from processor.core.fold import _clean_below
-
+    own_key = canonical_below(root_prefix(root))
     for base in (root, proto + "/data/r", proto + "b/r"):
         path = base + "/" + "/".join(segments) + ("/" if trail else "")
-        if _clean_below(path, root_prefix(root)):
+        if own_key(path):
             assert path == normalize(path) and is_within(root, path), path
