@@ -12,6 +12,7 @@ kept records (it doubled the time to build the keep=None document).
 from __future__ import annotations
 
 import gc
+import json
 import multiprocessing
 import os
 from collections.abc import Iterable, Sequence
@@ -125,15 +126,52 @@ def fold_file(
         with path.open("rb") as stream:
             result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
         return result.document(), result.deletions
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False)
+    runs, rejected, deletions = _fold_parallel(path, job, workers)
+    return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
+
+
+def fold_file_text(
+    path: Path,
+    settings: FoldSettings | None = None,
+    *,
+    workers: int = 1,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    with_deletions: bool = True,
+    indent: int | None = None,
+) -> tuple[str, list[Deletion]]:
+    """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
+    With several workers each encodes its own runs, so the encoding runs in parallel too."""
+    if workers <= 1 or indent is not None:
+        document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
+                                        with_deletions=with_deletions)
+        return json.dumps(document, indent=indent), deletions
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True)
+    runs, rejected, deletions = _fold_parallel(path, job, workers)
+    body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
+    return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}', deletions
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    settings: FoldSettings | None
+    max_bytes: int
+    max_depth: int
+    with_deletions: bool
+    as_text: bool  # workers return each view as JSON text rather than as a dict
+
+
+def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]],
+                                                                 list[Deletion]]:
+    """Runs (in order of first appearance), rejections (by line) and deletions of all shards."""
     shards = plan(_head_lines(path), workers)
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
-        parts = pool.starmap(_fold_shard, [(str(path), settings, k, shards, max_bytes, max_depth, with_deletions)
-                                           for k in range(workers)])
+        parts = pool.starmap(_fold_shard, [(str(path), job, k, shards) for k in range(workers)])
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
-    deletions = [d for part in parts for d in part[2]]
-    return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
+    return runs, rejected, [d for part in parts for d in part[2]]
 
 
 def auto_workers(path: Path) -> int:
@@ -151,10 +189,12 @@ def _head_lines(path: Path) -> list[bytes]:
     return lines if len(head) < SAMPLE_BYTES else lines[:-1]
 
 
-def _fold_shard(path: str, settings: FoldSettings | None, mine: int, shards: Shards, max_bytes: int,
-                max_depth: int, with_deletions: bool,
-                ) -> tuple[list[tuple[int, str, dict[str, Any]]], list[dict[str, Any]], list[Deletion]]:
+def _fold_shard(path: str, job: _Job, mine: int, shards: Shards,
+                ) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
     with open(path, "rb") as stream:
-        result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth, shard=(mine, shards))
-    runs = [(result.first_line.get(run_id, 0), run_id, view) for run_id, view in result.document()["runs"].items()]
-    return runs, result.rejected, result.deletions if with_deletions else []
+        result = fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth,
+                            shard=(mine, shards))
+    views = result.document()["runs"].items()
+    runs = [(result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
+            for run_id, view in views]
+    return runs, result.rejected, result.deletions if job.with_deletions else []

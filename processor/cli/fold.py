@@ -15,7 +15,7 @@ from processor.cli.main import app
 from processor.core.state import FoldSettings
 from processor.cli.errors import cli_errors
 from processor.errors import ConfigError
-from processor.foldfile import auto_workers, fold_file, fold_lines
+from processor.foldfile import auto_workers, fold_file_text, fold_lines
 
 
 def settings_from_flags(keep: int | None, attribute: str | None, order: str, root: str | None) -> FoldSettings:
@@ -48,14 +48,15 @@ def fold_command(
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
     if file == "-":
         result = fold_lines(sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth)
-        document, deletions = result.document(), result.deletions
+        text, deletions = json.dumps(result.document(), indent=indent), result.deletions
     else:
         path = Path(file)
         if not path.is_file():
             typer.echo(f"error: {file}: no such file; give a file of JSON lines or - for stdin", err=True)
             raise typer.Exit(2)
-        document, deletions = fold_file(path, settings, workers=workers or auto_workers(path),
-                                        max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply)
+        text, deletions = fold_file_text(path, settings, workers=workers or auto_workers(path),
+                                         max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply,
+                                         indent=indent)
     failures: list[str] = []
     if apply and deletions:
         from processor.storage.apply import delete_now
@@ -63,6 +64,6 @@ def fold_command(
         failures = delete_now(deletions, outer_root=storage_root)
         for message in failures:
             typer.echo(f"error: {message}", err=True)
-    sys.stdout.write(json.dumps(document, indent=indent) + "\n")
+    sys.stdout.write(text + "\n")
     if failures:
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from processor.core import FoldSettings
 from processor.core.snapshot import canonical
 from processor import foldfile
-from processor.foldfile import fold_file, fold_lines
+from processor.foldfile import fold_file, fold_file_text, fold_lines
 from processor.sharding import AMBIGUOUS, plan, route, shard_of
 from tests import factories as f
 from tests.unit.test_fold_properties import logs
@@ -56,6 +56,8 @@ def test_sharded_fold_equals_single_fold(tmp_path: Path, lines: list[bytes], wor
     assert list(document["runs"]) == list(single.document()["runs"])  # runs in order of appearance
     assert sorted(deletions) == sorted(single.deletions)
     assert json.loads(canonical(document))["rejected"] == single.rejected
+    text, _ = fold_file_text(path, config, workers=workers)  # what `ckptlog fold` prints
+    assert text == json.dumps(single.document())
 
 
 def test_plan_balances_runs_by_their_lines() -> None:
