@@ -42,7 +42,6 @@ class FoldResult:
     deletions: list[Deletion] = field(default_factory=list)
     applied: int = 0
     duplicates: int = 0
-    outputs: int = 0
     first_line: dict[str, int] = field(default_factory=dict)  # run id -> line that created it
 
     def document(self) -> dict[str, Any]:
@@ -64,11 +63,11 @@ def fold_lines(
     shard: tuple[int, Shards] | None = None,
 ) -> FoldResult:
     """Fold one event per line; blank lines are skipped, every other line is applied or rejected."""
-    result = FoldResult(Fold(settings))
+    result = FoldResult(Fold(settings, emit=False))  # the document needs views, not output events
     apply, runs, first_line = result.fold.apply, result.fold.runs, result.first_line
     mine, shards = shard if shard is not None else (0, Shards(1))
     route = shards.route if shards.count > 1 else None
-    applied = outputs = duplicates = 0
+    applied = duplicates = 0
     for lineno, raw in enumerate(lines, 1):
         if not lineno & GC_FREEZE_MASK:
             gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
@@ -90,13 +89,12 @@ def fold_lines(
             continue
         applied += 1
         duplicates += effects.duplicate
-        outputs += len(effects.outputs)
         if effects.deletions:
             _evicted(result, effects.deletions)
         if new_run and subject in runs:
             first_line[subject] = lineno
     gc.freeze()  # and stays frozen: building the document must not re-scan the state either
-    result.applied, result.outputs, result.duplicates = applied, outputs, duplicates
+    result.applied, result.duplicates = applied, duplicates
     return result
 
 

@@ -52,13 +52,13 @@ async def rebuild(settings: ServiceSettings, bootstrap: str, out_url: str, from_
 async def _rebuild_one(settings: ServiceSettings, conn: KafkaConnection, pid: PartitionId, out_url: str,
                        from_snapshot: str | None, progress: Progress | None) -> Rebuilt:
     fold_settings = settings.fold_settings()
-    fold, start, snapshot = Fold(fold_settings), 0, None
+    fold, start, snapshot = Fold(fold_settings, emit=False), 0, None
     if from_snapshot is not None:
         source = SnapshotStore(from_snapshot, pid.topic, pid.partition)
         snapshot = await asyncio.to_thread(source.load_latest, decode)
         if snapshot is not None:
             check_snapshot(pid, snapshot, fold_settings, source.url)
-            fold, start = Fold(fold_settings, snapshot.runs), snapshot.next_offset
+            fold, start = Fold(fold_settings, snapshot.runs, emit=False), snapshot.next_offset
     names = TopicNames(settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
                        settings.watermarks_topic, settings.state_topic, settings.dlq_topic)
     folder = BatchFolder(fold, RecordFactory(names, pid), settings.max_payload_bytes, settings.max_depth)

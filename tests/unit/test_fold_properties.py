@@ -96,6 +96,16 @@ def test_at_most_num_to_keep_non_exempt(lines: list[bytes]) -> None:
 
 
 @PROFILE
+@given(logs())
+def test_without_outputs_the_state_deletions_and_rejections_are_the_same(lines: list[bytes]) -> None:
+    full, full_trace = run_all(lines)
+    quiet, quiet_trace = run_all(lines, Fold(SETTINGS, emit=False))
+    assert all(not outputs for outputs, _, _ in quiet_trace)
+    assert [t[1:] for t in quiet_trace] == [t[1:] for t in full_trace]
+    assert state_bytes(quiet) == state_bytes(full)
+
+
+@PROFILE
 @given(logs(), st.integers(0, 60))
 def test_snapshot_restore_continue_equals_uninterrupted(lines: list[bytes], cut: int) -> None:
     cut = min(cut, len(lines))
