@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bench.workload import events, write
+from events.codec import decode_event
 from processor.foldfile import fold_lines
 
 
@@ -30,15 +31,15 @@ def whole_process(path: Path, reports: int, workers: int) -> float:
     return reports / elapsed
 
 
-def tail_cost_us(reports: int, tail: int = 10_000) -> float:
-    """Microseconds per report over the last `tail` reports of a `reports`-long keep=None log."""
+def tail_cost_us(reports: int, emit: bool, tail: int = 10_000) -> float:
+    """Microseconds per report over the last `tail` reports of a `reports`-long keep=None log;
+    `emit`: build output events too, as the processor does (`ckptlog fold` does not)."""
     lines = list(events(reports, None, 0.0))
     head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
     result = fold_lines(head)
     fold = result.fold
+    fold.emit = emit
     gc.freeze()  # as `ckptlog fold` does every 64k lines
-    from events.codec import decode_event
-
     decoded = [decode_event(line) for line in last]
     start = time.perf_counter()
     for event in decoded:
@@ -59,9 +60,10 @@ def main() -> None:
                 rate = whole_process(path, n, workers)
                 print(f"ckptlog fold --workers {workers}, whole process, {n:,} reports ({lines:,} events), "
                       f"keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
-    small, large = tail_cost_us(10_000 + 10_000), tail_cost_us(n)
-    print(f"keep=None fold cost per report (last 10k reports): at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
-          f"ratio {large / small:.2f}", flush=True)
+    for emit, who in ((False, "ckptlog fold"), (True, "with output events, as the processor")):
+        small, large = tail_cost_us(10_000 + 10_000, emit), tail_cost_us(n, emit)
+        print(f"keep=None fold cost per report (last 10k reports), {who}: at 20k {small:.2f} us, "
+              f"at {n:,} {large:.2f} us, ratio {large / small:.2f}", flush=True)
 
 
 if __name__ == "__main__":
