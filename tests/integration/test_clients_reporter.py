@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from ckptlog import AsyncReporter, Reporter, ids
 from events.codec import decode_event
-from events.models import Report, RunStarted, WorkerGroupRestart
 from processor.cli.main import _register, app
 from processor.foldfile import fold_lines
 from processor.kafka.connection import KafkaConnection
@@ -47,7 +46,8 @@ async def test_async_reporter_sends_valid_events_and_a_rerun_repeats_the_ids(
     assert first[5] == ids.report_id("run-a", 1, 0)
     values = await _sent_values(kafka_bootstrap, topic)
     events = [decode_event(value, key) for key, value in values]
-    assert [type(e) for e in events[:6]] == [RunStarted, Report, Report, Report, WorkerGroupRestart, Report]
+    assert [e.type.split(".")[1] for e in events[:6]] == ["run_started", "report", "report", "report",
+                                                         "worker_group_restart", "report"]
     folded = fold_lines(v for _, v in values)
     assert not folded.rejected and folded.duplicates == 6
     view = folded.document()["runs"]["run-a"]
