@@ -9,7 +9,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -95,7 +95,7 @@ async def test_failed_attempts_are_retried_with_backoff(
     flaky.failures_left = 2
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=5, base_delay=0.05),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
         assert await deleter.drain(timeout=10)
@@ -113,7 +113,7 @@ async def test_exhausted_deletion_stays_outstanding_until_retried(
     flaky.failures_left = 1000
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.001),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     key = ("r1", f"{ROOT}/ckpt_1")
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit(*key, ROOT)
@@ -147,7 +147,7 @@ async def test_deletion_counts_only_once_confirmed_gone(flaky: type[FlakyFS]) ->
     put(f"{ROOT}/ckpt_1/model.bin")
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
     assert not await deleter.drain(timeout=10)
     assert done == [] and "still exists after deleting" in deleter.failed[("r1", f"{ROOT}/ckpt_1")]
@@ -198,21 +198,23 @@ async def test_failing_on_done_is_logged_and_does_not_stop_others(
     for i in (1, 2):
         put(f"{ROOT}/ckpt_{i}/model.bin")
 
-    def on_done(run_id: str, path: str) -> None:
+    def on_done(done: Sequence[tuple[str, str]]) -> None:
         raise RuntimeError("recorder is down")
 
-    deleter = Deleter(on_done=on_done)
+    deleter = Deleter(on_done=on_done, concurrency=1)
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+        assert await deleter.drain(timeout=10)
         deleter.submit("r1", f"{ROOT}/ckpt_2", ROOT)
         assert await deleter.drain(timeout=10)
     assert sum("on_done callback failed" in r.getMessage() for r in caplog.records) == 2
+    assert deleter.outstanding == frozenset()
     assert not exists(f"{ROOT}/ckpt_1") and not exists(f"{ROOT}/ckpt_2")
 
 
 async def test_missing_local_path_counts_as_deleted(tmp_path: Path) -> None:
     done: list[tuple[str, str]] = []
-    deleter = Deleter(on_done=lambda run, path: done.append((run, path)))
+    deleter = Deleter(on_done=done.extend)
     assert deleter.submit("r1", f"{tmp_path}/runs/r1/never_written", f"{tmp_path}/runs/r1")
     assert await deleter.drain(timeout=10)
     assert done == [("r1", f"{tmp_path}/runs/r1/never_written")]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
 
 from processor.core.fold import Fold
+from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.errors import BrokerError, OffsetOutOfRange
 from processor.kafka.records import OutRecord, PartitionId
@@ -48,9 +49,10 @@ class Deleter:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
 
-    def submit(self, run_id: str, path: str, root: str) -> bool:
-        self.submitted.append((run_id, path, root))
-        return True
+    def submit_many(self, requests: Iterable[Deletion]) -> int:
+        before = len(self.submitted)
+        self.submitted.extend((r.run_id, r.path, r.root) for r in requests)
+        return len(self.submitted) - before
 
 
 def make_task(tmp_path: Path, start: int = 0, publish_from: int = 0, every: int = 10_000,
@@ -125,11 +127,10 @@ async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: 
     task, _, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    record = task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000000")
-    assert record is not None and (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
-    assert task.deletion_done("run-unknown", "file:///x") is None
+    record, = task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000000"), ("run-unknown", "file:///x")])
+    assert (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
     await task.close(graceful=True)
-    assert task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000001") is None
+    assert task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000001")]) == []
 
 
 async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
