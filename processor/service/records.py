@@ -65,6 +65,7 @@ def deletion_completed_event(run_id: str, path: str) -> dict[str, Any]:
 
 _COMPLETED_HEAD = b',"source":%b,"type":%b,"subject":' % (encode_json(PROCESSOR_SOURCE), encode_json(DELETION_COMPLETED))
 _COMPLETED_DATA = _DATA + b'{"checkpoint_path":'
+_COMPLETED_ID = _ID + b'"deleted:'
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +93,7 @@ class RecordFactory:
         Byte-identical to `encode_json(envelope(...))`, built from pre-encoded pieces (hot path: ~4
         records per event): the id is the partition's prefix + offset + sequence, so only `data` and the
         subject go through the JSON encoder."""
-        cached = self._runs.get(run_id)
-        if cached is None:
-            if len(self._runs) >= _RUN_CACHE_LIMIT:
-                self._runs.clear()
-            cached = self._runs[run_id] = (run_id.encode(), encode_json(run_id))
-        key, subject = cached
+        key, subject = self._runs.get(run_id) or self._run_pieces(run_id)
         names = self.names
         id_offset = b"%b%d:" % (self._id_prefix, offset)
         append, make = into.append, OutRecord._make
@@ -111,6 +107,15 @@ class RecordFactory:
             append(make((names.checkpoints, key, value, _NO_HEADERS, None)))
             if kind == "watermark":
                 append(make((names.watermarks, key, value, _NO_HEADERS, None)))
+
+    def _run_pieces(self, run_id: str) -> tuple[bytes, bytes]:
+        """(Kafka key, JSON-encoded subject) of a run, cached: every output and completion needs them."""
+        pieces = self._runs.get(run_id)
+        if pieces is None:
+            if len(self._runs) >= _RUN_CACHE_LIMIT:
+                self._runs.clear()
+            pieces = self._runs[run_id] = (run_id.encode(), encode_json(run_id))
+        return pieces
 
     def view(self, run_id: str, view: View) -> OutRecord:
         return OutRecord(self.names.state, run_id.encode(), encode_json(view))
@@ -127,11 +132,13 @@ class RecordFactory:
     def deletion_completed(self, run_id: str, path: str) -> OutRecord:
         """Written back to this input partition so the fold drops the path from `outstanding`.
 
-        Byte-identical to `encode_json` of the event dict (see `deletion_completed_event`), built from
-        pre-encoded pieces: one per confirmed deletion."""
-        value = b"".join((_ID, encode_json(f"deleted:{run_id}:{path}"), _COMPLETED_HEAD, encode_json(run_id),
-                          _COMPLETED_DATA, encode_json(path), b"}}"))
-        return OutRecord(self.pid.topic, run_id.encode(), value, _NO_HEADERS, self.pid.partition)
+        Byte-identical to `encode_json(deletion_completed_event(...))`, built from pre-encoded pieces (one
+        per confirmed deletion); JSON string escaping is per character, so the id's pieces concatenate."""
+        key, subject = self._run_pieces(run_id)
+        path_json = encode_json(path)
+        value = b"".join((_COMPLETED_ID, subject[1:-1], b":", path_json[1:], _COMPLETED_HEAD, subject,
+                          _COMPLETED_DATA, path_json, b"}}"))
+        return OutRecord._make((self.pid.topic, key, value, _NO_HEADERS, self.pid.partition))
 
     def checkpoints_missing(self, run_id: str, missing: Sequence[str], restored_at: int) -> OutRecord:
         """Flag a run whose kept checkpoints are gone; the id names the restore point, not an input."""

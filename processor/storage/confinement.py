@@ -8,8 +8,6 @@ spellings by prefix: the per-path check runs on the event loop for every evictio
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from processor.core.paths import UnsafePath, fast_key, key_of, parse_url
 
 _ROOT_CACHE_LIMIT = 10_000
@@ -31,11 +29,9 @@ class Bound:
         return len(key) > len(self.prefix) and key.startswith(self.prefix)
 
 
-class Checked(NamedTuple):
-    """`problem` is None when the path may be deleted; `url` is then its canonical spelling."""
-
-    problem: str | None
-    url: str
+Checked = tuple[str | None, str]
+"""(problem, url): no problem means the path may be deleted, and `url` is its canonical spelling.
+A plain tuple: one is built per eviction."""
 
 
 class Confinement:
@@ -49,37 +45,36 @@ class Confinement:
     def check(self, path: str, root: str) -> Checked:
         """Why `path` must not be deleted (or None), and the canonical URL to delete."""
         if "*" in path or "?" in path or "[" in path:
-            return Checked("it has glob characters (*, ?, [) that fsspec would expand", path)
+            return "it has glob characters (*, ?, [) that fsspec would expand", path
         key = fast_key(path)
         if key is None:  # an unusual spelling: parse it fully
             problem = _url_problem(path)
             if problem is not None:
-                return Checked(problem, path)
+                return problem, path
             key = key_of(parse_url(path))
-        bound = self._root(root)
+        bound = self._roots.get(root) or self._root(root)
         outer = self._outer
-        if bound.problem is not None:
-            return Checked(bound.problem, key)
-        if outer is not None and outer.problem is not None:
-            return Checked(outer.problem, key)
-        if not bound.holds(key):
-            return Checked(f"it is not strictly under the run's storage root {root}", key)
+        problem = bound.problem or (outer.problem if outer is not None else None)
+        if problem is not None:
+            return problem, key
+        prefix = bound.prefix
+        if len(key) <= len(prefix) or not key.startswith(prefix):
+            return f"it is not strictly under the run's storage root {root}", key
         if outer is not None and not outer.holds(key):
-            return Checked(f"it is not strictly under the processor's storage bound {self._outer_root}", key)
-        return Checked(None, key)
+            return f"it is not strictly under the processor's storage bound {self._outer_root}", key
+        return None, key
 
     def _root(self, root: str) -> Bound:
-        bound = self._roots.get(root)
-        if bound is None:
-            if len(self._roots) >= _ROOT_CACHE_LIMIT:
-                self._roots.clear()
-            bound = self._roots[root] = Bound(root)
+        """Parse a root not seen before (the cache is cleared when it grows past its limit)."""
+        if len(self._roots) >= _ROOT_CACHE_LIMIT:
+            self._roots.clear()
+        bound = self._roots[root] = Bound(root)
         return bound
 
 
 def confinement_problem(path: str, root: str, outer_root: str | None = None) -> str | None:
     """Why `path` must not be deleted, or None when it lies strictly under both bounds."""
-    return Confinement(outer_root).check(path, root).problem
+    return Confinement(outer_root).check(path, root)[0]
 
 
 def _url_problem(url: str) -> str | None:
