@@ -128,18 +128,20 @@ class Deleter:
             raise StorageError("Deleter is closed; cannot delete more paths — submit them to the new Deleter "
                                "after restart")
         accepted = 0
-        check = self._confinement.check
-        for request in requests:
+        check, outstanding, failed, active, ready = (self._confinement.check, self._outstanding, self._failed,
+                                                     self._active, self._ready)
+        for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
             problem, url = check(request.path, request.root)
             if problem is not None:
                 self._refuse(key, problem)
                 continue
             accepted += 1
-            self._outstanding[key] = url
-            self._failed.pop(key, None)
-            if key not in self._active:
-                self._ready[key] = None
+            outstanding[key] = url
+            if failed:
+                failed.pop(key, None)
+            if key not in active:
+                ready[key] = None
         if accepted:
             self._schedule_pump()
         return accepted
@@ -251,10 +253,12 @@ class Deleter:
         self._pump()
 
     def _confirmed(self, keys: list[Key]) -> None:
+        outstanding, active, attempts = self._outstanding, self._active, self._attempts
         for key in keys:
-            del self._outstanding[key]
-            self._active.discard(key)
-            self._attempts.pop(key, None)
+            del outstanding[key]
+            active.discard(key)
+            if attempts:
+                attempts.pop(key, None)
         if not keys or self._on_done is None:
             return
         try:
