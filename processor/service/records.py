@@ -63,7 +63,8 @@ def deletion_completed_event(run_id: str, path: str) -> dict[str, Any]:
             "data": {"checkpoint_path": path}}
 
 
-_COMPLETED_HEAD = b',"source":%b,"type":%b,"subject":' % (encode_json(PROCESSOR_SOURCE), encode_json(DELETION_COMPLETED))
+_COMPLETED_HEAD = b',"source":%b,"type":%b,"subject":' % (encode_json(PROCESSOR_SOURCE),
+                                                           encode_json(DELETION_COMPLETED))
 _COMPLETED_DATA = _DATA + b'{"checkpoint_path":'
 _COMPLETED_ID = _ID + b'"deleted:'
 
