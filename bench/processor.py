@@ -83,6 +83,9 @@ class NullDeleter:
     def submit(self, run_id: str, path: str, root: str) -> bool:
         return True
 
+    def submit_many(self, requests: Any) -> int:
+        return len(requests)
+
     def retry_failed(self) -> int:
         return 0
 

@@ -185,7 +185,7 @@ class StorageContract:
                      "runs/r/ckpt_10/model.bin", "runs/r/ckpt_2"]:
             store.put_immutable(name, b"w")
         done: list[tuple[str, str]] = []
-        deleter = backend.deleter(on_done=lambda run, path: done.append((run, path)))
+        deleter = backend.deleter(on_done=done.extend)
         root, dir_ckpt, file_ckpt = (f"{backend.base_url}/runs/r{s}" for s in ("", "/ckpt_1", "/ckpt_2"))
         assert deleter.submit("r", dir_ckpt, root) and deleter.submit("r", file_ckpt, root)
         assert await deleter.drain(timeout=30)

@@ -32,6 +32,11 @@ class CompletionWriter:
         self._queue.append(record)
         self._wake.set()
 
+    def extend(self, records: list[OutRecord]) -> None:
+        if records:
+            self._queue.extend(records)
+            self._wake.set()
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from processor.core.outputs import Deletion
 from processor.errors import CkptlogError
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import Batch, BatchFolder
@@ -32,12 +33,16 @@ IDLE_FLUSH_S = 0.2
 long, they get their own transaction."""
 
 
+RESUBMIT_CHUNK = 500
+"""Outstanding deletions resubmitted per loop iteration after a restore."""
+
+
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
 """(pid, expected offset, first offset received): raises when the log lost the records between."""
 
 
 class DeletionSink(Protocol):
-    def submit(self, run_id: str, path: str, root: str) -> bool: ...
+    def submit_many(self, requests: Iterable[Deletion]) -> int: ...
 
 
 @dataclass(slots=True)
@@ -164,8 +169,8 @@ class PartitionTask:
         stats.rejected += batch.rejected
         stats.duplicates += batch.duplicates
         stats.batches += 1
-        for deletion in batch.deletions:  # the evictions are durable now
-            self.deleter.submit(deletion.run_id, deletion.path, deletion.root)
+        if batch.deletions:  # the evictions are durable now
+            self.deleter.submit_many(batch.deletions)
         self.snapshots.count(batch.consumed)
 
     def _maybe_snapshot(self) -> None:
@@ -193,25 +198,25 @@ class PartitionTask:
         """State now equals everything durable: resubmit outstanding deletions and check kept
         checkpoints, both in the background so a large backlog never delays processing."""
         self.caught_up = True
-        outstanding = [(run.run_id, path, run.storage_root) for run in self.fold.runs.values()
-                       for path in run.outstanding.values()]
+        outstanding = [Deletion(run.run_id, path, run.storage_root) for run in self.fold.runs.values()
+                       for path in run.outstanding.values() if run.storage_root is not None]
+        for run in self.fold.runs.values():
+            if run.storage_root is None and run.outstanding:
+                log.error("event=deletion_skipped partition=%s run=%s paths=%d reason=no_storage_root", self.pid,
+                          run.run_id, len(run.outstanding))
         kept = {run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items()
                 if len(run.checkpoints)}
         log.info("event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d", self.pid,
                  self.publish_from, len(self.fold.runs), len(outstanding))
         self._check = asyncio.get_running_loop().create_task(self._after_restore(outstanding, kept))
 
-    async def _after_restore(self, outstanding: list[tuple[str, str, str | None]], kept: dict[str, list[str]]) -> None:
-        for i, (run_id, path, root) in enumerate(outstanding):
-            if i % 500 == 499:
+    async def _after_restore(self, outstanding: list[Deletion], kept: dict[str, list[str]]) -> None:
+        for start in range(0, len(outstanding), RESUBMIT_CHUNK):
+            if start:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
             if not self.usable:
                 return
-            if root is None:
-                log.error("event=deletion_skipped partition=%s run=%s path=%s reason=no_storage_root", self.pid,
-                          run_id, path)
-            else:
-                self.deleter.submit(run_id, path, root)
+            self.deleter.submit_many(outstanding[start:start + RESUBMIT_CHUNK])
         await self._check_kept(kept, self.publish_from)
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
@@ -225,11 +230,13 @@ class PartitionTask:
                       self.pid, run_id, still)
             self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
 
-    def deletion_done(self, run_id: str, path: str) -> OutRecord | None:
-        """The completion event to write back for a confirmed deletion (None once the task is closed)."""
-        if self.usable and run_id in self.fold.runs:
-            return self.folder.factory.deletion_completed(run_id, path)
-        return None
+    def deletions_done(self, done: Iterable[tuple[str, str]]) -> list[OutRecord]:
+        """The completion events to write back for confirmed (run id, path) deletions of this partition's
+        runs; none once the task is closed (the next owner resubmits what is still outstanding)."""
+        if not self.usable:
+            return []
+        runs, completed = self.fold.runs, self.folder.factory.deletion_completed
+        return [completed(run_id, path) for run_id, path in done if run_id in runs]
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs

@@ -70,7 +70,8 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
 
 
 DeleterFactory = Callable[..., Deleter]
-"""Builds the deleter: keyword arguments outer_root, on_done, concurrency, storage_options."""
+"""Builds the deleter: keyword arguments outer_root, on_done (called with a batch of confirmed (run id, path)
+keys), concurrency, storage_options."""
 
 
 class Processor:
@@ -123,7 +124,7 @@ class Processor:
         log.info("event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s", bootstrap,
                  self.settings.group_id, self.settings.guarantee, self.settings.input_topic,
                  counts[self.settings.input_topic], self.settings.snapshots)
-        self._deleter = self._deleter_factory(outer_root=self.settings.storage_root, on_done=self._deletion_done,
+        self._deleter = self._deleter_factory(outer_root=self.settings.storage_root, on_done=self._deletions_done,
                                 concurrency=self.settings.deletion_concurrency,
                                 storage_options=self.settings.checkpoint_storage_options)
         try:
@@ -286,13 +287,21 @@ class Processor:
         await asyncio.gather(*(self._close(pid, graceful and self.tasks[pid].broken is None)
                                for pid in list(self.tasks)))
 
-    def _deletion_done(self, run_id: str, path: str) -> None:
-        for task in self.tasks.values():
-            if task.owns(run_id):
-                record = task.deletion_done(run_id, path)
-                if record is not None and self._completions is not None:
-                    self._completions.add(record)
-                return
+    def _deletions_done(self, done: Sequence[tuple[str, str]]) -> None:
+        """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions."""
+        if self._completions is None:
+            return
+        owners: dict[str, PartitionId | None] = {}
+        by_task: dict[PartitionId, list[tuple[str, str]]] = {}
+        for key in done:
+            run_id = key[0]
+            if run_id not in owners:
+                owners[run_id] = next((pid for pid, task in self.tasks.items() if task.owns(run_id)), None)
+            owner = owners[run_id]
+            if owner is not None:
+                by_task.setdefault(owner, []).append(key)
+        for pid, keys in by_task.items():
+            self._completions.extend(self.tasks[pid].deletions_done(keys))
 
     async def _shutdown(self) -> None:
         if self._deleter is not None and self._fatal is None:

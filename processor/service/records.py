@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
 from functools import partial
+from typing import Any
 
 import pydantic_core
 
@@ -46,9 +46,27 @@ _DATA = b',"datacontenttype":"application/json","data":'
 _HEADS: dict[str, bytes] = {}
 
 
+_SEQS = 16
+_RUN_CACHE_LIMIT = 100_000
+_SEQ = [b'%d"' % seq for seq in range(_SEQS)]  # an id's '{seq}"' ending
+
+
 def _head(name: str) -> bytes:
     head = _HEADS[name] = f',"source":"{PROCESSOR_SOURCE}","type":"ckptlog.{name}.v1","subject":'.encode()
     return head
+
+
+def deletion_completed_event(run_id: str, path: str) -> dict[str, Any]:
+    """The internal `ckptlog.deletion_completed.v1` event confirming that `path` is gone."""
+    return {"specversion": "1.0", "id": f"deleted:{run_id}:{path}", "source": PROCESSOR_SOURCE,
+            "type": DELETION_COMPLETED, "subject": run_id, "datacontenttype": "application/json",
+            "data": {"checkpoint_path": path}}
+
+
+_COMPLETED_HEAD = b',"source":%b,"type":%b,"subject":' % (encode_json(PROCESSOR_SOURCE),
+                                                           encode_json(DELETION_COMPLETED))
+_COMPLETED_DATA = _DATA + b'{"checkpoint_path":'
+_COMPLETED_ID = _ID + b'"deleted:'
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +84,39 @@ class RecordFactory:
 
     def __init__(self, names: TopicNames, pid: PartitionId) -> None:
         self.names, self.pid = names, pid
+        # '{"specversion":"1.0","id":"ckptlog:{topic}:{partition}:' -- JSON-escaped, without the closing quote
+        self._id_prefix = _ID + encode_json(output_id(pid.topic, pid.partition, 0, 0))[:-4]
+        self._runs: dict[str, tuple[bytes, bytes]] = {}  # run id -> (key, JSON subject): ids repeat per event
 
     def outputs(self, run_id: str, offset: int, outputs: Sequence[Output], into: list[OutRecord]) -> None:
         """Append the envelopes of one applied event's outputs (sequence = index in `outputs`).
 
-        Byte-identical to `encode_json(envelope(...))`, built from pre-encoded pieces (hot path)."""
-        key = run_id.encode()
-        subject = encode_json(run_id)
-        names, topic, partition = self.names, self.pid.topic, self.pid.partition
-        append = into.append
-        for seq, out in enumerate(outputs):
-            head = _HEADS.get(out.type) or _head(out.type)
-            value = b"".join((_ID, encode_json(output_id(topic, partition, offset, seq)), head, subject, _DATA,
-                              encode_json(out.data), b"}"))
-            if out.type == "validation_requested":
-                append(OutRecord(names.validations, key, value))
+        Byte-identical to `encode_json(envelope(...))`, built from pre-encoded pieces (hot path: ~4
+        records per event): the id is the partition's prefix + offset + sequence, so only `data` and the
+        subject go through the JSON encoder."""
+        key, subject = self._runs.get(run_id) or self._run_pieces(run_id)
+        names = self.names
+        id_offset = b"%b%d:" % (self._id_prefix, offset)
+        append, make = into.append, OutRecord._make
+        for seq, (kind, data) in enumerate(outputs):
+            head = _HEADS.get(kind) or _head(kind)
+            value = b"".join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, head, subject, _DATA,
+                              encode_json(data), b"}"))
+            if kind == "validation_requested":
+                append(make((names.validations, key, value, _NO_HEADERS, None)))
                 continue
-            append(OutRecord(names.checkpoints, key, value))
-            if out.type == "watermark":
-                append(OutRecord(names.watermarks, key, value))
+            append(make((names.checkpoints, key, value, _NO_HEADERS, None)))
+            if kind == "watermark":
+                append(make((names.watermarks, key, value, _NO_HEADERS, None)))
+
+    def _run_pieces(self, run_id: str) -> tuple[bytes, bytes]:
+        """(Kafka key, JSON-encoded subject) of a run, cached: every output and completion needs them."""
+        pieces = self._runs.get(run_id)
+        if pieces is None:
+            if len(self._runs) >= _RUN_CACHE_LIMIT:
+                self._runs.clear()
+            pieces = self._runs[run_id] = (run_id.encode(), encode_json(run_id))
+        return pieces
 
     def view(self, run_id: str, view: View) -> OutRecord:
         return OutRecord(self.names.state, run_id.encode(), encode_json(view))
@@ -99,11 +131,15 @@ class RecordFactory:
         return OutRecord(self.names.dlq, record.key, record.value, tuple(headers))
 
     def deletion_completed(self, run_id: str, path: str) -> OutRecord:
-        """Written back to this input partition so the fold drops the path from `outstanding`."""
-        event = {"specversion": "1.0", "id": f"deleted:{run_id}:{path}", "source": PROCESSOR_SOURCE,
-                 "type": DELETION_COMPLETED, "subject": run_id, "datacontenttype": "application/json",
-                 "data": {"checkpoint_path": path}}
-        return OutRecord(self.pid.topic, run_id.encode(), encode_json(event), partition=self.pid.partition)
+        """Written back to this input partition so the fold drops the path from `outstanding`.
+
+        Byte-identical to `encode_json(deletion_completed_event(...))`, built from pre-encoded pieces (one
+        per confirmed deletion); JSON string escaping is per character, so the id's pieces concatenate."""
+        key, subject = self._run_pieces(run_id)
+        path_json = encode_json(path)
+        value = b"".join((_COMPLETED_ID, subject[1:-1], b":", path_json[1:], _COMPLETED_HEAD, subject,
+                          _COMPLETED_DATA, path_json, b"}}"))
+        return OutRecord._make((self.pid.topic, key, value, _NO_HEADERS, self.pid.partition))
 
     def checkpoints_missing(self, run_id: str, missing: Sequence[str], restored_at: int) -> OutRecord:
         """Flag a run whose kept checkpoints are gone; the id names the restore point, not an input."""

@@ -8,22 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from processor.storage.deletion import Deleter, RetryPolicy
-
-
-class DeletionRequest(Protocol):
-    """What the fold emits per evicted checkpoint (processor.core.outputs.Deletion)."""
-
-    @property
-    def run_id(self) -> str: ...
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def root(self) -> str: ...
+from processor.storage.deletion import Deleter, DeletionRequest, RetryPolicy
 
 
 def delete_now(
@@ -43,8 +30,7 @@ async def _delete_all(
     retry: RetryPolicy,
 ) -> list[str]:
     deleter = Deleter(outer_root=outer_root, storage_options=storage_options, retry=retry)
-    for deletion in deletions:
-        deleter.submit(deletion.run_id, deletion.path, deletion.root)
+    deleter.submit_many(deletions)
     await deleter.drain()
     await deleter.close()
     refused = [f"refused to delete {path} for run {run_id}: {why}; nothing was deleted"

@@ -1,30 +1,52 @@
 """Background deletion of evicted checkpoint directories (SPEC §3 "Retention").
 
 The fold decides *what* to delete and records it as outstanding state; this module only
-carries deletions out: off the caller's path, a bounded number at a time, idempotently,
-retried with a deterministic backoff, and never outside the run's storage root or the
-processor-wide outer bound. A deletion that keeps failing stays outstanding and is logged,
-never dropped.
+carries deletions out: off the caller's path, idempotently, retried with a deterministic
+backoff, and never outside the run's storage root or the processor-wide outer bound. A
+deletion that keeps failing stays outstanding and is logged, never dropped.
+
+Work is batched because a processor evicts one checkpoint per report: accepted paths wait in
+one queue, and at most `concurrency` jobs run at a time, each deleting up to `batch_size`
+paths in a single worker-thread call (processor.storage.removal) and reporting every path it
+confirmed gone in one `on_done` call. Outcomes stay per path: a failed path is retried alone,
+after its own backoff, while the rest of its batch completes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from processor.core.paths import UnsafePath, is_within, normalize, parse_url
 from processor.errors import StorageError
-from processor.storage.objects import mapped_errors, open_filesystem
+from processor.storage.confinement import Confinement, confinement_problem
+from processor.storage.removal import remove_all
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]
-"""(run id, checkpoint path URL)."""
+__all__ = ["Deleter", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
 
-_GLOB_CHARS = frozenset("*?[")
+Key = tuple[str, str]
+"""(run id, checkpoint path URL as submitted)."""
+
+OnDone = Callable[[Sequence[Key]], None]
+"""Called with the keys of one job that are confirmed gone."""
+
+
+class DeletionRequest(Protocol):
+    """What the fold emits per evicted checkpoint (processor.core.outputs.Deletion)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def root(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -40,60 +62,47 @@ class RetryPolicy:
         return float(min(self.base_delay * 2 ** (attempt - 1), self.max_delay))
 
 
-def confinement_problem(path: str, root: str, outer_root: str | None = None) -> str | None:
-    """Why `path` must not be deleted, or None when it lies strictly under both bounds."""
-    if _GLOB_CHARS & set(path):
-        return "it has glob characters (*, ?, [) that fsspec would expand"
-    for url in (path, root, *([outer_root] if outer_root else [])):
-        try:
-            protocol = parse_url(url).protocol
-        except UnsafePath as exc:
-            return str(exc)
-        if protocol == "file" and not url.split("://", 1)[-1].startswith("/"):
-            return f"{url!r} is a relative local path, which would resolve against the cwd"
-    if not is_within(root, path):
-        return f"it is not strictly under the run's storage root {root}"
-    if outer_root is not None and not is_within(outer_root, path):
-        return f"it is not strictly under the processor's storage bound {outer_root}"
-    return None
-
-
 class Deleter:
     """Deletes checkpoint paths in the background; see the module docstring for the rules.
 
     `storage_options` maps a protocol (`"s3"`) to the fsspec options for URLs of that
     protocol, since one processor serves runs on different backends. Use it from the event
-    loop: `submit` schedules tasks on the running loop.
+    loop: jobs are tasks on the running loop.
     """
 
     def __init__(
         self,
         *,
         outer_root: str | None = None,
-        on_done: Callable[[str, str], None] | None = None,
+        on_done: OnDone | None = None,
         concurrency: int = 8,
         retry: RetryPolicy = RetryPolicy(),
         storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        batch_size: int = 100,
     ) -> None:
-        if concurrency < 1 or retry.max_attempts < 1:
+        if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
             raise StorageError(
-                f"Deleter for {outer_root or 'any root'} needs concurrency >= 1 and "
-                f"max_attempts >= 1 (got {concurrency}, {retry.max_attempts}); fix the settings"
+                f"Deleter for {outer_root or 'any root'} needs concurrency >= 1, max_attempts >= 1 and "
+                f"batch_size >= 1 (got {concurrency}, {retry.max_attempts}, {batch_size}); fix the settings"
             )
-        self._outer_root = outer_root
-        self._on_done = on_done
-        self._retry = retry
-        self._options = dict(storage_options or {})
-        self._slots = asyncio.Semaphore(concurrency)
-        self._outstanding: set[Key] = set()
+        self._confinement = Confinement(outer_root)
+        self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
+        self._concurrency, self._batch_size = concurrency, batch_size
+        self._outstanding: dict[Key, str] = {}  # accepted, not confirmed gone -> canonical URL to delete
+        self._ready: dict[Key, None] = {}  # waiting for a job (insertion-ordered set)
+        self._active: set[Key] = set()  # in a running job or waiting out a backoff
+        self._attempts: dict[Key, int] = {}
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._failed: dict[Key, str] = {}
         self._refused: dict[Key, str] = {}
-        self._tasks: dict[Key, asyncio.Task[None]] = {}
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._settled = asyncio.Event()
+        self._pump_scheduled = False
         self._closed = False
 
     @property
     def outstanding(self) -> frozenset[Key]:
-        """Accepted deletions not yet confirmed gone (in flight, waiting, or failed)."""
+        """Accepted deletions not yet confirmed gone (queued, in flight, waiting, or failed)."""
         return frozenset(self._outstanding)
 
     @property
@@ -109,110 +118,158 @@ class Deleter:
     def submit(self, run_id: str, path: str, root: str) -> bool:
         """Queue deleting `path` for `run_id` without waiting; False when refused.
 
-        A path already in flight is not queued twice; a failed one starts over.
+        A path already queued or in flight is not queued twice; a failed one starts over.
         """
+        return self.submit_many([_Request(run_id, path, root)]) == 1
+
+    def submit_many(self, requests: Iterable[DeletionRequest]) -> int:
+        """`submit` for each request (confinement is still checked per path); how many were accepted."""
         if self._closed:
-            raise StorageError(f"Deleter is closed; cannot delete {path} for run {run_id} — "
-                               "submit it to the new Deleter after restart")
-        problem = confinement_problem(path, root, self._outer_root)
-        if problem is not None:
-            self._refused[(run_id, path)] = problem
-            log.error("refusing to delete %s for run %s: %s; nothing was deleted — fix the "
-                      "checkpoint path or the run's storage root", path, run_id, problem)
-            return False
-        self._outstanding.add((run_id, path))
-        self._start((run_id, path))
-        return True
+            raise StorageError("Deleter is closed; cannot delete more paths — submit them to the new Deleter "
+                               "after restart")
+        accepted = 0
+        check, outstanding, failed, active, ready = (self._confinement.check, self._outstanding, self._failed,
+                                                     self._active, self._ready)
+        for request in requests:  # hot: one per eviction
+            key = (request.run_id, request.path)
+            problem, url = check(request.path, request.root)
+            if problem is not None:
+                self._refuse(key, problem)
+                continue
+            accepted += 1
+            outstanding[key] = url
+            if failed:
+                failed.pop(key, None)
+            if key not in active:
+                ready[key] = None
+        if accepted:
+            self._schedule_pump()
+        return accepted
+
+    def _refuse(self, key: Key, problem: str) -> None:
+        self._refused[key] = problem
+        log.error("refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
+                  "run's storage root", key[1], key[0], problem)
 
     def retry_failed(self) -> int:
         """Start every failed deletion over; returns how many were restarted."""
-        failed = list(self._failed)
+        failed, self._failed = list(self._failed), {}
         for key in failed:
-            self._start(key)
+            self._ready[key] = None
+        if failed:
+            self._schedule_pump()
         return len(failed)
 
-    def _start(self, key: Key) -> None:
-        self._failed.pop(key, None)
-        if key not in self._tasks:
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key))
-
     async def drain(self, timeout: float | None = None) -> bool:
-        """Wait for in-flight deletions; True when every accepted one is confirmed gone."""
+        """Wait for queued and in-flight deletions; True when every accepted one is confirmed gone."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        while self._tasks:
+        while self._ready or self._active:
+            self._settled.clear()
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
                 return False
-            _, pending = await asyncio.wait(list(self._tasks.values()), timeout=remaining)
-            if pending:
+            try:
+                await asyncio.wait_for(self._settled.wait(), remaining)
+            except TimeoutError:
                 return False
         return not self._outstanding
 
     async def close(self) -> None:
         """Stop all work; interrupted deletions stay in `outstanding` for the next start."""
         self._closed = True
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for timer in self._timers.values():
+            timer.cancel()
+        jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
 
-    async def _run(self, key: Key) -> None:
+    # -- scheduling ----------------------------------------------------------------
+
+    def _schedule_pump(self) -> None:
+        """Start jobs on the next loop iteration, so submissions made back to back share jobs."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Start jobs while slots are free, spreading the queue evenly over them."""
+        self._pump_scheduled = False
+        while self._ready and len(self._jobs) < self._concurrency and not self._closed:
+            free = self._concurrency - len(self._jobs)
+            size = min(self._batch_size, -(-len(self._ready) // free))
+            keys = list(itertools.islice(self._ready, size))
+            for key in keys:
+                del self._ready[key]
+            self._active.update(keys)
+            job = asyncio.get_running_loop().create_task(self._job(keys))
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+        self._notify()
+
+    def _notify(self) -> None:
+        if not self._ready and not self._active:
+            self._settled.set()
+
+    async def _job(self, keys: list[Key]) -> None:
+        urls = [self._outstanding[key] for key in keys]
+        try:
+            outcomes = await asyncio.to_thread(remove_all, urls, self._options)
+        except Exception as exc:  # noqa: BLE001 — e.g. no thread left at shutdown: every path is retried
+            outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
+        done: list[Key] = []
+        for key, error in zip(keys, outcomes):
+            if error is None:
+                done.append(key)
+            else:
+                self._attempt_failed(key, error)
+        self._confirmed(done)
+        job = asyncio.current_task()
+        if job is not None:
+            self._jobs.discard(job)  # this job's slot is free now (its done callback comes later)
+        self._pump()
+
+    def _attempt_failed(self, key: Key, error: str) -> None:
+        attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
         run_id, path = key
-        last_error = ""
-        try:
-            for attempt in range(1, self._retry.max_attempts + 1):
-                async with self._slots:
-                    error = await self._attempt(path)
-                if error is None:
-                    self._confirmed(key)
-                    return
-                last_error = error
-                if attempt < self._retry.max_attempts:
-                    delay = self._retry.delay(attempt)
-                    log.warning("deleting %s for run %s failed (attempt %d of %d): %s; "
-                                "retrying in %.2fs", path, run_id, attempt,
-                                self._retry.max_attempts, error, delay)
-                    await asyncio.sleep(delay)
-            self._failed[key] = last_error
-            log.error("could not delete %s for run %s after %d attempts: %s; it stays "
-                      "outstanding — resubmit it or call retry_failed()", path, run_id,
-                      self._retry.max_attempts, last_error)
-        finally:
-            self._tasks.pop(key, None)
+        if attempt < self._retry.max_attempts:
+            delay = self._retry.delay(attempt)
+            log.warning("deleting %s for run %s failed (attempt %d of %d): %s; retrying in %.2fs", path, run_id,
+                        attempt, self._retry.max_attempts, error, delay)
+            self._timers[key] = asyncio.get_running_loop().call_later(delay, self._requeue, key)
+            return
+        self._active.discard(key)
+        del self._attempts[key]
+        self._failed[key] = error
+        log.error("could not delete %s for run %s after %d attempts: %s; it stays outstanding — resubmit it or "
+                  "call retry_failed()", path, run_id, self._retry.max_attempts, error)
 
-    async def _attempt(self, path: str) -> str | None:
-        """One deletion attempt in a worker thread: None on success, else why it failed."""
-        try:
-            await asyncio.to_thread(self._remove, path)
-        except StorageError as exc:
-            return str(exc)
-        except Exception as exc:  # noqa: BLE001 — an unknown backend error must not drop the deletion
-            return f"{type(exc).__name__}: {exc}"
-        return None
+    def _requeue(self, key: Key) -> None:
+        del self._timers[key]
+        self._active.discard(key)
+        if key in self._outstanding:
+            self._ready[key] = None
+        self._pump()
 
-    def _remove(self, url: str) -> None:
-        """Delete `url` recursively and confirm it is gone; already gone is success.
-
-        The canonical spelling is what gets deleted, since that is what confinement checked.
-        """
-        fs, path = open_filesystem(normalize(url), self._options.get(parse_url(url).protocol))
-        with mapped_errors(url, "delete"):
-            try:
-                fs.rm(path, recursive=True)
-            except FileNotFoundError:
-                pass
-            fs.invalidate_cache(path)
-            if fs.exists(path):
-                raise StorageError(f"{url} still exists after deleting it; check the "
-                                   "storage's permissions and whether something re-creates it")
-
-    def _confirmed(self, key: Key) -> None:
-        self._outstanding.discard(key)
-        self._failed.pop(key, None)
-        if self._on_done is None:
+    def _confirmed(self, keys: list[Key]) -> None:
+        outstanding, active, attempts = self._outstanding, self._active, self._attempts
+        for key in keys:
+            del outstanding[key]
+            active.discard(key)
+            if attempts:
+                attempts.pop(key, None)
+        if not keys or self._on_done is None:
             return
         try:
-            self._on_done(*key)
-        except Exception:  # noqa: BLE001 — the deletion itself succeeded; report, carry on
-            log.exception("on_done callback failed for %s (run %s)", key[1], key[0])
+            self._on_done(keys)
+        except Exception:  # noqa: BLE001 — the deletions themselves succeeded; report, carry on
+            log.exception("on_done callback failed for %d deletions (first: %s of run %s)", len(keys), keys[0][1],
+                          keys[0][0])
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    run_id: str
+    path: str
+    root: str

@@ -9,18 +9,24 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import fsspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fsspec.implementations.memory import MemoryFileSystem
 
+from processor.core.paths import UnsafePath, is_within, normalize, parse_url
 from processor.errors import StorageError
 from processor.core.outputs import Deletion
 from processor.storage.apply import delete_now
+from processor.storage import deletion
 from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
+from processor.storage.confinement import Confinement
+from processor.storage.removal import remove_all
 
 LOGGER = "processor.storage.deletion"
 ROOT = "flaky://runs/r1"
@@ -36,6 +42,8 @@ class FlakyFS(MemoryFileSystem):  # type: ignore[misc]  # fsspec is untyped
     rm_seconds: ClassVar[float] = 0.0
     rm_is_noop: ClassVar[bool] = False
     rm_calls: ClassVar[list[float]]
+    rm_paths: ClassVar[list[str]]
+    fail_paths: ClassVar[dict[str, int]]  # path suffix -> failures left for that path only
     in_flight: ClassVar[int] = 0
     max_in_flight: ClassVar[int] = 0
     lock: ClassVar[threading.Lock]
@@ -48,12 +56,16 @@ class FlakyFS(MemoryFileSystem):  # type: ignore[misc]  # fsspec is untyped
         cls = type(self)
         with cls.lock:
             cls.rm_calls.append(time.monotonic())
+            cls.rm_paths.append(str(path))
             cls.in_flight += 1
             cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
         try:
             time.sleep(cls.rm_seconds)
             with cls.lock:
                 fail, cls.failures_left = cls.failures_left > 0, max(cls.failures_left - 1, 0)
+                for suffix, left in cls.fail_paths.items():
+                    if str(path).endswith(suffix) and left > 0:
+                        fail, cls.fail_paths[suffix] = True, left - 1
             if fail:
                 raise PermissionError(f"injected failure for {path}")
             if not cls.rm_is_noop:
@@ -67,7 +79,7 @@ class FlakyFS(MemoryFileSystem):  # type: ignore[misc]  # fsspec is untyped
 def flaky() -> Iterator[type[FlakyFS]]:
     """A fresh FlakyFS class (own store, counters, instance cache) registered as flaky://."""
     cls = type("FlakyFSForTest", (FlakyFS,), {
-        "store": {}, "pseudo_dirs": [""], "rm_calls": [], "lock": threading.Lock(),
+        "store": {}, "pseudo_dirs": [""], "rm_calls": [], "rm_paths": [], "fail_paths": {}, "lock": threading.Lock(),
     })
     fsspec.register_implementation("flaky", cls, clobber=True)
     yield cls
@@ -95,7 +107,7 @@ async def test_failed_attempts_are_retried_with_backoff(
     flaky.failures_left = 2
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=5, base_delay=0.05),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
         assert await deleter.drain(timeout=10)
@@ -113,7 +125,7 @@ async def test_exhausted_deletion_stays_outstanding_until_retried(
     flaky.failures_left = 1000
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.001),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     key = ("r1", f"{ROOT}/ckpt_1")
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit(*key, ROOT)
@@ -147,7 +159,7 @@ async def test_deletion_counts_only_once_confirmed_gone(flaky: type[FlakyFS]) ->
     put(f"{ROOT}/ckpt_1/model.bin")
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001),
-                      on_done=lambda run, path: done.append((run, path)))
+                      on_done=done.extend)
     deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
     assert not await deleter.drain(timeout=10)
     assert done == [] and "still exists after deleting" in deleter.failed[("r1", f"{ROOT}/ckpt_1")]
@@ -198,24 +210,104 @@ async def test_failing_on_done_is_logged_and_does_not_stop_others(
     for i in (1, 2):
         put(f"{ROOT}/ckpt_{i}/model.bin")
 
-    def on_done(run_id: str, path: str) -> None:
+    def on_done(done: Sequence[tuple[str, str]]) -> None:
         raise RuntimeError("recorder is down")
 
-    deleter = Deleter(on_done=on_done)
+    deleter = Deleter(on_done=on_done, concurrency=1)
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
+        assert await deleter.drain(timeout=10)
         deleter.submit("r1", f"{ROOT}/ckpt_2", ROOT)
         assert await deleter.drain(timeout=10)
     assert sum("on_done callback failed" in r.getMessage() for r in caplog.records) == 2
+    assert deleter.outstanding == frozenset()
     assert not exists(f"{ROOT}/ckpt_1") and not exists(f"{ROOT}/ckpt_2")
 
 
 async def test_missing_local_path_counts_as_deleted(tmp_path: Path) -> None:
     done: list[tuple[str, str]] = []
-    deleter = Deleter(on_done=lambda run, path: done.append((run, path)))
+    deleter = Deleter(on_done=done.extend)
     assert deleter.submit("r1", f"{tmp_path}/runs/r1/never_written", f"{tmp_path}/runs/r1")
     assert await deleter.drain(timeout=10)
     assert done == [("r1", f"{tmp_path}/runs/r1/never_written")]
+
+
+# --- batches ----------------------------------------------------------------------------
+
+async def test_one_failing_path_in_a_batch_is_retried_alone(flaky: type[FlakyFS]) -> None:
+    paths = [f"{ROOT}/ckpt_{i}" for i in range(5)]
+    for path in paths:
+        put(f"{path}/model.bin")
+    flaky.fail_paths = {"/r1/ckpt_2": 2}
+    calls: list[list[tuple[str, str]]] = []
+    deleter = Deleter(concurrency=1, retry=RetryPolicy(max_attempts=5, base_delay=0.01),
+                      on_done=lambda keys: calls.append(list(keys)))
+    assert deleter.submit_many([Deletion("r1", path, ROOT) for path in paths]) == 5
+    assert await deleter.drain(timeout=10)
+    tried = [p.rsplit("/", 1)[1] for p in flaky.rm_paths]
+    assert sorted(tried) == sorted([f"ckpt_{i}" for i in range(5)] + ["ckpt_2", "ckpt_2"])
+    assert calls[0] == [("r1", p) for p in paths if not p.endswith("ckpt_2")]  # the batch, reported at once
+    assert calls[1:] == [[("r1", paths[2])]]  # the failed path, after its own retries
+    assert not any(exists(p) for p in paths) and deleter.outstanding == frozenset()
+
+
+async def test_confinement_is_checked_per_path_in_a_batch(tmp_path: Path) -> None:
+    for sub in ("runs/r1/ok_1", "runs/r1/ok_2", "runs/r2/ckpt", "elsewhere/r3/ckpt"):
+        (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / sub / "model.bin").write_bytes(b"precious")
+    root = f"{tmp_path}/runs/r1"
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(outer_root=f"file://{tmp_path}/runs", on_done=done.extend)
+    requests = [Deletion("r1", f"{root}/ok_1", root), Deletion("r1", f"{tmp_path}/runs/r2/ckpt", root),
+                Deletion("r1", f"{root}/../r2/ckpt", root), Deletion("r1", f"file://{root}/ok_2", root),
+                Deletion("r3", f"{tmp_path}/elsewhere/r3/ckpt", f"{tmp_path}/elsewhere/r3"),
+                Deletion("r1", f"{root}/ok_*", root)]
+    assert deleter.submit_many(requests) == 2
+    assert await deleter.drain(timeout=10)
+    assert sorted(done) == [("r1", f"{root}/ok_1"), ("r1", f"file://{root}/ok_2")]
+    assert set(deleter.refused) == {(r.run_id, r.path) for r in requests} - set(done)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("model.bin")) == [
+        "elsewhere/r3/ckpt/model.bin", "runs/r2/ckpt/model.bin"]
+
+
+async def test_back_to_back_submissions_share_thread_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker-thread call deletes a whole batch; batches are bounded in size and in number at once."""
+    calls: list[int] = []
+    running, most = [0], [0]
+    original = deletion.remove_all
+
+    def counting(urls: Sequence[str], options: Any) -> list[str | None]:
+        calls.append(len(urls))
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        time.sleep(0.02)
+        running[0] -= 1
+        return original(urls, options)
+
+    monkeypatch.setattr(deletion, "remove_all", counting)
+    root = f"{tmp_path}/runs/r1"
+    deleter = Deleter(concurrency=2, batch_size=10)
+    for i in range(35):
+        assert deleter.submit("r1", f"{root}/ckpt_{i}", root)
+    assert await deleter.drain(timeout=10)
+    assert sum(calls) == 35 and max(calls) <= 10 and len(calls) <= 5 and most[0] <= 2
+
+
+def test_local_removal_unlinks_links_removes_trees_and_reports_per_path(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.bin").write_bytes(b"keep")
+    root = tmp_path / "runs/r1"
+    (root / "tree/sub").mkdir(parents=True)
+    (root / "tree/sub/opt.bin").write_bytes(b"1")
+    (root / "file.bin").write_bytes(b"1")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    urls = [f"file://{root}/{name}" for name in ("file.bin/below", "link", "tree", "file.bin", "missing")]
+    outcomes = remove_all(urls, {})
+    assert outcomes[0] is not None and "could not delete" in outcomes[0] and urls[0] in outcomes[0]
+    assert outcomes[1:] == [None, None, None, None]  # one failure fails nothing else
+    assert (outside / "keep.bin").read_bytes() == b"keep"  # the link was removed, not followed
+    assert sorted(p.name for p in root.iterdir()) == []
 
 
 # --- confinement ------------------------------------------------------------------------
@@ -278,6 +370,47 @@ async def test_confined_path_is_accepted_and_deleted(tmp_path: Path) -> None:
 def test_confinement_problem(path: str, root: str, outer: str | None, reason: str | None) -> None:
     problem = confinement_problem(path, root, outer)
     assert problem is None if reason is None else reason in (problem or "")
+
+
+def reference_problem(path: str, root: str, outer_root: str | None) -> str | None:
+    """The definition Confinement must agree with: every URL parsed in full, is_within per bound."""
+    if set("*?[") & set(path):
+        return "it has glob characters (*, ?, [) that fsspec would expand"
+    for url in (path, root, *([outer_root] if outer_root else [])):
+        try:
+            protocol = parse_url(url).protocol
+        except UnsafePath as exc:
+            return str(exc)
+        if protocol == "file" and not url.split("://", 1)[-1].startswith("/"):
+            return f"{url!r} is a relative local path, which would resolve against the cwd"
+    if not is_within(root, path):
+        return f"it is not strictly under the run's storage root {root}"
+    if outer_root is not None and not is_within(outer_root, path):
+        return f"it is not strictly under the processor's storage bound {outer_root}"
+    return None
+
+
+PROTOCOL = st.sampled_from(["", "file://", "s3://", "S3://", "memory://", "local://"])
+SEGMENTS = st.lists(st.sampled_from(["a", "b", "", ".", "..", "c*", "x y"]), max_size=4)
+
+
+def spell(protocol: str, segments: list[str], lead: bool) -> str:
+    return protocol + ("/" if lead else "") + "/".join(segments)
+
+
+@settings(max_examples=400, deadline=None)
+@given(PROTOCOL, SEGMENTS, st.booleans(), PROTOCOL, SEGMENTS, st.booleans(), st.lists(SEGMENTS, max_size=1))
+def test_confinement_agrees_with_the_full_parse(proto: str, segs: list[str], lead: bool, root_proto: str,
+                                               root_segs: list[str], root_lead: bool, outer: list[list[str]]) -> None:
+    root = spell(root_proto, root_segs, root_lead)
+    path = spell(proto, root_segs + segs, lead) if segs and segs[0] == "a" else spell(proto, segs, lead)
+    outer_root = spell(root_proto, outer[0], root_lead) if outer else None
+    confinement = Confinement(outer_root)
+    for _ in range(2):  # the second answer comes from the root cache
+        problem, url = confinement.check(path, root)
+        assert problem == reference_problem(path, root, outer_root), (path, root, outer_root)
+        if problem is None:
+            assert url == normalize(path)
 
 
 # --- delete_now: the one-shot form used by `ckptlog fold --apply` ------------------------

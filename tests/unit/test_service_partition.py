@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from processor.core.fold import Fold
+from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.errors import BrokerError, OffsetOutOfRange
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.harness import workload
 from processor.service.partition import PartitionTask
+from processor.service.processor import Processor
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
+from processor.service.settings import load_settings
 from processor.service.snapshotting import SnapshotScheduler
 from processor.storage.snapshots import SnapshotStore
 from tests.unit.test_service_batch import records
@@ -48,9 +52,10 @@ class Deleter:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
 
-    def submit(self, run_id: str, path: str, root: str) -> bool:
-        self.submitted.append((run_id, path, root))
-        return True
+    def submit_many(self, requests: Iterable[Deletion]) -> int:
+        before = len(self.submitted)
+        self.submitted.extend((r.run_id, r.path, r.root) for r in requests)
+        return len(self.submitted) - before
 
 
 def make_task(tmp_path: Path, start: int = 0, publish_from: int = 0, every: int = 10_000,
@@ -125,11 +130,10 @@ async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: 
     task, _, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    record = task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000000")
-    assert record is not None and (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
-    assert task.deletion_done("run-unknown", "file:///x") is None
+    record, = task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000000"), ("run-unknown", "file:///x")])
+    assert (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
     await task.close(graceful=True)
-    assert task.deletion_done("run-0", "file:///nowhere/r/run-0/ckpt-000001") is None
+    assert task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000001")]) == []
 
 
 async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,3 +196,28 @@ async def test_gap_check_tells_markers_from_retention(tmp_path: Path) -> None:
     allowed = Processor(load_settings(None, snapshots=str(tmp_path), allow_data_loss=True))
     allowed._consumer = _Consumer(start=4)  # type: ignore[assignment]
     await allowed._check_gap(PID, 3, 5)
+
+
+class Owner:
+    """Stands in for a PartitionTask when routing confirmed deletions."""
+
+    def __init__(self, runs: set[str]) -> None:
+        self.runs, self.seen = runs, []  # type: list[list[tuple[str, str]]]
+
+    def owns(self, run_id: str) -> bool:
+        return run_id in self.runs
+
+    def deletions_done(self, done: Sequence[tuple[str, str]]) -> list[OutRecord]:
+        self.seen.append(list(done))
+        return [OutRecord("in", run.encode(), path.encode()) for run, path in done]
+
+
+async def test_confirmed_deletions_go_to_the_partition_owning_each_run() -> None:
+    processor = Processor(load_settings(None, bootstrap_servers="127.0.0.1:1"))
+    first, second = Owner({"a"}), Owner({"b"})
+    processor.tasks = {PartitionId("in", 0): first, PartitionId("in", 1): second}  # type: ignore[dict-item]
+    written: list[OutRecord] = []
+    processor._completions = SimpleNamespace(extend=written.extend)  # type: ignore[assignment]
+    processor._deletions_done([("a", "p1"), ("b", "p2"), ("gone", "p3"), ("a", "p4")])
+    assert first.seen == [[("a", "p1"), ("a", "p4")]] and second.seen == [[("b", "p2")]]
+    assert sorted(r.value for r in written) == [b"p1", b"p2", b"p4"]  # a run no task owns: nothing to write

@@ -20,6 +20,7 @@ from processor.service.records import (
     H_TOPIC,
     RecordFactory,
     TopicNames,
+    deletion_completed_event,
     encode_json,
 )
 
@@ -78,3 +79,20 @@ def test_view_goes_to_the_state_topic_keyed_by_run() -> None:
     record = FACTORY.view("run-1", {"checkpoints": [], "latest": None})
     assert (record.topic, record.key, json.loads(record.value)) == ("state", b"run-1", {"checkpoints": [],
                                                                                        "latest": None})
+
+
+def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() -> None:
+    """outputs() and deletion_completed() splice pre-encoded pieces; the result must be what encoding the
+    whole dict gives, for escaped run ids, paths and topic names and for sequence numbers past the cache."""
+    factory = RecordFactory(NAMES, PartitionId('in"\\é', 3))
+    outs = [Output("watermark", {"committed": i}) for i in range(20)]
+    for run_id in ('run-"1"\\é\n', "r"):
+        records: list = []
+        factory.outputs(run_id, 12345, outs, records)
+        values = [r.value for r in records if r.topic == "ckpt"]
+        assert values == [encode_json(envelope(o.type, run_id, o.data, output_id('in"\\é', 3, 12345, seq)))
+                          for seq, o in enumerate(outs)]
+        for path in ("file:///r/c1", 'file:///r/"c"\\1\té'):
+            record = factory.deletion_completed(run_id, path)
+            assert record.value == encode_json(deletion_completed_event(run_id, path))
+            assert (record.topic, record.partition, record.key) == ('in"\\é', 3, run_id.encode())
