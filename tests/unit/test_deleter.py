@@ -376,7 +376,7 @@ def reference_problem(path: str, root: str, outer_root: str | None) -> str | Non
     """The definition Confinement must agree with: every URL parsed in full, is_within per bound."""
     if set("*?[") & set(path):
         return "it has glob characters (*, ?, [) that fsspec would expand"
-    for url in (path, root, *([outer_root] if outer_root else [])):
+    for url in (path, root, *([outer_root] if outer_root is not None else [])):
         try:
             protocol = parse_url(url).protocol
         except UnsafePath as exc:
