@@ -3,8 +3,9 @@
 1. Whole process: `ckptlog fold FILE` on N reports at keep=5 (10% validations) and at
    keep=None, timed from process start to exit (what the issue's target is about), with
    one process and with one per core (`--workers`, runs sharded by id).
-2. Scaling at keep=None: in-process per-report cost over the last 10k reports of a 10k
-   log vs of an N log — O(log n) per event means the ratio stays near 1.
+2. Scaling at keep=None: per-report cost of the fold over the last 10k reports of a 20k-report
+   log vs of an N-report log (the same file's prefix), each in a fresh process, median of 3
+   — O(log n) per event means the ratio stays near 1.
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from itertools import islice
 from pathlib import Path
 
-from bench.workload import events, write
+from bench.workload import write
 from events.codec import decode_event
 from processor.foldfile import fold_lines
+
+
+TAIL = 10_000
+CHUNK = 500
+RUNS = 10  # bench/workload.py's default: the log starts with their run_started events
 
 
 def whole_process(path: Path, reports: int, workers: int) -> float:
@@ -31,27 +39,59 @@ def whole_process(path: Path, reports: int, workers: int) -> float:
     return reports / elapsed
 
 
-def tail_cost_us(reports: int, emit: bool, tail: int = 10_000) -> float:
-    """Microseconds per report over the last `tail` reports of a `reports`-long keep=None log;
-    `emit`: build output events too, as the processor does (`ckptlog fold` does not)."""
-    lines = list(events(reports, None, 0.0))
+def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> float:
+    """Microseconds per report (median over chunks of 500) in the last `tail` of the first `reports` reports of the
+    keep=None log at `path` (its first lines are the 10 run_started events); `emit`: build
+    output events too, as the processor does (`ckptlog fold` does not)."""
+    with path.open("rb") as stream:
+        lines = list(islice(stream, reports + RUNS))
     head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
     result = fold_lines(head)
     fold = result.fold
     fold.emit = emit
-    gc.freeze()  # as `ckptlog fold` does every 64k lines
     decoded = [decode_event(line) for line in last]
-    start = time.perf_counter()
-    for event in decoded:
-        fold.apply(event)  # type: ignore[arg-type]
-    return (time.perf_counter() - start) / tail * 1e6
+    gc.freeze()  # as `ckptlog fold` does every 64k lines
+    apply, chunks = fold.apply, []
+    for at in range(0, tail, CHUNK):  # the median chunk: robust to bursts of steal time on the VM
+        start = time.perf_counter()
+        for event in decoded[at:at + CHUNK]:
+            apply(event)  # type: ignore[arg-type]
+        chunks.append((time.perf_counter() - start) / CHUNK * 1e6)
+    return statistics.median(chunks)
+
+
+def tail_in_fresh_process(path: Path, reports: int, emit: bool) -> float:
+    """One `tail_cost_us` in its own process: no heap or page cache left by an earlier size."""
+    flags = ["--emit"] if emit else []
+    out = subprocess.run([sys.executable, "-m", "bench.fold", "--tail-of", str(path), "--reports", str(reports),
+                          *flags], check=True, capture_output=True, text=True).stdout
+    return float(out.strip())
+
+
+def scaling(path: Path, n: int, repeats: int = 3) -> None:
+    """keep=None per-report cost at 20k vs at n: the median of `repeats` fresh processes each."""
+    small_n = 2 * TAIL
+    for emit, who in ((False, "ckptlog fold"), (True, "with output events, as the processor")):
+        costs: dict[int, list[float]] = {small_n: [], n: []}
+        for _ in range(repeats):  # alternate the sizes so drift on the machine hits both
+            for size in costs:
+                costs[size].append(tail_in_fresh_process(path, size, emit))
+        small, large = statistics.median(costs[small_n]), statistics.median(costs[n])
+        print(f"keep=None fold cost per report (last 10k reports, median of {repeats} processes), {who}: "
+              f"at 20k {small:.2f} us, at {n:,} {large:.2f} us, ratio {large / small:.2f} "
+              f"(runs: {costs[small_n]} / {costs[n]})", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reports", type=int, default=1_000_000)
+    parser.add_argument("--tail-of", type=Path, help=argparse.SUPPRESS)  # internal: one scaling measurement
+    parser.add_argument("--emit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.reports
+    if args.tail_of is not None:
+        print(f"{tail_cost_us(args.tail_of, n, args.emit):.3f}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for keep, share in ((5, 0.1), (None, 0.0)):
             path = Path(tmp) / f"keep-{keep}.jsonl"
@@ -60,10 +100,7 @@ def main() -> None:
                 rate = whole_process(path, n, workers)
                 print(f"ckptlog fold --workers {workers}, whole process, {n:,} reports ({lines:,} events), "
                       f"keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
-    for emit, who in ((False, "ckptlog fold"), (True, "with output events, as the processor")):
-        small, large = tail_cost_us(10_000 + 10_000, emit), tail_cost_us(n, emit)
-        print(f"keep=None fold cost per report (last 10k reports), {who}: at 20k {small:.2f} us, "
-              f"at {n:,} {large:.2f} us, ratio {large / small:.2f}", flush=True)
+        scaling(path, n)
 
 
 if __name__ == "__main__":

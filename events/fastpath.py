@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from events.models import check_time
+from events.models import MAX_COMPLETED_PATHS, check_time
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 # \Z, not $: Python's $ also matches before a trailing newline; pydantic's (Rust) does not.
@@ -45,7 +45,7 @@ class FastValidationResultData(msgspec.Struct, frozen=True, forbid_unknown_field
 
 
 class FastDeletionCompletedData(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    checkpoint_path: NonEmpty
+    checkpoint_paths: Annotated[list[NonEmpty], msgspec.Meta(min_length=1, max_length=MAX_COMPLETED_PATHS)]
 
 
 class _Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="type"):
@@ -72,7 +72,7 @@ class FastValidationResult(_Envelope, frozen=True, kw_only=True, tag="ckptlog.va
     data: FastValidationResultData
 
 
-class FastDeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.deletion_completed.v1"):
+class FastDeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.deletion_completed.v2"):
     data: FastDeletionCompletedData
 
 

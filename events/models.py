@@ -72,11 +72,17 @@ class WorkerGroupRestartData(BaseModel):
     reason: str | None = None
 
 
+MAX_COMPLETED_PATHS = 1000
+
+
 class DeletionCompletedData(BaseModel):
-    """Internal: written back by the processor once an evicted path is confirmed gone."""
+    """Internal: written back by the processor once evicted paths are confirmed gone.
+
+    v2 carries every path one deletion job confirmed for the run (v1 carried one path, so
+    every eviction cost a second input event); v1 bodies are upcast (events/upcast.py)."""
 
     model_config = _STRICT
-    checkpoint_path: NonEmpty
+    checkpoint_paths: Annotated[list[NonEmpty], Field(min_length=1, max_length=MAX_COMPLETED_PATHS)]
 
 
 class Envelope(BaseModel):
@@ -139,7 +145,7 @@ class WorkerGroupRestart(Envelope):
 
 
 class DeletionCompleted(Envelope):
-    type: Literal["ckptlog.deletion_completed.v1"]
+    type: Literal["ckptlog.deletion_completed.v2"]
     data: DeletionCompletedData
 
 
@@ -154,5 +160,5 @@ INPUT_TYPES: dict[str, int] = {
     "report": 1,
     "validation_result": 1,
     "worker_group_restart": 1,
-    "deletion_completed": 1,
+    "deletion_completed": 2,
 }

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from events.models import DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
+from events.models import INPUT_TYPES, DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
 from events.outputs import OUTPUT_MODELS, OutputEnvelope
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
@@ -58,7 +58,7 @@ def documents() -> dict[str, Any]:
     """File name -> JSON document, in a stable order."""
     docs: dict[str, Any] = {}
     for name, model in INPUTS.items():
-        docs[f"input/{name}.v1.json"] = model.model_json_schema()
+        docs[f"input/{name}.v{INPUT_TYPES[name]}.json"] = model.model_json_schema()
     for name, model in OUTPUT_MODELS.items():
         docs[f"output/{name}.v1.json"] = {"title": f"ckptlog.{name}.v1 data", **model.model_json_schema()}
     docs["output/envelope.json"] = OutputEnvelope.model_json_schema()
@@ -74,7 +74,7 @@ def asyncapi() -> dict[str, Any]:
 
     channels = {
         "ckptlog.events": {"description": "Input log; key = run id.", "messages": {
-            n: {"payload": ref(f"input/{n}.v1.json")} for n in INPUTS}},
+            n: {"payload": ref(f"input/{n}.v{INPUT_TYPES[n]}.json")} for n in INPUTS}},
         "ckptlog.checkpoints": {"description": "Checkpoint events; key = run id.", "messages": {
             n: {"payload": ref(f"output/{n}.v1.json")} for n in OUTPUT_MODELS
             if n not in ("validation_requested", "watermark")}},

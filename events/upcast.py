@@ -15,8 +15,19 @@ from typing import Any
 Body = dict[str, Any]
 Upcaster = Callable[[Body], Body]
 
+def _deletion_completed_v1(body: Body) -> Body:
+    """v1 confirmed one `checkpoint_path`; v2 confirms a list, `checkpoint_paths`."""
+    data = body.get("data")
+    if isinstance(data, dict) and "checkpoint_path" in data:
+        rest = {k: v for k, v in data.items() if k != "checkpoint_path"}
+        body = {**body, "data": {**rest, "checkpoint_paths": [data["checkpoint_path"]]}}
+    return body  # anything else fails validation against v2 with a message naming the field
+
+
 #: (event name, from version) -> function producing the body of version + 1.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("deletion_completed", 1): _deletion_completed_v1,
+}
 
 
 def upcast(name: str, version: int, newest: int, body: Body) -> Body | None:

@@ -50,7 +50,14 @@ def restart(run: str = "r", num_workers: int = 2, **kw: Any) -> bytes:
 
 
 def deleted(run: str, path: str, **kw: Any) -> bytes:
+    """A v1 completion (one path), as old logs hold: it is upcast to v2."""
     return line("deletion_completed", run, {"checkpoint_path": path}, **kw)
+
+
+def deleted_many(run: str, paths: list[str], **kw: Any) -> bytes:
+    body = json.loads(line("deletion_completed", run, {"checkpoint_paths": paths}, **kw))
+    body["type"] = "ckptlog.deletion_completed.v2"
+    return json.dumps(body).encode()
 
 
 def event(raw: bytes) -> DecodedEvent:

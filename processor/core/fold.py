@@ -243,14 +243,18 @@ class Fold:
         return Effects([Output("worker_group_started", started), _watermark(run)])
 
     def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
-        try:
-            key = normalize(event.data.checkpoint_path)
-        except UnsafePath:
+        if run is None:
             return NOTHING
-        if run is None or key not in run.outstanding:
-            return NOTHING  # already recorded (a retried completion): harmless
-        del run.outstanding[key]
-        return Effects([Output("checkpoint_deleted", {"checkpoint_path": event.data.checkpoint_path})])
+        outstanding, outputs = run.outstanding, []
+        for path in event.data.checkpoint_paths:
+            try:
+                key = normalize(path)
+            except UnsafePath:
+                continue
+            if key in outstanding:  # else already recorded (a retried completion): harmless
+                del outstanding[key]
+                outputs.append(Output("checkpoint_deleted", {"checkpoint_path": path}))
+        return Effects(outputs) if outputs else NOTHING
 
 
 def _watermark(run: RunState) -> Output:

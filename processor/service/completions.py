@@ -1,4 +1,4 @@
-"""Deletion completions: `ckptlog.deletion_completed.v1` written back to the input partition.
+"""Deletion completions: `ckptlog.deletion_completed.v2` written back to the input partition.
 
 They go through a plain idempotent producer, not the partition's transactions: a completion
 is an idempotent fact ("this path is gone"), so it needs no atomicity with anything, and

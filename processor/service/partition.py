@@ -36,6 +36,10 @@ long, they get their own transaction."""
 RESUBMIT_CHUNK = 500
 """Outstanding deletions resubmitted per loop iteration after a restore."""
 
+COMPLETED_PER_EVENT = 200
+"""Paths per deletion_completed event: one event per run per Deleter job (≤ 100 paths) in
+practice; the cap keeps an event far below the payload limit for long paths too."""
+
 
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
 """(pid, expected offset, first offset received): raises when the log lost the records between."""
@@ -236,7 +240,12 @@ class PartitionTask:
         if not self.usable:
             return []
         runs, completed = self.fold.runs, self.folder.factory.deletion_completed
-        return [completed(run_id, path) for run_id, path in done if run_id in runs]
+        by_run: dict[str, list[str]] = {}
+        for run_id, path in done:
+            if run_id in runs:
+                by_run.setdefault(run_id, []).append(path)
+        return [completed(run_id, paths[at:at + COMPLETED_PER_EVENT])
+                for run_id, paths in by_run.items() for at in range(0, len(paths), COMPLETED_PER_EVENT)]
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import hashlib
+
 import pydantic_core
 
 from events.outputs import PROCESSOR_SOURCE, envelope, output_id
@@ -33,7 +35,7 @@ H_CLASS = DLQ_PREFIX + "exception.class.name"
 H_MESSAGE = DLQ_PREFIX + "exception.message"
 H_REASON = "__ckptlog.errors.reason"
 H_VERSION = "__ckptlog.errors.processor.version"
-DELETION_COMPLETED = "ckptlog.deletion_completed.v1"
+DELETION_COMPLETED = "ckptlog.deletion_completed.v2"
 _NO_HEADERS: tuple[Header, ...] = ()
 
 encode_json = partial(pydantic_core.to_json, inf_nan_mode="constants")
@@ -56,17 +58,13 @@ def _head(name: str) -> bytes:
     return head
 
 
-def deletion_completed_event(run_id: str, path: str) -> dict[str, Any]:
-    """The internal `ckptlog.deletion_completed.v1` event confirming that `path` is gone."""
-    return {"specversion": "1.0", "id": f"deleted:{run_id}:{path}", "source": PROCESSOR_SOURCE,
+def deletion_completed_event(run_id: str, paths: Sequence[str]) -> dict[str, Any]:
+    """The internal `ckptlog.deletion_completed.v2` event confirming that `paths` are gone. The id
+    is a digest of the paths: a retried send of the same confirmations is a duplicate."""
+    digest = hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:32]
+    return {"specversion": "1.0", "id": f"deleted:{run_id}:{digest}", "source": PROCESSOR_SOURCE,
             "type": DELETION_COMPLETED, "subject": run_id, "datacontenttype": "application/json",
-            "data": {"checkpoint_path": path}}
-
-
-_COMPLETED_HEAD = b',"source":%b,"type":%b,"subject":' % (encode_json(PROCESSOR_SOURCE),
-                                                           encode_json(DELETION_COMPLETED))
-_COMPLETED_DATA = _DATA + b'{"checkpoint_path":'
-_COMPLETED_ID = _ID + b'"deleted:'
+            "data": {"checkpoint_paths": list(paths)}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,16 +128,10 @@ class RecordFactory:
                     (H_REASON, str(rejection.reason).encode()), (H_VERSION, __version__.encode())]
         return OutRecord(self.names.dlq, record.key, record.value, tuple(headers))
 
-    def deletion_completed(self, run_id: str, path: str) -> OutRecord:
-        """Written back to this input partition so the fold drops the path from `outstanding`.
-
-        Byte-identical to `encode_json(deletion_completed_event(...))`, built from pre-encoded pieces (one
-        per confirmed deletion); JSON string escaping is per character, so the id's pieces concatenate."""
-        key, subject = self._run_pieces(run_id)
-        path_json = encode_json(path)
-        value = b"".join((_COMPLETED_ID, subject[1:-1], b":", path_json[1:], _COMPLETED_HEAD, subject,
-                          _COMPLETED_DATA, path_json, b"}}"))
-        return OutRecord._make((self.pid.topic, key, value, _NO_HEADERS, self.pid.partition))
+    def deletion_completed(self, run_id: str, paths: Sequence[str]) -> OutRecord:
+        """Written back to this input partition so the fold drops the paths from `outstanding`."""
+        value = encode_json(deletion_completed_event(run_id, paths))
+        return OutRecord._make((self.pid.topic, self._run_pieces(run_id)[0], value, _NO_HEADERS, self.pid.partition))
 
     def checkpoints_missing(self, run_id: str, missing: Sequence[str], restored_at: int) -> OutRecord:
         """Flag a run whose kept checkpoints are gone; the id names the restore point, not an input."""

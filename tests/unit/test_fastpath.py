@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from events.codec import INPUT_ADAPTER, decode_event
 from events.fastpath import FastReport, decode_fast
-from events.models import Report
+from events.models import INPUT_TYPES, Report
 from events.rejections import Rejection
 
 weird_scalars = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 2**70, 1e308, "", "x", "1", [], {}])
@@ -56,6 +56,9 @@ def data_for(draw: st.DrawFn, kind: str) -> Any:
         _put(data, "validation", _mostly(draw, st.sampled_from([True, False, "<absent>"]),
                                          st.one_of(st.just({"timeout_s": 5}), maybe)))
         _put(data, "generation", _mostly(draw, st.sampled_from([0, 1, 7, "<absent>", None]), st.integers(-2, 3)))
+    elif kind == "deletion_completed":
+        _put(data, "checkpoint_paths", _mostly(draw, st.lists(good_strings, min_size=1, max_size=3),
+                                               st.one_of(st.lists(odd_strings, max_size=2), maybe)))
     else:
         _put(data, "checkpoint_path", _mostly(draw, good_strings, maybe))
         if kind == "validation_result":
@@ -75,7 +78,9 @@ def raw_events(draw: st.DrawFn) -> bytes:
     _put(body, "specversion", _mostly(draw, st.just("1.0"), st.sampled_from(["0.3", 1.0, "<absent>"])))
     _put(body, "id", _mostly(draw, good_strings, maybe))
     _put(body, "source", _mostly(draw, good_strings, maybe))
-    _put(body, "type", _mostly(draw, st.just(f"ckptlog.{kind}.v1"), st.sampled_from([f"ckptlog.{kind}.v2", "x", 7])))
+    version = INPUT_TYPES[kind]
+    _put(body, "type", _mostly(draw, st.just(f"ckptlog.{kind}.v{version}"),
+                               st.sampled_from([f"ckptlog.{kind}.v{version + 1}", "x", 7])))
     _put(body, "subject", _mostly(draw, good_strings, maybe))
     _put(body, "time", _mostly(draw, good_times, st.one_of(odd_times, maybe)))
     _put(body, "datacontenttype", _mostly(draw, st.sampled_from(["<absent>", None, "application/json"]),

@@ -145,6 +145,15 @@ def test_evicted_paths_become_outstanding_until_deletion_completed() -> None:
     assert types(effects[4]) == []
 
 
+def test_one_completion_event_confirms_several_paths() -> None:
+    fold, effects = play(f.started(keep=1), rep("a"), rep("b"), rep("c"),
+                         f.deleted_many("r", [ck("a"), "file:///data/r/../x", ck("zz"), ck("b") + "/"]),
+                         f.deleted_many("r", [ck("b")]))
+    assert fold.runs["r"].outstanding == {}
+    assert [o.data["checkpoint_path"] for o in effects[4].outputs] == [ck("a"), ck("b") + "/"]  # '..' and unknown skipped
+    assert types(effects[5]) == []  # b was already confirmed (same key): a retried completion is harmless
+
+
 # -- validation results -----------------------------------------------------------
 
 def test_validated_merges_metrics_and_resorts() -> None:

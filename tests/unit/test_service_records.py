@@ -60,11 +60,15 @@ def test_dead_letter_keeps_original_bytes_and_headers() -> None:
 
 
 def test_deletion_completed_is_a_valid_input_event_for_the_same_partition() -> None:
-    record = FACTORY.deletion_completed("run-1", "file:///r/run-1/c1")
+    paths = ["file:///r/run-1/c2", "file:///r/run-1/c1"]
+    record = FACTORY.deletion_completed("run-1", paths)
     assert (record.topic, record.partition, record.key) == ("in", 2, b"run-1")
     event = decode_event(record.value, record.key)
-    assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v1"
-    assert event.id == "deleted:run-1:file:///r/run-1/c1" and event.data.checkpoint_path == "file:///r/run-1/c1"
+    assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v2"
+    assert event.data.checkpoint_paths == paths
+    same_set = FACTORY.deletion_completed("run-1", paths[::-1])  # a retried send of the same confirmations
+    assert decode_event(same_set.value).id == event.id and event.id.startswith("deleted:run-1:")  # type: ignore[union-attr]
+    assert decode_event(FACTORY.deletion_completed("run-1", paths[:1]).value).id != event.id  # type: ignore[union-attr]
 
 
 def test_checkpoints_missing_names_the_run_and_restore_point() -> None:
@@ -82,7 +86,7 @@ def test_view_goes_to_the_state_topic_keyed_by_run() -> None:
 
 
 def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() -> None:
-    """outputs() and deletion_completed() splice pre-encoded pieces; the result must be what encoding the
+    """outputs() splices pre-encoded pieces; the result must be what encoding the
     whole dict gives, for escaped run ids, paths and topic names and for sequence numbers past the cache."""
     factory = RecordFactory(NAMES, PartitionId('in"\\é', 3))
     outs = [Output("watermark", {"committed": i}) for i in range(20)]
@@ -92,7 +96,7 @@ def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() 
         values = [r.value for r in records if r.topic == "ckpt"]
         assert values == [encode_json(envelope(o.type, run_id, o.data, output_id('in"\\é', 3, 12345, seq)))
                           for seq, o in enumerate(outs)]
-        for path in ("file:///r/c1", 'file:///r/"c"\\1\té'):
-            record = factory.deletion_completed(run_id, path)
-            assert record.value == encode_json(deletion_completed_event(run_id, path))
-            assert (record.topic, record.partition, record.key) == ('in"\\é', 3, run_id.encode())
+        paths = ["file:///r/c1", 'file:///r/"c"\\1\té']
+        record = factory.deletion_completed(run_id, paths)
+        assert record.value == encode_json(deletion_completed_event(run_id, paths))
+        assert (record.topic, record.partition, record.key) == ('in"\\é', 3, run_id.encode())
