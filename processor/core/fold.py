@@ -245,10 +245,10 @@ class Fold:
     def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
         if run is None:
             return NOTHING
-        outstanding, outputs = run.outstanding, []
+        outstanding, own_key, outputs = run.outstanding, run.is_own_key, []
         for path in event.data.checkpoint_paths:
             try:
-                key = normalize(path)
+                key = path if own_key(path) else normalize(path)  # the processor writes the canonical spelling
             except UnsafePath:
                 continue
             if key in outstanding:  # else already recorded (a retried completion): harmless

@@ -45,7 +45,6 @@ allow_nan) but ~4x faster; floats may be spelled differently (1e-7 vs 1e-07), ne
 
 _ID = b'{"specversion":"1.0","id":'
 _DATA = b',"datacontenttype":"application/json","data":'
-_HEADS: dict[str, bytes] = {}
 
 
 _SEQS = 16
@@ -53,9 +52,25 @@ _RUN_CACHE_LIMIT = 100_000
 _SEQ = [b'%d"' % seq for seq in range(_SEQS)]  # an id's '{seq}"' ending
 
 
-def _head(name: str) -> bytes:
-    head = _HEADS[name] = f',"source":"{PROCESSOR_SOURCE}","type":"ckptlog.{name}.v1","subject":'.encode()
-    return head
+_new = tuple.__new__  # builds OutRecord tuples without their Python-level __new__
+
+
+class _RunPieces:
+    """One run's Kafka key, and per output type its topic and the envelope JSON from the end of
+    the id to the start of `data` (source, type, subject, datacontenttype)."""
+
+    __slots__ = ("key", "subject", "middles")
+
+    def __init__(self, key: bytes, subject: bytes) -> None:
+        self.key, self.subject = key, subject
+        self.middles: dict[str, tuple[str, bytes]] = {}
+
+    def middle(self, kind: str, names: TopicNames) -> tuple[str, bytes]:
+        topic = names.watermarks if kind == "watermark" else \
+            names.validations if kind == "validation_requested" else names.checkpoints
+        head = f',"source":"{PROCESSOR_SOURCE}","type":"ckptlog.{kind}.v1","subject":'.encode()
+        pieces = self.middles[kind] = (topic, head + self.subject + _DATA)
+        return pieces
 
 
 def deletion_completed_event(run_id: str, paths: Sequence[str]) -> dict[str, Any]:
@@ -84,33 +99,30 @@ class RecordFactory:
         self.names, self.pid = names, pid
         # '{"specversion":"1.0","id":"ckptlog:{topic}:{partition}:' -- JSON-escaped, without the closing quote
         self._id_prefix = _ID + encode_json(output_id(pid.topic, pid.partition, 0, 0))[:-4]
-        self._runs: dict[str, tuple[bytes, bytes]] = {}  # run id -> (key, JSON subject): ids repeat per event
+        self._runs: dict[str, _RunPieces] = {}  # ids and subjects repeat per event
 
     def outputs(self, run_id: str, offset: int, outputs: Sequence[Output], into: list[OutRecord]) -> None:
         """Append the envelopes of one applied event's outputs (sequence = index in `outputs`).
 
         Byte-identical to `encode_json(envelope(...))`, built from pre-encoded pieces (hot path: ~3
-        records per event): the id is the partition's prefix + offset + sequence, so only `data` and the
-        subject go through the JSON encoder."""
-        key, subject = self._runs.get(run_id) or self._run_pieces(run_id)
-        names = self.names
+        records per event): the id is the partition's prefix + offset + sequence, and the run caches,
+        per output type, its topic and the JSON between the id and `data`; only `data` is encoded."""
+        run = self._runs.get(run_id) or self._run_pieces(run_id)
+        key, middles = run.key, run.middles
         id_offset = b"%b%d:" % (self._id_prefix, offset)
-        append, make = into.append, OutRecord._make
+        append, join = into.append, b"".join
         for seq, (kind, data) in enumerate(outputs):
-            head = _HEADS.get(kind) or _head(kind)
-            value = b"".join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, head, subject, _DATA,
-                              encode_json(data), b"}"))
-            topic = names.watermarks if kind == "watermark" else \
-                names.validations if kind == "validation_requested" else names.checkpoints
-            append(make((topic, key, value, _NO_HEADERS, None)))
+            topic, middle = middles.get(kind) or run.middle(kind, self.names)
+            value = join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, middle, encode_json(data), b"}"))
+            append(_new(OutRecord, (topic, key, value, _NO_HEADERS, None)))
 
-    def _run_pieces(self, run_id: str) -> tuple[bytes, bytes]:
-        """(Kafka key, JSON-encoded subject) of a run, cached: every output and completion needs them."""
+    def _run_pieces(self, run_id: str) -> _RunPieces:
+        """A run's cached pieces: every output and completion needs them."""
         pieces = self._runs.get(run_id)
         if pieces is None:
             if len(self._runs) >= _RUN_CACHE_LIMIT:
                 self._runs.clear()
-            pieces = self._runs[run_id] = (run_id.encode(), encode_json(run_id))
+            pieces = self._runs[run_id] = _RunPieces(run_id.encode(), encode_json(run_id))
         return pieces
 
     def view(self, run_id: str, view: View) -> OutRecord:
@@ -128,7 +140,7 @@ class RecordFactory:
     def deletion_completed(self, run_id: str, paths: Sequence[str]) -> OutRecord:
         """Written back to this input partition so the fold drops the paths from `outstanding`."""
         value = encode_json(deletion_completed_event(run_id, paths))
-        return OutRecord._make((self.pid.topic, self._run_pieces(run_id)[0], value, _NO_HEADERS, self.pid.partition))
+        return OutRecord._make((self.pid.topic, self._run_pieces(run_id).key, value, _NO_HEADERS, self.pid.partition))
 
     def checkpoints_missing(self, run_id: str, missing: Sequence[str], restored_at: int) -> OutRecord:
         """Flag a run whose kept checkpoints are gone; the id names the restore point, not an input."""
