@@ -50,9 +50,11 @@ class CheckpointEvicted(BaseModel):
     report_index: int
 
 
-class CheckpointDeleted(BaseModel):
+class CheckpointsDeleted(BaseModel):
+    """Evicted checkpoints confirmed gone from storage: one event per confirmation batch of a run."""
+
     model_config = _OUT
-    checkpoint_path: str
+    checkpoint_paths: list[str]
 
 
 class Watermark(BaseModel):
@@ -91,7 +93,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "validation_requested": ValidationRequested,
     "checkpoint_status_changed": CheckpointStatusChanged,
     "checkpoint_evicted": CheckpointEvicted,
-    "checkpoint_deleted": CheckpointDeleted,
+    "checkpoints_deleted": CheckpointsDeleted,
     "watermark": Watermark,
     "worker_group_started": WorkerGroupStarted,
     "warning": Warning,

@@ -245,7 +245,7 @@ class Fold:
     def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
         if run is None:
             return NOTHING
-        outstanding, own_key, outputs = run.outstanding, run.is_own_key, []
+        outstanding, own_key, deleted = run.outstanding, run.is_own_key, []
         for path in event.data.checkpoint_paths:
             try:
                 key = path if own_key(path) else normalize(path)  # the processor writes the canonical spelling
@@ -253,8 +253,8 @@ class Fold:
                 continue
             if key in outstanding:  # else already recorded (a retried completion): harmless
                 del outstanding[key]
-                outputs.append(Output("checkpoint_deleted", {"checkpoint_path": path}))
-        return Effects(outputs) if outputs else NOTHING
+                deleted.append(path)
+        return Effects([Output("checkpoints_deleted", {"checkpoint_paths": deleted})]) if deleted else NOTHING
 
 
 def _watermark(run: RunState) -> Output:

@@ -141,7 +141,7 @@ def test_keep_none_keeps_everything() -> None:
 def test_evicted_paths_become_outstanding_until_deletion_completed() -> None:
     fold, effects = play(f.started(keep=1), rep("a"), rep("b"), f.deleted("r", ck("a")), f.deleted("r", ck("a")))
     assert fold.runs["r"].outstanding == {}
-    assert types(effects[3]) == ["checkpoint_deleted"]
+    assert types(effects[3]) == ["checkpoints_deleted"]
     assert types(effects[4]) == []
 
 
@@ -150,7 +150,7 @@ def test_one_completion_event_confirms_several_paths() -> None:
                          f.deleted_many("r", [ck("a"), "file:///data/r/../x", ck("zz"), ck("b") + "/"]),
                          f.deleted_many("r", [ck("b")]))
     assert fold.runs["r"].outstanding == {}
-    assert [o.data["checkpoint_path"] for o in effects[4].outputs] == [ck("a"), ck("b") + "/"]  # '..' and unknown skipped
+    assert [o.data for o in effects[4].outputs] == [{"checkpoint_paths": [ck("a"), ck("b") + "/"]}]  # '..', unknown: skipped
     assert types(effects[5]) == []  # b was already confirmed (same key): a retried completion is harmless
 
 
