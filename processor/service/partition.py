@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from operator import itemgetter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +40,9 @@ RESUBMIT_CHUNK = 500
 COMPLETED_PER_EVENT = 200
 """Paths per deletion_completed event: one event per run per Deleter job (≤ 100 paths) in
 practice; the cap keeps an event far below the payload limit for long paths too."""
+
+
+_run_of = itemgetter(0)  # Deletion.run_id
 
 
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
@@ -173,8 +177,9 @@ class PartitionTask:
         stats.rejected += batch.rejected
         stats.duplicates += batch.duplicates
         stats.batches += 1
-        if batch.deletions:  # the evictions are durable now
-            self.deleter.submit_many(batch.deletions)
+        if batch.deletions:  # the evictions are durable now; grouped by run, so that a Deleter job
+            # (≤ 100 paths) mostly serves one run and confirms them in one completion event
+            self.deleter.submit_many(sorted(batch.deletions, key=_run_of))
         self.snapshots.count(batch.consumed)
 
     def _maybe_snapshot(self) -> None:
