@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from processor.core.state import CheckpointRecord
 
 PROMOTE_AT = 4096
-BLOCK = 1024  # a block splits in two past this many records
+BLOCK = 256  # a block splits in two past this many: an insert then moves ~2 KB per array, not ~8 KB
 _HAS = 1 << 62
 _NEG_INF = float("-inf")
 
