@@ -21,7 +21,7 @@ def _record(index: int, has: bool, value: float) -> CheckpointRecord:
     return CheckpointRecord(f"file:///r/c{index}", f"file:///r/c{index}", {}, index, "COMMITTED", None, key)
 
 
-@pytest.fixture(params=[(4096, 1024), (3, 4)], ids=["default", "tiny-blocks"])
+@pytest.fixture(params=[(ordering.PROMOTE_AT, ordering.BLOCK), (3, 4)], ids=["default", "tiny-blocks"])
 def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     promote, block = request.param
     monkeypatch.setattr(ordering, "PROMOTE_AT", promote)
