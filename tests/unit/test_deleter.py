@@ -432,3 +432,21 @@ def test_delete_now_deletes_and_reports_refusals_and_failures(
     assert len(messages) == 2
     assert messages[0].startswith(f"refused to delete {tmp_path}/runs/r2/ckpt_1 for run r1")
     assert messages[1].startswith(f"could not delete {ROOT}/ckpt_9 for run r1")
+
+
+@pytest.mark.parametrize("path, root, outer, reason", [
+    ("file:///data/r/ck1", "file:///data/r", None, None),  # canonical and below: the one-regex path
+    ("file:///data/r/ck1", "file:///data/r", "file:///data", None),
+    ("file:///data/r/ck1", "file:///data/r", "file:///other", "storage bound"),  # canonical, outside the outer bound
+    ("file:///data/r/ck1", "file:///data/r", "", "empty path"),  # a broken outer bound refuses everything
+    ("file:///data/r*/ck1", "file:///data/r*", None, "glob characters"),  # a glob in the root itself
+    ("file:///data/r/ck[1]", "file:///data/r", None, "glob characters"),
+    ("file:///data/r/.hidden/x", "file:///data/r", None, None),  # not canonical-fast, but still allowed
+    ("file:///data/r/../x", "file:///data/r", None, ".."),
+])
+def test_canonical_fast_path_keeps_every_bound(path: str, root: str, outer: str | None, reason: str | None) -> None:
+    confinement = Confinement(outer)
+    for _ in range(2):  # the second answer comes from the root cache
+        problem, url = confinement.check(path, root)
+        assert problem == reference_problem(path, root, outer)
+        assert problem is None if reason is None else reason in (problem or "")
