@@ -39,8 +39,9 @@ def _compact(key: tuple[bool, float, int]) -> tuple[float, int]:
 def _below(values: array[float], ties: array[int], value: float, tie: int) -> int:
     """How many keys in the (sorted) block are smaller than `(value, tie)`."""
     lo = bisect_left(values, value)
-    hi = bisect_right(values, value, lo)
-    return bisect_left(ties, tie, lo, hi) if hi > lo else lo
+    if lo == len(values) or values[lo] != value:  # no equal value (the common case): one bisect
+        return lo
+    return bisect_left(ties, tie, lo, bisect_right(values, value, lo))
 
 
 class _Blocks:
@@ -68,17 +69,23 @@ class _Blocks:
             self.max_ties.append(keys[-1][1])
 
     def add(self, record: CheckpointRecord) -> None:
-        value, tie = _compact(record.sort_key)
-        last = len(self.items) - 1
-        if last < 0:  # every record was removed: start a block again
+        has, value, tie = record.sort_key  # _compact() inlined: this runs once per report
+        if has:
+            tie |= _HAS
+        else:
+            value = _NEG_INF
+        items = self.items
+        if not items:  # every record was removed: start a block again
             self._load([record])
             return
-        b = min(_below(self.max_values, self.max_ties, value, tie), last)
+        b = _below(self.max_values, self.max_ties, value, tie)
+        if b == len(items):
+            b -= 1  # above every key: the last block
         values, ties = self.values[b], self.ties[b]
         i = _below(values, ties, value, tie)
         values.insert(i, value)
         ties.insert(i, tie)
-        self.items[b].insert(i, record)
+        items[b].insert(i, record)
         self.size += 1
         if i == len(values) - 1:
             self.max_values[b], self.max_ties[b] = value, tie
