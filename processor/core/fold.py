@@ -67,8 +67,12 @@ class Fold:
         effects = self._handlers[type(event)](event, run)
         if effects.rejection is None:
             run = runs.get(subject)  # the handler may have created or replaced it
-            if run is not None:
-                run.remember(event.id, self._window)
+            if run is not None:  # remember the id in the run's bounded dedup window
+                seen, event_id = run.seen, event.id
+                seen.append(event_id)
+                run.seen_set.add(event_id)
+                while len(seen) > self._window:
+                    run.seen_set.discard(seen.popleft())
             if effects.outputs and not self.emit:  # the rare events build theirs anyway
                 return _new(Effects, ((), effects.deletions, None, False))
         return effects

@@ -75,12 +75,6 @@ class RunState:
             return next(iter(self.pending.values())).report_index
         return self.report_count
 
-    def remember(self, event_id: str, window: int) -> None:
-        self.seen.append(event_id)
-        self.seen_set.add(event_id)
-        while len(self.seen) > window:
-            self.seen_set.discard(self.seen.popleft())
-
 
 def root_prefix(root: str | None) -> str:
     """Canonical spelling of a storage root plus `/`; '\0' (matches nothing) when there is none."""
