@@ -70,11 +70,14 @@ def fast_key(url: str) -> str | None:
     return None if rest.startswith("/") else f"{protocol}://{rest}"
 
 
-def canonical_below(prefix: str) -> Callable[[str], object]:
+def canonical_below(prefix: str, forbidden: str = "") -> Callable[[str], object]:
     """A test for "`path` is already canonical and strictly below `prefix`" (then it is its
     own key): one regex match instead of parsing. Segments are non-empty and do not start
-    with a dot, so no `//`, `/.`, `..` or trailing `/`."""
-    return re.compile(re.escape(prefix) + r"[^/.][^/]*(?:/[^/.][^/]*)*").fullmatch
+    with a dot, so no `//`, `/.`, `..` or trailing `/`; `forbidden` characters (e.g. globs)
+    may appear in no segment."""
+    extra = re.escape(forbidden)
+    segment = f"[^/.{extra}][^/{extra}]*"
+    return re.compile(f"{re.escape(prefix)}{segment}(?:/{segment})*").fullmatch
 
 
 def key_of(parsed: ParsedUrl) -> str:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from processor.core.paths import UnsafePath, fast_key, key_of, parse_url
+from processor.core.paths import UnsafePath, canonical_below, fast_key, key_of, parse_url
 
 _ROOT_CACHE_LIMIT = 10_000
+_GLOB_CHARS = "*?["
 _GLOB = re.compile(r"[*?\[]")
-# Canonical segments strictly below a prefix: non-empty, not starting with a dot (so no '.', '..',
-# '//' or trailing '/'), and no glob characters.
-_CLEAN_BELOW = r"[^/.*?\[][^/*?\[]*(?:/[^/.*?\[][^/*?\[]*)*"
 
 
 def _never(path: str) -> None:
@@ -38,7 +36,7 @@ class Bound:
             key = key_of(parse_url(url))
             self.prefix = key if key.endswith("/") else key + "/"  # a bucket/filesystem root ends in '/'
             if not _GLOB.search(self.prefix):
-                self.own = re.compile(re.escape(self.prefix) + _CLEAN_BELOW).fullmatch
+                self.own = canonical_below(self.prefix, _GLOB_CHARS)
 
     def holds(self, key: str) -> bool:
         """True when canonical `key` lies strictly below this root."""
