@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from events.models import MAX_COMPLETED_PATHS, check_time
+from events.models import MAX_COMPLETED_PATHS, RUN_ID_CHAR, RUN_ID_MAX, check_time
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 # \Z, not $: Python's $ also matches before a trailing newline; pydantic's (Rust) does not.
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=RUN_ID_MAX, pattern=rf"\A{RUN_ID_CHAR}+\Z")]
 TerminalStatus = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]
 
 
