@@ -14,7 +14,7 @@ from typing import Any, Union
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from events.fastpath import FastEvent, decode_fast
+from events.fastpath import FAST_MAX_DEPTH, FastEvent, decode_fast
 from events.models import INPUT_TYPES, InputEvent
 from events.rejections import Reason, Rejection
 from events.upcast import upcast
@@ -39,11 +39,12 @@ def decode_event(
     if len(raw) > max_bytes:
         return Rejection(Reason.PAYLOAD_TOO_LARGE, f"payload is {len(raw)} bytes, over the limit of {max_bytes}; "
                          "send large data by reference (a path) or raise --max-payload-bytes")
-    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
-        return Rejection(Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics "
-                         "or raise --max-depth")
-    event: DecodedEvent | None = decode_fast(raw)
+    # The fast path accepts only events nested at most FAST_MAX_DEPTH deep: no bracket scan for them.
+    event: DecodedEvent | None = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
     if event is None:
+        if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
+            return Rejection(Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics "
+                             "or raise --max-depth")
         try:
             event = INPUT_ADAPTER.validate_json(raw)
         except ValidationError as exc:

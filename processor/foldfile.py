@@ -15,7 +15,7 @@ import gc
 import json
 import multiprocessing
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,18 +38,28 @@ SAMPLE_BYTES = 8 * 1024 * 1024  # the head of the file whose runs `plan()` balan
 class FoldResult:
     fold: Fold
     rejected: list[dict[str, Any]] = field(default_factory=list)
-    evicted: dict[str, list[str]] = field(default_factory=dict)
-    deletions: list[Deletion] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)  # every eviction, in order
     applied: int = 0
     duplicates: int = 0
     first_line: dict[str, int] = field(default_factory=dict)  # run id -> line that created it
 
+    @property
+    def evicted(self) -> dict[str, list[str]]:
+        """Run id -> evicted paths in eviction order (grouped once here, not per eviction)."""
+        evicted: dict[str, list[str]] = {}
+        for run_id, path, _ in self.deletions:
+            paths = evicted.get(run_id)
+            if paths is None:
+                paths = evicted[run_id] = []
+            paths.append(path)
+        return evicted
+
     def document(self) -> dict[str, Any]:
         """`{"runs": {RUN_ID: VIEW + evicted}, "rejected": [...]}` — the public contract."""
-        runs = {}
+        runs, evicted = {}, self.evicted
         for run_id, run in self.fold.runs.items():
             view = run_view(run)
-            view["evicted"] = self.evicted.get(run_id, [])
+            view["evicted"] = evicted.get(run_id, [])
             runs[run_id] = view
         return {"runs": runs, "rejected": self.rejected}
 
@@ -68,6 +78,7 @@ def fold_lines(
     mine, shards = shard if shard is not None else (0, Shards(1))
     route = shards.route if shards.count > 1 else None
     applied = duplicates = 0
+    evict = result.deletions.extend
     for lineno, raw in enumerate(lines, 1):
         if not lineno & GC_FREEZE_MASK:
             gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
@@ -90,7 +101,7 @@ def fold_lines(
         applied += 1
         duplicates += effects.duplicate
         if effects.deletions:
-            _evicted(result, effects.deletions)
+            evict(effects.deletions)
         if new_run and subject in runs:
             first_line[subject] = lineno
     gc.freeze()  # and stays frozen: building the document must not re-scan the state either
@@ -100,12 +111,6 @@ def fold_lines(
 
 def _reject(result: FoldResult, lineno: int, rejection: Rejection) -> None:
     result.rejected.append({"line": lineno, "reason": str(rejection.reason), "message": rejection.message})
-
-
-def _evicted(result: FoldResult, deletions: Sequence[Deletion]) -> None:
-    for deletion in deletions:
-        result.evicted.setdefault(deletion.run_id, []).append(deletion.path)
-    result.deletions.extend(deletions)
 
 
 def fold_file(

@@ -15,10 +15,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.codec import INPUT_ADAPTER, decode_event
-from events.fastpath import FastReport, decode_fast
+from events.codec import INPUT_ADAPTER, _depth, decode_event
+from events.fastpath import FAST_MAX_DEPTH, FAST_NESTING, FastReport, decode_fast
 from events.models import INPUT_TYPES, Report
-from events.rejections import Rejection
+from events.rejections import Reason, Rejection
 
 weird_scalars = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 2**70, 1e308, "", "x", "1", [], {}])
 good_strings = st.sampled_from(["run-1", "r", "ü-run", "x" * 256, " ", "/r/c1", "file:///r/c"])
@@ -122,3 +122,52 @@ def test_common_events_take_the_fast_path_and_the_rest_do_not() -> None:
     assert isinstance(decode_event(json.dumps(with_spec).encode()), Report)
     trailing_newline = {**base, "subject": "r\n"}
     assert isinstance(decode_event(json.dumps(trailing_newline).encode()), Rejection)
+
+
+def _report_with(value: Any) -> bytes:
+    return json.dumps({"specversion": "1.0", "id": "a", "source": "s", "type": "ckptlog.report.v1", "subject": "r",
+                       "data": {"metrics": {"m": value}}}).encode()
+
+
+def _nested(levels: int, kind: str = "list") -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+def test_fast_path_vouches_for_the_depth_limit() -> None:
+    """An event the fast path accepts nests at most FAST_MAX_DEPTH deep, so decode_event may
+    skip its bracket scan; deeper metrics still decode, through pydantic."""
+    for kind in ("list", "dict"):
+        at_bound, beyond = _report_with(_nested(FAST_NESTING, kind)), _report_with(_nested(FAST_NESTING + 1, kind))
+        assert _depth(at_bound) == FAST_MAX_DEPTH and _depth(beyond) == FAST_MAX_DEPTH + 1
+        assert isinstance(decode_event(at_bound), FastReport)
+        assert decode_fast(beyond) is None
+        assert isinstance(decode_event(beyond), Report)
+
+
+def test_a_depth_limit_below_the_fast_paths_bound_is_still_enforced() -> None:
+    raw = _report_with(_nested(2))  # depth 5: the fast path alone would accept it
+    assert _depth(raw) == 5 and decode_fast(raw) is not None
+    assert isinstance(decode_event(raw, max_depth=5), FastReport | Report)
+    rejected = decode_event(raw, max_depth=4)
+    assert isinstance(rejected, Rejection) and rejected.reason == Reason.TOO_DEEP
+
+
+deep_values: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=2)),
+    lambda inner: st.one_of(st.lists(inner, min_size=1, max_size=2),
+                            st.dictionaries(st.text(max_size=2), inner, min_size=1, max_size=2)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=deep_values)
+def test_what_the_fast_path_accepts_is_never_deeper_than_its_bound(value: Any) -> None:
+    raw = _report_with(value)
+    if decode_fast(raw) is not None:
+        assert _depth(raw) <= FAST_MAX_DEPTH
+    else:
+        assert _depth(raw) > FAST_MAX_DEPTH
