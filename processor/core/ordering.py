@@ -117,6 +117,13 @@ class _Blocks:
         elif i == len(items):
             self.max_values[b], self.max_ties[b] = values[-1], ties[-1]
 
+    def pop(self, index: int) -> None:
+        b = 0
+        while index >= len(self.items[b]):  # walk from the head: retention pops near it
+            index -= len(self.items[b])
+            b += 1
+        self.remove(self.items[b][index])
+
     def __iter__(self) -> Iterator[CheckpointRecord]:
         return chain.from_iterable(self.items)
 
@@ -154,17 +161,14 @@ class SortedRecords:
         del self._keys[index]
         del self._items[index]
 
-    def first(self) -> CheckpointRecord:
-        """The worst record (the list is not empty)."""
-        return self._big.items[0][0] if self._big is not None else self._items[0]
-
-    def remove_first(self) -> None:
-        """Drop the worst record: retention's common case, without a search."""
+    def pop(self, index: int) -> None:
+        """Drop the record at `index` (0 = the worst). Costs O(index / BLOCK + log n): retention
+        pops only near the head."""
         if self._big is not None:
-            self._big.remove(self._big.items[0][0])
+            self._big.pop(index)
             return
-        del self._keys[0]
-        del self._items[0]
+        del self._keys[index]
+        del self._items[index]
 
     def head(self, count: int) -> list[CheckpointRecord]:
         """The `count` worst records."""

@@ -12,19 +12,21 @@ from processor.core.state import CheckpointRecord, RunState
 
 def apply_retention(run: RunState, excess: int) -> list[CheckpointRecord]:
     """Evict what falls outside the top `num_to_keep` (`excess` = kept - num_to_keep > 0);
-    returns the evicted records in order."""
+    returns the evicted records in order.
+
+    Exempt records stay where they are, so the i-th victim is popped at the position of the
+    exempt records before it: no search per victim.
+    """
     checkpoints = run.checkpoints
     latest, pending = run.latest, run.pending
-    if excess == 1:  # one report in, one out: the steady state of top-K
-        worst = checkpoints.first()
-        if worst is latest or worst.key in pending:
-            return []
-        checkpoints.remove_first()
-        victims = [worst]
-    else:
-        victims = [r for r in checkpoints.head(excess) if r is not latest and r.key not in pending]
-        for record in victims:
-            checkpoints.remove(record)
+    victims = []
+    at = 0  # exempt records seen so far, all still at the head of the list
+    for record in checkpoints.head(excess):
+        if record is latest or record.key in pending:
+            at += 1
+        else:
+            checkpoints.pop(at)
+            victims.append(record)
     by_key, outstanding = run.by_key, run.outstanding
     for record in victims:
         del by_key[record.key]

@@ -13,7 +13,7 @@ from processor.core.ordering import SortedRecords
 from processor.core.state import CheckpointRecord
 
 values = st.sampled_from([-math.inf, -1.0, 0.0, 0.5, 1.0, math.inf])
-ops = st.lists(st.tuples(st.booleans(), st.booleans(), values), max_size=120)
+ops = st.lists(st.tuples(st.sampled_from(["add", "add", "remove", "pop"]), st.booleans(), values), max_size=120)
 
 
 def _record(index: int, has: bool, value: float) -> CheckpointRecord:
@@ -30,16 +30,20 @@ def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> N
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=ops)
-def test_matches_a_sorted_list(layout: None, steps: list[tuple[bool, bool, float]]) -> None:
+def test_matches_a_sorted_list(layout: None, steps: list[tuple[str, bool, float]]) -> None:
     kept, reference = SortedRecords(), []
-    for index, (add, has, value) in enumerate(steps):
-        if add or not reference:
+    for index, (op, has, value) in enumerate(steps):
+        if op == "add" or not reference:
             record = _record(index, has, value)
             kept.add(record)
             reference.append(record)
         else:  # remove one picked by the step's shape, anywhere in the order
-            victim = sorted(reference, key=lambda r: r.sort_key)[index % len(reference)]
-            kept.remove(victim)
+            at = index % len(reference)
+            victim = sorted(reference, key=lambda r: r.sort_key)[at]
+            if op == "remove":
+                kept.remove(victim)
+            else:
+                kept.pop(at)
             reference.remove(victim)
         expected = sorted(reference, key=lambda r: r.sort_key)
         assert list(kept) == expected
