@@ -79,6 +79,7 @@ def fold_lines(
     route = shards.route if shards.count > 1 else None
     applied = duplicates = 0
     evict = result.deletions.extend
+    gc.freeze()  # what exists already (imported modules) need not be re-scanned either
     for lineno, raw in enumerate(lines, 1):
         if not lineno & GC_FREEZE_MASK:
             gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
