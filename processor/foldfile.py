@@ -15,10 +15,11 @@ import gc
 import json
 import multiprocessing
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
@@ -71,8 +72,10 @@ def fold_lines(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     shard: tuple[int, Shards] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> FoldResult:
-    """Fold one event per line; blank lines are skipped, every other line is applied or rejected."""
+    """Fold one event per line; blank lines are skipped, every other line is applied or rejected.
+    `progress(lines_read)` is called every 64k lines (never per line: this loop is the hot path)."""
     result = FoldResult(Fold(settings, emit=False))  # the document needs views, not output events
     apply, runs, first_line = result.fold.apply, result.fold.runs, result.first_line
     mine, shards = shard if shard is not None else (0, Shards(1))
@@ -83,6 +86,8 @@ def fold_lines(
     for lineno, raw in enumerate(lines, 1):
         if not lineno & GC_FREEZE_MASK:
             gc.freeze()  # the kept state is acyclic: stop re-scanning it in every collection
+            if progress is not None:
+                progress(lineno)
         owner = route(raw) if route is not None else mine
         if owner != mine and owner != AMBIGUOUS or not raw or raw.isspace():
             continue
@@ -122,15 +127,18 @@ def fold_file(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
+    progress: bool = False,
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
     document and (unless `with_deletions` is False: a dry run needs none) the deletions.
-    One worker folds in this process."""
+    One worker folds in this process. `progress`: report on stderr how much of the file is read."""
     if workers <= 1:
         with path.open("rb") as stream:
-            result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
+            result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth,
+                                progress=_progress_of(stream, path) if progress else None)
+        _end_progress(progress)
         return result.document(), result.deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False)
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
     runs, rejected, deletions = _fold_parallel(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
@@ -144,14 +152,15 @@ def fold_file_text(
     max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
     indent: int | None = None,
+    progress: bool = False,
 ) -> tuple[str, list[Deletion]]:
     """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
     With several workers each encodes its own runs, so the encoding runs in parallel too."""
     if workers <= 1 or indent is not None:
         document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
-                                        with_deletions=with_deletions)
+                                        with_deletions=with_deletions, progress=progress)
         return json.dumps(document, indent=indent), deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True)
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress)
     runs, rejected, deletions = _fold_parallel(path, job, workers)
     body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
     return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}', deletions
@@ -164,6 +173,7 @@ class _Job:
     max_depth: int
     with_deletions: bool
     as_text: bool  # workers return each view as JSON text rather than as a dict
+    progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
 
 
 def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]],
@@ -173,6 +183,7 @@ def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int,
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
         parts = pool.starmap(_fold_shard, [(str(path), job, k, shards) for k in range(workers)])
+    _end_progress(job.progress)
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
     return runs, rejected, [d for part in parts for d in part[2]]
@@ -196,9 +207,26 @@ def _head_lines(path: Path) -> list[bytes]:
 def _fold_shard(path: str, job: _Job, mine: int, shards: Shards,
                 ) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
     with open(path, "rb") as stream:
+        progress = _progress_of(stream, Path(path)) if job.progress and mine == 0 else None
         result = fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth,
-                            shard=(mine, shards))
+                            shard=(mine, shards), progress=progress)
     views = result.document()["runs"].items()
     runs = [(result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
             for run_id, view in views]
     return runs, result.rejected, result.deletions if job.with_deletions else []
+
+
+def _progress_of(stream: IO[bytes], path: Path) -> Callable[[int], None]:
+    """Reports `ckptlog fold: 1,048,576 lines read (52%)` on stderr, rewritten in place."""
+    total = path.stat().st_size or 1
+
+    def show(lines: int) -> None:
+        sys.stderr.write(f"\rckptlog fold: {lines:,} lines read ({100 * stream.tell() // total}%)")
+        sys.stderr.flush()
+    return show
+
+
+def _end_progress(shown: bool) -> None:
+    if shown:
+        sys.stderr.write("\rckptlog fold: every line read, writing the document\n")
+        sys.stderr.flush()

@@ -42,6 +42,8 @@ def fold_command(
     indent: Annotated[Optional[int], typer.Option(help="Pretty-print with this indent.")] = None,
     workers: Annotated[int, typer.Option(help="Processes, each folding a shard of the runs; 0 = one per "
                                               "core for files over 16 MiB.")] = 0,
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show progress on stderr "
+                                                     "(default: when stderr is a terminal).")] = None,
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
@@ -56,7 +58,7 @@ def fold_command(
             raise typer.Exit(2)
         text, deletions = fold_file_text(path, settings, workers=workers or auto_workers(path),
                                          max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply,
-                                         indent=indent)
+                                         indent=indent, progress=sys.stderr.isatty() if progress is None else progress)
     failures: list[str] = []
     if apply and deletions:
         from processor.storage.apply import delete_now

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from processor.cli.main import _register, app
@@ -76,3 +77,20 @@ def test_dry_run_deletes_nothing_apply_deletes_only_evicted(tmp_path: Path) -> N
     assert code == 0, doc
     assert not (store / "r" / "a").exists() and not (store / "r" / "b").exists()
     assert (store / "r" / "c" / "model.bin").exists()
+
+
+def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from processor import foldfile
+
+    monkeypatch.setattr(foldfile, "GC_FREEZE_MASK", 1)  # report every 2 lines instead of every 64k
+    root = "file:///data/r"
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"\n".join([f.started(root=root, keep=1)] + [f.report(path=f"{root}/c{i}") for i in range(6)]))
+    quiet = runner.invoke(app, ["fold", str(log), "--no-progress"])
+    for workers in ("1", "2"):
+        shown = runner.invoke(app, ["fold", str(log), "--progress", "--workers", workers])
+        assert shown.exit_code == 0 and shown.stdout == quiet.stdout
+        if workers == "1":  # (a forked worker writes to the real stderr, which the runner does not capture)
+            assert "ckptlog fold: 6 lines read (" in shown.stderr and "every line read" in shown.stderr
+    assert "lines read" not in quiet.stderr
