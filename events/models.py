@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 RUN_ID_MAX = 256
-RUN_ID_CHAR = r"[^\x00-\x1f\x7f]"  # no control characters (shared with events/fastpath.py)
+RUN_ID_CHAR = r"[^\x00-\x1f\x7f]"  # no control characters (events/fastpath.py accepts a subset)
 RunId = Annotated[str, StringConstraints(min_length=1, max_length=RUN_ID_MAX, pattern=rf"^{RUN_ID_CHAR}+$")]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Status = Literal["COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]
