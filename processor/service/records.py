@@ -124,10 +124,16 @@ class RecordFactory:
         run = self._runs.get(run_id) or self._run_pieces(run_id)
         key, middles = run.key, run.middles
         id_offset = b"%b%d:" % (self._id_prefix, offset)
-        append, join, encode = into.append, b"".join, encode_json
+        append, join, fast = into.append, b"".join, _fast_json
         for seq, (kind, data) in enumerate(outputs):
             topic, middle = middles.get(kind) or run.middle(kind, self.names)
-            value = join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, middle, encode(data), b"}"))
+            try:  # encode_json(data), inlined: a frame per output is a tenth of this loop
+                body = fast(data)
+            except (TypeError, ValueError, OverflowError):
+                body = _exact_json(data)
+            if b"null" in body:
+                body = _exact_json(data)
+            value = join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, middle, body, b"}"))
             append(_new(OutRecord, (topic, key, value, _NO_HEADERS, None)))
 
     def _run_pieces(self, run_id: str) -> _RunPieces:
