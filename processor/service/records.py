@@ -54,7 +54,7 @@ def encode_json(value: Any) -> bytes:
         out = _fast_json(value)
     except (TypeError, ValueError, OverflowError):  # a type msgspec does not know: pydantic-core decides
         return _exact_json(value)
-    return _exact_json(value) if b"null" in out else out
+    return _exact_json(value) if out.count(b"null") else out
 
 
 _ID = b'{"specversion":"1.0","id":'
@@ -131,7 +131,7 @@ class RecordFactory:
                 body = fast(data)
             except (TypeError, ValueError, OverflowError):
                 body = _exact_json(data)
-            if b"null" in body:
+            if body.count(b"null"):  # not `in`: bytes.__contains__ first tries the argument as an int (an exception)
                 body = _exact_json(data)
             value = join((id_offset, _SEQ[seq] if seq < _SEQS else b'%d"' % seq, middle, body, b"}"))
             append(_new(OutRecord, (topic, key, value, _NO_HEADERS, None)))
