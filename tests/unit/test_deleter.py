@@ -474,3 +474,15 @@ def test_canonical_fast_path_keeps_every_bound(path: str, root: str, outer: str 
         problem, url = confinement.check(path, root)
         assert problem == reference_problem(path, root, outer)
         assert problem is None if reason is None else reason in (problem or "")
+
+
+@pytest.mark.parametrize(("root", "outer", "inside"), [
+    ("file:///b/runs/r1", "file:///b/runs", True), ("file:///b/runs", "file:///b/runs", True),
+    ("file:///b/runsx/r1", "file:///b/runs", False), ("file:///b/r1", None, True),
+    ("file:///b/../r1", "file:///b", False), ("file:///b/runs/r1", "file:///b/../runs", False)])
+def test_a_root_is_checked_against_the_outer_bound_once(root: str, outer: str | None, inside: bool) -> None:
+    """The per-path fast check relies on the root lying within the outer bound; the verdict per path
+    stays what the full checks say."""
+    confinement = Confinement(outer)
+    problem, _ = confinement.check(f"{root}/ckpt", root)
+    assert (problem is None) is inside and confinement._roots[root].inside is inside
