@@ -147,7 +147,8 @@ async def run_task(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], 
             await asyncio.sleep(0)
     await deleter.close()
     print(f"events={len(inputs)} offsets={offset} published={publisher.records} batches={producer.batches} "
-          f"bytes={producer.bytes} committed_s={committed:.3f} main_cpu_s={main_cpu:.3f} seconds={time.perf_counter() - started:.2f}",
+          f"bytes={producer.bytes} committed_s={committed:.3f} main_cpu_s={main_cpu:.3f} "
+          f"seconds={time.perf_counter() - started:.2f}",
           file=sys.stderr)
 
 

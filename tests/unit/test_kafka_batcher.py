@@ -64,7 +64,7 @@ async def test_every_record_lands_once_in_its_partition_in_order_across_full_bat
 
 async def test_a_record_larger_than_a_batch_gets_a_batch_of_its_own() -> None:
     producer = Producer(batch_bytes=512)
-    await Batcher(producer).send_all([OutRecord("c", b"k", b"a"), OutRecord("c", b"k", b"x" * 4000),  # type: ignore[arg-type]
-                                      OutRecord("c", b"k", b"b")])
+    batcher = Batcher(producer)  # type: ignore[arg-type]
+    await batcher.send_all([OutRecord("c", b"k", b"a"), OutRecord("c", b"k", b"x" * 4000), OutRecord("c", b"k", b"b")])
     assert [v for *_, v, _ in parsed(producer)] == [b"a", b"x" * 4000, b"b"]
     assert [count for _, _, count, _ in producer.sent] == [1, 1, 1]
