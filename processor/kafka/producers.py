@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -65,11 +66,24 @@ def transactional_id(prefix: str, pid: PartitionId) -> str:
     return f"{prefix}-{pid.topic}-{pid.partition}"
 
 
+class _Open:
+    """One partition's batch being filled: aiokafka's BatchBuilder and the `append` of the compiled
+    record builder inside it, called directly (positional arguments, no per-record keyword parsing,
+    wrapper frame and clock read: a third of the per-record cost), with the count kept here."""
+
+    __slots__ = ("builder", "append", "count")
+
+    def __init__(self, builder: Any) -> None:
+        self.builder, self.count = builder, 0
+        self.append: Callable[[int, int, bytes | None, bytes | None, list[Any]], object] = builder._builder.append
+
+
 class Batcher:
     """Appends records straight into per-partition batches (no coroutine and future per record).
 
     Keys are partitioned with Kafka's default murmur2 partitioner, as Java and aiokafka do,
-    with a cache (run ids repeat); a record with `partition` set goes there.
+    with a cache (run ids repeat); a record with `partition` set goes there. Records of one
+    `send_all` share one CreateTime (aiokafka would read the clock per record).
     """
 
     _CACHE_LIMIT = 100_000
@@ -93,30 +107,37 @@ class Batcher:
 
     async def send_all(self, records: Sequence[OutRecord]) -> None:
         """Queue every record, then wait until each batch is acknowledged."""
-        producer, cache = self._producer, self._cache
-        builders: dict[tuple[str, int], Any] = {}
+        cache, batches = self._cache, dict[tuple[str, int], _Open]()
         futures: list[asyncio.Future[Any]] = []
-        for topic, key, value, headers, partition in records:  # hot: ~4 records per input event
+        stamp = int(time.time() * 1000)
+        for topic, key, value, headers, partition in records:  # hot: ~3 records per input event
             if partition is None:
                 partition = cache.get((topic, key))  # a None key is never cached: spread at random
                 if partition is None:
                     partition = await self._partition(topic, key)
-            slot = (topic, partition)
-            builder = builders.get(slot)
-            if builder is None:
-                builder = builders[slot] = producer.create_batch()
+            batch = batches.get((topic, partition))
+            if batch is None:
+                batch = batches[(topic, partition)] = _Open(self._producer.create_batch())
             listed = list(headers) if headers else _NO_HEADERS
-            if builder.append(timestamp=None, key=key, value=value, headers=listed) is None:
-                futures.append(await producer.send_batch(builder, topic, partition=partition))
-                builder = builders[slot] = producer.create_batch()
-                builder.append(timestamp=None, key=key, value=value, headers=listed)
-        for (topic, partition), builder in builders.items():
-            futures.append(await producer.send_batch(builder, topic, partition=partition))
+            if batch.append(batch.count, stamp, key, value, listed) is None:  # full
+                futures.append(await self._send(batch, topic, partition))
+                batch = batches[(topic, partition)] = _Open(self._producer.create_batch())
+                batch.append(0, stamp, key, value, listed)  # an empty batch takes any record
+            batch.count += 1
+        for (topic, partition), batch in batches.items():
+            futures.append(await self._send(batch, topic, partition))
         if futures:  # wait for all of them (no "exception never retrieved"), then raise the first failure
             results = await asyncio.gather(*futures, return_exceptions=True)
             for result in results:
                 if isinstance(result, BaseException):
                     raise result
+
+    async def _send(self, batch: _Open, topic: str, partition: int) -> asyncio.Future[Any]:
+        """Hand a filled batch to the producer; its record count (the idempotent producer's sequence
+        numbers advance by it) is set where BatchBuilder.append would have kept it."""
+        batch.builder._relative_offset = batch.count
+        future: asyncio.Future[Any] = await self._producer.send_batch(batch.builder, topic, partition=partition)
+        return future
 
 
 class TransactionalProducer:

@@ -52,9 +52,10 @@ class BatchFolder:
         out, changed = batch.records, dict[str, None]()
         apply, factory = self.fold.apply, self.factory
         max_bytes, max_depth = self.max_bytes, self.max_depth
+        applied, deletions = 0, batch.deletions
         for record in records:
-            live = record.offset >= publish_from
-            value = record.value
+            offset, value = record.offset, record.value
+            live = offset >= publish_from
             event: DecodedEvent | Rejection
             if value is None:
                 event = Rejection(Reason.INVALID_ENVELOPE, "record has no value (a tombstone); input records must "
@@ -71,12 +72,15 @@ class BatchFolder:
             if effects.duplicate:
                 batch.duplicates += 1
                 continue
-            batch.applied += 1
-            if live and effects.outputs:
-                factory.outputs(event.subject, record.offset, effects.outputs, out)
-                changed[event.subject] = None
-            if live and effects.deletions:
-                batch.deletions.extend(effects.deletions)
+            applied += 1
+            if live:
+                if effects.outputs:
+                    subject = event.subject
+                    factory.outputs(subject, offset, effects.outputs, out)
+                    changed[subject] = None
+                if effects.deletions:
+                    deletions.extend(effects.deletions)
+        batch.applied += applied
         runs = self.fold.runs
         for run_id in changed:
             out.append(factory.view(run_id, run_view(runs[run_id])))

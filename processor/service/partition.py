@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from itertools import groupby
 from operator import itemgetter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ COMPLETED_PER_EVENT = 200
 practice; the cap keeps an event far below the payload limit for long paths too."""
 
 
-_run_of = itemgetter(0)  # Deletion.run_id
+_run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's
+_path_of = itemgetter(1)
 
 
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
@@ -246,9 +248,9 @@ class PartitionTask:
             return []
         runs, completed = self.fold.runs, self.folder.factory.deletion_completed
         by_run: dict[str, list[str]] = {}
-        for run_id, path in done:
+        for run_id, keys in groupby(done, _run_of):  # keys come grouped by run: move them in slices
             if run_id in runs:
-                by_run.setdefault(run_id, []).append(path)
+                by_run.setdefault(run_id, []).extend(map(_path_of, keys))
         return [completed(run_id, paths[at:at + COMPLETED_PER_EVENT])
                 for run_id, paths in by_run.items() for at in range(0, len(paths), COMPLETED_PER_EVENT)]
 

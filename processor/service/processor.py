@@ -21,6 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from itertools import groupby
+from operator import itemgetter
 
 from processor.broker import ensure_bootstrap
 from processor.errors import CkptlogError, OffsetOutOfRange
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 MAX_REBUILDS = 5
 REBUILD_WINDOW_S = 60.0
 RETRY_FAILED_DELETIONS_S = 30.0
+_run_of = itemgetter(0)  # of a (run id, path) key
 
 
 def tune_gc() -> None:
@@ -288,20 +291,22 @@ class Processor:
                                for pid in list(self.tasks)))
 
     def _deletions_done(self, done: Sequence[tuple[str, str]]) -> None:
-        """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions."""
+        """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.
+
+        A job's keys come grouped by run (a batch's evictions are submitted sorted by run), so the
+        owner is looked up once per run and the keys are moved in slices, not one by one."""
         if self._completions is None:
             return
         owners: dict[str, PartitionId | None] = {}
         by_task: dict[PartitionId, list[tuple[str, str]]] = {}
-        for key in done:
-            run_id = key[0]
+        for run_id, keys in groupby(done, _run_of):
             if run_id not in owners:
                 owners[run_id] = next((pid for pid, task in self.tasks.items() if task.owns(run_id)), None)
             owner = owners[run_id]
             if owner is not None:
-                by_task.setdefault(owner, []).append(key)
-        for pid, keys in by_task.items():
-            self._completions.extend(self.tasks[pid].deletions_done(keys))
+                by_task.setdefault(owner, []).extend(keys)
+        for pid, owned in by_task.items():
+            self._completions.extend(self.tasks[pid].deletions_done(owned))
 
     async def _shutdown(self) -> None:
         if self._deleter is not None and self._fatal is None:

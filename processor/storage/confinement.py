@@ -27,10 +27,11 @@ class Bound:
     matcher for the common case — a path already canonical, strictly below, without glob
     characters — that is then its own canonical URL (one regex call instead of a parse)."""
 
-    __slots__ = ("prefix", "problem", "own")
+    __slots__ = ("prefix", "problem", "own", "inside")
 
     def __init__(self, url: str) -> None:
         self.prefix, self.problem = "", _url_problem(url)
+        self.inside = False  # set by Confinement: the root lies within the outer bound
         self.own: Callable[[str], object] = _never
         if self.problem is None:
             key = key_of(parse_url(url))
@@ -59,9 +60,9 @@ class Confinement:
     def check(self, path: str, root: str) -> Checked:
         """Why `path` must not be deleted (or None), and the canonical URL to delete."""
         bound = self._roots.get(root) or self._root(root)
-        outer = self._outer
-        if bound.own(path) and (outer is None or outer.problem is None and outer.holds(path)):
+        if bound.own(path) and bound.inside:
             return None, path  # the common case; anything else takes the full checks below
+        outer = self._outer
         if "*" in path or "?" in path or "[" in path:
             return "it has glob characters (*, ?, [) that fsspec would expand", path
         key = fast_key(path)
@@ -85,6 +86,9 @@ class Confinement:
         if len(self._roots) >= _ROOT_CACHE_LIMIT:
             self._roots.clear()
         bound = self._roots[root] = Bound(root)
+        outer = self._outer  # a root within the outer bound: every path strictly below it is strictly below both
+        bound.inside = bound.problem is None and (
+            outer is None or outer.problem is None and bound.prefix.startswith(outer.prefix))
         return bound
 
 

@@ -15,7 +15,6 @@ after its own backoff, while the rest of its batch completes.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,9 +87,10 @@ class Deleter:
         self._confinement = Confinement(outer_root)
         self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
         self._concurrency, self._batch_size = concurrency, batch_size
-        self._outstanding: dict[Key, str] = {}  # accepted, not confirmed gone -> canonical URL to delete
-        self._ready: dict[Key, None] = {}  # waiting for a job (insertion-ordered set)
-        self._active: set[Key] = set()  # in a running job or waiting out a backoff
+        # accepted, not confirmed gone -> canonical URL to delete. Every such key is in exactly one place:
+        # `_ready` (waiting for a job), a running job, `_timers` (backing off) or `_failed` (attempts exhausted)
+        self._outstanding: dict[Key, str] = {}
+        self._ready: list[Key] = []
         self._attempts: dict[Key, int] = {}
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._failed: dict[Key, str] = {}
@@ -128,10 +128,12 @@ class Deleter:
             raise StorageError("Deleter is closed; cannot delete more paths — submit them to the new Deleter "
                                "after restart")
         accepted = 0
-        check, outstanding, failed, active, ready = (self._confinement.check, self._outstanding, self._failed,
-                                                     self._active, self._ready)
+        check, outstanding, failed, ready = self._confinement.check, self._outstanding, self._failed, self._ready
         for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
+            if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
+                accepted += 1
+                continue
             problem, url = check(request.path, request.root)
             if problem is not None:
                 self._refuse(key, problem)
@@ -140,8 +142,7 @@ class Deleter:
             outstanding[key] = url
             if failed:
                 failed.pop(key, None)
-            if key not in active:
-                ready[key] = None
+            ready.append(key)
         if accepted:
             self._schedule_pump()
         return accepted
@@ -154,8 +155,7 @@ class Deleter:
     def retry_failed(self) -> int:
         """Start every failed deletion over; returns how many were restarted."""
         failed, self._failed = list(self._failed), {}
-        for key in failed:
-            self._ready[key] = None
+        self._ready.extend(failed)
         if failed:
             self._schedule_pump()
         return len(failed)
@@ -164,7 +164,7 @@ class Deleter:
         """Wait for queued and in-flight deletions; True when every accepted one is confirmed gone."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        while self._ready or self._active:
+        while self._pending():
             self._settled.clear()
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
@@ -199,17 +199,19 @@ class Deleter:
         while self._ready and len(self._jobs) < self._concurrency and not self._closed:
             free = self._concurrency - len(self._jobs)
             size = min(self._batch_size, -(-len(self._ready) // free))
-            keys = list(itertools.islice(self._ready, size))
-            for key in keys:
-                del self._ready[key]
-            self._active.update(keys)
+            keys = self._ready[:size]
+            del self._ready[:size]
             job = asyncio.get_running_loop().create_task(self._job(keys))
             self._jobs.add(job)
             job.add_done_callback(self._jobs.discard)
         self._notify()
 
+    def _pending(self) -> bool:
+        """Whether any accepted deletion is queued, in a job or backing off (not failed, not confirmed)."""
+        return len(self._outstanding) > len(self._failed)
+
     def _notify(self) -> None:
-        if not self._ready and not self._active:
+        if not self._pending():
             self._settled.set()
 
     async def _job(self, keys: list[Key]) -> None:
@@ -218,12 +220,12 @@ class Deleter:
             outcomes = await asyncio.to_thread(remove_all, urls, self._options)
         except Exception as exc:  # noqa: BLE001 — e.g. no thread left at shutdown: every path is retried
             outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
-        done: list[Key] = []
-        for key, error in zip(keys, outcomes):
-            if error is None:
-                done.append(key)
-            else:
-                self._attempt_failed(key, error)
+        done = keys
+        if any(outcomes):  # errors are non-empty strings; the common case is every path gone
+            done = [key for key, error in zip(keys, outcomes) if error is None]
+            for key, error in zip(keys, outcomes):
+                if error is not None:
+                    self._attempt_failed(key, error)
         self._confirmed(done)
         job = asyncio.current_task()
         if job is not None:
@@ -239,7 +241,6 @@ class Deleter:
                         attempt, self._retry.max_attempts, error, delay)
             self._timers[key] = asyncio.get_running_loop().call_later(delay, self._requeue, key)
             return
-        self._active.discard(key)
         del self._attempts[key]
         self._failed[key] = error
         log.error("could not delete %s for run %s after %d attempts: %s; it stays outstanding — resubmit it or "
@@ -247,17 +248,15 @@ class Deleter:
 
     def _requeue(self, key: Key) -> None:
         del self._timers[key]
-        self._active.discard(key)
-        if key in self._outstanding:
-            self._ready[key] = None
+        self._ready.append(key)  # still outstanding: only a job confirms a key, and this one is in no job
         self._pump()
 
     def _confirmed(self, keys: list[Key]) -> None:
-        outstanding, active, attempts = self._outstanding, self._active, self._attempts
+        outstanding, attempts = self._outstanding, self._attempts
         for key in keys:
             del outstanding[key]
-            active.discard(key)
-            if attempts:
+        if attempts:
+            for key in keys:
                 attempts.pop(key, None)
         if not keys or self._on_done is None:
             return

@@ -26,35 +26,42 @@ Options = Mapping[str, Mapping[str, Any]]
 def remove_all(urls: Sequence[str], options: Options) -> list[str | None]:
     """Delete each URL recursively; per URL None once it is confirmed gone, else the error.
 
-    Already gone counts as deleted. Runs in a worker thread; never raises.
-    """
+    Already gone counts as deleted. Runs in a worker thread; never raises. The common local
+    outcomes (already gone, a file, a symlink) cost one system call and no further frame: this
+    loop holds the GIL, which the event loop needs."""
     outcomes: list[str | None] = []
+    append, unlink, skip = outcomes.append, os.unlink, len(_LOCAL)
     for url in urls:
-        try:
-            if url.startswith(_LOCAL):
-                _remove_local(url, url[len(_LOCAL):])
-            else:
-                _remove_fsspec(url, options)
-        except StorageError as exc:
-            outcomes.append(str(exc))
-        except Exception as exc:  # noqa: BLE001 — an unknown backend error must not drop the deletion
-            outcomes.append(f"{type(exc).__name__}: {exc}")
-        else:
-            outcomes.append(None)
+        if url.startswith(_LOCAL):
+            try:
+                unlink(url[skip:])  # atomic: the name is gone
+                append(None)
+                continue
+            except FileNotFoundError:
+                append(None)
+                continue
+            except Exception:  # noqa: BLE001 — a directory (EISDIR on Linux, EPERM on macOS) or real trouble:
+                pass  # the careful path deletes it or says why not
+        append(_remove_one(url, options))
     return outcomes
 
 
-def _remove_local(url: str, path: str) -> None:
-    """unlink a file or symlink; rmtree a real directory; then confirm nothing is left.
-
-    The common outcomes (already gone, a file, a symlink) cost one system call and no context manager."""
+def _remove_one(url: str, options: Options) -> str | None:
     try:
-        os.unlink(path)
-        return  # unlink is atomic: the name is gone
-    except FileNotFoundError:
-        return
-    except OSError:
-        pass  # a directory (EISDIR on Linux, EPERM on macOS) or real trouble: the careful path below
+        if url.startswith(_LOCAL):
+            _remove_local_tree(url, url[len(_LOCAL):])
+        else:
+            _remove_fsspec(url, options)
+    except StorageError as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 — an unknown backend error must not drop the deletion
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _remove_local_tree(url: str, path: str) -> None:
+    """After unlink refused `path`: unlink a symlink or file, rmtree a real directory (never following
+    a symlink), then confirm nothing is left."""
     with mapped_errors(url, "delete"):
         if os.path.islink(path) or not os.path.isdir(path):
             try:

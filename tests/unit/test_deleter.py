@@ -293,6 +293,30 @@ async def test_back_to_back_submissions_share_thread_calls(tmp_path: Path, monke
     assert sum(calls) == 35 and max(calls) <= 10 and len(calls) <= 5 and most[0] <= 2
 
 
+async def test_resubmitting_while_queued_or_backing_off_deletes_once(flaky: type[FlakyFS]) -> None:
+    """A key lives in one place (queue, job, backoff, failed): resubmitting it meanwhile adds no work."""
+    put(f"{ROOT}/ckpt_1/model.bin")
+    put(f"{ROOT}/ckpt_2/model.bin")
+    flaky.fail_paths = {"/r1/ckpt_1": 1}
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.2), on_done=done.extend)
+    requests = [Deletion("r1", f"{ROOT}/ckpt_1", ROOT), Deletion("r1", f"{ROOT}/ckpt_2", ROOT)]
+    assert deleter.submit_many(requests + requests) == 4  # the second copies are already queued
+    await asyncio.sleep(0.1)  # ckpt_2 gone, ckpt_1 failed once and is backing off
+    assert deleter.submit_many(requests[:1]) == 1
+    assert await deleter.drain(timeout=10)
+    assert sorted(p.rsplit("/", 1)[1] for p in flaky.rm_paths) == ["ckpt_1", "ckpt_1", "ckpt_2"]
+    assert sorted(done) == [("r1", f"{ROOT}/ckpt_1"), ("r1", f"{ROOT}/ckpt_2")]
+    assert deleter.outstanding == frozenset()
+
+
+def test_local_removal_reports_unexpected_errors_per_path(tmp_path: Path) -> None:
+    (tmp_path / "gone.bin").write_bytes(b"1")
+    outcomes = remove_all([f"file://{tmp_path}/bad\x00name", f"file://{tmp_path}/gone.bin"], {})
+    assert outcomes[0] is not None and "null" in outcomes[0] and outcomes[1] is None
+    assert not (tmp_path / "gone.bin").exists()
+
+
 def test_local_removal_unlinks_links_removes_trees_and_reports_per_path(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -450,3 +474,15 @@ def test_canonical_fast_path_keeps_every_bound(path: str, root: str, outer: str 
         problem, url = confinement.check(path, root)
         assert problem == reference_problem(path, root, outer)
         assert problem is None if reason is None else reason in (problem or "")
+
+
+@pytest.mark.parametrize(("root", "outer", "inside"), [
+    ("file:///b/runs/r1", "file:///b/runs", True), ("file:///b/runs", "file:///b/runs", True),
+    ("file:///b/runsx/r1", "file:///b/runs", False), ("file:///b/r1", None, True),
+    ("file:///b/../r1", "file:///b", False), ("file:///b/runs/r1", "file:///b/../runs", False)])
+def test_a_root_is_checked_against_the_outer_bound_once(root: str, outer: str | None, inside: bool) -> None:
+    """The per-path fast check relies on the root lying within the outer bound; the verdict per path
+    stays what the full checks say."""
+    confinement = Confinement(outer)
+    problem, _ = confinement.check(f"{root}/ckpt", root)
+    assert (problem is None) is inside and confinement._roots[root].inside is inside

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
+from pathlib import PosixPath
 from types import SimpleNamespace
 
 from events.codec import decode_event
@@ -99,3 +101,19 @@ def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() 
         record = factory.deletion_completed(run_id, paths)
         assert record.value == encode_json(deletion_completed_event(run_id, paths))
         assert (record.topic, record.partition, record.key) == ('in"\\é', 3, run_id.encode())
+
+
+def test_fast_encoding_falls_back_to_literals_for_null_and_non_finite_values() -> None:
+    """msgspec writes NaN/Infinity as null: anything with a null is encoded by pydantic-core instead,
+    so the literals survive and a real None stays null; other values keep their value."""
+    import pydantic_core
+
+    exact = partial(pydantic_core.to_json, inf_nan_mode="constants")
+    for value in ({"m": {"loss": math.nan, "x": [math.inf, -math.inf]}}, {"error": None, "v": 1e16},
+                  {"path": "file:///null/c1"}, {"big": 2**70, "s": 'é"\\\n\u2028', "f": 1e-7}):
+        assert json.loads(encode_json(value), parse_constant=str) == json.loads(exact(value), parse_constant=str)
+    assert encode_json({"a": math.nan, "b": None}) == b'{"a":NaN,"b":null}'
+    records: list = []
+    FACTORY.outputs("r", 1, [Output("warning", {"metrics": {"loss": -math.inf}, "step": 2})], records)
+    assert b'"data":{"metrics":{"loss":-Infinity},"step":2}}' in records[0].value
+    assert encode_json({"p": PosixPath("/a")}) == b'{"p":"/a"}'  # a type only pydantic-core knows
