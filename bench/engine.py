@@ -73,7 +73,7 @@ class BuildingProducer:
 
 class Publisher:
     def __init__(self, producer: BuildingProducer, send: bool) -> None:
-        self._batcher, self._send, self.records = Batcher(producer), send, 0  # type: ignore[arg-type]
+        self._batcher, self._send, self.records = Batcher(producer), send, 0
 
     async def start(self) -> None:
         return None
