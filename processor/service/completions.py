@@ -28,10 +28,6 @@ class CompletionWriter:
         self._task: asyncio.Task[None] | None = None
         self.written = 0
 
-    def add(self, record: OutRecord) -> None:
-        self._queue.append(record)
-        self._wake.set()
-
     def extend(self, records: list[OutRecord]) -> None:
         if records:
             self._queue.extend(records)
