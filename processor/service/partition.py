@@ -43,7 +43,7 @@ COMPLETED_PER_EVENT = 200
 practice; the cap keeps an event far below the payload limit for long paths too."""
 
 
-_run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's
+run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: what evictions and completions group by
 _path_of = itemgetter(1)
 
 
@@ -181,7 +181,7 @@ class PartitionTask:
         stats.batches += 1
         if batch.deletions:  # the evictions are durable now; grouped by run, so that a Deleter job
             # (≤ 100 paths) mostly serves one run and confirms them in one completion event
-            self.deleter.submit_many(sorted(batch.deletions, key=_run_of))
+            self.deleter.submit_many(sorted(batch.deletions, key=run_of))
         self.snapshots.count(batch.consumed)
 
     def _maybe_snapshot(self) -> None:
@@ -248,7 +248,7 @@ class PartitionTask:
             return []
         runs, completed = self.fold.runs, self.folder.factory.deletion_completed
         by_run: dict[str, list[str]] = {}
-        for run_id, keys in groupby(done, _run_of):  # keys come grouped by run: move them in slices
+        for run_id, keys in groupby(done, run_of):  # keys come grouped by run: move them in slices
             if run_id in runs:
                 by_run.setdefault(run_id, []).extend(map(_path_of, keys))
         return [completed(run_id, paths[at:at + COMPLETED_PER_EVENT])

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from itertools import groupby
-from operator import itemgetter
 
 from processor.broker import ensure_bootstrap
 from processor.errors import CkptlogError, OffsetOutOfRange
@@ -35,7 +34,7 @@ from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
-from processor.service.partition import PartitionTask, TaskStats
+from processor.service.partition import PartitionTask, TaskStats, run_of
 from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import restore
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 MAX_REBUILDS = 5
 REBUILD_WINDOW_S = 60.0
 RETRY_FAILED_DELETIONS_S = 30.0
-_run_of = itemgetter(0)  # of a (run id, path) key
 
 
 def tune_gc() -> None:
@@ -299,7 +297,7 @@ class Processor:
             return
         owners: dict[str, PartitionId | None] = {}
         by_task: dict[PartitionId, list[tuple[str, str]]] = {}
-        for run_id, keys in groupby(done, _run_of):
+        for run_id, keys in groupby(done, run_of):
             if run_id not in owners:
                 owners[run_id] = next((pid for pid, task in self.tasks.items() if task.owns(run_id)), None)
             owner = owners[run_id]
