@@ -110,19 +110,24 @@ class _Blocks:
         i = _below(values, ties, value, tie)
         if i == len(items) or items[i] is not record:
             raise ValueError(f"checkpoint {record.path!r} is not in the kept list")
-        del values[i], ties[i], items[i]
-        self.size -= 1
-        if not items:
-            del self.values[b], self.ties[b], self.items[b], self.max_values[b], self.max_ties[b]
-        elif i == len(items):
-            self.max_values[b], self.max_ties[b] = values[-1], ties[-1]
+        self._delete(b, i)
 
     def pop(self, index: int) -> None:
         b = 0
         while index >= len(self.items[b]):  # walk from the head: retention pops near it
             index -= len(self.items[b])
             b += 1
-        self.remove(self.items[b][index])
+        self._delete(b, index)
+
+    def _delete(self, b: int, i: int) -> None:
+        """Drop the i-th record of block b, keeping the block maxima (and no empty block)."""
+        values, ties, items = self.values[b], self.ties[b], self.items[b]
+        del values[i], ties[i], items[i]
+        self.size -= 1
+        if not items:
+            del self.values[b], self.ties[b], self.items[b], self.max_values[b], self.max_ties[b]
+        elif i == len(items):
+            self.max_values[b], self.max_ties[b] = values[-1], ties[-1]
 
     def __iter__(self) -> Iterator[CheckpointRecord]:
         return chain.from_iterable(self.items)
