@@ -1,9 +1,9 @@
 """Routing JSON lines to shards by run id without parsing them.
 
-`route()` finds the run id with a byte search; it answers only when that is certain —
+`Shards.route()` finds the run id with a byte search; it answers only when that is certain —
 no backslash anywhere in the line (so no escaped key or value) and exactly one `"subject"`
 key — and says AMBIGUOUS otherwise, in which case every shard decodes the line and keeps it
-only if the decoded run id is its own (`shard_of`). The hash is CRC-32 of the UTF-8 run id,
+only if the decoded run id is its own (`Shards.of_run`). The hash is CRC-32 of the UTF-8 run id,
 the same bytes in both paths.
 
 CRC-32 alone splits a handful of runs unevenly (10 runs went 6/4 over two shards), so
@@ -66,11 +66,3 @@ def plan(sample: Iterable[bytes], count: int) -> Shards:
         planned[subject] = owner
         loads[owner] += n
     return Shards(count, planned)
-
-
-def shard_of(run_id: str, shards: int) -> int:
-    return Shards(shards).of_run(run_id)
-
-
-def route(raw: bytes, shards: int) -> int:
-    return Shards(shards).route(raw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from processor.core import FoldSettings
 from processor.core.snapshot import canonical
 from processor import foldfile
 from processor.foldfile import fold_file, fold_file_text, fold_lines
-from processor.sharding import AMBIGUOUS, plan, route, shard_of
+from processor.sharding import AMBIGUOUS, Shards, plan
 from tests import factories as f
 from tests.unit.test_fold_properties import logs
 
@@ -22,7 +23,7 @@ from tests.unit.test_fold_properties import logs
     f.report("run-7"), f.started("run-7"), b'{"subject" :  "run-7", "x": 1}',
 ])
 def test_route_matches_the_decoded_run(raw: bytes) -> None:
-    assert route(raw, 5) == shard_of("run-7", 5)
+    assert Shards(5).route(raw) == Shards(5).of_run("run-7") == zlib.crc32(b"run-7") % 5
 
 
 @pytest.mark.parametrize("raw", [
@@ -30,7 +31,7 @@ def test_route_matches_the_decoded_run(raw: bytes) -> None:
     b'{"subj\\u0065ct": "x", "data": {"subject": "y"}}', b'{"subject": "unterminated',
 ])
 def test_route_is_ambiguous_when_unsure(raw: bytes) -> None:
-    assert route(raw, 3) == AMBIGUOUS
+    assert Shards(3).route(raw) == AMBIGUOUS
 
 
 @st.composite
@@ -68,7 +69,7 @@ def test_plan_balances_runs_by_their_lines() -> None:
         loads[shards.route(raw)] += 1
     assert loads == [21, 21]  # 'big' (12) alone with three small runs; CRC-32 alone gave 6/4 runs
     assert shards.of_run("big") == shards.route(f.report("big"))
-    assert shards.of_run("never-seen") == shard_of("never-seen", 2)  # outside the sample: CRC-32
+    assert shards.of_run("never-seen") == zlib.crc32(b"never-seen") % 2  # outside the sample: CRC-32
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
