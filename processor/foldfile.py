@@ -16,10 +16,11 @@ import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
@@ -27,6 +28,7 @@ from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
+from processor import native
 from processor.sharding import AMBIGUOUS, Shards, plan
 
 
@@ -128,17 +130,18 @@ def fold_file(
     max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
     progress: bool = False,
+    engine: str = "auto",
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
     document and (unless `with_deletions` is False: a dry run needs none) the deletions.
-    One worker folds in this process. `progress`: report on stderr how much of the file is read."""
+    One worker folds in this process. `progress`: report on stderr how much of the file is read.
+    `engine`: auto (the compiled one when installed), native or python; same result."""
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress,
+               native=native.use_native(engine))
     if workers <= 1:
-        with path.open("rb") as stream:
-            result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth,
-                                progress=_progress_of(stream, path) if progress else None)
+        result = _fold_one(path, job, None)
         _end_progress(progress)
         return result.document(), result.deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
     runs, rejected, deletions = _fold_parallel(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
@@ -153,14 +156,16 @@ def fold_file_text(
     with_deletions: bool = True,
     indent: int | None = None,
     progress: bool = False,
+    engine: str = "auto",
 ) -> tuple[str, list[Deletion]]:
     """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
     With several workers each encodes its own runs, so the encoding runs in parallel too."""
     if workers <= 1 or indent is not None:
         document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
-                                        with_deletions=with_deletions, progress=progress)
+                                        with_deletions=with_deletions, progress=progress, engine=engine)
         return json.dumps(document, indent=indent), deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress)
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress,
+               native=native.use_native(engine))
     runs, rejected, deletions = _fold_parallel(path, job, workers)
     body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
     return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}', deletions
@@ -174,6 +179,7 @@ class _Job:
     with_deletions: bool
     as_text: bool  # workers return each view as JSON text rather than as a dict
     progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
+    native: bool = False  # fold with the compiled engine (processor/native.py)
 
 
 def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]],
@@ -206,22 +212,61 @@ def _head_lines(path: Path) -> list[bytes]:
 
 def _fold_shard(path: str, job: _Job, mine: int, shards: Shards,
                 ) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
-    with open(path, "rb") as stream:
-        progress = _progress_of(stream, Path(path)) if job.progress and mine == 0 else None
-        result = fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth,
-                            shard=(mine, shards), progress=progress)
-    views = result.document()["runs"].items()
-    runs = [(result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
-            for run_id, view in views]
+    result = _fold_one(Path(path), job, (mine, shards))
+    runs = [(first, run_id, json.dumps(view) if job.as_text else view) for first, run_id, view in _views(result)]
     return runs, result.rejected, result.deletions if job.with_deletions else []
 
 
-def _progress_of(stream: IO[bytes], path: Path) -> Callable[[int], None]:
-    """Reports `ckptlog fold: 1,048,576 lines read (52%)` on stderr, rewritten in place."""
+def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldResult | native.NativeResult:
+    """One shard (or the whole file) in this process, natively when the job says so and the
+    engine can be sure of the result; else (or then) in Python."""
+    show = _progress_of(path) if job.progress and (shard is None or shard[0] == 0) else None
+    if job.native:
+        try:
+            return native.fold(path, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
+                               progress=show, progress_mask=GC_FREEZE_MASK, with_deletions=job.with_deletions)
+        except native.UNSUPPORTED:
+            pass  # e.g. a score that is an int beyond 2**53: the Python fold compares those exactly
+    with path.open("rb") as stream:
+        tell = stream.tell
+        return fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
+                          progress=None if show is None else lambda lines: show(lines, tell()))
+
+
+def _views(result: FoldResult | native.NativeResult) -> list[tuple[int, str, dict[str, Any]]]:
+    if isinstance(result, native.NativeResult):
+        return result.runs
+    return [(result.first_line.get(run_id, 0), run_id, view) for run_id, view in result.document()["runs"].items()]
+
+
+def fold_stream(stream: Iterable[bytes], settings: FoldSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                max_depth: int = DEFAULT_MAX_DEPTH, engine: str = "auto") -> tuple[dict[str, Any], list[Deletion]]:
+    """Fold lines read once (stdin): natively when possible. The native engine may give up
+    part-way (`Unsupported`), so then the lines read are kept to fold again in Python."""
+    if not native.use_native(engine):
+        result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
+        return result.document(), result.deletions
+    lines: list[bytes] = []
+    try:
+        done = native.fold(_kept(stream, lines), settings, max_bytes=max_bytes, max_depth=max_depth)
+        return done.document(), done.deletions
+    except native.UNSUPPORTED:
+        result = fold_lines(chain(lines, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
+        return result.document(), result.deletions
+
+
+def _kept(stream: Iterable[bytes], lines: list[bytes]) -> Iterator[bytes]:
+    for line in stream:
+        lines.append(line)
+        yield line
+
+
+def _progress_of(path: Path) -> Callable[[int, int], None]:
+    """`show(lines, offset)` reports `ckptlog fold: 1,048,576 lines read (52%)` on stderr, in place."""
     total = path.stat().st_size or 1
 
-    def show(lines: int) -> None:
-        sys.stderr.write(f"\rckptlog fold: {lines:,} lines read ({100 * stream.tell() // total}%)")
+    def show(lines: int, offset: int) -> None:
+        sys.stderr.write(f"\rckptlog fold: {lines:,} lines read ({100 * offset // total}%)")
         sys.stderr.flush()
     return show
 

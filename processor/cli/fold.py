@@ -15,7 +15,8 @@ from processor.cli.main import app
 from processor.core.state import FoldSettings
 from processor.cli.errors import cli_errors
 from processor.errors import ConfigError
-from processor.foldfile import auto_workers, fold_file_text, fold_lines
+from processor.foldfile import auto_workers, fold_file_text, fold_stream
+from processor.native import use_native
 
 
 def settings_from_flags(keep: int | None, attribute: str | None, order: str, root: str | None) -> FoldSettings:
@@ -44,13 +45,17 @@ def fold_command(
                                               "core for files over 16 MiB.")] = 0,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show progress on stderr "
                                                      "(default: when stderr is a terminal).")] = None,
+    engine: Annotated[str, typer.Option(help="auto (the compiled engine when installed), native or python: "
+                                             "the same document either way.")] = "auto",
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
+        use_native(engine)  # an unknown engine, or native without the extension: a clear error first
     if file == "-":
-        result = fold_lines(sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth)
-        text, deletions = json.dumps(result.document(), indent=indent), result.deletions
+        document, deletions = fold_stream(sys.stdin.buffer, settings, max_bytes=max_payload_bytes,
+                                          max_depth=max_depth, engine=engine)
+        text = json.dumps(document, indent=indent)
     else:
         path = Path(file)
         if not path.is_file():
@@ -58,7 +63,8 @@ def fold_command(
             raise typer.Exit(2)
         text, deletions = fold_file_text(path, settings, workers=workers or auto_workers(path),
                                          max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply,
-                                         indent=indent, progress=sys.stderr.isatty() if progress is None else progress)
+                                         indent=indent, progress=sys.stderr.isatty() if progress is None else progress,
+                                         engine=engine)
     failures: list[str] = []
     if apply and deletions:
         from processor.storage.apply import delete_now

@@ -22,9 +22,10 @@ from events.models import (
     ValidationSpec,
     WorkerGroupRestart,
 )
-from events.rejections import Reason, Rejection
+from events.rejections import Rejection
 from processor.core.outputs import DUPLICATE, NOTHING, Deletion, Effects, Output, rejected
-from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
+from processor.core.paths import UnsafePath, normalize
+from processor.core.rejections import check_root, checkpoint_key, conflict, duplicate_path, stale_generation
 from processor.core.retention import apply_retention
 from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
@@ -87,13 +88,13 @@ class Fold:
 
     def _run_started(self, event: RunStarted, run: RunState | None) -> Effects:
         data = event.data
-        problem = self._check_root(event.subject, data.storage_path)
+        problem = check_root(event.subject, data.storage_path, self.settings.outer_root)
         if problem is not None:
             return rejected(problem)
         if run is not None and run.started == data:
             return NOTHING  # identical repeat: a no-op (SPEC §2)
         if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
-            return rejected(_conflict(run))
+            return rejected(conflict(run.run_id, run.started is not None))
         fresh = new_run(event.subject, self.settings, data)
         if run is not None:  # implicitly created by metric-only reports or a restart
             fresh.report_count, fresh.generation = run.report_count, run.generation
@@ -102,26 +103,13 @@ class Fold:
         self.runs[event.subject] = fresh
         return Effects([_watermark(fresh)])
 
-    def _check_root(self, run_id: str, storage_path: str) -> Rejection | None:
-        try:
-            parse_url(storage_path)
-        except UnsafePath as exc:
-            return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: storage_path {exc}; give an absolute URL")
-        outer = self.settings.outer_root
-        if outer is not None and normalize(outer) != normalize(storage_path) and not is_within(outer, storage_path):
-            return Rejection(Reason.PATH_OUTSIDE_ROOT, f"run {run_id!r}: storage_path {storage_path!r} is outside "
-                             f"the processor's storage root {outer!r}; put the run under it")
-        return None
-
     # -- report --------------------------------------------------------------------
 
     def _report(self, event: Report | FastReport, run: RunState | None) -> Effects:
         data, run_id = event.data, event.subject
         generation, checkpoint = data.generation, data.checkpoint
         if run is not None and generation is not None and generation < run.generation:
-            return rejected(Rejection(Reason.STALE_GENERATION, f"run {run_id!r}: report from generation "
-                            f"{generation} but the worker group is at {run.generation}; drop reports "
-                            "from the old workers"))
+            return rejected(stale_generation(run_id, generation, run.generation))
         if checkpoint is None:
             run = run or self._run(run_id)
             run.report_count += 1
@@ -142,23 +130,10 @@ class Fold:
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
-        key = path if run is not None and run.is_own_key(path) else fast_key(path)
-        if key is None:
-            try:
-                key = key_of(parse_url(path))
-            except UnsafePath as exc:
-                return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: checkpoint path {exc}; "
-                                 "report the real directory")
-        if root is None:
-            return Rejection(Reason.NO_STORAGE_ROOT, f"run {run_id!r} has no storage root for {path!r}; send "
-                             "run_started with storage_path first, or start the processor with --storage-root")
         prefix = run.root_prefix if run is not None else root_prefix(root)
-        if not key.startswith(prefix):
-            return Rejection(Reason.PATH_OUTSIDE_ROOT, f"run {run_id!r}: checkpoint {path!r} is outside the "
-                             f"run's storage root {root!r}; save checkpoints under the run's storage_path")
-        if run is not None and (key in run.by_key or key in run.outstanding):
-            return Rejection(Reason.DUPLICATE_CHECKPOINT_PATH, f"run {run_id!r}: checkpoint {path!r} was already "
-                             "reported; save each checkpoint to a new directory")
+        key = checkpoint_key(run_id, path, root, prefix, run is not None and bool(run.is_own_key(path)))
+        if run is not None and isinstance(key, str) and (key in run.by_key or key in run.outstanding):
+            return duplicate_path(run_id, path)
         return key
 
     def _register(self, run: RunState, path: str, key: str, metrics: dict[str, Any], report_index: int,
@@ -276,11 +251,3 @@ def _score_warning(run: RunState, path: str, problem: str) -> Output:
     return Output("warning", {"code": problem, "checkpoint_path": path,
                               "message": f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; "
                               "it ranks last under the score order"})
-
-
-def _conflict(run: RunState) -> Rejection:
-    if run.started is None:
-        return Rejection(Reason.RUN_STARTED_CONFLICT, f"run {run.run_id!r} already holds checkpoints under the "
-                         "processor defaults; send run_started before the first checkpoint report")
-    return Rejection(Reason.RUN_STARTED_CONFLICT, f"run {run.run_id!r} was already started with a different "
-                     "body; a run's config cannot change — start a new run id")

@@ -1,0 +1,217 @@
+"""The compiled fold engine (`engine="native"`) folds every log to the very bytes the Python one does.
+
+`ckptlog fold`'s output is a contract (SPEC §4 views, rejections with line, reason and message),
+so the native engine must match the Python engine byte for byte: the document text and the
+deletions, for every fold rule and every decode path. The logs come from tests/unit/fold_corpus.py:
+hypothesis-generated small logs, hand-written nasty ones, and the benchmark's workload.
+
+Before the `engine` keyword exists, `CKPTLOG_DIFF_SELFTEST=1` folds "native" with the Python engine
+too, to try the generators (workers=2 then still checks the sharded Python fold against one process).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from bench.workload import events as bench_events
+from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from events.rejections import Reason
+from processor.core.state import FoldSettings
+from processor.foldfile import fold_file, fold_file_text
+from tests.unit import fold_corpus
+from tests.unit.fold_corpus import NASTY, Case
+
+SELFTEST = os.environ.get("CKPTLOG_DIFF_SELFTEST") == "1"
+HAS_ENGINE = "engine" in inspect.signature(fold_file_text).parameters
+pytestmark = pytest.mark.skipif(not SELFTEST and not HAS_ENGINE,
+                                reason="fold_file_text has no engine= keyword yet (CKPTLOG_DIFF_SELFTEST=1 "
+                                       "compares the Python engine with itself)")
+PROFILE = settings(max_examples=150, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+Deletions = list[tuple[str, str, str]]
+
+
+def _engine(engine: str) -> dict[str, Any]:
+    return {} if SELFTEST else {"engine": engine}
+
+
+def fold_with(engine: str, path: Path, settings: FoldSettings, workers: int = 1,
+              max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+              **options: Any) -> tuple[str, Deletions]:
+    """`fold_file_text` with one engine; deletions as plain tuples (a native engine may not build NamedTuples)."""
+    text, deletions = fold_file_text(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
+                                     **options, **_engine(engine))
+    return text, [tuple(d) for d in deletions]  # type: ignore[misc]
+
+
+def fold_doc_with(engine: str, path: Path, settings: FoldSettings, workers: int = 1,
+                  max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[str, Deletions]:
+    """`fold_file` (the document as a dict), encoded as the CLI would: same values, same types."""
+    document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
+                                    **_engine(engine))
+    return json.dumps(document), [tuple(d) for d in deletions]  # type: ignore[misc]
+
+
+# -- comparing -----------------------------------------------------------------------------
+
+
+def _first_difference(expected: Any, actual: Any, where: str = "") -> str:
+    """Where two parsed documents first differ, e.g. `runs['a'].checkpoints[2].metrics`."""
+    if type(expected) is not type(actual):
+        return f"{where or 'document'}: {expected!r} ({type(expected).__name__}) vs {actual!r} ({type(actual).__name__})"
+    if isinstance(expected, dict):
+        if list(expected) != list(actual):
+            return f"{where or 'document'} keys: {list(expected)!r} vs {list(actual)!r}"
+        for k in expected:
+            found = _first_difference(expected[k], actual[k], f"{where}[{k!r}]")
+            if found:
+                return found
+        return ""
+    if isinstance(expected, list):
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            found = _first_difference(e, a, f"{where}[{i}]")
+            if found:
+                return found
+        return "" if len(expected) == len(actual) else f"{where}: {len(expected)} items vs {len(actual)}"
+    if repr(expected) != repr(actual):  # repr: NaN equals NaN, 1 differs from 1.0, -0.0 from 0.0
+        return f"{where}: {expected!r} vs {actual!r}"
+    return ""
+
+
+def assert_same_text(expected: str, actual: str) -> None:
+    if expected == actual:
+        return
+    at = next((i for i, (e, a) in enumerate(zip(expected, actual)) if e != a), min(len(expected), len(actual)))
+    try:
+        where = _first_difference(json.loads(expected), json.loads(actual))
+    except ValueError as exc:
+        where = f"(native text is not JSON: {exc})"
+    raise AssertionError(f"documents differ at char {at}: {where or 'same values, different spelling'}\n"
+                         f"  python: {expected[max(0, at - 120):at + 120]!r}\n"
+                         f"  native: {actual[max(0, at - 120):at + 120]!r}")
+
+
+def assert_same(expected: tuple[str, Deletions], actual: tuple[str, Deletions], *, same_order: bool = True) -> None:
+    """Same document text and deletions. Across worker counts the deletions are compared per run:
+    each shard returns its own, so only their order within a run is defined."""
+    assert_same_text(expected[0], actual[0])
+    if same_order:
+        assert actual[1] == expected[1]
+    else:
+        assert per_run(actual[1]) == per_run(expected[1])
+
+
+def per_run(deletions: Deletions) -> dict[str, Deletions]:
+    grouped: dict[str, Deletions] = defaultdict(list)
+    for deletion in deletions:
+        grouped[deletion[0]].append(deletion)
+    return dict(grouped)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("native_fold")
+
+
+def write(workdir: Path, case: Case, name: str = "events.jsonl") -> Path:
+    path = workdir / name
+    path.write_bytes(case.content)
+    return path
+
+
+def limits(case: Case) -> dict[str, int]:
+    return {"max_bytes": case.max_bytes, "max_depth": case.max_depth}
+
+
+# -- the tests -----------------------------------------------------------------------------
+
+
+@PROFILE
+@given(case=fold_corpus.cases())
+def test_engines_agree(workdir: Path, case: Case) -> None:
+    path = write(workdir, case)
+    expected = fold_with("python", path, case.settings, **limits(case))
+    assert_same(expected, fold_with("native", path, case.settings, **limits(case)))
+
+
+@settings(PROFILE, max_examples=25)
+@given(case=fold_corpus.cases())
+def test_native_in_two_workers_agrees_with_python_in_one(workdir: Path, case: Case) -> None:
+    path = write(workdir, case)
+    expected = fold_with("python", path, case.settings, **limits(case))
+    assert_same(expected, fold_with("native", path, case.settings, workers=2, **limits(case)), same_order=False)
+
+
+@pytest.mark.parametrize("name", list(NASTY))
+def test_engines_agree_on_nasty_logs(workdir: Path, name: str) -> None:
+    case = NASTY[name]
+    path = write(workdir, case, f"{name}.jsonl")
+    expected = fold_with("python", path, case.settings, **limits(case))
+    assert_same(expected, fold_with("native", path, case.settings, **limits(case)))
+    assert_same(expected, fold_with("native", path, case.settings, workers=2, **limits(case)), same_order=False)
+    assert_same(expected, fold_with("native", path, case.settings, workers=3, **limits(case)), same_order=False)
+    assert_same(fold_with("python", path, case.settings, indent=2, **limits(case)),
+                fold_with("native", path, case.settings, indent=2, **limits(case)))
+    assert_same(fold_doc_with("python", path, case.settings, **limits(case)),
+                fold_doc_with("native", path, case.settings, **limits(case)))
+    dry = fold_with("python", path, case.settings, with_deletions=False, **limits(case))
+    assert_same_text(dry[0], fold_with("native", path, case.settings, with_deletions=False, **limits(case))[0])
+
+
+@pytest.mark.parametrize("keep", [5, None])
+def test_engines_agree_on_the_benchmark_workload(workdir: Path, keep: int | None) -> None:
+    path = workdir / f"bench-{keep}.jsonl"
+    path.write_bytes(b"".join(bench_events(reports=3000, keep=keep, validation_share=0.1)))
+    settings_ = FoldSettings()
+    expected = fold_with("python", path, settings_)
+    assert_same(expected, fold_with("native", path, settings_))
+    assert_same(expected, fold_with("native", path, settings_, workers=2), same_order=False)
+    if keep is not None:
+        assert expected[1], "the workload evicts at keep=5"
+
+
+def native_fold_itself(path: Path, settings: FoldSettings, max_bytes: int = DEFAULT_MAX_BYTES,
+                       max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Fold with the extension alone: it raises its Unsupported where `engine="native"` would hand
+    the file back to the Python fold (and the comparisons above would compare Python with itself)."""
+    native = pytest.importorskip("processor.native")
+    if SELFTEST or not native.available():
+        pytest.skip("the ckptlog_native extension is not built")
+    native.fold(path, settings, max_bytes=max_bytes, max_depth=max_depth)
+
+
+@pytest.mark.parametrize("name", [name for name in NASTY if not name.startswith("big_int")])
+def test_native_engine_folds_the_nasty_logs_itself(workdir: Path, name: str) -> None:
+    case = NASTY[name]
+    native_fold_itself(write(workdir, case, f"{name}.jsonl"), case.settings, **limits(case))
+
+
+@pytest.mark.parametrize("keep", [5, None])
+def test_native_engine_folds_the_benchmark_workload_itself(workdir: Path, keep: int | None) -> None:
+    path = workdir / f"bench-{keep}.jsonl"
+    path.write_bytes(b"".join(bench_events(reports=3000, keep=keep, validation_share=0.1)))
+    native_fold_itself(path, FoldSettings())
+
+
+def test_nasty_logs_reach_every_rejection_and_rule(workdir: Path) -> None:
+    """The hand-written logs alone reach every reason a file can be rejected for (a file has no
+    Kafka key, so never `key_mismatch`), evictions, every status and a deleted eviction."""
+    reasons, statuses, evicted = set(), set(), 0
+    for name, case in NASTY.items():
+        text, _ = fold_with("python", write(workdir, case, f"{name}.jsonl"), case.settings, **limits(case))
+        document = json.loads(text)
+        reasons |= {r["reason"] for r in document["rejected"]}
+        for view in document["runs"].values():
+            statuses |= {c["status"] for c in view["checkpoints"]}
+            evicted += len(view["evicted"])
+    assert reasons == {str(r) for r in Reason} - {Reason.KEY_MISMATCH}
+    assert statuses == {"COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"}
+    assert evicted > 10
