@@ -22,7 +22,8 @@ from itertools import islice
 from pathlib import Path
 
 from bench.workload import write
-from events.codec import decode_event
+from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
+from processor import native
 from processor.foldfile import fold_lines
 
 
@@ -31,10 +32,10 @@ CHUNK = 500
 RUNS = 10  # bench/workload.py's default: the log starts with their run_started events
 
 
-def whole_process(path: Path, reports: int, workers: int) -> float:
+def whole_process(path: Path, reports: int, workers: int, engine: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers),
+                    "--engine", engine], check=True, stdout=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     return reports / elapsed
 
@@ -60,24 +61,48 @@ def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> floa
     return statistics.median(chunks)
 
 
-def tail_in_fresh_process(path: Path, reports: int, emit: bool) -> float:
-    """One `tail_cost_us` in its own process: no heap or page cache left by an earlier size."""
+def native_tail_cost_us(path: Path, reports: int, tail: int = TAIL) -> float:
+    """`tail_cost_us` for the compiled engine: microseconds per report over the last `tail`
+    lines, fed as bytes (so decoding is included here, unlike the Python measurement)."""
+    with path.open("rb") as stream:
+        lines = list(islice(stream, reports + RUNS))
+    head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
+    engine = native.new_engine(None, max_bytes=DEFAULT_MAX_BYTES, max_depth=DEFAULT_MAX_DEPTH)
+    engine.feed_lines(head)
+    chunks = []
+    for at in range(0, tail, CHUNK):
+        batch = last[at:at + CHUNK]
+        start = time.perf_counter()
+        engine.feed_lines(batch)
+        chunks.append((time.perf_counter() - start) / CHUNK * 1e6)
+    return statistics.median(chunks)
+
+
+def tail_in_fresh_process(path: Path, reports: int, emit: bool, engine: str = "python") -> float:
+    """One tail cost in its own process: no heap or page cache left by an earlier size."""
     flags = ["--emit"] if emit else []
+    if engine == "native":
+        flags.append("--native")
     out = subprocess.run([sys.executable, "-m", "bench.fold", "--tail-of", str(path), "--reports", str(reports),
                           *flags], check=True, capture_output=True, text=True).stdout
     return float(out.strip())
 
 
 def scaling(path: Path, n: int, repeats: int = 3) -> None:
-    """keep=None per-report cost at 20k vs at n: the median of `repeats` fresh processes each."""
+    """keep=None per-report cost at 20k vs at n: the median of `repeats` fresh processes each.
+    For the Python fold, with and without output events; for the compiled engine when built."""
     small_n = 2 * TAIL
-    for emit, who in ((False, "ckptlog fold"), (True, "with output events, as the processor")):
+    cases = [("python", False, "Python fold, ckptlog fold"), ("python", True, "Python fold with output events, "
+                                                                          "as the processor")]
+    if native.available():
+        cases.insert(0, ("native", False, "compiled engine, ckptlog fold (decoding included)"))
+    for engine, emit, who in cases:
         costs: dict[int, list[float]] = {small_n: [], n: []}
         for _ in range(repeats):  # alternate the sizes so drift on the machine hits both
             for size in costs:
-                costs[size].append(tail_in_fresh_process(path, size, emit))
+                costs[size].append(tail_in_fresh_process(path, size, emit, engine))
         small, large = statistics.median(costs[small_n]), statistics.median(costs[n])
-        print(f"keep=None fold cost per report (last 10k reports, median of {repeats} processes), {who}: "
+        print(f"keep=None cost per report (last 10k reports, median of {repeats} processes), {who}: "
               f"at 20k {small:.2f} us, at {n:,} {large:.2f} us, ratio {large / small:.2f} "
               f"(runs: {costs[small_n]} / {costs[n]})", flush=True)
 
@@ -87,19 +112,26 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=1_000_000)
     parser.add_argument("--tail-of", type=Path, help=argparse.SUPPRESS)  # internal: one scaling measurement
     parser.add_argument("--emit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--native", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--engines", default="auto", help="auto (both when the compiled engine is built), "
+                        "native or python")
     args = parser.parse_args()
     n = args.reports
     if args.tail_of is not None:
-        print(f"{tail_cost_us(args.tail_of, n, args.emit):.3f}")
+        cost = native_tail_cost_us(args.tail_of, n) if args.native else tail_cost_us(args.tail_of, n, args.emit)
+        print(f"{cost:.3f}")
         return
+    engines = [e for e in ("native", "python") if args.engines in ("auto", e) and (e == "python" or native.available())]
     with tempfile.TemporaryDirectory() as tmp:
         for keep, share in ((5, 0.1), (None, 0.0)):
             path = Path(tmp) / f"keep-{keep}.jsonl"
             lines = write(path, n, keep, share)
-            for workers in sorted({1, os.cpu_count() or 1}):
-                rate = whole_process(path, n, workers)
-                print(f"ckptlog fold --workers {workers}, whole process, {n:,} reports ({lines:,} events), "
-                      f"keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s", flush=True)
+            for engine in engines:
+                for workers in sorted({1, os.cpu_count() or 1}):
+                    rate = whole_process(path, n, workers, engine)
+                    print(f"ckptlog fold --engine {engine} --workers {workers}, whole process, {n:,} reports "
+                          f"({lines:,} events), keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s",
+                          flush=True)
         scaling(path, n)
 
 

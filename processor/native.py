@@ -24,7 +24,8 @@ from typing import Any
 import msgspec
 
 from events.codec import decode_event
-from events.fastpath import FAST_MAX_DEPTH
+from events.fastpath import FAST_MAX_DEPTH, FastDeletionCompleted, FastReport, FastValidationResult
+from events.models import DeletionCompleted, Report, ValidationResult, WorkerGroupRestart
 from events.rejections import Rejection
 from processor.core.outputs import Deletion
 from processor.core.paths import UnsafePath, normalize
@@ -37,7 +38,7 @@ from processor.sharding import Shards
 try:
     import ckptlog_native
 except ImportError:  # built by `make venv` when cargo is present; optional
-    ckptlog_native = None
+    ckptlog_native = None  # type: ignore[assignment]
 
 ENGINES = ("auto", "native", "python")
 _EXACT = 2**53
@@ -85,18 +86,19 @@ class Support:
         event = decode_event(raw, max_bytes=self.max_bytes, max_depth=self.max_depth)
         if isinstance(event, Rejection):
             return (0, *_pair(event))
-        kind, data = event.type, event.data
-        if kind == "ckptlog.report.v1":
+        if isinstance(event, (Report, FastReport)):
+            data = event.data
             path = data.checkpoint.path if data.checkpoint is not None else None
             return 1, event.id, event.subject, data.generation, path, data.metrics, data.validation is not False
-        if kind == "ckptlog.validation_result.v1":
-            return 2, event.id, event.subject, data.checkpoint_path, data.status, data.metrics
-        if kind == "ckptlog.deletion_completed.v2":
-            return 3, event.id, event.subject, list(data.checkpoint_paths)
-        if kind == "ckptlog.worker_group_restart.v1":
+        if isinstance(event, (ValidationResult, FastValidationResult)):
+            result = event.data
+            return 2, event.id, event.subject, result.checkpoint_path, result.status, result.metrics
+        if isinstance(event, (DeletionCompleted, FastDeletionCompleted)):
+            return 3, event.id, event.subject, list(event.data.checkpoint_paths)
+        if isinstance(event, WorkerGroupRestart):
             return 4, event.id, event.subject
-        config = data.checkpoint_config
-        return (5, event.id, event.subject, data, data.storage_path, config.num_to_keep,
+        started, config = event.data, event.data.checkpoint_config
+        return (5, event.id, event.subject, started, started.storage_path, config.num_to_keep,
                 config.checkpoint_score_attribute, config.checkpoint_score_order == "max")
 
     def stale_generation(self, run_id: str, generation: int, current: int) -> Pair:
@@ -153,6 +155,22 @@ class NativeResult:
         return {"runs": {run_id: view for _, run_id, view in self.runs}, "rejected": self.rejected}
 
 
+def new_engine(settings: FoldSettings | None, *, max_bytes: int, max_depth: int,
+               shard: tuple[int, Shards] | None = None) -> ckptlog_native.NativeFold:
+    """A `ckptlog_native.NativeFold` for these settings (the benchmark feeds it directly)."""
+    assert ckptlog_native is not None, "check available() first"
+    settings = settings or FoldSettings()
+    config = settings.default_config
+    defaults = (config.num_to_keep, config.checkpoint_score_attribute, config.checkpoint_score_order == "max",
+                settings.default_root, root_prefix(settings.default_root), settings.dedup_window)
+    planned = None
+    if shard is not None:
+        mine, shards = shard
+        planned = (mine, shards.count, dict(shards.planned))
+    return ckptlog_native.NativeFold(Support(settings, max_bytes, max_depth), defaults, max_bytes,
+                                     max_depth >= FAST_MAX_DEPTH, planned)
+
+
 def fold(
     source: Path | Iterable[bytes],
     settings: FoldSettings | None,
@@ -167,17 +185,7 @@ def fold(
     """Fold a file (read by the extension) or an iterable of lines; raises UNSUPPORTED when
     only the Python fold can be sure of the result. `with_deletions=False` leaves
     `deletions` empty (a dry run needs none; a million tuples cost half a second)."""
-    assert ckptlog_native is not None, "check available() first"
-    settings = settings or FoldSettings()
-    config = settings.default_config
-    defaults = (config.num_to_keep, config.checkpoint_score_attribute, config.checkpoint_score_order == "max",
-                settings.default_root, root_prefix(settings.default_root), settings.dedup_window)
-    planned = None
-    if shard is not None:
-        mine, shards = shard
-        planned = (mine, shards.count, dict(shards.planned))
-    engine = ckptlog_native.NativeFold(Support(settings, max_bytes, max_depth), defaults, max_bytes,
-                                       max_depth >= FAST_MAX_DEPTH, planned)
+    engine = new_engine(settings, max_bytes=max_bytes, max_depth=max_depth, shard=shard)
     if isinstance(source, Path):
         engine.feed_file(str(source), progress, progress_mask)
     else:

@@ -1,51 +1,16 @@
 //! The fold (processor/core/fold.py with emit=False), rule for rule: same order of checks,
-//! same state, same evictions. Kept checkpoints live in a BTreeMap by sort key, so an insert
-//! or eviction is O(log n); a record is named by its sort key, which ends in the unique
-//! report index.
+//! same state, same evictions. Kept checkpoints live in `Kept` (kept.rs).
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::rc::Rc;
 
+use crate::kept::{Id, Kept, Record, Status};
 use crate::score::{merge, score_raw, SortKey};
 use crate::support::{Event, Kind, Metrics, Rejection, Support};
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Committed,
-    Pending,
-    Validated,
-    Failed,
-    Timeout,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Committed => "COMMITTED",
-            Status::Pending => "PENDING_VALIDATION",
-            Status::Validated => "VALIDATED",
-            Status::Failed => "VALIDATION_FAILED",
-            Status::Timeout => "VALIDATION_TIMEOUT",
-        }
-    }
-}
-
-pub struct Record {
-    pub path: Rc<str>,
-    key: Option<Rc<str>>, // None when the path is its own key
-    pub metrics: Metrics,
-    pub status: Status,
-}
-
-impl Record {
-    fn key(&self) -> &Rc<str> {
-        self.key.as_ref().unwrap_or(&self.path)
-    }
-}
 
 #[derive(Clone)]
 pub struct Config {
@@ -60,9 +25,8 @@ pub struct Run {
     pub id: Rc<str>,
     cfg: Config,
     started: Option<Py<PyAny>>,
-    pub kept: BTreeMap<SortKey, Record>,
-    by_key: FxHashMap<Rc<str>, SortKey>,
-    pub latest: Option<SortKey>,
+    pub kept: Kept,
+    pub latest: Option<Id>,
     pending: BTreeSet<u64>, // report indices; the first is the validated watermark
     pub report_count: u64,
     pub generation: u64,
@@ -75,9 +39,9 @@ pub struct Run {
 impl Run {
     fn new(id: &str, cfg: Config, started: Option<Py<PyAny>>) -> Self {
         Run {
-            id: id.into(), cfg, started, kept: BTreeMap::new(), by_key: FxHashMap::default(), latest: None,
+            id: id.into(), started, kept: Kept::new(cfg.keep.is_some()), latest: None,
             pending: BTreeSet::new(), report_count: 0, generation: 0, index_in_generation: 0,
-            seen: VecDeque::new(), seen_set: FxHashSet::default(), outstanding: FxHashMap::default(),
+            seen: VecDeque::new(), seen_set: FxHashSet::default(), outstanding: FxHashMap::default(), cfg,
         }
     }
 
@@ -168,7 +132,7 @@ impl Fold {
             return Ok(APPLIED);
         };
         let fast = self.runs.get(run_id).is_some_and(|run| {
-            run.own_key(&path) && !run.by_key.contains_key(&*path) && !run.outstanding.contains_key(&*path)
+            run.own_key(&path) && run.kept.find(&path).is_none() && !run.outstanding.contains_key(&*path)
         });
         let key = if fast {
             None
@@ -183,8 +147,7 @@ impl Fold {
         let index = run.report_count;
         run.report_count += 1;
         run.index_in_generation += 1;
-        let record = Record { path: (*path).into(), key, metrics, status: Status::Committed };
-        self.register(py, sup, run_id, record, index, pending)
+        self.register(py, sup, run_id, (*path).into(), key, metrics, index, pending)
     }
 
     fn check_checkpoint(&self, py: Python<'_>, sup: &Support, run_id: &str, path: &str)
@@ -197,25 +160,24 @@ impl Fold {
             Err(rejection) => return Ok(Err(rejection)),
         };
         if let Some(run) = run {
-            if run.by_key.contains_key(key.as_str()) || run.outstanding.contains_key(key.as_str()) {
+            if run.kept.find(&key).is_some() || run.outstanding.contains_key(key.as_str()) {
                 return Ok(Err(sup.duplicate_path(py, run_id, path)?));
             }
         }
         Ok(Ok(key))
     }
 
-    fn register(&mut self, py: Python<'_>, sup: &Support, run_id: &str, mut record: Record, index: u64,
-                pending: bool) -> PyResult<Outcome> {
+    #[allow(clippy::too_many_arguments)]
+    fn register(&mut self, py: Python<'_>, sup: &Support, run_id: &str, path: Rc<str>, key: Option<Rc<str>>,
+                metrics: Metrics, index: u64, pending: bool) -> PyResult<Outcome> {
         let run = self.runs.get_mut(run_id).expect("registered runs exist");
-        let (has, value) = score(py, sup, &run.cfg, &record.metrics)?;
-        let key = SortKey { has, value, index };
+        let (has, value) = score(py, sup, &run.cfg, &metrics)?;
+        let status = if pending { Status::Pending } else { Status::Committed };
         if pending {
-            record.status = Status::Pending;
             run.pending.insert(index);
         }
-        run.by_key.insert(record.key().clone(), key);
-        run.kept.insert(key, record);
-        run.latest = Some(key);
+        let sort_key = SortKey { has, value, index };
+        run.latest = Some(run.kept.insert(Record { path, key, metrics, status, sort_key }));
         retain(run, &mut self.deletions);
         Ok(APPLIED)
     }
@@ -224,8 +186,8 @@ impl Fold {
                   metrics: Option<Metrics>) -> PyResult<Outcome> {
         let Some(run) = self.runs.get_mut(run_id) else { return Ok(APPLIED) }; // a warning only
         let key = if run.own_key(path) { Some(path.to_owned()) } else { sup.normalize(py, path)? };
-        let Some(&old) = key.as_deref().and_then(|k| run.by_key.get(k)) else { return Ok(APPLIED) };
-        if !run.pending.remove(&old.index) {
+        let Some(id) = key.as_deref().and_then(|k| run.kept.find(k)) else { return Ok(APPLIED) };
+        if !run.pending.remove(&run.kept.get(id).sort_key.index) {
             return Ok(APPLIED); // kept but not pending: a warning only
         }
         let status = match status {
@@ -233,9 +195,8 @@ impl Fold {
             "VALIDATION_FAILED" => Status::Failed,
             _ => Status::Timeout,
         };
-        let mut record = run.kept.remove(&old).expect("by_key and kept agree");
+        let record = run.kept.get_mut(id);
         record.status = status;
-        let mut new = old;
         if status == Status::Validated {
             if let Some(m) = &metrics {
                 record.metrics = match (&record.metrics, m) {
@@ -247,13 +208,9 @@ impl Fold {
                 };
             }
             let (has, value) = score(py, sup, &run.cfg, &record.metrics)?;
-            new = SortKey { has, value, index: old.index };
-            run.by_key.insert(record.key().clone(), new);
-            if run.latest == Some(old) {
-                run.latest = Some(new);
-            }
+            let index = record.sort_key.index;
+            run.kept.rekey(id, SortKey { has, value, index });
         }
-        run.kept.insert(new, record);
         retain(run, &mut self.deletions);
         Ok(APPLIED)
     }
@@ -328,16 +285,13 @@ fn retain(run: &mut Run, deletions: &mut Vec<Deletion>) {
     if size <= keep {
         return;
     }
-    let victims: Vec<SortKey> = run.kept.iter().take(size - keep)
-        .filter(|(k, r)| Some(**k) != run.latest && r.status != Status::Pending)
-        .map(|(k, _)| *k)
-        .collect();
     let root: Rc<str> = run.cfg.root.clone().unwrap_or_else(|| Rc::from(""));
-    for victim in victims {
-        let record = run.kept.remove(&victim).expect("a victim is kept");
-        let key = record.key().clone();
-        run.by_key.remove(&key);
+    for id in run.kept.head(size - keep) {
+        if Some(id) == run.latest || run.kept.get(id).status == Status::Pending {
+            continue;
+        }
+        let record = run.kept.remove(id);
         deletions.push((run.id.clone(), record.path.clone(), root.clone()));
-        run.outstanding.insert(key, record.path);
+        run.outstanding.insert(record.key().clone(), record.path);
     }
 }

@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader};
 
 mod decode;
 mod fold;
+mod kept;
 mod route;
 mod score;
 mod support;
@@ -164,19 +165,21 @@ impl NativeFold {
 
     fn view<'py>(&self, py: Python<'py>, run: &fold::Run) -> PyResult<Bound<'py, PyDict>> {
         let checkpoints = PyList::empty(py);
-        for (key, record) in &run.kept {
+        let order = run.kept.sorted();
+        for &id in &order {
+            let record = run.kept.get(id);
             let c = PyDict::new(py);
             c.set_item("path", &*record.path)?;
             c.set_item("metrics", self.support.metrics_object(py, &record.metrics)?)?;
             c.set_item("status", record.status.name())?;
-            c.set_item("report_index", key.index)?;
+            c.set_item("report_index", record.sort_key.index)?;
             checkpoints.append(c)?;
         }
-        let path_of = |key: Option<score::SortKey>| key.and_then(|k| run.kept.get(&k)).map(|r| &*r.path);
+        let path_of = |id: Option<&kept::Id>| id.map(|&id| &*run.kept.get(id).path);
         let view = PyDict::new(py);
         view.set_item("checkpoints", checkpoints)?;
-        view.set_item("latest", path_of(run.latest))?;
-        view.set_item("best", run.kept.values().next_back().map(|r| &*r.path))?;
+        view.set_item("latest", path_of(run.latest.as_ref()))?;
+        view.set_item("best", path_of(order.last()))?;
         view.set_item("committed", run.report_count)?;
         view.set_item("validated", run.validated())?;
         view.set_item("generation", run.generation)?;
