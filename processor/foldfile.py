@@ -159,14 +159,19 @@ def fold_file_text(
     engine: str = "auto",
 ) -> tuple[str, list[Deletion]]:
     """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
-    With several workers each encodes its own runs, so the encoding runs in parallel too."""
-    if workers <= 1 or indent is not None:
+    Each run's view is encoded on its own (by its worker, or by the compiled engine in Rust)
+    and the document is joined from those texts."""
+    if indent is not None:
         document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
                                         with_deletions=with_deletions, progress=progress, engine=engine)
         return json.dumps(document, indent=indent), deletions
     job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress,
                native=native.use_native(engine))
-    runs, rejected, deletions = _fold_parallel(path, job, workers)
+    if workers <= 1:
+        runs, rejected, deletions = _fold_shard(str(path), job, None)
+        _end_progress(progress)
+    else:
+        runs, rejected, deletions = _fold_parallel(path, job, workers)
     body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
     return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}', deletions
 
@@ -188,7 +193,7 @@ def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int,
     shards = plan(_head_lines(path), workers)
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
-        parts = pool.starmap(_fold_shard, [(str(path), job, k, shards) for k in range(workers)])
+        parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
     _end_progress(job.progress)
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
@@ -210,10 +215,15 @@ def _head_lines(path: Path) -> list[bytes]:
     return lines if len(head) < SAMPLE_BYTES else lines[:-1]
 
 
-def _fold_shard(path: str, job: _Job, mine: int, shards: Shards,
+def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None,
                 ) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
-    result = _fold_one(Path(path), job, (mine, shards))
-    runs = [(first, run_id, json.dumps(view) if job.as_text else view) for first, run_id, view in _views(result)]
+    """Runs (first line, run id, view or its JSON text), rejections and deletions of one shard."""
+    result = _fold_one(Path(path), job, shard)
+    if isinstance(result, native.NativeResult):
+        runs = result.runs  # already text when the job asks for it
+    else:
+        runs = [(result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
+                for run_id, view in result.document()["runs"].items()]
     return runs, result.rejected, result.deletions if job.with_deletions else []
 
 
@@ -224,19 +234,14 @@ def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldRe
     if job.native:
         try:
             return native.fold(path, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
-                               progress=show, progress_mask=GC_FREEZE_MASK, with_deletions=job.with_deletions)
+                               progress=show, progress_mask=GC_FREEZE_MASK, with_deletions=job.with_deletions,
+                               as_text=job.as_text)
         except native.UNSUPPORTED:
             pass  # e.g. a score that is an int beyond 2**53: the Python fold compares those exactly
     with path.open("rb") as stream:
         tell = stream.tell
         return fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
                           progress=None if show is None else lambda lines: show(lines, tell()))
-
-
-def _views(result: FoldResult | native.NativeResult) -> list[tuple[int, str, dict[str, Any]]]:
-    if isinstance(result, native.NativeResult):
-        return result.runs
-    return [(result.first_line.get(run_id, 0), run_id, view) for run_id, view in result.document()["runs"].items()]
 
 
 def fold_stream(stream: Iterable[bytes], settings: FoldSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,

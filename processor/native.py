@@ -14,6 +14,7 @@ False and `ckptlog fold` uses the Python fold.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ class Support:
     def root_prefix(self, root: str | None) -> str:
         return root_prefix(root)
 
+    def dumps(self, value: Any) -> str:
+        return json.dumps(value)
+
     def load_metrics(self, text: str) -> Any:
         return _load(text)
 
@@ -145,7 +149,7 @@ class Support:
 class NativeResult:
     """What `fold_lines` yields, as the document needs it: views already built."""
 
-    runs: list[tuple[int, str, dict[str, Any]]]  # (line that created it, run id, VIEW + evicted)
+    runs: list[tuple[int, str, Any]]  # (line that created it, run id, VIEW + evicted: a dict, or its JSON text)
     rejected: list[dict[str, Any]]
     deletions: list[Deletion] = field(default_factory=list)
     applied: int = 0
@@ -181,10 +185,12 @@ def fold(
     progress: Callable[[int, int], None] | None = None,
     progress_mask: int = 65_535,
     with_deletions: bool = True,
+    as_text: bool = False,
 ) -> NativeResult:
     """Fold a file (read by the extension) or an iterable of lines; raises UNSUPPORTED when
     only the Python fold can be sure of the result. `with_deletions=False` leaves
-    `deletions` empty (a dry run needs none; a million tuples cost half a second)."""
+    `deletions` empty (a dry run needs none; a million tuples cost half a second). `as_text`:
+    each view comes as the JSON text `json.dumps` would write, built in Rust."""
     engine = new_engine(settings, max_bytes=max_bytes, max_depth=max_depth, shard=shard)
     if isinstance(source, Path):
         engine.feed_file(str(source), progress, progress_mask)
@@ -192,5 +198,5 @@ def fold(
         lines = iter(source)
         while batch := list(islice(lines, 65_536)):
             engine.feed_lines(batch)
-    runs, rejected, deletions, applied, duplicates = engine.result(with_deletions)
+    runs, rejected, deletions, applied, duplicates = engine.result(with_deletions, as_text)
     return NativeResult(runs, rejected, [Deletion(*d) for d in deletions], applied, duplicates)

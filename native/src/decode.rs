@@ -321,7 +321,7 @@ fn number_ok(token: &[u8]) -> bool {
     if token.contains(&b'.') {
         return whole <= 300; // below 1e300 without an exponent: finite, no need to parse
     }
-    whole <= MAX_INT_DIGITS
+    whole <= MAX_INT_DIGITS && token != b"-0" // serde_json reads -0 as the float -0.0, Python as the int 0
 }
 
 pub fn parse_number(token: &[u8]) -> Option<f64> {

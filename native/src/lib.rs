@@ -16,9 +16,11 @@ use std::io::{BufRead, BufReader};
 mod decode;
 mod fold;
 mod kept;
+mod pyjson;
 mod route;
 mod score;
 mod support;
+mod view;
 
 use decode::{Body, MetricsIn};
 use fold::{Config, Fold, Outcome};
@@ -91,18 +93,23 @@ impl NativeFold {
     }
 
     /// (runs [(first line, run id, VIEW + evicted)], rejected [{line, reason, message}],
-    ///  deletions [(run id, path, root)] (empty unless `with_deletions`), applied, duplicates)
-    fn result<'py>(&self, py: Python<'py>, with_deletions: bool) -> PyResult<Bound<'py, PyAny>> {
+    ///  deletions [(run id, path, root)] (empty unless `with_deletions`), applied, duplicates);
+    /// each VIEW as the JSON text json.dumps would write when `as_text`, else as a dict.
+    #[pyo3(signature = (with_deletions, as_text=false))]
+    fn result<'py>(&self, py: Python<'py>, with_deletions: bool, as_text: bool) -> PyResult<Bound<'py, PyAny>> {
         let mut evicted: FxHashMap<&str, Vec<&str>> = FxHashMap::default();
         for (run_id, path, _) in &self.fold.deletions {
             evicted.entry(run_id).or_default().push(path);
         }
         let runs = PyList::empty(py);
         for (run_id, run) in &self.fold.runs {
-            let view = self.view(py, run)?;
-            view.set_item("evicted", evicted.get(&**run_id).cloned().unwrap_or_default())?;
+            let gone = evicted.get(&**run_id).map_or(&[][..], Vec::as_slice);
             let first = self.first_line.get(run_id).copied().unwrap_or(0);
-            runs.append((first, &**run_id, view))?;
+            if as_text {
+                runs.append((first, &**run_id, view::view_text(py, &self.support, run, gone)?))?;
+            } else {
+                runs.append((first, &**run_id, view::view_object(py, &self.support, run, gone)?))?;
+            }
         }
         let rejected = PyList::empty(py);
         for (line, reason, message) in &self.rejected {
@@ -162,30 +169,6 @@ impl NativeFold {
         }
         Ok(())
     }
-
-    fn view<'py>(&self, py: Python<'py>, run: &fold::Run) -> PyResult<Bound<'py, PyDict>> {
-        let checkpoints = PyList::empty(py);
-        let order = run.kept.sorted();
-        for &id in &order {
-            let record = run.kept.get(id);
-            let c = PyDict::new(py);
-            c.set_item("path", &*record.path)?;
-            c.set_item("metrics", self.support.metrics_object(py, &record.metrics)?)?;
-            c.set_item("status", record.status.name())?;
-            c.set_item("report_index", record.sort_key.index)?;
-            checkpoints.append(c)?;
-        }
-        let path_of = |id: Option<&kept::Id>| id.map(|&id| &*run.kept.get(id).path);
-        let view = PyDict::new(py);
-        view.set_item("checkpoints", checkpoints)?;
-        view.set_item("latest", path_of(run.latest.as_ref()))?;
-        view.set_item("best", path_of(order.last()))?;
-        view.set_item("committed", run.report_count)?;
-        view.set_item("validated", run.validated())?;
-        view.set_item("generation", run.generation)?;
-        view.set_item("index_in_generation", run.index_in_generation)?;
-        Ok(view)
-    }
 }
 
 fn from_fast(event: decode::FastEvent<'_>) -> Event<'_> {
@@ -201,9 +184,36 @@ fn from_fast(event: decode::FastEvent<'_>) -> Event<'_> {
     Event { id: event.id, subject: event.subject, kind }
 }
 
+/// `json.dumps(msgspec.json.decode(text))` for metrics text the decoder accepts, else None
+/// (exposed for tests/unit/test_native_json.py).
+#[pyfunction]
+fn dumps_metrics(text: &str) -> Option<String> {
+    let mut out = String::new();
+    pyjson::write_metrics(&mut out, text).map(|()| out)
+}
+
+/// `json.dumps(x)` for a finite float (exposed for tests).
+#[pyfunction]
+fn dumps_float(x: f64) -> String {
+    let mut out = String::new();
+    pyjson::write_float(&mut out, x);
+    out
+}
+
+/// `json.dumps(s)` for a string (exposed for tests).
+#[pyfunction]
+fn dumps_str(s: &str) -> String {
+    let mut out = String::new();
+    pyjson::write_str(&mut out, s);
+    out
+}
+
 #[pymodule]
 fn ckptlog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeFold>()?;
+    m.add_function(wrap_pyfunction!(dumps_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
+    m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
     m.add("Unsupported", m.py().get_type::<Unsupported>())?;
     Ok(())
 }

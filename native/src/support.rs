@@ -143,6 +143,12 @@ impl Support {
         Ok((has, value))
     }
 
+    /// `json.dumps` of the metrics' Python value.
+    pub fn dumps(&self, py: Python<'_>, metrics: &Metrics) -> PyResult<String> {
+        let object = self.metrics_object(py, metrics)?;
+        self.call(py, "dumps", (object,))?.extract()
+    }
+
     /// `{**old, **new}` as Python builds it for a VALIDATED result.
     pub fn merge(&self, py: Python<'_>, old: &Metrics, new: &Metrics) -> PyResult<Metrics> {
         let (a, b) = (self.metrics_object(py, old)?, self.metrics_object(py, new)?);

@@ -4,16 +4,11 @@
 so the native engine must match the Python engine byte for byte: the document text and the
 deletions, for every fold rule and every decode path. The logs come from tests/unit/fold_corpus.py:
 hypothesis-generated small logs, hand-written nasty ones, and the benchmark's workload.
-
-Before the `engine` keyword exists, `CKPTLOG_DIFF_SELFTEST=1` folds "native" with the Python engine
-too, to try the generators (workers=2 then still checks the sharded Python fold against one process).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,23 +19,21 @@ from hypothesis import HealthCheck, given, settings
 from bench.workload import events as bench_events
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.rejections import Reason
+from processor import native
 from processor.core.state import FoldSettings
 from processor.foldfile import fold_file, fold_file_text
 from tests.unit import fold_corpus
 from tests.unit.fold_corpus import NASTY, Case
+from tests.unit.native_required import ckptlog_native
 
-SELFTEST = os.environ.get("CKPTLOG_DIFF_SELFTEST") == "1"
-HAS_ENGINE = "engine" in inspect.signature(fold_file_text).parameters
-pytestmark = pytest.mark.skipif(not SELFTEST and not HAS_ENGINE,
-                                reason="fold_file_text has no engine= keyword yet (CKPTLOG_DIFF_SELFTEST=1 "
-                                       "compares the Python engine with itself)")
+ckptlog_native()  # fails here, not as a skip, when cargo could have built it
 PROFILE = settings(max_examples=150, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 Deletions = list[tuple[str, str, str]]
 
 
 def _engine(engine: str) -> dict[str, Any]:
-    return {} if SELFTEST else {"engine": engine}
+    return {"engine": engine}
 
 
 def fold_with(engine: str, path: Path, settings: FoldSettings, workers: int = 1,
@@ -182,9 +175,6 @@ def native_fold_itself(path: Path, settings: FoldSettings, max_bytes: int = DEFA
                        max_depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Fold with the extension alone: it raises its Unsupported where `engine="native"` would hand
     the file back to the Python fold (and the comparisons above would compare Python with itself)."""
-    native = pytest.importorskip("processor.native")
-    if SELFTEST or not native.available():
-        pytest.skip("the ckptlog_native extension is not built")
     native.fold(path, settings, max_bytes=max_bytes, max_depth=max_depth)
 
 
