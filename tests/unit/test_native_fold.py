@@ -2,7 +2,7 @@
 
 `ckptlog fold`'s output is a contract (SPEC §4 views, rejections with line, reason and message),
 so the native engine must match the Python engine byte for byte: the document text and the
-deletions, for every fold rule and every decode path. The logs come from tests/unit/fold_corpus.py:
+deletions, for every fold rule and every decode path. The logs come from tests/unit/corpus/:
 hypothesis-generated small logs, hand-written nasty ones, and the benchmark's workload.
 """
 
@@ -22,8 +22,8 @@ from events.rejections import Reason
 from processor import native
 from processor.core.state import FoldSettings
 from processor.foldfile import fold_file, fold_file_text
-from tests.unit import fold_corpus
-from tests.unit.fold_corpus import NASTY, Case
+from tests.unit import corpus
+from tests.unit.corpus import NASTY, Case
 from tests.unit.native_required import ckptlog_native
 
 ckptlog_native()  # fails here, not as a skip, when cargo could have built it
@@ -128,7 +128,7 @@ def limits(case: Case) -> dict[str, int]:
 
 
 @PROFILE
-@given(case=fold_corpus.cases())
+@given(case=corpus.cases())
 def test_engines_agree(workdir: Path, case: Case) -> None:
     path = write(workdir, case)
     expected = fold_with("python", path, case.settings, **limits(case))
@@ -136,7 +136,7 @@ def test_engines_agree(workdir: Path, case: Case) -> None:
 
 
 @settings(PROFILE, max_examples=25)
-@given(case=fold_corpus.cases())
+@given(case=corpus.cases())
 def test_native_in_two_workers_agrees_with_python_in_one(workdir: Path, case: Case) -> None:
     path = write(workdir, case)
     expected = fold_with("python", path, case.settings, **limits(case))
