@@ -16,11 +16,12 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
@@ -172,8 +173,7 @@ def fold_file_text(
         _end_progress(progress)
     else:
         runs, rejected, deletions = _fold_parallel(path, job, workers)
-    body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
-    return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}', deletions
+    return _document_text(runs, rejected), deletions
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,26 +244,38 @@ def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldRe
                           progress=None if show is None else lambda lines: show(lines, tell()))
 
 
-def fold_stream(stream: Iterable[bytes], settings: FoldSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                max_depth: int = DEFAULT_MAX_DEPTH, engine: str = "auto") -> tuple[dict[str, Any], list[Deletion]]:
-    """Fold lines read once (stdin): natively when possible. The native engine may give up
-    part-way (`Unsupported`), so then the lines read are kept to fold again in Python."""
+def fold_stream_text(stream: Iterable[bytes], settings: FoldSettings | None = None, *,
+                     max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH, indent: int | None = None,
+                     engine: str = "auto") -> tuple[str, list[Deletion]]:
+    """Fold lines read once (stdin) into the document text: natively when possible. The native
+    engine may give up part-way (`Unsupported`), so the lines it has read are spooled to a
+    temporary file (not kept in memory) to be folded again in Python, with the rest."""
     if not native.use_native(engine):
         result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
-        return result.document(), result.deletions
-    lines: list[bytes] = []
-    try:
-        done = native.fold(_kept(stream, lines), settings, max_bytes=max_bytes, max_depth=max_depth)
-        return done.document(), done.deletions
-    except native.UNSUPPORTED:
-        result = fold_lines(chain(lines, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
-        return result.document(), result.deletions
+        return json.dumps(result.document(), indent=indent), result.deletions
+    with tempfile.TemporaryFile() as spool:
+        try:
+            done = native.fold(_tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth,
+                               as_text=indent is None)
+        except native.UNSUPPORTED:
+            spool.seek(0)
+            result = fold_lines(chain(spool, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
+            return json.dumps(result.document(), indent=indent), result.deletions
+    if indent is not None:
+        return json.dumps(done.document(), indent=indent), done.deletions
+    return _document_text(done.runs, done.rejected), done.deletions
 
 
-def _kept(stream: Iterable[bytes], lines: list[bytes]) -> Iterator[bytes]:
+def _tee(stream: Iterable[bytes], spool: IO[bytes]) -> Iterator[bytes]:
     for line in stream:
-        lines.append(line)
+        spool.write(line)
         yield line
+
+
+def _document_text(runs: list[tuple[int, str, Any]], rejected: list[dict[str, Any]]) -> str:
+    """The document from each run's view text: the bytes of one `json.dumps(document)`."""
+    body = ", ".join(f"{json.dumps(run_id)}: {text}" for _, run_id, text in runs)
+    return f'{{"runs": {{{body}}}, "rejected": {json.dumps(rejected)}}}'
 
 
 def _progress_of(path: Path) -> Callable[[int, int], None]:

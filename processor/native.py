@@ -42,6 +42,7 @@ except ImportError:  # built by `make venv` when cargo is present; optional
     ckptlog_native = None  # type: ignore[assignment]
 
 ENGINES = ("auto", "native", "python")
+BATCH_LINES = 65_536  # lines handed to the engine per call when it does not read the file itself
 _EXACT = 2**53
 _load = msgspec.json.Decoder().decode
 Pair = tuple[str, str]
@@ -196,7 +197,7 @@ def fold(
         engine.feed_file(str(source), progress, progress_mask)
     else:
         lines = iter(source)
-        while batch := list(islice(lines, 65_536)):
+        while batch := list(islice(lines, BATCH_LINES)):
             engine.feed_lines(batch)
     runs, rejected, deletions, applied, duplicates = engine.result(with_deletions, as_text)
     return NativeResult(runs, rejected, [Deletion(*d) for d in deletions], applied, duplicates)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,7 +14,7 @@ from processor.cli.main import app
 from processor.core.state import FoldSettings
 from processor.cli.errors import cli_errors
 from processor.errors import ConfigError
-from processor.foldfile import auto_workers, fold_file_text, fold_stream
+from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
 from processor.native import use_native
 
 
@@ -53,9 +52,8 @@ def fold_command(
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
         use_native(engine)  # an unknown engine, or native without the extension: a clear error first
     if file == "-":
-        document, deletions = fold_stream(sys.stdin.buffer, settings, max_bytes=max_payload_bytes,
-                                          max_depth=max_depth, engine=engine)
-        text = json.dumps(document, indent=indent)
+        text, deletions = fold_stream_text(sys.stdin.buffer, settings, max_bytes=max_payload_bytes,
+                                           max_depth=max_depth, indent=indent, engine=engine)
     else:
         path = Path(file)
         if not path.is_file():

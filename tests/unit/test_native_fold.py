@@ -205,3 +205,60 @@ def test_nasty_logs_reach_every_rejection_and_rule(workdir: Path) -> None:
     assert reasons == {str(r) for r in Reason} - {Reason.KEY_MISMATCH}
     assert statuses == {"COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"}
     assert evicted > 10
+
+
+@pytest.mark.parametrize("name", ["rules", "decode", "big_int_scores", "bench_like"])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_stdin_folds_to_the_same_document_with_either_engine(name: str, indent: int | None) -> None:
+    """`ckptlog fold -` (lines read once): natively, or — for the big-int log, where the engine
+    gives up part-way — in Python from the spooled lines plus the rest of the stream."""
+    from typer.testing import CliRunner
+
+    from processor.cli.main import _register, app
+
+    _register()
+    case = NASTY[name]
+    if case.max_bytes != DEFAULT_MAX_BYTES or case.max_depth != DEFAULT_MAX_DEPTH:
+        pytest.skip("the CLI flags below use the default limits")
+    config = case.settings.default_config
+    flags = ["--score-order", config.checkpoint_score_order]
+    if config.num_to_keep is not None:
+        flags += ["--default-num-to-keep", str(config.num_to_keep)]
+    if config.checkpoint_score_attribute is not None:
+        flags += ["--score-attribute", config.checkpoint_score_attribute]
+    if case.settings.default_root is not None:
+        flags += ["--storage-root", case.settings.default_root]
+    if indent is not None:
+        flags += ["--indent", str(indent)]
+    outputs = [CliRunner().invoke(app, ["fold", "-", "--engine", engine, *flags], input=case.content)
+               for engine in ("python", "native")]
+    assert outputs[0].exit_code == 0 and outputs[1].exit_code == 0
+    assert outputs[1].stdout == outputs[0].stdout and json.loads(outputs[0].stdout)["runs"]
+
+
+def test_stdin_fallback_refolds_the_spooled_lines_and_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine gives up on a big-int score part-way through a stream; the Python fold then
+    sees every line exactly once: the spooled ones first, then the unread rest."""
+    import io
+
+    from processor import foldfile
+
+    seen: list[bytes] = []
+    real = foldfile.fold_lines
+
+    def counting(lines: Any, *args: Any, **kwargs: Any) -> Any:
+        def tap() -> Any:
+            for line in lines:
+                seen.append(line)
+                yield line
+        return real(tap(), *args, **kwargs)
+
+    monkeypatch.setattr(foldfile, "fold_lines", counting)
+    monkeypatch.setattr(native, "BATCH_LINES", 16)  # so the engine gives up with lines still unread
+    head = NASTY["bench_like"].content
+    content = head + NASTY["big_int_scores"].content + head.replace(b'"b', b'"z')  # more lines after the give-up
+    settings_ = NASTY["big_int_scores"].settings
+    text, _ = foldfile.fold_stream_text(io.BytesIO(content), settings_, engine="native")
+    lines = io.BytesIO(content).readlines()
+    assert len(lines) > 100 and seen == lines
+    assert text == foldfile.fold_stream_text(io.BytesIO(content), settings_, engine="python")[0]
