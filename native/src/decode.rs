@@ -32,7 +32,7 @@ struct ReportData<'a> {
     #[serde(borrow)]
     metrics: &'a RawValue,
     #[serde(default, borrow)]
-    checkpoint: Option<CheckpointRef<'a>>,
+    checkpoint: Option<Obj<CheckpointRef<'a>>>,
     #[serde(default)]
     validation: bool,
     #[serde(default)]
@@ -113,6 +113,28 @@ struct Envelope<'a> {
     data: Data<'a>,
 }
 
+/// A struct read only from a JSON object: serde's derived structs also accept an array of
+/// the fields in order (`"data": [{...}, null]`), which no Python decoder does.
+struct Obj<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjVisitor(std::marker::PhantomData))
+    }
+}
+
+struct ObjVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjVisitor<T> {
+    type Value = Obj<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+    }
+}
+
 /// A string, borrowed from the line unless it has escapes.
 pub struct Text<'de>(pub Cow<'de, str>);
 
@@ -148,9 +170,9 @@ fn refuse<E: de::Error>(why: &str) -> E {
 
 fn data_of<'de, A: MapAccess<'de>>(kind: &str, map: &mut A) -> Result<Data<'de>, A::Error> {
     Ok(match kind {
-        REPORT => Data::Report(map.next_value()?),
-        VALIDATION => Data::Validation(map.next_value()?),
-        DELETION => Data::Deletion(map.next_value()?),
+        REPORT => Data::Report(map.next_value::<Obj<_>>()?.0),
+        VALIDATION => Data::Validation(map.next_value::<Obj<_>>()?.0),
+        DELETION => Data::Deletion(map.next_value::<Obj<_>>()?.0),
         _ => return Err(refuse("not a fast-path type")),
     })
 }
@@ -158,9 +180,9 @@ fn data_of<'de, A: MapAccess<'de>>(kind: &str, map: &mut A) -> Result<Data<'de>,
 fn data_from_raw<'de, E: de::Error>(kind: &str, raw: &'de RawValue) -> Result<Data<'de>, E> {
     let text = raw.get();
     let data = match kind {
-        REPORT => serde_json::from_str(text).map(Data::Report),
-        VALIDATION => serde_json::from_str(text).map(Data::Validation),
-        DELETION => serde_json::from_str(text).map(Data::Deletion),
+        REPORT => serde_json::from_str(text).map(|Obj(d)| Data::Report(d)),
+        VALIDATION => serde_json::from_str(text).map(|Obj(d)| Data::Validation(d)),
+        DELETION => serde_json::from_str(text).map(|Obj(d)| Data::Deletion(d)),
         _ => return Err(refuse("not a fast-path type")),
     };
     data.map_err(|_| refuse("bad data"))
@@ -224,8 +246,8 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
 fn report(d: ReportData<'_>) -> Option<Body<'_>> {
     let metrics = checked_metrics(d.metrics)?;
     let path = match d.checkpoint {
-        Some(c) if c.path.is_empty() => return None,
-        Some(c) => Some(c.path),
+        Some(Obj(c)) if c.path.is_empty() => return None,
+        Some(Obj(c)) => Some(c.path),
         None => None,
     };
     Some(Body::Report { generation: d.generation, path, metrics, pending: d.validation })

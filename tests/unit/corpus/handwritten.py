@@ -146,6 +146,13 @@ def _decode() -> list[bytes]:
         ev("report", "a", {"metrics": {}, "validation": {"timeout_s": 0}}, "bad6"),
         ev("report", "a", {"metrics": {}, "checkpoint": {"path": ""}}, "bad7"),
         ev("report", "a", Obj.of(("metrics", {}), ("metrics", {"acc": 2}), ("checkpoint", None)), "dupkey"),
+        # structs spelled as arrays of their fields: serde reads those unless told not to
+        ev("report", "a", [{"acc": 1}, None, False, None], "arr1"),
+        ev("report", "a", {"metrics": {"acc": 1}, "checkpoint": [f"{ROOT}/a/arr"]}, "arr2"),
+        ev("validation_result", "a", [f"{ROOT}/a/arr", "VALIDATED"], "arr3"),
+        ev("deletion_completed", "a", [[f"{ROOT}/a/arr"]], "arr4", version=2),
+        to_bytes(encode(Obj.of(("data", [{"acc": 1}, None, True, None]), ("specversion", "1.0"), ("id", "arr5"),
+                               ("source", "test"), ("type", "ckptlog.report.v1"), ("subject", "a")))),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"num_to_keep": 0}}, "cfg1"),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"num_to_keep": "2"}}, "cfg2"),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"checkpoint_score_order": "up"}},
