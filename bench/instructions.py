@@ -24,10 +24,10 @@ from bench.workload import events
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
-def instructions(path: Path) -> int:
-    """Instructions executed by a whole `ckptlog fold FILE --workers 1` process."""
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-            sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress"]
+def instructions(path: Path, engine: str) -> int:
+    """Instructions executed by a whole `ckptlog fold FILE --workers 1 --engine ENGINE` process."""
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
+            "processor.cli", "fold", str(path), "--workers", "1", "--no-progress", "--engine", engine]
     run = subprocess.run(argv, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
     found = _COLLECTED.search(run.stderr)
     if found is None:
@@ -39,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--small", type=int, default=100_000, help="lines in the smaller log")
     parser.add_argument("--large", type=int, default=200_000, help="lines in the larger log")
+    parser.add_argument("--engine", default="auto", help="auto, native or python (as `ckptlog fold --engine`)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("error: valgrind is not installed; install it (apt-get install valgrind) to count instructions")
@@ -50,8 +51,9 @@ def main() -> None:
         for n in (0, args.small, args.large):
             path = Path(tmp) / f"head-{n}.jsonl"
             path.write_bytes(b"".join(lines[:n]))
-            counts[n] = instructions(path)
-            print(f"ckptlog fold, first {n:,} lines of the keep=5 workload: {counts[n]:,} instructions", flush=True)
+            counts[n] = instructions(path, args.engine)
+            print(f"ckptlog fold --engine {args.engine}, first {n:,} lines of the keep=5 workload: "
+                  f"{counts[n]:,} instructions", flush=True)
     per_event = (counts[args.large] - counts[args.small]) / (args.large - args.small)
     print(f"start-up (empty file): {counts[0] / 1e9:.3f}G instructions; marginal cost per event between "
           f"{args.small:,} and {args.large:,} lines: {per_event / 1e3:.1f}k instructions")

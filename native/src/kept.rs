@@ -130,7 +130,7 @@ impl Kept {
             Some(order) => order.values().copied().collect(),
             None => {
                 let mut ids: Vec<(SortKey, Id)> = self.slab.iter().map(|(id, r)| (r.sort_key, id)).collect();
-                ids.sort_unstable_by(|a, b| a.0.cmp(&b.0)); // keys are unique: they end in the report index
+                ids.sort_unstable_by_key(|entry| entry.0); // keys are unique: they end in the report index
                 ids.into_iter().map(|(_, id)| id).collect()
             }
         }

@@ -79,7 +79,7 @@ pub fn write_float(out: &mut String, x: f64) {
 /// length within one ulp), and then the exact expansion ends in the digit 5 right after them.
 fn tie_to_even(x: f64, digits: &str) -> Option<String> {
     let n = digits.len();
-    if digits.as_bytes()[n - 1] % 2 == 0 {
+    if digits.as_bytes()[n - 1].is_multiple_of(2) {
         return None; // already even (the tie, if any, went the Python way)
     }
     let probe = format!("{:.*e}", n + 1, x); // n + 2 significant digits, rounded
@@ -94,7 +94,7 @@ fn tie_to_even(x: f64, digits: &str) -> Option<String> {
         return None;
     }
     // a tie between `head` and `head + 1`: Python keeps the even one of the two
-    let candidate = if head.as_bytes()[n - 1] % 2 == 0 { head.to_owned() } else { increment(head)? };
+    let candidate = if head.as_bytes()[n - 1].is_multiple_of(2) { head.to_owned() } else { increment(head)? };
     let exp = exact.split('e').nth(1)?;
     let respelled = format!("{}.{}e{}", &candidate[..1], &candidate[1..], exp);
     (respelled.parse::<f64>().ok()? == x).then_some(candidate)
