@@ -53,12 +53,15 @@ def available() -> bool:
 
 
 def use_native(engine: str) -> bool:
-    """Whether to fold natively: `auto` means yes when the extension is built (and the
-    environment does not say CKPTLOG_ENGINE=python)."""
+    """Whether to fold natively: `auto` means yes when the extension is built, unless the
+    environment says otherwise (CKPTLOG_ENGINE=python|native|auto)."""
     if engine not in ENGINES:
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)} (got {engine!r})")
     if engine == "auto":
-        engine = os.environ.get("CKPTLOG_ENGINE", "auto")
+        engine = os.environ.get("CKPTLOG_ENGINE") or "auto"
+        if engine not in ENGINES:
+            raise ConfigError(f"CKPTLOG_ENGINE must be one of {', '.join(ENGINES)} (got {engine!r}); unset it "
+                              "to use the compiled engine when installed")
     if engine == "native" and not available():
         raise ConfigError("--engine native: the ckptlog_native extension is not installed; run `make venv` "
                           "with a Rust toolchain (cargo) on PATH, or use --engine python")
