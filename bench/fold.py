@@ -1,10 +1,11 @@
-"""Benchmark of the fold: `python -m bench.fold [--reports N]`. Prints reports/s.
+"""Benchmark of the fold: `python -m bench.fold [--reports N] [--engines E] [--only PART]`.
 
-1. Whole process: `ckptlog fold FILE` on N reports at keep=5 (10% validations) and at
-   keep=None, timed from process start to exit (what the issue's target is about), with
-   one process and with one per core (`--workers`, runs sharded by id).
-2. Scaling at keep=None: per-report cost of the fold over the last 10k reports of a 20k-report
-   log vs of an N-report log (the same file's prefix), each in a fresh process, median of 3
+1. Whole process (throughput): `ckptlog fold FILE` on N reports at keep=5 (10% validations)
+   and at keep=None, timed from process start to exit (what the issue's target is about), with
+   one process and with one per core (`--workers`, runs sharded by id), for the compiled engine
+   (when built) and the Python fold. Prints reports/s.
+2. Scaling at keep=None: per-report cost over the last 10k reports of a 20k-report log vs of an
+   N-report log (the same file's prefix), each in a fresh process, median over processes
    — O(log n) per event means the ratio stays near 1.
 """
 
@@ -88,15 +89,17 @@ def tail_in_fresh_process(path: Path, reports: int, emit: bool, engine: str = "p
     return float(out.strip())
 
 
-def scaling(path: Path, n: int, repeats: int = 3) -> None:
-    """keep=None per-report cost at 20k vs at n: the median of `repeats` fresh processes each.
-    For the Python fold, with and without output events; for the compiled engine when built."""
+def scaling(path: Path, n: int, engines: list[str]) -> None:
+    """keep=None per-report cost at 20k vs at n: the median of fresh processes each — 3 for the
+    Python fold (with and without output events), 7 for the compiled engine, whose 10k reports
+    take ~25 ms, short enough for one burst of steal time on the VM to swing a process."""
     small_n = 2 * TAIL
-    cases = [("python", False, "Python fold, ckptlog fold"), ("python", True, "Python fold with output events, "
-                                                                          "as the processor")]
-    if native.available():
-        cases.insert(0, ("native", False, "compiled engine, ckptlog fold (decoding included)"))
-    for engine, emit, who in cases:
+    cases = [("native", False, "compiled engine, ckptlog fold (decoding included)", 7),
+             ("python", False, "Python fold, ckptlog fold", 3),
+             ("python", True, "Python fold with output events, as the processor", 3)]
+    for engine, emit, who, repeats in cases:
+        if engine not in engines:
+            continue
         costs: dict[int, list[float]] = {small_n: [], n: []}
         for _ in range(repeats):  # alternate the sizes so drift on the machine hits both
             for size in costs:
@@ -115,6 +118,7 @@ def main() -> None:
     parser.add_argument("--native", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engines", default="auto", help="auto (both when the compiled engine is built), "
                         "native or python")
+    parser.add_argument("--only", choices=("throughput", "scaling"), help="run one part only")
     args = parser.parse_args()
     n = args.reports
     if args.tail_of is not None:
@@ -123,16 +127,17 @@ def main() -> None:
         return
     engines = [e for e in ("native", "python") if args.engines in ("auto", e) and (e == "python" or native.available())]
     with tempfile.TemporaryDirectory() as tmp:
-        for keep, share in ((5, 0.1), (None, 0.0)):
+        for keep, share in ((5, 0.1), (None, 0.0)) if args.only != "scaling" else ((None, 0.0),):
             path = Path(tmp) / f"keep-{keep}.jsonl"
             lines = write(path, n, keep, share)
-            for engine in engines:
+            for engine in engines if args.only != "scaling" else []:
                 for workers in sorted({1, os.cpu_count() or 1}):
                     rate = whole_process(path, n, workers, engine)
                     print(f"ckptlog fold --engine {engine} --workers {workers}, whole process, {n:,} reports "
                           f"({lines:,} events), keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s",
                           flush=True)
-        scaling(path, n)
+        if args.only != "throughput":
+            scaling(path, n, engines)
 
 
 if __name__ == "__main__":
