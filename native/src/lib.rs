@@ -30,6 +30,7 @@ use support::{Event, Kind, Metrics, Support};
 create_exception!(ckptlog_native, Unsupported, PyException, "The file needs the Python fold.");
 
 const PROGRESS_MASK: u64 = 65_535; // report progress every 64k lines
+const SIGNAL_MASK: u64 = 4_095; // let Python handle signals every 4k lines (~10 ms)
 
 #[pyclass(unsendable)]
 struct NativeFold {
@@ -76,6 +77,9 @@ impl NativeFold {
             }
             offset += n as u64;
             self.line(py, &line)?;
+            if self.lineno & SIGNAL_MASK == 0 {
+                py.check_signals()?; // Ctrl-C stops a long fold (KeyboardInterrupt)
+            }
             if self.lineno & mask == 0 {
                 if let Some(show) = &progress {
                     show.call1(py, (self.lineno, offset))?;
