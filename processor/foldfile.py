@@ -1,6 +1,9 @@
-"""Folding a file of CloudEvents JSON lines: the engine behind `ckptlog fold`.
+"""Folding a file of CloudEvents JSON lines: what `ckptlog fold` runs.
 
-Kept apart from the CLI so the benchmark and tests drive exactly the same loop. A shard
+Two engines give the same bytes: the compiled one (processor/native.py, used when installed)
+and the Python fold driven by `fold_lines` here, which the compiled one falls back to when it
+cannot be sure of the result. Kept apart from the CLI so the benchmark and tests drive exactly
+the same code. A shard
 `(k, shards)` folds only the runs that `shards` assigns to `k` (see `processor/sharding.py`):
 runs are independent, so n shards folded in n processes give the same views as one fold.
 
