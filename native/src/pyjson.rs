@@ -33,27 +33,19 @@ pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// `repr(x)` for a finite float: the shortest digits that round-trip, in fixed notation when
-/// the decimal point falls within -4 < decpt <= 16, else as d.ddde±XX.
+/// `repr(x)` for a finite float: the shortest digits that round-trip (Ryu, which like Python
+/// breaks a tie between two shortest spellings to the even digit), in fixed notation when the
+/// decimal point falls within -4 < decpt <= 16, else as d.ddde±XX.
 pub fn write_float(out: &mut String, x: f64) {
-    let sci = format!("{x:e}"); // shortest round-trip digits: "-1.25e-7", "0e0"
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    if digits.len() >= 16 {
-        if let Some(even) = tie_to_even(x.abs(), &digits) {
-            digits = even;
-        }
+    let mut buffer = ryu::Buffer::new();
+    let (digits, decpt) = digits_of(buffer.format_finite(x.abs()));
+    if x.is_sign_negative() {
+        out.push('-');
     }
-    let decpt = exp + 1;
-    out.push_str(sign);
+    let n = digits.len() as i32;
     if decpt <= -4 || decpt > 16 {
         out.push_str(&digits[..1]);
-        if digits.len() > 1 {
+        if n > 1 {
             out.push('.');
             out.push_str(&digits[1..]);
         }
@@ -63,9 +55,9 @@ pub fn write_float(out: &mut String, x: f64) {
         out.push_str("0.");
         out.extend(std::iter::repeat_n('0', (-decpt) as usize));
         out.push_str(&digits);
-    } else if decpt as usize >= digits.len() {
+    } else if decpt >= n {
         out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', decpt as usize - digits.len()));
+        out.extend(std::iter::repeat_n('0', (decpt - n) as usize));
         out.push_str(".0");
     } else {
         out.push_str(&digits[..decpt as usize]);
@@ -74,44 +66,21 @@ pub fn write_float(out: &mut String, x: f64) {
     }
 }
 
-/// Python's repr breaks a tie between two shortest spellings to the even last digit; Rust's
-/// shortest formatting takes the upper one. A tie needs 16+ digits (two decimals of that
-/// length within one ulp), and then the exact expansion ends in the digit 5 right after them.
-fn tie_to_even(x: f64, digits: &str) -> Option<String> {
-    let n = digits.len();
-    if digits.as_bytes()[n - 1].is_multiple_of(2) {
-        return None; // already even (the tie, if any, went the Python way)
+/// The significant digits of a formatted non-negative number ("12.5", "1e-7", "1.25E16") and
+/// the position of the decimal point relative to them (value = 0.DIGITS x 10^decpt); zero is ("0", 1).
+fn digits_of(text: &str) -> (String, i32) {
+    let (mantissa, exp) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], text[at + 1..].parse::<i32>().unwrap_or(0)),
+        None => (text, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = whole.chars().chain(fraction.chars()).collect();
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_start_matches('0').trim_end_matches('0');
+    if digits.is_empty() {
+        return ("0".to_owned(), 1);
     }
-    let probe = format!("{:.*e}", n + 1, x); // n + 2 significant digits, rounded
-    let next: String = probe.split('e').next()?.chars().filter(char::is_ascii_digit).skip(n).collect();
-    if !matches!(next.as_str(), "49" | "50" | "51") {
-        return None;
-    }
-    let exact = format!("{:.*e}", 1100, x); // every digit of a double (at most 767 significant)
-    let all: String = exact.split('e').next()?.chars().filter(char::is_ascii_digit).collect();
-    let (head, rest) = all.split_at(n);
-    if !rest.starts_with('5') || rest[1..].bytes().any(|b| b != b'0') {
-        return None;
-    }
-    // a tie between `head` and `head + 1`: Python keeps the even one of the two
-    let candidate = if head.as_bytes()[n - 1].is_multiple_of(2) { head.to_owned() } else { increment(head)? };
-    let exp = exact.split('e').nth(1)?;
-    let respelled = format!("{}.{}e{}", &candidate[..1], &candidate[1..], exp);
-    (respelled.parse::<f64>().ok()? == x).then_some(candidate)
-}
-
-/// The decimal digit string plus one in its last place; None when that carries into a new digit.
-fn increment(digits: &str) -> Option<String> {
-    let mut bytes = digits.as_bytes().to_vec();
-    for b in bytes.iter_mut().rev() {
-        if *b == b'9' {
-            *b = b'0';
-        } else {
-            *b += 1;
-            return String::from_utf8(bytes).ok();
-        }
-    }
-    None
+    (digits.to_owned(), whole.len() as i32 - leading as i32 + exp)
 }
 
 fn write_value(out: &mut String, v: &Value) -> Option<()> {
