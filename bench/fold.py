@@ -21,11 +21,15 @@ import tempfile
 import time
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.workload import write
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from processor import native
 from processor.foldfile import fold_lines
+
+if TYPE_CHECKING:
+    import ckptlog_native
 
 
 TAIL = 10_000
@@ -62,50 +66,64 @@ def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> floa
     return statistics.median(chunks)
 
 
-def native_tail_cost_us(path: Path, reports: int, tail: int = TAIL) -> float:
-    """`tail_cost_us` for the compiled engine: microseconds per report over the last `tail`
-    lines, fed as bytes (so decoding is included here, unlike the Python measurement)."""
-    with path.open("rb") as stream:
-        lines = list(islice(stream, reports + RUNS))
-    head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
+def native_costs_us(path: Path, reports: int, tail: int = TAIL) -> tuple[float, float]:
+    """For the compiled engine, in one process: microseconds per report (median 500-report
+    chunk) over reports 10k–20k, then — folding on through the file, as `ckptlog fold` reads
+    it — over the last `tail` of the first `reports`. Decoding is included (lines are fed as
+    bytes), unlike the Python measurement. Both sizes in one process, seconds apart: the
+    host's slow and fast phases (2x apart, minutes long) then hit a pair alike."""
+    small = 2 * tail
     engine = native.new_engine(None, max_bytes=DEFAULT_MAX_BYTES, max_depth=DEFAULT_MAX_DEPTH)
-    engine.feed_lines(head)
+    with path.open("rb") as stream, tempfile.TemporaryDirectory() as tmp:
+        engine.feed_lines(list(islice(stream, RUNS + small - tail)))
+        first = _timed_chunks(engine, list(islice(stream, tail)))
+        middle = Path(tmp) / "middle.jsonl"
+        with middle.open("wb") as out:
+            out.writelines(islice(stream, reports - small - tail))
+        engine.feed_file(str(middle))
+        last = _timed_chunks(engine, list(islice(stream, tail)))
+    return first, last
+
+
+def _timed_chunks(engine: ckptlog_native.NativeFold, lines: list[bytes]) -> float:
     chunks = []
-    for at in range(0, tail, CHUNK):
-        batch = last[at:at + CHUNK]
+    for at in range(0, len(lines), CHUNK):
+        batch = lines[at:at + CHUNK]
         start = time.perf_counter()
         engine.feed_lines(batch)
-        chunks.append((time.perf_counter() - start) / CHUNK * 1e6)
+        chunks.append((time.perf_counter() - start) / len(batch) * 1e6)
     return statistics.median(chunks)
 
 
-def tail_in_fresh_process(path: Path, reports: int, emit: bool, engine: str = "python") -> float:
-    """One tail cost in its own process: no heap or page cache left by an earlier size."""
-    flags = ["--emit"] if emit else []
-    if engine == "native":
-        flags.append("--native")
+def in_fresh_process(path: Path, reports: int, *flags: str) -> list[float]:
+    """One measurement (`--tail-of`) in its own process: no heap or page cache left by another."""
     out = subprocess.run([sys.executable, "-m", "bench.fold", "--tail-of", str(path), "--reports", str(reports),
                           *flags], check=True, capture_output=True, text=True).stdout
-    return float(out.strip())
+    return [float(x) for x in out.split()]
 
 
 def scaling(path: Path, n: int, engines: list[str]) -> None:
-    """keep=None per-report cost at 20k vs at n: the median of fresh processes each — 3 for the
-    Python fold (with and without output events), 7 for the compiled engine, whose 10k reports
-    take ~25 ms, short enough for one burst of steal time on the VM to swing a process."""
+    """keep=None per-report cost at 20k vs at n. The Python fold: 3 fresh processes per size
+    (with and without output events), alternating. The compiled engine, whose 10k reports take
+    ~25 ms: 7 processes, each measuring both sizes (`native_costs_us`)."""
+    if "native" in engines:
+        pairs = [in_fresh_process(path, n, "--native") for _ in range(7)]
+        small, large = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+        low, high = min(p[0] for p in pairs), min(p[1] for p in pairs)
+        print(f"keep=None cost per report (last 10k reports, 7 processes each measuring both sizes), compiled "
+              f"engine, ckptlog fold (decoding included): median at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
+              f"ratio {large / small:.2f}; fastest at 20k {low:.2f} us, at {n:,} {high:.2f} us, ratio "
+              f"{high / low:.2f} (pairs: {', '.join(f'{a:.2f}/{b:.2f}' for a, b in pairs)})", flush=True)
+    if "python" not in engines:
+        return
     small_n = 2 * TAIL
-    cases = [("native", False, "compiled engine, ckptlog fold (decoding included)", 7),
-             ("python", False, "Python fold, ckptlog fold", 3),
-             ("python", True, "Python fold with output events, as the processor", 3)]
-    for engine, emit, who, repeats in cases:
-        if engine not in engines:
-            continue
+    for emit, who in ((False, "Python fold, ckptlog fold"), (True, "Python fold with output events, as the processor")):
         costs: dict[int, list[float]] = {small_n: [], n: []}
-        for _ in range(repeats):  # alternate the sizes so drift on the machine hits both
+        for _ in range(3):  # alternate the sizes so drift on the machine hits both
             for size in costs:
-                costs[size].append(tail_in_fresh_process(path, size, emit, engine))
+                costs[size] += in_fresh_process(path, size, *(["--emit"] if emit else []))
         small, large = statistics.median(costs[small_n]), statistics.median(costs[n])
-        print(f"keep=None cost per report (last 10k reports, median of {repeats} processes), {who}: "
+        print(f"keep=None cost per report (last 10k reports, median of 3 processes), {who}: "
               f"at 20k {small:.2f} us, at {n:,} {large:.2f} us, ratio {large / small:.2f} "
               f"(runs: {costs[small_n]} / {costs[n]})", flush=True)
 
@@ -122,8 +140,8 @@ def main() -> None:
     args = parser.parse_args()
     n = args.reports
     if args.tail_of is not None:
-        cost = native_tail_cost_us(args.tail_of, n) if args.native else tail_cost_us(args.tail_of, n, args.emit)
-        print(f"{cost:.3f}")
+        costs = native_costs_us(args.tail_of, n) if args.native else (tail_cost_us(args.tail_of, n, args.emit),)
+        print(" ".join(f"{cost:.3f}" for cost in costs))
         return
     engines = [e for e in ("native", "python") if args.engines in ("auto", e) and (e == "python" or native.available())]
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,12 +3,13 @@
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use crate::kept::{Id, Kept, Record, Status};
+use crate::window::Window;
 use crate::score::{merge, score_raw, SortKey};
 use crate::support::{Event, Kind, Metrics, Rejection, Support};
 
@@ -31,8 +32,7 @@ pub struct Run {
     pub report_count: u64,
     pub generation: u64,
     pub index_in_generation: u64,
-    seen: VecDeque<Rc<str>>,
-    seen_set: FxHashSet<Rc<str>>,
+    seen: Window,
     outstanding: FxHashMap<Rc<str>, Rc<str>>, // key -> path to delete
 }
 
@@ -41,7 +41,7 @@ impl Run {
         Run {
             id: id.into(), started, kept: Kept::new(cfg.keep.is_some()), latest: None,
             pending: BTreeSet::new(), report_count: 0, generation: 0, index_in_generation: 0,
-            seen: VecDeque::new(), seen_set: FxHashSet::default(), outstanding: FxHashMap::default(), cfg,
+            seen: Window::default(), outstanding: FxHashMap::default(), cfg,
         }
     }
 
@@ -83,7 +83,7 @@ impl Fold {
     pub fn apply(&mut self, py: Python<'_>, sup: &Support, event: Event<'_>) -> PyResult<Outcome> {
         let (id, subject) = (event.id, event.subject);
         if let Some(run) = self.runs.get(&*subject) {
-            if run.seen_set.contains(&*id) {
+            if run.seen.contains(&id) {
                 return Ok(Outcome::Applied { duplicate: true });
             }
         }
@@ -250,7 +250,6 @@ impl Fold {
             fresh.generation = old.generation;
             fresh.index_in_generation = old.index_in_generation;
             std::mem::swap(&mut fresh.seen, &mut old.seen);
-            std::mem::swap(&mut fresh.seen_set, &mut old.seen_set);
         }
         self.runs.insert(run_id.into(), fresh); // an existing run keeps its place
         Ok(APPLIED)
@@ -258,14 +257,7 @@ impl Fold {
 }
 
 fn remember(run: &mut Run, id: Cow<'_, str>, window: usize) {
-    let id: Rc<str> = id.into();
-    run.seen_set.insert(id.clone());
-    run.seen.push_back(id);
-    while run.seen.len() > window {
-        if let Some(old) = run.seen.pop_front() {
-            run.seen_set.remove(&old);
-        }
-    }
+    run.seen.push(&id, window);
 }
 
 fn score(py: Python<'_>, sup: &Support, cfg: &Config, metrics: &Metrics) -> PyResult<(bool, f64)> {

@@ -56,7 +56,8 @@ impl Record {
 
 pub struct Kept {
     slab: Slab<Record>,
-    index: HashTable<Id>, // ids, hashed by their record's key
+    index: HashTable<(u32, u32)>, // (high half of the key's hash, id): a probe compares the hash half
+                                  // first, so it rarely reads a cold record's key
     order: Option<BTreeMap<SortKey, Id>>, // None: lazy (see the module doc)
 }
 
@@ -74,8 +75,9 @@ impl Kept {
     }
 
     pub fn find(&self, key: &str) -> Option<Id> {
-        let slab = &self.slab;
-        self.index.find(hash(key), |&id| &**slab[id].key() == key).copied()
+        let (slab, h) = (&self.slab, hash(key));
+        let tag = (h >> 32) as u32;
+        self.index.find(h, |&(t, id)| t == tag && &**slab[id as usize].key() == key).map(|&(_, id)| id as Id)
     }
 
     pub fn get(&self, id: Id) -> &Record {
@@ -90,7 +92,8 @@ impl Kept {
         let (h, sort_key) = (hash(record.key()), record.sort_key);
         let id = self.slab.insert(record);
         let slab = &self.slab;
-        self.index.insert_unique(h, id, |&i| hash(slab[i].key()));
+        let entry = ((h >> 32) as u32, u32::try_from(id).expect("fewer than 2**32 kept checkpoints per run"));
+        self.index.insert_unique(h, entry, |&(_, i)| hash(slab[i as usize].key()));
         if let Some(order) = &mut self.order {
             order.insert(sort_key, id);
         }
@@ -109,7 +112,7 @@ impl Kept {
 
     pub fn remove(&mut self, id: Id) -> Record {
         let record = self.slab.remove(id);
-        if let Ok(entry) = self.index.find_entry(hash(record.key()), |&i| i == id) {
+        if let Ok(entry) = self.index.find_entry(hash(record.key()), |&(_, i)| i as usize == id) {
             entry.remove();
         }
         if let Some(order) = &mut self.order {

@@ -21,6 +21,7 @@ mod route;
 mod score;
 mod support;
 mod view;
+mod window;
 
 use decode::{Body, MetricsIn};
 use fold::{Config, Fold, Outcome};
