@@ -3,7 +3,7 @@
 //! A line is taken here only when this code is sure the Python decoder would accept it and
 //! read the same values; anything else (`None`) goes to `events.codec.decode_event`, which
 //! accepts it or says precisely why not. So this may refuse more than needed, never less:
-//! no extension attributes, `time` only absent or null, ASCII-printable run ids, metric
+//! no extension attributes, `time` absent, null or in the common RFC 3339 shape, ASCII-printable run ids, metric
 //! integers of at most 15 digits (exact as f64) and finite floats, nesting as in the fast path.
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -230,8 +230,11 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
             return Err(refuse("a missing member"));
         };
         let content_ok = matches!(content, None | Some(None)) || content == Some(Some(Cow::Borrowed("application/json")));
-        if version.as_deref() != Some("1.0") || id.is_empty() || source.is_empty() || matches!(time, Some(Some(_)))
-            || !content_ok {
+        let time_ok = match &time {
+            Some(Some(t)) => crate::rfc3339::time_ok(t),
+            _ => true,
+        };
+        if version.as_deref() != Some("1.0") || id.is_empty() || source.is_empty() || !time_ok || !content_ok {
             return Err(refuse("an envelope value the fast path does not vouch for"));
         }
         let data = match (data, raw) {

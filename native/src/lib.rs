@@ -17,6 +17,7 @@ mod decode;
 mod fold;
 mod kept;
 mod pyjson;
+mod rfc3339;
 mod route;
 mod score;
 mod support;
@@ -197,6 +198,13 @@ fn dumps_metrics(text: &str) -> Option<String> {
     pyjson::write_metrics(&mut out, text).map(|()| out)
 }
 
+/// Whether the native decoder accepts this CloudEvents `time` (exposed for tests: every
+/// accepted one must pass `datetime.fromisoformat`).
+#[pyfunction]
+fn time_ok(s: &str) -> bool {
+    rfc3339::time_ok(s)
+}
+
 /// `json.dumps(x)` for a finite float (exposed for tests).
 #[pyfunction]
 fn dumps_float(x: f64) -> String {
@@ -218,6 +226,7 @@ fn ckptlog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeFold>()?;
     m.add_function(wrap_pyfunction!(dumps_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
+    m.add_function(wrap_pyfunction!(time_ok, m)?)?;
     m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
     m.add("Unsupported", m.py().get_type::<Unsupported>())?;
     Ok(())
