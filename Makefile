@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml native/ckptlog_native.pyi $(wildcard native/src/*.rs)
 
 .PHONY: demo test venv bench clean
 
