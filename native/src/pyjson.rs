@@ -38,11 +38,13 @@ pub fn write_str(out: &mut String, s: &str) {
 /// decimal point falls within -4 < decpt <= 16, else as d.ddde±XX.
 pub fn write_float(out: &mut String, x: f64) {
     let mut buffer = ryu::Buffer::new();
-    let (digits, decpt) = digits_of(buffer.format_finite(x.abs()));
+    let mut digits = [0u8; 24]; // a double has at most 17 significant digits
+    let (n, decpt) = digits_of(buffer.format_finite(x.abs()), &mut digits);
+    let digits = std::str::from_utf8(&digits[..n]).expect("ASCII digits");
+    let (n, decpt) = (n as i32, decpt);
     if x.is_sign_negative() {
         out.push('-');
     }
-    let n = digits.len() as i32;
     if decpt <= -4 || decpt > 16 {
         out.push_str(&digits[..1]);
         if n > 1 {
@@ -50,13 +52,18 @@ pub fn write_float(out: &mut String, x: f64) {
             out.push_str(&digits[1..]);
         }
         let e = decpt - 1;
-        let _ = write!(out, "e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+        out.push_str(if e < 0 { "e-" } else { "e+" });
+        let e = e.unsigned_abs();
+        if e < 10 {
+            out.push('0');
+        }
+        let _ = write!(out, "{e}");
     } else if decpt <= 0 {
         out.push_str("0.");
         out.extend(std::iter::repeat_n('0', (-decpt) as usize));
-        out.push_str(&digits);
+        out.push_str(digits);
     } else if decpt >= n {
-        out.push_str(&digits);
+        out.push_str(digits);
         out.extend(std::iter::repeat_n('0', (decpt - n) as usize));
         out.push_str(".0");
     } else {
@@ -66,21 +73,36 @@ pub fn write_float(out: &mut String, x: f64) {
     }
 }
 
-/// The significant digits of a formatted non-negative number ("12.5", "1e-7", "1.25E16") and
-/// the position of the decimal point relative to them (value = 0.DIGITS x 10^decpt); zero is ("0", 1).
-fn digits_of(text: &str) -> (String, i32) {
-    let (mantissa, exp) = match text.find(['e', 'E']) {
-        Some(at) => (&text[..at], text[at + 1..].parse::<i32>().unwrap_or(0)),
-        None => (text, 0),
+/// The significant digits of a formatted non-negative number ("12.5", "1e-7", "1.25E16"),
+/// written into `digits`, their count, and the position of the decimal point relative to
+/// them (value = 0.DIGITS x 10^decpt); zero is "0" at 1.
+fn digits_of(text: &str, digits: &mut [u8; 24]) -> (usize, i32) {
+    let bytes = text.as_bytes();
+    let (mantissa, exp) = match bytes.iter().position(|b| *b == b'e' || *b == b'E') {
+        Some(at) => (&bytes[..at], text[at + 1..].parse::<i32>().unwrap_or(0)),
+        None => (bytes, 0),
     };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let all: String = whole.chars().chain(fraction.chars()).collect();
-    let leading = all.len() - all.trim_start_matches('0').len();
-    let digits = all.trim_start_matches('0').trim_end_matches('0');
-    if digits.is_empty() {
-        return ("0".to_owned(), 1);
+    let point = mantissa.iter().position(|b| *b == b'.').unwrap_or(mantissa.len());
+    let (mut n, mut decpt, mut leading) = (0usize, point as i32 + exp, true);
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        if leading && b == b'0' {
+            decpt -= 1; // a leading zero moves the point
+            continue;
+        }
+        leading = false;
+        if n < digits.len() {
+            digits[n] = b;
+            n += 1;
+        }
     }
-    (digits.to_owned(), whole.len() as i32 - leading as i32 + exp)
+    while n > 0 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    if n == 0 {
+        digits[0] = b'0';
+        return (1, 1);
+    }
+    (n, decpt)
 }
 
 fn write_value(out: &mut String, v: &Value) -> Option<()> {
