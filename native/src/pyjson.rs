@@ -1,12 +1,15 @@
 //! JSON text exactly as Python's `json.dumps(value)` writes it (default separators, ensure_ascii),
 //! so the engine can write the document itself instead of building a million Python objects.
 //!
-//! Metrics held as JSON text are re-read (serde_json keeps a Python dict's semantics with
-//! `preserve_order`: a duplicate key keeps its first place and takes its last value) and
-//! written in Python's spelling: floats as `repr(float)`, strings escaped to ASCII.
+//! Metrics held as JSON text are streamed from that text into Python's spelling: objects with a
+//! Python dict's semantics (a duplicate key keeps its first place and takes its last value),
+//! floats as `repr(float)`, strings escaped to ASCII, ints as written.
 //! tests/unit/test_native_json.py checks this against `json.dumps(msgspec.json.decode(text))`.
 
-use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::decode::Text;
+use crate::score::object_members;
 use std::fmt::Write;
 
 /// A string literal as json.dumps writes it (ensure_ascii=True, lower-case hex).
@@ -105,52 +108,70 @@ fn digits_of(text: &str, digits: &mut [u8; 24]) -> (usize, i32) {
     (n, decpt)
 }
 
-fn write_value(out: &mut String, v: &Value) -> Option<()> {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else {
-                let x = n.as_f64()?;
-                if !x.is_finite() {
-                    return None;
-                }
-                write_float(out, x);
-            }
-        }
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
+/// The metrics text (validated by the decoder) in json.dumps spelling; None if it cannot be
+/// read here (then Python writes it). Streamed from the text: no value tree is built.
+pub fn write_metrics(out: &mut String, text: &str) -> Option<()> {
+    write_raw(out, text.trim())
+}
+
+fn write_raw(out: &mut String, text: &str) -> Option<()> {
+    match text.as_bytes().first()? {
+        b'{' => write_object(out, text)?,
+        b'[' => {
+            let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_value(out, item)?;
+                write_raw(out, item.get())?;
             }
             out.push(']');
         }
-        Value::Object(members) => {
-            out.push('{');
-            for (i, (name, item)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_str(out, name);
-                out.push_str(": ");
-                write_value(out, item)?;
-            }
-            out.push('}');
+        b'"' => {
+            let Text(s) = serde_json::from_str(text).ok()?;
+            write_str(out, &s);
         }
+        b't' | b'f' | b'n' => out.push_str(text), // true, false, null
+        _ if text.contains(['.', 'e', 'E']) => {
+            let x: f64 = text.parse().ok()?;
+            if !x.is_finite() {
+                return None;
+            }
+            write_float(out, x);
+        }
+        _ if text == "-0" => out.push('0'), // an int: Python's 0 (the decoder refuses it anyway)
+        _ => out.push_str(text),             // an int, spelled as Python spells it
     }
     Some(())
 }
 
-/// The metrics text (validated by the decoder) in json.dumps spelling; None if it cannot be read.
-pub fn write_metrics(out: &mut String, text: &str) -> Option<()> {
-    let value: Value = serde_json::from_str(text).ok()?;
-    write_value(out, &value)
+/// An object as a Python dict writes it: a duplicate name keeps its first place and its last value.
+fn write_object(out: &mut String, text: &str) -> Option<()> {
+    let members = object_members(text)?;
+    let duplicated = members.len() > 1 && (1..members.len()).any(|i| members[..i].iter().any(|m| m.0 .0 == members[i].0 .0));
+    out.push('{');
+    if duplicated {
+        let mut merged: indexmap::IndexMap<&str, &RawValue> = indexmap::IndexMap::new();
+        for (Text(name), value) in &members {
+            merged.insert(name, value);
+        }
+        write_members(out, merged.into_iter())?;
+    } else {
+        write_members(out, members.iter().map(|(Text(name), value)| (&**name, *value)))?;
+    }
+    out.push('}');
+    Some(())
+}
+
+fn write_members<'a>(out: &mut String, members: impl Iterator<Item = (&'a str, &'a RawValue)>) -> Option<()> {
+    for (i, (name, value)) in members.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_str(out, name);
+        out.push_str(": ");
+        write_raw(out, value.get())?;
+    }
+    Some(())
 }

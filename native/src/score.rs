@@ -107,8 +107,7 @@ fn members<'a>(object: &'a str, names: [Option<&str>; 2]) -> Option<[Option<&'a 
 pub fn merge(old: &str, new: &str) -> Option<String> {
     let mut merged: indexmap::IndexMap<&str, &str> = indexmap::IndexMap::new();
     for text in [old, new] {
-        let mut de = serde_json::Deserializer::from_str(text);
-        for (Text(name), value) in Members.deserialize(&mut de).ok()? {
+        for (Text(name), value) in object_members(text)? {
             let Cow::Borrowed(name) = name else { return None };
             if name.contains('\\') {
                 return None;
@@ -129,6 +128,11 @@ pub fn merge(old: &str, new: &str) -> Option<String> {
     }
     out.push('}');
     Some(out)
+}
+
+/// Every member of an object, in order, duplicates included; None if `text` is not an object.
+pub fn object_members(text: &str) -> Option<Vec<(Text<'_>, &RawValue)>> {
+    Members.deserialize(&mut serde_json::Deserializer::from_str(text)).ok()
 }
 
 /// Every member of an object, in order, duplicates included.
