@@ -8,9 +8,11 @@
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
-use std::fmt;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::fmt;
+
+use crate::support::{Event, Kind, Metrics};
 
 const RUN_ID_MAX: usize = 256;
 const MAX_COMPLETED_PATHS: usize = 1000;
@@ -64,27 +66,8 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&RawValue>::deserialize(d).map(Some)
 }
 
-/// Metrics as the JSON text of an object (decoded into Python only for kept checkpoints),
-/// or a Python dict from the Python decoder.
-pub enum MetricsIn<'a> {
-    Raw(&'a str),
-    None,
-}
-
-pub enum Body<'a> {
-    Report { generation: Option<u64>, path: Option<Cow<'a, str>>, metrics: &'a str, pending: bool },
-    Validation { path: Cow<'a, str>, status: Cow<'a, str>, metrics: MetricsIn<'a> },
-    Deletion { paths: Vec<Cow<'a, str>> },
-}
-
-pub struct FastEvent<'a> {
-    pub id: Cow<'a, str>,
-    pub subject: Cow<'a, str>,
-    pub body: Body<'a>,
-}
-
 /// The event, or None when the Python decoder must decide.
-pub fn decode(raw: &[u8]) -> Option<FastEvent<'_>> {
+pub fn decode(raw: &[u8]) -> Option<Event<'_>> {
     let text = std::str::from_utf8(raw).ok()?; // UTF-8 checked once
     let mut de = serde_json::Deserializer::from_str(text);
     let env = de.deserialize_map(EnvelopeVisitor).ok()?;
@@ -93,12 +76,12 @@ pub fn decode(raw: &[u8]) -> Option<FastEvent<'_>> {
     if subject.is_empty() || subject.len() > RUN_ID_MAX || !subject.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return None;
     }
-    let body = match env.data {
+    let kind = match env.data {
         Data::Report(d) => report(d)?,
         Data::Validation(d) => validation(d)?,
         Data::Deletion(d) => deletion(d)?,
     };
-    Some(FastEvent { id: env.id, subject: env.subject, body })
+    Some(Event { id: env.id, subject: env.subject, kind })
 }
 
 enum Data<'a> {
@@ -246,34 +229,34 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
     }
 }
 
-fn report(d: ReportData<'_>) -> Option<Body<'_>> {
+/// Metrics stay JSON text (`Metrics::Raw`): only kept checkpoints' are ever read into Python.
+fn report(d: ReportData<'_>) -> Option<Kind<'_>> {
     let metrics = checked_metrics(d.metrics)?;
     let path = match d.checkpoint {
         Some(Obj(c)) if c.path.is_empty() => return None,
         Some(Obj(c)) => Some(c.path),
         None => None,
     };
-    Some(Body::Report { generation: d.generation, path, metrics, pending: d.validation })
+    Some(Kind::Report { generation: d.generation, path, metrics: Metrics::Raw(metrics.into()), pending: d.validation })
 }
 
-fn validation(d: ValidationData<'_>) -> Option<Body<'_>> {
+fn validation(d: ValidationData<'_>) -> Option<Kind<'_>> {
     if d.checkpoint_path.is_empty() || !matches!(d.status.as_ref(), "VALIDATED" | "VALIDATION_FAILED" | "VALIDATION_TIMEOUT") {
         return None;
     }
     let metrics = match d.metrics {
-        Some(m) => MetricsIn::Raw(checked_metrics(m)?),
-        // absent or null: Option cannot tell them apart, and null is not a valid value
-        None => MetricsIn::None,
+        Some(m) => Some(Metrics::Raw(checked_metrics(m)?.into())), // null is refused there (not an object)
+        None => None,
     };
-    Some(Body::Validation { path: d.checkpoint_path, status: d.status, metrics })
+    Some(Kind::Validation { path: d.checkpoint_path, status: d.status, metrics })
 }
 
-fn deletion(d: DeletionData<'_>) -> Option<Body<'_>> {
+fn deletion(d: DeletionData<'_>) -> Option<Kind<'_>> {
     let n = d.checkpoint_paths.len();
     if n == 0 || n > MAX_COMPLETED_PATHS || d.checkpoint_paths.iter().any(|p| p.is_empty()) {
         return None;
     }
-    Some(Body::Deletion { paths: d.checkpoint_paths })
+    Some(Kind::Deletion { paths: d.checkpoint_paths })
 }
 
 /// The metrics text when it is an object this path vouches for (see the module doc).

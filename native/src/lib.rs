@@ -24,10 +24,9 @@ mod support;
 mod view;
 mod window;
 
-use decode::{Body, MetricsIn};
 use fold::{Config, Fold, Outcome};
 use route::{Shards, AMBIGUOUS};
-use support::{Event, Kind, Metrics, Support};
+use support::Support;
 
 create_exception!(ckptlog_native, Unsupported, PyException, "The file needs the Python fold.");
 
@@ -143,7 +142,7 @@ impl NativeFold {
         }
         let fast = if self.fast && raw.len() <= self.max_bytes { decode::decode(raw) } else { None };
         let event = match fast {
-            Some(event) => from_fast(event),
+            Some(event) => event,
             None => match self.support.decode(py, raw)? {
                 Ok(event) => event,
                 Err(rejection) => {
@@ -175,19 +174,6 @@ impl NativeFold {
         }
         Ok(())
     }
-}
-
-fn from_fast(event: decode::FastEvent<'_>) -> Event<'_> {
-    let kind = match event.body {
-        Body::Report { generation, path, metrics, pending } =>
-            Kind::Report { generation, path, metrics: Metrics::Raw(metrics.into()), pending },
-        Body::Validation { path, status, metrics } => Kind::Validation {
-            path, status,
-            metrics: match metrics { MetricsIn::Raw(text) => Some(Metrics::Raw(text.into())), MetricsIn::None => None },
-        },
-        Body::Deletion { paths } => Kind::Deletion { paths },
-    };
-    Event { id: event.id, subject: event.subject, kind }
 }
 
 /// `json.dumps(msgspec.json.decode(text))` for metrics text the decoder accepts, else None
