@@ -253,20 +253,20 @@ def fold_stream_text(stream: Iterable[bytes], settings: FoldSettings | None = No
     """Fold lines read once (stdin) into the document text: natively when possible. The native
     engine may give up part-way (`Unsupported`), so the lines it has read are spooled to a
     temporary file (not kept in memory) to be folded again in Python, with the rest."""
+    result: FoldResult | native.NativeResult
     if not native.use_native(engine):
         result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
-        return json.dumps(result.document(), indent=indent), result.deletions
-    with tempfile.TemporaryFile() as spool:
-        try:
-            done = native.fold(_tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth,
-                               as_text=indent is None)
-        except native.UNSUPPORTED:
-            spool.seek(0)
-            result = fold_lines(chain(spool, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
-            return json.dumps(result.document(), indent=indent), result.deletions
-    if indent is not None:
-        return json.dumps(done.document(), indent=indent), done.deletions
-    return _document_text(done.runs, done.rejected), done.deletions
+    else:
+        with tempfile.TemporaryFile() as spool:
+            try:
+                result = native.fold(_tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth,
+                                     as_text=indent is None)
+            except native.UNSUPPORTED:
+                spool.seek(0)
+                result = fold_lines(chain(spool, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
+    if isinstance(result, native.NativeResult) and indent is None:
+        return _document_text(result.runs, result.rejected), result.deletions  # views already JSON text
+    return json.dumps(result.document(), indent=indent), result.deletions
 
 
 def _tee(stream: Iterable[bytes], spool: IO[bytes]) -> Iterator[bytes]:
