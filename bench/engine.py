@@ -88,15 +88,25 @@ class Publisher:
 
 
 def consumer_records(values: Sequence[tuple[bytes | None, bytes | None]], start: int) -> list[Any]:
-    return [ConsumerRecord(PID.topic, PID.partition, start + i, 0, 0, key, value, None, len(key or b""),
-                           len(value or b""), ()) for i, (key, value) in enumerate(values)]
+    return [
+        ConsumerRecord(
+            PID.topic, PID.partition, start + i, 0, 0, key, value, None, len(key or b""), len(value or b""), ()
+        )
+        for i, (key, value) in enumerate(values)
+    ]
 
 
 def core_only(settings: ServiceSettings, inputs: list[tuple[bytes, bytes]]) -> None:
     fold = Fold(settings.fold_settings())
     for key, value in inputs:
-        fold.apply(decode_event(value, key, max_bytes=settings.max_payload_bytes,  # type: ignore[arg-type]
-                                max_depth=settings.max_depth))
+        fold.apply(
+            decode_event(
+                value,
+                key,
+                max_bytes=settings.max_payload_bytes,  # type: ignore[arg-type]
+                max_depth=settings.max_depth,
+            )
+        )
 
 
 async def engine(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]]) -> None:
@@ -111,8 +121,9 @@ async def engine(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]]) ->
         producer.close()
 
 
-async def run_task(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], settings: ServiceSettings,
-                   producer: BuildingProducer) -> None:
+async def run_task(
+    args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], settings: ServiceSettings, producer: BuildingProducer
+) -> None:
     fold = Fold(settings.fold_settings())
     folder = BatchFolder(fold, RecordFactory(NAMES, PID), settings.max_payload_bytes, settings.max_depth)
     publisher = Publisher(producer, send=not args.no_publish)
@@ -123,18 +134,22 @@ async def run_task(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], 
         if not args.no_foldback:
             completions.extend(tasks[0].deletions_done(keys))
 
-    deleter: Any = NullDeleter() if args.stub_deleter else Deleter(outer_root="file:///bench/runs", on_done=on_done,
-                                                                   concurrency=args.concurrency)
+    deleter: Any = (
+        NullDeleter()
+        if args.stub_deleter
+        else Deleter(outer_root="file:///bench/runs", on_done=on_done, concurrency=args.concurrency)
+    )
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
-    task = PartitionTask(PID, Restored(fold, 0, 0, None), publisher, folder,
-                         SnapshotScheduler(PID, store, 10**9, 10**9, None), deleter)
+    task = PartitionTask(
+        PID, Restored(fold, 0, 0, None), publisher, folder, SnapshotScheduler(PID, store, 10**9, 10**9, None), deleter
+    )
     tasks.append(task)
     task.catch_up()
     started, offset, pending, committed = time.perf_counter(), 0, list(inputs), 0.0
     main_cpu = time.thread_time()
     while pending or completions:
-        chunk: list[tuple[bytes | None, bytes | None]] = list(pending[:args.batch])
-        del pending[:args.batch]
+        chunk: list[tuple[bytes | None, bytes | None]] = list(pending[: args.batch])
+        del pending[: args.batch]
         chunk += [(r.key, r.value) for r in completions]  # written back to the input partition
         completions.clear()
         await task.process(consumer_records(chunk, offset))
@@ -146,10 +161,12 @@ async def run_task(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], 
             await deleter.drain()
             await asyncio.sleep(0)
     await deleter.close()
-    print(f"events={len(inputs)} offsets={offset} published={publisher.records} batches={producer.batches} "
-          f"bytes={producer.bytes} committed_s={committed:.3f} main_cpu_s={main_cpu:.3f} "
-          f"seconds={time.perf_counter() - started:.2f}",
-          file=sys.stderr)
+    print(
+        f"events={len(inputs)} offsets={offset} published={publisher.records} batches={producer.batches} "
+        f"bytes={producer.bytes} committed_s={committed:.3f} main_cpu_s={main_cpu:.3f} "
+        f"seconds={time.perf_counter() - started:.2f}",
+        file=sys.stderr,
+    )
 
 
 def main() -> None:

@@ -39,8 +39,11 @@ RUNS = 10  # bench/workload.py's default: the log starts with their run_started 
 
 def whole_process(path: Path, reports: int, workers: int, engine: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers),
-                    "--engine", engine], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers), "--engine", engine],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     elapsed = time.perf_counter() - start
     return reports / elapsed
 
@@ -51,7 +54,7 @@ def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> floa
     output events too, as the processor does (`ckptlog fold` does not)."""
     with path.open("rb") as stream:
         lines = list(islice(stream, reports + RUNS))
-    head, last = lines[: len(lines) - tail], lines[len(lines) - tail:]
+    head, last = lines[: len(lines) - tail], lines[len(lines) - tail :]
     result = fold_lines(head)
     fold = result.fold
     fold.emit = emit
@@ -60,7 +63,7 @@ def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> floa
     apply, chunks = fold.apply, []
     for at in range(0, tail, CHUNK):  # the median chunk: robust to bursts of steal time on the VM
         start = time.perf_counter()
-        for event in decoded[at:at + CHUNK]:
+        for event in decoded[at : at + CHUNK]:
             apply(event)  # type: ignore[arg-type]
         chunks.append((time.perf_counter() - start) / CHUNK * 1e6)
     return statistics.median(chunks)
@@ -88,7 +91,7 @@ def native_costs_us(path: Path, reports: int, tail: int = TAIL) -> tuple[float, 
 def _timed_chunks(engine: ckptlog_native.NativeFold, lines: list[bytes]) -> float:
     chunks = []
     for at in range(0, len(lines), CHUNK):
-        batch = lines[at:at + CHUNK]
+        batch = lines[at : at + CHUNK]
         start = time.perf_counter()
         engine.feed_lines(batch)
         chunks.append((time.perf_counter() - start) / len(batch) * 1e6)
@@ -97,8 +100,12 @@ def _timed_chunks(engine: ckptlog_native.NativeFold, lines: list[bytes]) -> floa
 
 def in_fresh_process(path: Path, reports: int, *flags: str) -> list[float]:
     """One measurement (`--tail-of`) in its own process: no heap or page cache left by another."""
-    out = subprocess.run([sys.executable, "-m", "bench.fold", "--tail-of", str(path), "--reports", str(reports),
-                          *flags], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.fold", "--tail-of", str(path), "--reports", str(reports), *flags],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [float(x) for x in out.split()]
 
 
@@ -110,10 +117,13 @@ def scaling(path: Path, n: int, engines: list[str]) -> None:
         pairs = [in_fresh_process(path, n, "--native") for _ in range(7)]
         small, large = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
         low, high = min(p[0] for p in pairs), min(p[1] for p in pairs)
-        print(f"keep=None cost per report (last 10k reports, 7 processes each measuring both sizes), compiled "
-              f"engine, ckptlog fold (decoding included): median at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
-              f"ratio {large / small:.2f}; fastest at 20k {low:.2f} us, at {n:,} {high:.2f} us, ratio "
-              f"{high / low:.2f} (pairs: {', '.join(f'{a:.2f}/{b:.2f}' for a, b in pairs)})", flush=True)
+        print(
+            f"keep=None cost per report (last 10k reports, 7 processes each measuring both sizes), compiled "
+            f"engine, ckptlog fold (decoding included): median at 20k {small:.2f} us, at {n:,} {large:.2f} us, "
+            f"ratio {large / small:.2f}; fastest at 20k {low:.2f} us, at {n:,} {high:.2f} us, ratio "
+            f"{high / low:.2f} (pairs: {', '.join(f'{a:.2f}/{b:.2f}' for a, b in pairs)})",
+            flush=True,
+        )
     if "python" not in engines:
         return
     small_n = 2 * TAIL
@@ -123,9 +133,12 @@ def scaling(path: Path, n: int, engines: list[str]) -> None:
             for size in costs:
                 costs[size] += in_fresh_process(path, size, *(["--emit"] if emit else []))
         small, large = statistics.median(costs[small_n]), statistics.median(costs[n])
-        print(f"keep=None cost per report (last 10k reports, median of 3 processes), {who}: "
-              f"at 20k {small:.2f} us, at {n:,} {large:.2f} us, ratio {large / small:.2f} "
-              f"(runs: {costs[small_n]} / {costs[n]})", flush=True)
+        print(
+            f"keep=None cost per report (last 10k reports, median of 3 processes), {who}: "
+            f"at 20k {small:.2f} us, at {n:,} {large:.2f} us, ratio {large / small:.2f} "
+            f"(runs: {costs[small_n]} / {costs[n]})",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -134,8 +147,9 @@ def main() -> None:
     parser.add_argument("--tail-of", type=Path, help=argparse.SUPPRESS)  # internal: one scaling measurement
     parser.add_argument("--emit", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--native", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--engines", default="auto", help="auto (both when the compiled engine is built), "
-                        "native or python")
+    parser.add_argument(
+        "--engines", default="auto", help="auto (both when the compiled engine is built), native or python"
+    )
     parser.add_argument("--only", choices=("throughput", "scaling"), help="run one part only")
     args = parser.parse_args()
     n = args.reports
@@ -151,9 +165,11 @@ def main() -> None:
             for engine in engines if args.only != "scaling" else []:
                 for workers in sorted({1, os.cpu_count() or 1}):
                     rate = whole_process(path, n, workers, engine)
-                    print(f"ckptlog fold --engine {engine} --workers {workers}, whole process, {n:,} reports "
-                          f"({lines:,} events), keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s",
-                          flush=True)
+                    print(
+                        f"ckptlog fold --engine {engine} --workers {workers}, whole process, {n:,} reports "
+                        f"({lines:,} events), keep={keep}, validations={share:.0%}: {rate:,.0f} reports/s",
+                        flush=True,
+                    )
         if args.only != "throughput":
             scaling(path, n, engines)
 

@@ -29,19 +29,36 @@ from pathlib import Path
 from bench.workload import events, write
 
 _COLLECTED = re.compile(rb"Collected : (\d+)")
-_SUMMARY = {name: re.compile(rb"== " + label + rb":\s+([\d,]+)") for name, label in
-            (("ir", rb"I   refs"), ("d1", rb"D1  misses"), ("ll", rb"LL misses"))}
+_SUMMARY = {
+    name: re.compile(rb"== " + label + rb":\s+([\d,]+)")
+    for name, label in (("ir", rb"I   refs"), ("d1", rb"D1  misses"), ("ll", rb"LL misses"))
+}
 
 
 def _fold_argv(path: Path, engine: str) -> list[str]:
-    return [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress",
-            "--engine", engine]
+    return [
+        sys.executable,
+        "-m",
+        "processor.cli",
+        "fold",
+        str(path),
+        "--workers",
+        "1",
+        "--no-progress",
+        "--engine",
+        engine,
+    ]
 
 
 def cache_costs(path: Path, engine: str) -> dict[str, int]:
     """Instructions, D1 and LL misses of a whole `ckptlog fold` process (callgrind --cache-sim)."""
-    argv = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--callgrind-out-file=/dev/null",
-            *_fold_argv(path, engine)]
+    argv = [
+        "valgrind",
+        "--tool=callgrind",
+        "--cache-sim=yes",
+        "--callgrind-out-file=/dev/null",
+        *_fold_argv(path, engine),
+    ]
     run = subprocess.run(argv, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
     costs = {}
     for name, pattern in _SUMMARY.items():
@@ -72,11 +89,16 @@ def scaling(engine: str, small: int = 20_000, large: int = 1_000_000, step: int 
             per = {k: (costs[1][k] - costs[0][k]) / step for k in costs[0]}
             per["cycles"] = per["ir"] + 10 * per["d1"] + 100 * per["ll"]
             marginal[n] = per
-            print(f"keep=None, --engine {engine}, reports {n:,} -> {n + step:,}: per report {per['ir'] / 1e3:.1f}k "
-                  f"instructions, {per['d1']:.1f} D1 misses, {per['ll']:.2f} LL misses, ~{per['cycles'] / 1e3:.1f}k "
-                  "cycles (Ir + 10 D1 + 100 LL)", flush=True)
-    print(f"ratio at {large:,} / at {small:,}: instructions {marginal[large]['ir'] / marginal[small]['ir']:.2f}, "
-          f"estimated cycles {marginal[large]['cycles'] / marginal[small]['cycles']:.2f}")
+            print(
+                f"keep=None, --engine {engine}, reports {n:,} -> {n + step:,}: per report {per['ir'] / 1e3:.1f}k "
+                f"instructions, {per['d1']:.1f} D1 misses, {per['ll']:.2f} LL misses, ~{per['cycles'] / 1e3:.1f}k "
+                "cycles (Ir + 10 D1 + 100 LL)",
+                flush=True,
+            )
+    print(
+        f"ratio at {large:,} / at {small:,}: instructions {marginal[large]['ir'] / marginal[small]['ir']:.2f}, "
+        f"estimated cycles {marginal[large]['cycles'] / marginal[small]['cycles']:.2f}"
+    )
 
 
 def instructions(path: Path, engine: str) -> int:
@@ -94,8 +116,9 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=100_000, help="lines in the smaller log")
     parser.add_argument("--large", type=int, default=200_000, help="lines in the larger log")
     parser.add_argument("--engine", default="auto", help="auto, native or python (as `ckptlog fold --engine`)")
-    parser.add_argument("--scaling", action="store_true", help="keep=None marginal cost at 20k vs 1M, with cache "
-                        "simulation (see above)")
+    parser.add_argument(
+        "--scaling", action="store_true", help="keep=None marginal cost at 20k vs 1M, with cache simulation (see above)"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("error: valgrind is not installed; install it (apt-get install valgrind) to count instructions")
@@ -111,11 +134,16 @@ def main() -> None:
             path = Path(tmp) / f"head-{n}.jsonl"
             path.write_bytes(b"".join(lines[:n]))
             counts[n] = instructions(path, args.engine)
-            print(f"ckptlog fold --engine {args.engine}, first {n:,} lines of the keep=5 workload: "
-                  f"{counts[n]:,} instructions", flush=True)
+            print(
+                f"ckptlog fold --engine {args.engine}, first {n:,} lines of the keep=5 workload: "
+                f"{counts[n]:,} instructions",
+                flush=True,
+            )
     per_event = (counts[args.large] - counts[args.small]) / (args.large - args.small)
-    print(f"start-up (empty file): {counts[0] / 1e9:.3f}G instructions; marginal cost per event between "
-          f"{args.small:,} and {args.large:,} lines: {per_event / 1e3:.1f}k instructions")
+    print(
+        f"start-up (empty file): {counts[0] / 1e9:.3f}G instructions; marginal cost per event between "
+        f"{args.small:,} and {args.large:,} lines: {per_event / 1e3:.1f}k instructions"
+    )
 
 
 if __name__ == "__main__":

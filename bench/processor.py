@@ -1,14 +1,16 @@
 """Benchmark of the stream processor: `python -m bench.processor [--events N] [--history 100000,1000000]`.
 
 1. Throughput: N events preloaded on one partition (two workloads: bench.workload, where every
-   report saves a checkpoint and evicts one, and one where every 10th report does), then (a) a bare aiokafka consume -> produce loop (one copy per record, offsets
-   committed per batch) and (b) the processor (exactly_once and at_least_once), in this process,
-   on the same broker and data. Also (c) the processor with storage deletions stubbed out, to
+   report saves a checkpoint and evicts one, and one where every 10th report does), then (a) a
+   bare aiokafka consume -> produce loop (one copy per record, offsets committed per batch) and
+   (b) the processor (exactly_once and at_least_once), in this process, on the same broker and
+   data. Also (c) the processor with storage deletions stubbed out, to
    separate the engine from the Deleter (every report of this workload evicts one checkpoint).
 2. Latency: the processor as a subprocess (exactly_once); reports are produced at 1,000/s and a
    read_committed reader of the watermarks topic measures report send -> committed watermark.
 3. Restart: H events of history (checkpoint every 10th report) processed by a `ckptlog run`
-   subprocess (snapshot every 10k) until it is idle, which is then killed with SIGKILL; the time for a new processor to restore and catch up is
+   subprocess (snapshot every 10k) until it is idle, which is then killed with SIGKILL; the time
+   for a new processor to restore and catch up is
    measured in-process and as a whole process (spawn -> caught_up log line), per history size.
 """
 
@@ -47,19 +49,41 @@ def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, 
     import random
 
     rng = random.Random(seed)
-    out = [json.dumps({"specversion": "1.0", "id": f"start-{r}", "source": "bench", "type": "ckptlog.run_started.v1",
-                       "subject": f"run-{r}", "data": {"storage_path": f"file:///bench/runs/run-{r}",
-                       "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "val/acc"}}},
-                      separators=(",", ":")).encode() for r in range(runs)]
+    out = [
+        json.dumps(
+            {
+                "specversion": "1.0",
+                "id": f"start-{r}",
+                "source": "bench",
+                "type": "ckptlog.run_started.v1",
+                "subject": f"run-{r}",
+                "data": {
+                    "storage_path": f"file:///bench/runs/run-{r}",
+                    "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "val/acc"},
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        for r in range(runs)
+    ]
     for i in range(reports - runs):
         run_id, step = f"run-{i % runs}", i // runs
-        data: dict[str, Any] = {"metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(),
-                                            "step": step}}
+        data: dict[str, Any] = {"metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(), "step": step}}
         if step % every == every - 1:
             data["checkpoint"] = {"path": f"file:///bench/runs/{run_id}/ckpt-{step:08d}"}
-        out.append(json.dumps({"specversion": "1.0", "id": f"rep-{i}", "source": "bench",
-                               "type": "ckptlog.report.v1", "subject": run_id, "data": data},
-                              separators=(",", ":")).encode())
+        out.append(
+            json.dumps(
+                {
+                    "specversion": "1.0",
+                    "id": f"rep-{i}",
+                    "source": "bench",
+                    "type": "ckptlog.report.v1",
+                    "subject": run_id,
+                    "data": data,
+                },
+                separators=(",", ":"),
+            ).encode()
+        )
     return out
 
 
@@ -106,9 +130,15 @@ async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]
 
 def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, **extra: Any) -> ServiceSettings:
     group = f"g-{names['input']}-{uuid.uuid4().hex[:6]}"
-    return load_settings(None, bootstrap_servers=bootstrap, group_id=group, snapshots=str(tmp / "snapshots" / group),
-                         storage_root="file:///bench/runs",
-                         **{f"{role}_topic": name for role, name in names.items()}, **extra)
+    return load_settings(
+        None,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        snapshots=str(tmp / "snapshots" / group),
+        storage_root="file:///bench/runs",
+        **{f"{role}_topic": name for role, name in names.items()},
+        **extra,
+    )
 
 
 async def preload(bootstrap: str, topic: str, lines: list[bytes]) -> int:
@@ -123,9 +153,15 @@ async def preload(bootstrap: str, topic: str, lines: list[bytes]) -> int:
 
 async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -> float:
     """Consume `count` records and produce one copy of each to every sink, committing per batch."""
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"bare-{uuid.uuid4().hex[:6]}",
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                isolation_level="read_committed", max_partition_fetch_bytes=4 << 20)
+    consumer = AIOKafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=f"bare-{uuid.uuid4().hex[:6]}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=4 << 20,
+    )
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_batch_size=512 << 10)
     await consumer.start()
     await producer.start()
@@ -135,7 +171,9 @@ async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -
             batches = await consumer.getmany(timeout_ms=100, max_records=5000)
             started = started or (time.perf_counter() if batches else None)
             for tp, records in batches.items():
-                await asyncio.gather(*[await producer.send(sink, r.value, key=r.key) for r in records for sink in sinks])
+                await asyncio.gather(
+                    *[await producer.send(sink, r.value, key=r.key) for r in records for sink in sinks]
+                )
                 await consumer.commit({tp: records[-1].offset + 1})
                 done += len(records)
     finally:
@@ -178,9 +216,11 @@ async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], 
         print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
         print(f"  bare aiokafka consume->produce loop      {bare:>9,.0f} events/s")
         fanout = 1.0
-        for label, extra, kwargs in (("exactly_once", {}, {}),
-                                     ("at_least_once", {"guarantee": "at_least_once"}, {}),
-                                     ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter})):
+        for label, extra, kwargs in (
+            ("exactly_once", {}, {}),
+            ("at_least_once", {"guarantee": "at_least_once"}, {}),
+            ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter}),
+        ):
             rate, out = await processor_rate(settings_for(bootstrap, names, tmp, **extra), end, count, **kwargs)
             fanout = max(fanout, out)
             print(f"  processor {label:<31}{rate:>9,.0f} events/s  ({rate / bare:.0%} of bare)", flush=True)
@@ -188,15 +228,23 @@ async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], 
         if copies > 1:  # the same output volume from the bare loop: what writing it costs on this host
             roles = ("checkpoints", "watermarks", "state", "validations", "dlq")
             same = await bare_loop(bootstrap, names["input"], [names[roles[i % 5]] for i in range(copies)], count)
-            print(f"  bare loop writing {copies} copies per record (the processor wrote {fanout:.1f} records per "
-                  f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare)", flush=True)
+            print(
+                f"  bare loop writing {copies} copies per record (the processor wrote {fanout:.1f} records per "
+                f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare)",
+                flush=True,
+            )
 
 
 def run_argv(settings: ServiceSettings) -> list[str]:
-    flags = {"bootstrap-servers": settings.bootstrap_servers, "snapshots": settings.snapshots,
-             "storage-root": settings.storage_root, "group-id": settings.group_id,
-             "snapshot-every": settings.snapshot_every, "log-level": "INFO",
-             **{f"{role}-topic": getattr(settings, f"{role}_topic") for role in ROLES}}
+    flags = {
+        "bootstrap-servers": settings.bootstrap_servers,
+        "snapshots": settings.snapshots,
+        "storage-root": settings.storage_root,
+        "group-id": settings.group_id,
+        "snapshot-every": settings.snapshot_every,
+        "log-level": "INFO",
+        **{f"{role}-topic": getattr(settings, f"{role}_topic") for role in ROLES},
+    }
     return [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
 
 
@@ -226,11 +274,14 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    measured = sorted(latencies[len(latencies) // 10:])  # drop the first 10% (warm-up)
+    measured = sorted(latencies[len(latencies) // 10 :])  # drop the first 10% (warm-up)
     p50, p99 = measured[len(measured) // 2], measured[int(len(measured) * 0.99)]
-    print(f"latency, exactly_once, {rate:,} reports/s for {seconds:.0f}s ({len(latencies):,} watermarks seen of "
-          f"{len(sent):,} reports): report -> committed watermark p50 {p50 * 1000:.0f} ms, "
-          f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms", flush=True)
+    print(
+        f"latency, exactly_once, {rate:,} reports/s for {seconds:.0f}s ({len(latencies):,} watermarks seen of "
+        f"{len(sent):,} reports): report -> committed watermark p50 {p50 * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms",
+        flush=True,
+    )
 
 
 async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float]) -> None:
@@ -242,8 +293,10 @@ async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, s
         for i in range(0, len(lines), per_tick):
             await asyncio.sleep(max(0.0, start + (i // per_tick) * tick - time.perf_counter()))
             now = time.perf_counter()
-            futures = [await producer.send(topic, line, key=json.loads(line)["subject"].encode())
-                       for line in lines[i: i + per_tick]]
+            futures = [
+                await producer.send(topic, line, key=json.loads(line)["subject"].encode())
+                for line in lines[i : i + per_tick]
+            ]
             for meta in await asyncio.gather(*futures):
                 sent[meta.offset] = now
     finally:
@@ -251,8 +304,9 @@ async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, s
 
 
 async def _watermarks(bootstrap: str, topic: str, sent: dict[int, float], latencies: list[float]) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                auto_offset_reset="earliest", fetch_max_wait_ms=5)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", auto_offset_reset="earliest", fetch_max_wait_ms=5
+    )
     await consumer.start()
     consumer.assign([TopicPartition(topic, 0)])
     try:
@@ -289,15 +343,22 @@ async def restart(bootstrap: str, tmp: Path, history: int, created: list[str]) -
     whole = await wait_for_line(log, b"event=caught_up", count=2, timeout_s=120) - spawned
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
-    print(f"restart, {history:,} events of history (every 10th report a checkpoint, keep=5; built and settled in "
-          f"{build:.0f}s; snapshot every 10k; SIGKILL): {replayed:,} offsets replayed; caught up in "
-          f"{in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)", flush=True)
+    print(
+        f"restart, {history:,} events of history (every 10th report a checkpoint, keep=5; built and settled in "
+        f"{build:.0f}s; snapshot every 10k; SIGKILL): {replayed:,} offsets replayed; caught up in "
+        f"{in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)",
+        flush=True,
+    )
 
 
 async def _wait_committed(bootstrap: str, settings: ServiceSettings, end: int, quiet_s: float = 3.0) -> None:
     """Until the group's offset passed `end` and then stayed at the log end for `quiet_s`."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=settings.group_id, enable_auto_commit=False,
-                                isolation_level="read_committed")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=settings.group_id,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
     await consumer.start()
     tp = TopicPartition(settings.input_topic, 0)
     quiet_since = None
@@ -323,7 +384,8 @@ async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
         await asyncio.sleep(0.002)
     elapsed = time.perf_counter() - started
     replayed = sum(t.publish_from for t in processor.tasks.values()) - sum(
-        t.snapshots.last_offset or 0 for t in processor.tasks.values())
+        t.snapshots.last_offset or 0 for t in processor.tasks.values()
+    )
     processor.stop()
     await task
     return elapsed, replayed

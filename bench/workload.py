@@ -9,36 +9,61 @@ from pathlib import Path
 
 
 def _event(eid: str, kind: str, run_id: str, data: dict[str, object]) -> bytes:
-    envelope = {"specversion": "1.0", "id": eid, "source": "bench", "type": f"ckptlog.{kind}.v1",
-                "subject": run_id, "data": data}
+    envelope = {
+        "specversion": "1.0",
+        "id": eid,
+        "source": "bench",
+        "type": f"ckptlog.{kind}.v1",
+        "subject": run_id,
+        "data": data,
+    }
     return json.dumps(envelope, separators=(",", ":")).encode() + b"\n"
 
 
-def events(reports: int, keep: int | None, validation_share: float, runs: int = 10,
-           seed: int = 7) -> Iterator[bytes]:
+def events(reports: int, keep: int | None, validation_share: float, runs: int = 10, seed: int = 7) -> Iterator[bytes]:
     """`reports` checkpoint reports spread over `runs`; a share asks for validation, whose
     result arrives a few reports later (as an evaluator would answer)."""
     rng = random.Random(seed)
     root = "file:///bench/runs"
     for r in range(runs):
-        yield _event(f"start-{r}", "run_started", f"run-{r}", {
-            "storage_path": f"{root}/run-{r}",
-            "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "val/acc",
-                                  "checkpoint_score_order": "max"}})
+        yield _event(
+            f"start-{r}",
+            "run_started",
+            f"run-{r}",
+            {
+                "storage_path": f"{root}/run-{r}",
+                "checkpoint_config": {
+                    "num_to_keep": keep,
+                    "checkpoint_score_attribute": "val/acc",
+                    "checkpoint_score_order": "max",
+                },
+            },
+        )
     waiting: list[tuple[int, str, str]] = []
     for i in range(reports):
         run_id = f"run-{i % runs}"
         path = f"{root}/{run_id}/ckpt-{i:08d}"
         validate = rng.random() < validation_share
-        yield _event(f"rep-{i}", "report", run_id, {
-            "metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(), "step": i},
-            "checkpoint": {"path": path}, "validation": validate})
+        yield _event(
+            f"rep-{i}",
+            "report",
+            run_id,
+            {
+                "metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(), "step": i},
+                "checkpoint": {"path": path},
+                "validation": validate,
+            },
+        )
         if validate:
             waiting.append((i + rng.randint(5, 50), run_id, path))
         while waiting and waiting[0][0] <= i:
             _, vrun, vpath = waiting.pop(0)
-            yield _event(f"val-{vpath}", "validation_result", vrun, {
-                "checkpoint_path": vpath, "status": "VALIDATED", "metrics": {"val": {"acc": round(rng.random(), 6)}}})
+            yield _event(
+                f"val-{vpath}",
+                "validation_result",
+                vrun,
+                {"checkpoint_path": vpath, "status": "VALIDATED", "metrics": {"val": {"acc": round(rng.random(), 6)}}},
+            )
 
 
 def write(path: Path, reports: int, keep: int | None, validation_share: float) -> int:

@@ -14,6 +14,18 @@ from ckptlog.reporter import AsyncReporter, Reporter, SentEvent
 from ckptlog.views import ReportedCheckpoint, RunView
 
 __all__ = [
-    "AsyncReporter", "ClientClosed", "ClientError", "Evaluator", "FunctionLoadError", "InvalidEvent", "Outcome",
-    "Reader", "ReportedCheckpoint", "Reporter", "RunView", "SentEvent", "Topics", "WaitResult",
+    "AsyncReporter",
+    "ClientClosed",
+    "ClientError",
+    "Evaluator",
+    "FunctionLoadError",
+    "InvalidEvent",
+    "Outcome",
+    "Reader",
+    "ReportedCheckpoint",
+    "Reporter",
+    "RunView",
+    "SentEvent",
+    "Topics",
+    "WaitResult",
 ]

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ckptlog.errors import InvalidEvent
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.models import ValidationSpec
 from events.rejections import Rejection
-from ckptlog.errors import InvalidEvent
 
 PathLike = str | os.PathLike[str]
 ValidationArg = bool | Mapping[str, Any] | ValidationSpec
@@ -50,10 +50,10 @@ def validation_body(validation: ValidationArg) -> bool | dict[str, Any]:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "validation"
-            raise InvalidEvent(f"validation.{where}: {first['msg']}; pass {{'fn_kwargs': {{...}}, "
-                               "'timeout_s': seconds > 0 or None}") from None
-    raise InvalidEvent(f"validation must be False, True or {{'fn_kwargs': ..., 'timeout_s': ...}}, got "
-                       f"{validation!r}")
+            raise InvalidEvent(
+                f"validation.{where}: {first['msg']}; pass {{'fn_kwargs': {{...}}, 'timeout_s': seconds > 0 or None}}"
+            ) from None
+    raise InvalidEvent(f"validation must be False, True or {{'fn_kwargs': ..., 'timeout_s': ...}}, got {validation!r}")
 
 
 def _jsonable(value: Any) -> Any:
@@ -69,22 +69,31 @@ def _jsonable(value: Any) -> Any:
 
 def envelope(kind: str, run_id: str, data: dict[str, Any], event_id: str, source: str) -> dict[str, Any]:
     """CloudEvents 1.0 structured mode, with the send time (ids, not times, make events unique)."""
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    return {"specversion": "1.0", "id": event_id, "source": source, "type": f"ckptlog.{kind}.v1",
-            "subject": run_id, "time": now, "datacontenttype": "application/json", "data": data}
+    now = datetime.now(UTC).isoformat(timespec="milliseconds")
+    return {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": source,
+        "type": f"ckptlog.{kind}.v1",
+        "subject": run_id,
+        "time": now,
+        "datacontenttype": "application/json",
+        "data": data,
+    }
 
 
-def encode_checked(event: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_BYTES,
-                   max_depth: int = DEFAULT_MAX_DEPTH) -> bytes:
+def encode_checked(
+    event: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH
+) -> bytes:
     """Encode and decode with the processor's codec; InvalidEvent names the field and the fix."""
     kind, run_id = event.get("type", "?"), event.get("subject", "?")
     try:
-        raw = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=True,
-                         default=_jsonable).encode()
+        raw = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=True, default=_jsonable).encode()
     except (TypeError, ValueError) as exc:
         raise InvalidEvent(f"{kind} for run {run_id!r}: {exc}") from None
     decoded = decode_event(raw, str(run_id).encode(), max_bytes=max_bytes, max_depth=max_depth)
     if isinstance(decoded, Rejection):
-        raise InvalidEvent(f"{kind} for run {run_id!r} would be rejected by the processor "
-                           f"({decoded.reason}): {decoded.message}")
+        raise InvalidEvent(
+            f"{kind} for run {run_id!r} would be rejected by the processor ({decoded.reason}): {decoded.message}"
+        )
     return raw

@@ -29,8 +29,9 @@ class Topics:
         return cls(f"{prefix}.events", f"{prefix}.validations", f"{prefix}.state", f"{prefix}.watermarks")
 
 
-async def resolve(bootstrap_servers: str | None, client_id: str,
-                  connection: KafkaConnection | None = None) -> KafkaConnection:
+async def resolve(
+    bootstrap_servers: str | None, client_id: str, connection: KafkaConnection | None = None
+) -> KafkaConnection:
     """`connection` as given (TLS/SASL), else `bootstrap_servers`, else $KAFKA_BOOTSTRAP_SERVERS,
     else the embedded local broker (started on first use, progress on stderr)."""
     if connection is not None:

@@ -76,8 +76,12 @@ def parse_request(value: bytes | None) -> tuple[OutputEnvelope, ValidationReques
 def result_event(request: OutputEnvelope, spec: ValidationRequested, outcome: Outcome) -> bytes:
     """The validation_result for `request`; a result the processor would refuse (e.g. metrics
     that are not JSON) becomes VALIDATION_FAILED saying why."""
-    data: dict[str, Any] = {"checkpoint_path": spec.checkpoint_path, "status": outcome.status,
-                            "metrics": outcome.metrics, "error": outcome.error}
+    data: dict[str, Any] = {
+        "checkpoint_path": spec.checkpoint_path,
+        "status": outcome.status,
+        "metrics": outcome.metrics,
+        "error": outcome.error,
+    }
     event_id = ids.validation_result_id(request.subject, request.id)
     try:
         return encode_checked(envelope("validation_result", request.subject, data, event_id, SOURCE))
@@ -89,10 +93,21 @@ def result_event(request: OutputEnvelope, spec: ValidationRequested, outcome: Ou
 class Evaluator:
     """`await Evaluator(fn, concurrency=4).run()` until `stop()`."""
 
-    def __init__(self, fn: ValidationFn, *, bootstrap_servers: str | None = None, topics: Topics | None = None,
-                 group_id: str = DEFAULT_GROUP, concurrency: int = 4, default_timeout_s: float | None = None,
-                 session_timeout_ms: int = 10_000, group_instance_id: str | None = None, stop_grace_s: float = 10.0,
-                 connection: KafkaConnection | None = None, on_result: ResultHook | None = None) -> None:
+    def __init__(
+        self,
+        fn: ValidationFn,
+        *,
+        bootstrap_servers: str | None = None,
+        topics: Topics | None = None,
+        group_id: str = DEFAULT_GROUP,
+        concurrency: int = 4,
+        default_timeout_s: float | None = None,
+        session_timeout_ms: int = 10_000,
+        group_instance_id: str | None = None,
+        stop_grace_s: float = 10.0,
+        connection: KafkaConnection | None = None,
+        on_result: ResultHook | None = None,
+    ) -> None:
         if concurrency < 1:
             raise FunctionLoadError(f"concurrency must be >= 1 (got {concurrency})")
         self.fn, self.topics, self.group_id = fn, topics or Topics(), group_id
@@ -123,10 +138,15 @@ class Evaluator:
         await producer.start()
         self._producer = producer
         try:
-            self._consumer = GroupConsumer(conn, self.group_id, self.topics.validations, self,
-                                           max_records=self.concurrency,
-                                           session_timeout_ms=self._session_timeout_ms,
-                                           group_instance_id=self._instance)
+            self._consumer = GroupConsumer(
+                conn,
+                self.group_id,
+                self.topics.validations,
+                self,
+                max_records=self.concurrency,
+                session_timeout_ms=self._session_timeout_ms,
+                group_instance_id=self._instance,
+            )
             await self._consumer.start()
             await self._loop(self._consumer)
         finally:
@@ -148,27 +168,34 @@ class Evaluator:
         progress.dispatched(record.offset)
         parsed = parse_request(record.value)
         if parsed is None:
-            log.warning("event=skipped_record partition=%s offset=%d reason=not_a_validation_request", pid,
-                        record.offset)
+            log.warning(
+                "event=skipped_record partition=%s offset=%d reason=not_a_validation_request", pid, record.offset
+            )
             progress.finished(record.offset)
             return
         task = asyncio.create_task(self._handle(progress, record.offset, *parsed))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, progress: PartitionProgress, offset: int, request: OutputEnvelope,
-                      spec: ValidationRequested) -> None:
+    async def _handle(
+        self, progress: PartitionProgress, offset: int, request: OutputEnvelope, spec: ValidationRequested
+    ) -> None:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.default_timeout_s
-        log.info("event=validation_started run=%s checkpoint=%s timeout_s=%s", request.subject,
-                 spec.checkpoint_path, timeout)
+        log.info(
+            "event=validation_started run=%s checkpoint=%s timeout_s=%s", request.subject, spec.checkpoint_path, timeout
+        )
         async with self._slots:  # polled batches may hold more requests than may run at once
             outcome = await invoke(self.fn, spec.checkpoint_path, spec.fn_kwargs, timeout)
         if not await self._publish(request, result_event(request, spec, outcome)):
             return  # stopping before the result was acknowledged: left uncommitted, redone elsewhere
         progress.finished(offset)
         self.results[outcome.status] += 1
-        log.info("event=validation_finished run=%s checkpoint=%s status=%s", request.subject,
-                 spec.checkpoint_path, outcome.status)
+        log.info(
+            "event=validation_finished run=%s checkpoint=%s status=%s",
+            request.subject,
+            spec.checkpoint_path,
+            outcome.status,
+        )
         if self._on_result is not None:
             try:
                 self._on_result(request.subject, spec, outcome)
@@ -219,8 +246,9 @@ class Evaluator:
             self._progress.pop(pid, None)
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
-        log.info("event=partitions_assigned group=%s partitions=%s", self.group_id,
-                 ",".join(map(str, partitions)) or "-")
+        log.info(
+            "event=partitions_assigned group=%s partitions=%s", self.group_id, ",".join(map(str, partitions)) or "-"
+        )
         self.ready.set()
 
     async def _shutdown(self) -> None:

@@ -27,7 +27,7 @@ class Outcome:
 
 
 def is_async(fn: ValidationFn) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an async __call__
 
 
 def describe(exc: BaseException) -> str:
@@ -50,7 +50,7 @@ async def _in_thread(fn: ValidationFn, args: tuple[Any, ...], kwargs: Mapping[st
     def target() -> None:
         try:
             value, error = fn(*args, **kwargs), None
-        except BaseException as exc:  # noqa: BLE001 - reported as VALIDATION_FAILED, never re-raised here
+        except BaseException as exc:
             value, error = None, exc if isinstance(exc, Exception) else RuntimeError(describe(exc))
         try:
             loop.call_soon_threadsafe(settle, value, error)
@@ -61,19 +61,24 @@ async def _in_thread(fn: ValidationFn, args: tuple[Any, ...], kwargs: Mapping[st
     return await future
 
 
-async def invoke(fn: ValidationFn, checkpoint_path: str, fn_kwargs: Mapping[str, Any],
-                 timeout_s: float | None) -> Outcome:
+async def invoke(
+    fn: ValidationFn, checkpoint_path: str, fn_kwargs: Mapping[str, Any], timeout_s: float | None
+) -> Outcome:
     """`fn(checkpoint_path, **fn_kwargs)` -> VALIDATED (a dict of metrics), VALIDATION_FAILED
     (it raised or returned something else) or VALIDATION_TIMEOUT."""
     try:
         call = fn(checkpoint_path, **fn_kwargs) if is_async(fn) else _in_thread(fn, (checkpoint_path,), fn_kwargs)
         result = await asyncio.wait_for(call, timeout_s)
-    except asyncio.TimeoutError:
-        return Outcome("VALIDATION_TIMEOUT", error=f"validation of {checkpoint_path} did not finish within "
-                       f"{timeout_s}s")
-    except Exception as exc:  # noqa: BLE001 - the user's function failed
+    except TimeoutError:
+        return Outcome(
+            "VALIDATION_TIMEOUT", error=f"validation of {checkpoint_path} did not finish within {timeout_s}s"
+        )
+    except Exception as exc:
         return Outcome("VALIDATION_FAILED", error=describe(exc))
     if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
-        return Outcome("VALIDATION_FAILED", error=f"the validation function returned {type(result).__name__} "
-                       f"for {checkpoint_path}; return a dict of metrics with string keys")
+        return Outcome(
+            "VALIDATION_FAILED",
+            error=f"the validation function returned {type(result).__name__} "
+            f"for {checkpoint_path}; return a dict of metrics with string keys",
+        )
     return Outcome("VALIDATED", dict(result))

@@ -31,8 +31,13 @@ __all__ = ["Reader", "WaitResult"]
 
 
 class Reader:
-    def __init__(self, *, bootstrap_servers: str | None = None, topics: Topics | None = None,
-                 connection: KafkaConnection | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | None = None,
+        topics: Topics | None = None,
+        connection: KafkaConnection | None = None,
+    ) -> None:
         self.topics = topics or Topics()
         self.table = ViewTable()
         self._bootstrap, self._connection = bootstrap_servers, connection
@@ -74,15 +79,16 @@ class Reader:
         await self.catch_up()
         return dict(self.table.views)
 
-    async def get_all_reported_checkpoints(self, run_id: str, report_index: int,
-                                           consistency: Consistency = "validated",
-                                           timeout_s: float | None = None) -> list[ReportedCheckpoint]:
+    async def get_all_reported_checkpoints(
+        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
+    ) -> list[ReportedCheckpoint]:
         """The run's kept checkpoints (best last) once its `consistency` watermark is >=
         `report_index`, or at `timeout_s` with what is known (`wait_for` tells which)."""
         return (await self.wait_for(run_id, report_index, consistency, timeout_s)).checkpoints
 
-    async def wait_for(self, run_id: str, report_index: int, consistency: Consistency = "validated",
-                       timeout_s: float | None = None) -> WaitResult:
+    async def wait_for(
+        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
+    ) -> WaitResult:
         self._require_started()
         return await self.table.wait_for(run_id, report_index, consistency, timeout_s)
 

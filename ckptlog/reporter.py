@@ -50,9 +50,18 @@ class SentEvent:
 class AsyncReporter:
     """Reports of one run. `async with AsyncReporter("run-1") as r: await r.report({...})`."""
 
-    def __init__(self, run_id: str, *, bootstrap_servers: str | None = None, topic: str = EVENTS_TOPIC,
-                 generation: int | None = None, first_index: int = 0, source: str = SOURCE,
-                 connection: KafkaConnection | None = None, report_ids: ReportIds = "sequence") -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        bootstrap_servers: str | None = None,
+        topic: str = EVENTS_TOPIC,
+        generation: int | None = None,
+        first_index: int = 0,
+        source: str = SOURCE,
+        connection: KafkaConnection | None = None,
+        report_ids: ReportIds = "sequence",
+    ) -> None:
         self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
         self.generation = generation
         self.reports_sent = 0
@@ -75,8 +84,10 @@ class AsyncReporter:
                 await producer.start()
                 try:
                     if not await producer.has_topic(self.topic):
-                        raise ClientError(f"topic {self.topic} does not exist on {conn.bootstrap_servers}; start "
-                                          "the processor once (`ckptlog run` creates its topics) or create it")
+                        raise ClientError(
+                            f"topic {self.topic} does not exist on {conn.bootstrap_servers}; start "
+                            "the processor once (`ckptlog run` creates its topics) or create it"
+                        )
                 except BaseException:
                     await producer.stop()
                     raise
@@ -96,15 +107,26 @@ class AsyncReporter:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def run_started(self, storage_path: PathLike, num_to_keep: int | None = None,
-                          checkpoint_score_attribute: str | None = None,
-                          checkpoint_score_order: Literal["max", "min"] = "max",
-                          validation: ValidationArg | None = None, *, event_id: str | None = None) -> SentEvent:
+    async def run_started(
+        self,
+        storage_path: PathLike,
+        num_to_keep: int | None = None,
+        checkpoint_score_attribute: str | None = None,
+        checkpoint_score_order: Literal["max", "min"] = "max",
+        validation: ValidationArg | None = None,
+        *,
+        event_id: str | None = None,
+    ) -> SentEvent:
         """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint)."""
         root = as_url(storage_path, "storage_path")
-        data: dict[str, Any] = {"storage_path": root, "checkpoint_config": {
-            "num_to_keep": num_to_keep, "checkpoint_score_attribute": checkpoint_score_attribute,
-            "checkpoint_score_order": checkpoint_score_order}}
+        data: dict[str, Any] = {
+            "storage_path": root,
+            "checkpoint_config": {
+                "num_to_keep": num_to_keep,
+                "checkpoint_score_attribute": checkpoint_score_attribute,
+                "checkpoint_score_order": checkpoint_score_order,
+            },
+        }
         if validation is not None and validation is not False:
             spec = validation_body(validation)
             data["validation"] = {} if spec is True else spec
@@ -113,43 +135,59 @@ class AsyncReporter:
             self._storage_path = root
             return sent
 
-    async def report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None = None,
-                     validation: ValidationArg = False, generation: int | None = None, *,
-                     index: int | None = None, event_id: str | None = None) -> SentEvent:
+    async def report(
+        self,
+        metrics: Mapping[str, Any],
+        checkpoint_path: PathLike | None = None,
+        validation: ValidationArg = False,
+        generation: int | None = None,
+        *,
+        index: int | None = None,
+        event_id: str | None = None,
+    ) -> SentEvent:
         """Ray's `train.report(metrics, checkpoint)`; `validation` asks an evaluator to score the
         checkpoint first (True = the run's default spec, or {"fn_kwargs": ..., "timeout_s": ...})."""
         async with self._order:  # concurrent calls must not pick the same index, and keep their order
             return await self._report(metrics, checkpoint_path, validation, generation, index, event_id)
 
-    async def _report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None,
-                      validation: ValidationArg, generation: int | None, index: int | None,
-                      event_id: str | None) -> SentEvent:
+    async def _report(
+        self,
+        metrics: Mapping[str, Any],
+        checkpoint_path: PathLike | None,
+        validation: ValidationArg,
+        generation: int | None,
+        index: int | None,
+        event_id: str | None,
+    ) -> SentEvent:
         gen = generation if generation is not None else self.generation
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)
-        data: dict[str, Any] = {"metrics": dict(metrics), "checkpoint": None,
-                                "validation": validation_body(validation)}
+        data: dict[str, Any] = {"metrics": dict(metrics), "checkpoint": None, "validation": validation_body(validation)}
         if checkpoint_path is not None:
             data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
         if gen is not None:
             data["generation"] = gen
         if event_id is None:
             content = self.report_ids == "content" and index is None
-            event_id = ids.report_content_id(self.run_id, data) if content else ids.report_id(self.run_id, gen, position)
+            event_id = (
+                ids.report_content_id(self.run_id, data) if content else ids.report_id(self.run_id, gen, position)
+            )
         sent = await self._send("report", data, event_id)
         self._next_index[slot] = max(self._next_index.get(slot, 0), position + 1)
         self.reports_sent += 1
         return sent
 
-    async def worker_group_restart(self, num_workers: int, reason: str | None = None, *,
-                                   event_id: str | None = None) -> SentEvent:
+    async def worker_group_restart(
+        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None
+    ) -> SentEvent:
         """A new worker group starts: generation + 1, report index back to 0 (as the fold does);
         later reports carry the new generation so reports from the old workers are rejected."""
         async with self._order:
             new_generation = (self.generation or 0) + 1
             data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
-            sent = await self._send("worker_group_restart", data,
-                                    event_id or ids.restart_id(self.run_id, new_generation))
+            sent = await self._send(
+                "worker_group_restart", data, event_id or ids.restart_id(self.run_id, new_generation)
+            )
             self.generation = new_generation
             self._next_index[new_generation] = 0
             return sent
@@ -158,8 +196,10 @@ class AsyncReporter:
         url = as_url(checkpoint_path, "checkpoint_path")
         root = self._storage_path
         if root is not None and not is_within(root, url):
-            raise InvalidEvent(f"checkpoint {url!r} of run {self.run_id!r} is outside the run's storage_path "
-                               f"{root!r}; save checkpoints under it (the processor only deletes inside it)")
+            raise InvalidEvent(
+                f"checkpoint {url!r} of run {self.run_id!r} is outside the run's storage_path "
+                f"{root!r}; save checkpoints under it (the processor only deletes inside it)"
+            )
         return url
 
     async def _send(self, kind: str, data: dict[str, Any], event_id: str) -> SentEvent:
@@ -176,14 +216,29 @@ class AsyncReporter:
 class Reporter:
     """The synchronous flavour: the same API, run on a private event-loop thread."""
 
-    def __init__(self, run_id: str, *, bootstrap_servers: str | None = None, topic: str = EVENTS_TOPIC,
-                 generation: int | None = None, first_index: int = 0, source: str = SOURCE,
-                 connection: KafkaConnection | None = None, timeout_s: float | None = 60.0) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        bootstrap_servers: str | None = None,
+        topic: str = EVENTS_TOPIC,
+        generation: int | None = None,
+        first_index: int = 0,
+        source: str = SOURCE,
+        connection: KafkaConnection | None = None,
+        timeout_s: float | None = 60.0,
+    ) -> None:
         self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
         self._timeout, self._started = timeout_s, False
-        self._async = AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
-                                    generation=generation, first_index=first_index, source=source,
-                                    connection=connection)
+        self._async = AsyncReporter(
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            generation=generation,
+            first_index=first_index,
+            source=source,
+            connection=connection,
+        )
 
     @property
     def run_id(self) -> str:
@@ -211,22 +266,44 @@ class Reporter:
             self._started = True
         return self._thread.call(coro, self._timeout)
 
-    def run_started(self, storage_path: PathLike, num_to_keep: int | None = None,
-                    checkpoint_score_attribute: str | None = None,
-                    checkpoint_score_order: Literal["max", "min"] = "max",
-                    validation: ValidationArg | None = None, *, event_id: str | None = None) -> SentEvent:
-        return self._call(self._async.run_started(
-            storage_path, num_to_keep, checkpoint_score_attribute, checkpoint_score_order, validation,
-            event_id=event_id))
+    def run_started(
+        self,
+        storage_path: PathLike,
+        num_to_keep: int | None = None,
+        checkpoint_score_attribute: str | None = None,
+        checkpoint_score_order: Literal["max", "min"] = "max",
+        validation: ValidationArg | None = None,
+        *,
+        event_id: str | None = None,
+    ) -> SentEvent:
+        return self._call(
+            self._async.run_started(
+                storage_path,
+                num_to_keep,
+                checkpoint_score_attribute,
+                checkpoint_score_order,
+                validation,
+                event_id=event_id,
+            )
+        )
 
-    def report(self, metrics: Mapping[str, Any], checkpoint_path: PathLike | None = None,
-               validation: ValidationArg = False, generation: int | None = None, *,
-               index: int | None = None, event_id: str | None = None) -> SentEvent:
-        return self._call(self._async.report(metrics, checkpoint_path, validation, generation, index=index,
-                                             event_id=event_id))
+    def report(
+        self,
+        metrics: Mapping[str, Any],
+        checkpoint_path: PathLike | None = None,
+        validation: ValidationArg = False,
+        generation: int | None = None,
+        *,
+        index: int | None = None,
+        event_id: str | None = None,
+    ) -> SentEvent:
+        return self._call(
+            self._async.report(metrics, checkpoint_path, validation, generation, index=index, event_id=event_id)
+        )
 
-    def worker_group_restart(self, num_workers: int, reason: str | None = None, *,
-                             event_id: str | None = None) -> SentEvent:
+    def worker_group_restart(
+        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None
+    ) -> SentEvent:
         return self._call(self._async.worker_group_restart(num_workers, reason, event_id=event_id))
 
     def close(self) -> None:
@@ -240,6 +317,7 @@ class Reporter:
         self._started = True
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -14,14 +14,19 @@ from rich.text import Text
 from ckptlog.views import RunView
 from processor.core.scoring import lookup
 
-STATUS_STYLE = {"COMMITTED": "green", "PENDING_VALIDATION": "yellow", "VALIDATED": "bold green",
-                "VALIDATION_TIMEOUT": "magenta", "VALIDATION_FAILED": "red"}
+STATUS_STYLE = {
+    "COMMITTED": "green",
+    "PENDING_VALIDATION": "yellow",
+    "VALIDATED": "bold green",
+    "VALIDATION_TIMEOUT": "magenta",
+    "VALIDATION_FAILED": "red",
+}
 
 
 def short_path(path: str, root: str | None = None) -> str:
     """The checkpoint's last path segment: the part that differs between rows."""
     if root and path.startswith(root):
-        return path[len(root):].lstrip("/") or path
+        return path[len(root) :].lstrip("/") or path
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -42,8 +47,7 @@ def _metrics_text(metrics: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_table(run_id: str, view: RunView | None, score_attribute: str | None = None,
-              title: str | None = None) -> Table:
+def run_table(run_id: str, view: RunView | None, score_attribute: str | None = None, title: str | None = None) -> Table:
     """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest."""
     table = Table(title=title or f"run {run_id}", title_justify="left", expand=False, pad_edge=False)
     table.add_column("#", justify="right", style="dim")
@@ -61,7 +65,12 @@ def run_table(run_id: str, view: RunView | None, score_attribute: str | None = N
         if ckpt.path == view.latest:
             marks.append("● latest", style="cyan")
         score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
-        table.add_row(str(ckpt.report_index), short_path(ckpt.path),
-                      Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")), score, marks)
+        table.add_row(
+            str(ckpt.report_index),
+            short_path(ckpt.path),
+            Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")),
+            score,
+            marks,
+        )
     table.caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
     return table

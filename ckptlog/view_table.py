@@ -73,11 +73,13 @@ class ViewTable:
 
     def raise_error(self) -> None:
         if self._error is not None:
-            raise ClientError(f"following the state topic failed: {self._error!r}; create a new Reader") \
-                from self._error
+            raise ClientError(
+                f"following the state topic failed: {self._error!r}; create a new Reader"
+            ) from self._error
 
-    async def wait_for(self, run_id: str, report_index: int, consistency: Consistency = "validated",
-                       timeout_s: float | None = None) -> WaitResult:
+    async def wait_for(
+        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
+    ) -> WaitResult:
         """Return once the run's VIEW has watermark >= report_index, or at timeout (reached=False)."""
         mode = check_consistency(consistency)
         if report_index < 0:
@@ -95,7 +97,7 @@ class ViewTable:
                     return WaitResult(view, False)
                 try:
                     await asyncio.wait_for(self._changed.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def changes(self, run_id: str) -> AsyncIterator[RunView]:

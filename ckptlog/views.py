@@ -58,6 +58,8 @@ class RunView(BaseModel):
 
 def check_consistency(consistency: str) -> Consistency:
     if consistency not in CONSISTENCIES:
-        raise ClientError(f"consistency {consistency!r} is not one of {', '.join(CONSISTENCIES)}; use "
-                          "'committed' (reported) or 'validated' (reported and no validation pending)")
+        raise ClientError(
+            f"consistency {consistency!r} is not one of {', '.join(CONSISTENCIES)}; use "
+            "'committed' (reported) or 'validated' (reported and no validation pending)"
+        )
     return consistency

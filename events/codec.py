@@ -24,7 +24,7 @@ DEFAULT_MAX_DEPTH = 64
 
 INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
 #: What `decode_event` yields: a fast-path Struct or a pydantic model, read the same way.
-DecodedEvent = Union[InputEvent, FastEvent]
+DecodedEvent = Union[InputEvent, FastEvent]  # noqa: UP007 - replaced by one decoded type (issue 11)
 _TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
 
 
@@ -37,21 +37,28 @@ def decode_event(
 ) -> DecodedEvent | Rejection:
     """Decode one record value; `key` (the Kafka key) must equal `subject` when present."""
     if len(raw) > max_bytes:
-        return Rejection(Reason.PAYLOAD_TOO_LARGE, f"payload is {len(raw)} bytes, over the limit of {max_bytes}; "
-                         "send large data by reference (a path) or raise --max-payload-bytes")
+        return Rejection(
+            Reason.PAYLOAD_TOO_LARGE,
+            f"payload is {len(raw)} bytes, over the limit of {max_bytes}; "
+            "send large data by reference (a path) or raise --max-payload-bytes",
+        )
     # The fast path accepts only events nested at most FAST_MAX_DEPTH deep: no bracket scan for them.
     event: DecodedEvent | None = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
     if event is None:
         if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
-            return Rejection(Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics "
-                             "or raise --max-depth")
+            return Rejection(
+                Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics or raise --max-depth"
+            )
         try:
             event = INPUT_ADAPTER.validate_json(raw)
         except ValidationError as exc:
             return _diagnose(raw, exc)
     if key is not None and key != event.subject.encode():
-        return Rejection(Reason.KEY_MISMATCH, f"Kafka key {key.decode('utf-8', 'replace')!r} differs from subject "
-                         f"{event.subject!r}; produce with key = run id")
+        return Rejection(
+            Reason.KEY_MISMATCH,
+            f"Kafka key {key.decode('utf-8', 'replace')!r} differs from subject "
+            f"{event.subject!r}; produce with key = run id",
+        )
     return event
 
 
@@ -90,8 +97,9 @@ def _diagnose(raw: bytes, exc: ValidationError) -> InputEvent | Rejection:
         return Rejection(Reason.INVALID_ENVELOPE, "value must be a JSON object (a CloudEvents 1.0 envelope)")
     kind = body.get("type")
     if not isinstance(kind, str):
-        return Rejection(Reason.INVALID_ENVELOPE, "field 'type' is missing or not a string; set e.g. "
-                         "type='ckptlog.report.v1'")
+        return Rejection(
+            Reason.INVALID_ENVELOPE, "field 'type' is missing or not a string; set e.g. type='ckptlog.report.v1'"
+        )
     match = _TYPE_NAME.match(kind)
     if match is None or match.group(1) not in INPUT_TYPES:
         known = ", ".join(f"ckptlog.{n}.v{v}" for n, v in INPUT_TYPES.items())
@@ -106,8 +114,11 @@ def _diagnose(raw: bytes, exc: ValidationError) -> InputEvent | Rejection:
 def _upcast_or_reject(body: dict[str, Any], name: str, version: int, newest: int) -> InputEvent | Rejection:
     upgraded = upcast(name, version, newest, body) if version < newest else None
     if upgraded is None:
-        return Rejection(Reason.UNKNOWN_VERSION, f"ckptlog.{name}.v{version} is not readable by this build "
-                         f"(newest known: v{newest}); upgrade ckptlog or send v{newest}")
+        return Rejection(
+            Reason.UNKNOWN_VERSION,
+            f"ckptlog.{name}.v{version} is not readable by this build "
+            f"(newest known: v{newest}); upgrade ckptlog or send v{newest}",
+        )
     try:
         return INPUT_ADAPTER.validate_python(upgraded)
     except ValidationError as exc:

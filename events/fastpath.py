@@ -31,10 +31,10 @@ FAST_MAX_DEPTH = 3 + FAST_NESTING
 
 def _json_nested(levels: int) -> Any:
     """JSON values with at most `levels` nested arrays/objects: `Any` with a depth bound."""
-    scalar: Any = Union[None, bool, int, float, str]
+    scalar: Any = Union[None, bool, int, float, str]  # noqa: UP007
     value = scalar
     for _ in range(levels):
-        value = Union[None, bool, int, float, str, list[value], dict[str, value]]  # type: ignore[valid-type]
+        value = Union[None, bool, int, float, str, list[value], dict[str, value]]  # type: ignore[valid-type]  # noqa: UP007
     return value
 
 
@@ -101,7 +101,7 @@ class FastDeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.d
     data: FastDeletionCompletedData
 
 
-FastEvent = Union[FastReport, FastValidationResult, FastDeletionCompleted]
+FastEvent = FastReport | FastValidationResult | FastDeletionCompleted
 _DECODER = msgspec.json.Decoder(FastEvent)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -152,7 +152,7 @@ class DeletionCompleted(Envelope):
 
 
 InputEvent = Annotated[
-    Union[RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted],
+    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted,
     Field(discriminator="type"),
 ]
 

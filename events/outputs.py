@@ -73,7 +73,7 @@ class WorkerGroupStarted(BaseModel):
     num_workers: int
 
 
-class Warning(BaseModel):  # noqa: A001 - the event's name on the wire
+class Warning(BaseModel):
     model_config = _OUT
     code: str
     message: str
@@ -124,10 +124,18 @@ def output_id(topic: str, partition: int, offset: int, sequence: int) -> str:
     return f"ckptlog:{topic}:{partition}:{offset}:{sequence}"
 
 
-def envelope(name: str, run_id: str, data: dict[str, Any], event_id: str,
-             source: str = PROCESSOR_SOURCE) -> dict[str, Any]:
-    return {"specversion": "1.0", "id": event_id, "source": source, "type": f"ckptlog.{name}.v1",
-            "subject": run_id, "datacontenttype": "application/json", "data": data}
+def envelope(
+    name: str, run_id: str, data: dict[str, Any], event_id: str, source: str = PROCESSOR_SOURCE
+) -> dict[str, Any]:
+    return {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": source,
+        "type": f"ckptlog.{name}.v1",
+        "subject": run_id,
+        "datacontenttype": "application/json",
+        "data": data,
+    }
 
 
 def encode_json(value: Any) -> bytes:

@@ -19,37 +19,70 @@ from events.outputs import OUTPUT_MODELS, OutputEnvelope
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 INPUTS: dict[str, type[BaseModel]] = {
-    "run_started": RunStarted, "report": Report, "validation_result": ValidationResult,
-    "worker_group_restart": WorkerGroupRestart, "deletion_completed": DeletionCompleted,
+    "run_started": RunStarted,
+    "report": Report,
+    "validation_result": ValidationResult,
+    "worker_group_restart": WorkerGroupRestart,
+    "deletion_completed": DeletionCompleted,
 }
 VIEW_SCHEMA: dict[str, Any] = {
-    "title": "RunView", "type": "object",
+    "title": "RunView",
+    "type": "object",
     "description": "Value of the state topic and of `ckptlog fold` per run (fold adds `evicted`).",
     "required": ["checkpoints", "latest", "best", "committed", "validated", "generation", "index_in_generation"],
     "properties": {
-        "checkpoints": {"type": "array", "description": "Kept checkpoints in sort order, best last.", "items": {
-            "type": "object", "required": ["path", "metrics", "status", "report_index"],
-            "properties": {"path": {"type": "string"}, "metrics": {"type": "object"},
-                           "status": {"enum": ["COMMITTED", "PENDING_VALIDATION", "VALIDATED",
-                                               "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]},
-                           "report_index": {"type": "integer"}}}},
-        "latest": {"type": ["string", "null"]}, "best": {"type": ["string", "null"]},
-        "committed": {"type": "integer"}, "validated": {"type": "integer"},
-        "generation": {"type": "integer"}, "index_in_generation": {"type": "integer"},
+        "checkpoints": {
+            "type": "array",
+            "description": "Kept checkpoints in sort order, best last.",
+            "items": {
+                "type": "object",
+                "required": ["path", "metrics", "status", "report_index"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "metrics": {"type": "object"},
+                    "status": {
+                        "enum": [
+                            "COMMITTED",
+                            "PENDING_VALIDATION",
+                            "VALIDATED",
+                            "VALIDATION_TIMEOUT",
+                            "VALIDATION_FAILED",
+                        ]
+                    },
+                    "report_index": {"type": "integer"},
+                },
+            },
+        },
+        "latest": {"type": ["string", "null"]},
+        "best": {"type": ["string", "null"]},
+        "committed": {"type": "integer"},
+        "validated": {"type": "integer"},
+        "generation": {"type": "integer"},
+        "index_in_generation": {"type": "integer"},
         "evicted": {"type": "array", "items": {"type": "string"}},
     },
 }
 SNAPSHOT_SCHEMA: dict[str, Any] = {
-    "title": "Snapshot", "type": "object", "required": ["format", "schema_version", "checksum", "snapshot"],
+    "title": "Snapshot",
+    "type": "object",
+    "required": ["format", "schema_version", "checksum", "snapshot"],
     "description": "Canonical JSON (sorted keys, no whitespace); checksum = sha256 of canonical(snapshot).",
     "properties": {
-        "format": {"const": "ckptlog.snapshot"}, "schema_version": {"const": 1},
+        "format": {"const": "ckptlog.snapshot"},
+        "schema_version": {"const": 1},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
-        "snapshot": {"type": "object", "required": ["processor_version", "topic", "partition", "next_offset",
-                                                     "settings", "runs"],
-                     "properties": {"processor_version": {"type": "string"}, "topic": {"type": "string"},
-                                    "partition": {"type": "integer"}, "next_offset": {"type": "integer"},
-                                    "settings": {"type": "object"}, "runs": {"type": "object"}}},
+        "snapshot": {
+            "type": "object",
+            "required": ["processor_version", "topic", "partition", "next_offset", "settings", "runs"],
+            "properties": {
+                "processor_version": {"type": "string"},
+                "topic": {"type": "string"},
+                "partition": {"type": "integer"},
+                "next_offset": {"type": "integer"},
+                "settings": {"type": "object"},
+                "runs": {"type": "object"},
+            },
+        },
     },
 }
 
@@ -73,19 +106,35 @@ def asyncapi() -> dict[str, Any]:
         return {"$ref": f"./{path}"}
 
     channels = {
-        "ckptlog.events": {"description": "Input log; key = run id.", "messages": {
-            n: {"payload": ref(f"input/{n}.v{INPUT_TYPES[n]}.json")} for n in INPUTS}},
-        "ckptlog.checkpoints": {"description": "Checkpoint events; key = run id.", "messages": {
-            n: {"payload": ref(f"output/{n}.v1.json")} for n in OUTPUT_MODELS
-            if n not in ("validation_requested", "watermark")}},
-        "ckptlog.validations": {"description": "Evaluators' work queue.", "messages": {
-            "validation_requested": {"payload": ref("output/validation_requested.v1.json")}}},
-        "ckptlog.watermarks": {"description": "Committed/validated watermarks.", "messages": {
-            "watermark": {"payload": ref("output/watermark.v1.json")}}},
-        "ckptlog.state": {"description": "Compacted; key = run id; value = the run VIEW.", "messages": {
-            "view": {"payload": ref("view.json")}}},
-        "ckptlog.dlq": {"description": "Rejected input: original bytes; reason, message and source "
-                                       "topic/partition/offset in headers.", "messages": {"rejected": {}}},
+        "ckptlog.events": {
+            "description": "Input log; key = run id.",
+            "messages": {n: {"payload": ref(f"input/{n}.v{INPUT_TYPES[n]}.json")} for n in INPUTS},
+        },
+        "ckptlog.checkpoints": {
+            "description": "Checkpoint events; key = run id.",
+            "messages": {
+                n: {"payload": ref(f"output/{n}.v1.json")}
+                for n in OUTPUT_MODELS
+                if n not in ("validation_requested", "watermark")
+            },
+        },
+        "ckptlog.validations": {
+            "description": "Evaluators' work queue.",
+            "messages": {"validation_requested": {"payload": ref("output/validation_requested.v1.json")}},
+        },
+        "ckptlog.watermarks": {
+            "description": "Committed/validated watermarks.",
+            "messages": {"watermark": {"payload": ref("output/watermark.v1.json")}},
+        },
+        "ckptlog.state": {
+            "description": "Compacted; key = run id; value = the run VIEW.",
+            "messages": {"view": {"payload": ref("view.json")}},
+        },
+        "ckptlog.dlq": {
+            "description": "Rejected input: original bytes; reason, message and source "
+            "topic/partition/offset in headers.",
+            "messages": {"rejected": {}},
+        },
     }
     return {"asyncapi": "3.0.0", "info": {"title": "ckptlog", "version": "1"}, "channels": channels}
 

@@ -15,6 +15,7 @@ from typing import Any
 Body = dict[str, Any]
 Upcaster = Callable[[Body], Body]
 
+
 def _deletion_completed_v1(body: Body) -> Body:
     """v1 confirmed one `checkpoint_path`; v2 confirms a list, `checkpoint_paths`."""
     data = body.get("data")

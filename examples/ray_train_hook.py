@@ -44,8 +44,11 @@ def checkpoint_url(checkpoint: Any) -> str:
     return _SCHEMES[kind] + path.lstrip("/") if _SCHEMES[kind] else path
 
 
-def to_report(metrics: Sequence[Mapping[str, Any]] | Mapping[str, Any], checkpoint: Any | None,
-              validate: bool | dict[str, Any] = False) -> ReportCall:
+def to_report(
+    metrics: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    checkpoint: Any | None,
+    validate: bool | dict[str, Any] = False,
+) -> ReportCall:
     """Ray hands the callback one metrics dict per worker; rank 0's are the run's, as in Ray's
     CheckpointManager. numpy/torch scalars are fine (the Reporter converts them)."""
     rank0 = dict(metrics) if isinstance(metrics, Mapping) else dict(metrics[0]) if metrics else {}
@@ -57,9 +60,16 @@ def forward(reporter: Reporter, call: ReportCall) -> None:
     reporter.report(call.metrics, call.checkpoint_path, call.validation)
 
 
-def ckptlog_callback(run_id: str, storage_path: str, *, num_to_keep: int | None = None,
-                     checkpoint_score_attribute: str | None = None, checkpoint_score_order: str = "max",
-                     validate: bool | dict[str, Any] = False, bootstrap_servers: str | None = None) -> Any:
+def ckptlog_callback(
+    run_id: str,
+    storage_path: str,
+    *,
+    num_to_keep: int | None = None,
+    checkpoint_score_attribute: str | None = None,
+    checkpoint_score_order: str = "max",
+    validate: bool | dict[str, Any] = False,
+    bootstrap_servers: str | None = None,
+) -> Any:
     """Build the Ray callback (imports ray here, so the rest of this module never needs it)."""
     try:
         from ray.train import UserCallback
@@ -69,8 +79,7 @@ def ckptlog_callback(run_id: str, storage_path: str, *, num_to_keep: int | None 
     class CkptlogCallback(UserCallback):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
             self.reporter = Reporter(run_id, bootstrap_servers=bootstrap_servers)
-            self.reporter.run_started(storage_path, num_to_keep, checkpoint_score_attribute,
-                                      checkpoint_score_order)  # type: ignore[arg-type]
+            self.reporter.run_started(storage_path, num_to_keep, checkpoint_score_attribute, checkpoint_score_order)  # type: ignore[arg-type]
 
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any | None) -> None:
             forward(self.reporter, to_report(metrics, checkpoint, validate))

@@ -33,19 +33,25 @@ def save(directory: Path, step: int, quality: float) -> Path:
     return directory
 
 
-def train(run_id: str, storage: Path, steps: int, validate_every: int, bootstrap: str | None,
-          topic: str) -> None:
+def train(run_id: str, storage: Path, steps: int, validate_every: int, bootstrap: str | None, topic: str) -> None:
     rng = random.Random(run_id)
     with Reporter(run_id, bootstrap_servers=bootstrap, topic=topic) as reporter:
-        reporter.run_started(storage, num_to_keep=3, checkpoint_score_attribute="val_acc",
-                             validation={"fn_kwargs": {"split": "val"}, "timeout_s": 60})
+        reporter.run_started(
+            storage,
+            num_to_keep=3,
+            checkpoint_score_attribute="val_acc",
+            validation={"fn_kwargs": {"split": "val"}, "timeout_s": 60},
+        )
         quality = 0.5
         for step in range(steps):
             quality = min(0.99, quality + rng.uniform(-0.01, 0.04))  # "training"
             checkpoint = save(storage / f"checkpoint_{step:05d}", step, quality)
             validate = validate_every > 0 and step % validate_every == 0
-            sent = reporter.report({"step": step, "loss": round(1 - quality, 4), "val_acc": round(quality, 4)},
-                                   checkpoint, validation=validate)
+            sent = reporter.report(
+                {"step": step, "loss": round(1 - quality, 4), "val_acc": round(quality, 4)},
+                checkpoint,
+                validation=validate,
+            )
             print(f"step {step}: reported {checkpoint.name} (event {sent.event_id})")
 
 
@@ -58,8 +64,14 @@ def main() -> None:
     parser.add_argument("--bootstrap-servers", default=None)
     parser.add_argument("--topic", default="ckptlog.events")
     args = parser.parse_args()
-    train(args.run_id, args.storage.resolve() / args.run_id, args.steps, args.validate_every,
-          args.bootstrap_servers, args.topic)
+    train(
+        args.run_id,
+        args.storage.resolve() / args.run_id,
+        args.steps,
+        args.validate_every,
+        args.bootstrap_servers,
+        args.topic,
+    )
 
 
 if __name__ == "__main__":

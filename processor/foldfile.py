@@ -21,20 +21,19 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
+from processor import native
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
-from processor import native
 from processor.sharding import AMBIGUOUS, Shards, plan
-
 
 GC_FREEZE_MASK = 65_535  # freeze every 64k lines
 PARALLEL_FROM_BYTES = 16 * 1024 * 1024
@@ -95,7 +94,7 @@ def fold_lines(
             if progress is not None:
                 progress(lineno)
         owner = route(raw) if route is not None else mine
-        if owner != mine and owner != AMBIGUOUS or not raw or raw.isspace():
+        if (owner != mine and owner != AMBIGUOUS) or not raw or raw.isspace():
             continue
         event = decode_event(raw, max_bytes=max_bytes, max_depth=max_depth)
         if isinstance(event, Rejection):
@@ -140,8 +139,15 @@ def fold_file(
     document and (unless `with_deletions` is False: a dry run needs none) the deletions.
     One worker folds in this process. `progress`: report on stderr how much of the file is read.
     `engine`: auto (the compiled one when installed), native or python; same result."""
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress,
-               native=native.use_native(engine))
+    job = _Job(
+        settings,
+        max_bytes,
+        max_depth,
+        with_deletions,
+        as_text=False,
+        progress=progress,
+        native=native.use_native(engine),
+    )
     if workers <= 1:
         result = _fold_one(path, job, None)
         _end_progress(progress)
@@ -166,11 +172,26 @@ def fold_file_text(
     Each run's view is encoded on its own (by its worker, or by the compiled engine in Rust)
     and the document is joined from those texts."""
     if indent is not None:
-        document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
-                                        with_deletions=with_deletions, progress=progress, engine=engine)
+        document, deletions = fold_file(
+            path,
+            settings,
+            workers=workers,
+            max_bytes=max_bytes,
+            max_depth=max_depth,
+            with_deletions=with_deletions,
+            progress=progress,
+            engine=engine,
+        )
         return json.dumps(document, indent=indent), deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress,
-               native=native.use_native(engine))
+    job = _Job(
+        settings,
+        max_bytes,
+        max_depth,
+        with_deletions,
+        as_text=True,
+        progress=progress,
+        native=native.use_native(engine),
+    )
     if workers <= 1:
         runs, rejected, deletions = _fold_shard(str(path), job, None)
         _end_progress(progress)
@@ -190,8 +211,9 @@ class _Job:
     native: bool = False  # fold with the compiled engine (processor/native.py)
 
 
-def _fold_parallel(path: Path, job: _Job, workers: int) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]],
-                                                                 list[Deletion]]:
+def _fold_parallel(
+    path: Path, job: _Job, workers: int
+) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
     """Runs (in order of first appearance), rejections (by line) and deletions of all shards."""
     shards = plan(_head_lines(path), workers)
     context = multiprocessing.get_context("fork")
@@ -218,15 +240,20 @@ def _head_lines(path: Path) -> list[bytes]:
     return lines if len(head) < SAMPLE_BYTES else lines[:-1]
 
 
-def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None,
-                ) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
+def _fold_shard(
+    path: str,
+    job: _Job,
+    shard: tuple[int, Shards] | None,
+) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
     """Runs (first line, run id, view or its JSON text), rejections and deletions of one shard."""
     result = _fold_one(Path(path), job, shard)
     if isinstance(result, native.NativeResult):
         runs = result.runs  # already text when the job asks for it
     else:
-        runs = [(result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
-                for run_id, view in result.document()["runs"].items()]
+        runs = [
+            (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
+            for run_id, view in result.document()["runs"].items()
+        ]
     return runs, result.rejected, result.deletions if job.with_deletions else []
 
 
@@ -236,20 +263,40 @@ def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldRe
     show = _progress_of(path) if job.progress and (shard is None or shard[0] == 0) else None
     if job.native:
         try:
-            return native.fold(path, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
-                               progress=show, progress_mask=GC_FREEZE_MASK, with_deletions=job.with_deletions,
-                               as_text=job.as_text)
+            return native.fold(
+                path,
+                job.settings,
+                max_bytes=job.max_bytes,
+                max_depth=job.max_depth,
+                shard=shard,
+                progress=show,
+                progress_mask=GC_FREEZE_MASK,
+                with_deletions=job.with_deletions,
+                as_text=job.as_text,
+            )
         except native.UNSUPPORTED:
             pass  # e.g. a score that is an int beyond 2**53: the Python fold compares those exactly
     with path.open("rb") as stream:
         tell = stream.tell
-        return fold_lines(stream, job.settings, max_bytes=job.max_bytes, max_depth=job.max_depth, shard=shard,
-                          progress=None if show is None else lambda lines: show(lines, tell()))
+        return fold_lines(
+            stream,
+            job.settings,
+            max_bytes=job.max_bytes,
+            max_depth=job.max_depth,
+            shard=shard,
+            progress=None if show is None else lambda lines: show(lines, tell()),
+        )
 
 
-def fold_stream_text(stream: Iterable[bytes], settings: FoldSettings | None = None, *,
-                     max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH, indent: int | None = None,
-                     engine: str = "auto") -> tuple[str, list[Deletion]]:
+def fold_stream_text(
+    stream: Iterable[bytes],
+    settings: FoldSettings | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    indent: int | None = None,
+    engine: str = "auto",
+) -> tuple[str, list[Deletion]]:
     """Fold lines read once (stdin) into the document text: natively when possible. The native
     engine may give up part-way (`Unsupported`), so the lines it has read are spooled to a
     temporary file (not kept in memory) to be folded again in Python, with the rest."""
@@ -259,8 +306,9 @@ def fold_stream_text(stream: Iterable[bytes], settings: FoldSettings | None = No
     else:
         with tempfile.TemporaryFile() as spool:
             try:
-                result = native.fold(_tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth,
-                                     as_text=indent is None)
+                result = native.fold(
+                    _tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth, as_text=indent is None
+                )
             except native.UNSUPPORTED:
                 spool.seek(0)
                 result = fold_lines(chain(spool, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
@@ -288,6 +336,7 @@ def _progress_of(path: Path) -> Callable[[int, int], None]:
     def show(lines: int, offset: int) -> None:
         sys.stderr.write(f"\rckptlog fold: {lines:,} lines read ({100 * offset // total}%)")
         sys.stderr.flush()
+
     return show
 
 

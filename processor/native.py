@@ -28,9 +28,9 @@ from events.codec import decode_event
 from events.fastpath import FAST_MAX_DEPTH, FastDeletionCompleted, FastReport, FastValidationResult
 from events.models import DeletionCompleted, Report, ValidationResult, WorkerGroupRestart
 from events.rejections import Rejection
+from processor.core import rejections
 from processor.core.outputs import Deletion
 from processor.core.paths import UnsafePath, normalize
-from processor.core import rejections
 from processor.core.scoring import score
 from processor.core.state import FoldSettings, root_prefix
 from processor.errors import ConfigError
@@ -60,11 +60,15 @@ def use_native(engine: str) -> bool:
     if engine == "auto":
         engine = os.environ.get("CKPTLOG_ENGINE") or "auto"
         if engine not in ENGINES:
-            raise ConfigError(f"CKPTLOG_ENGINE must be one of {', '.join(ENGINES)} (got {engine!r}); unset it "
-                              "to use the compiled engine when installed")
+            raise ConfigError(
+                f"CKPTLOG_ENGINE must be one of {', '.join(ENGINES)} (got {engine!r}); unset it "
+                "to use the compiled engine when installed"
+            )
     if engine == "native" and not available():
-        raise ConfigError("--engine native: the ckptlog_native extension is not installed; run `make venv` "
-                          "with a Rust toolchain (cargo) on PATH, or use --engine python")
+        raise ConfigError(
+            "--engine native: the ckptlog_native extension is not installed; run `make venv` "
+            "with a Rust toolchain (cargo) on PATH, or use --engine python"
+        )
     return engine != "python" and available()
 
 
@@ -103,8 +107,16 @@ class Support:
         if isinstance(event, WorkerGroupRestart):
             return 4, event.id, event.subject
         started, config = event.data, event.data.checkpoint_config
-        return (5, event.id, event.subject, started, started.storage_path, config.num_to_keep,
-                config.checkpoint_score_attribute, config.checkpoint_score_order == "max")
+        return (
+            5,
+            event.id,
+            event.subject,
+            started,
+            started.storage_path,
+            config.num_to_keep,
+            config.checkpoint_score_attribute,
+            config.checkpoint_score_order == "max",
+        )
 
     def stale_generation(self, run_id: str, generation: int, current: int) -> Pair:
         return _pair(rejections.stale_generation(run_id, generation, current))
@@ -163,20 +175,28 @@ class NativeResult:
         return {"runs": {run_id: view for _, run_id, view in self.runs}, "rejected": self.rejected}
 
 
-def new_engine(settings: FoldSettings | None, *, max_bytes: int, max_depth: int,
-               shard: tuple[int, Shards] | None = None) -> ckptlog_native.NativeFold:
+def new_engine(
+    settings: FoldSettings | None, *, max_bytes: int, max_depth: int, shard: tuple[int, Shards] | None = None
+) -> ckptlog_native.NativeFold:
     """A `ckptlog_native.NativeFold` for these settings (the benchmark feeds it directly)."""
     assert ckptlog_native is not None, "check available() first"
     settings = settings or FoldSettings()
     config = settings.default_config
-    defaults = (config.num_to_keep, config.checkpoint_score_attribute, config.checkpoint_score_order == "max",
-                settings.default_root, root_prefix(settings.default_root), settings.dedup_window)
+    defaults = (
+        config.num_to_keep,
+        config.checkpoint_score_attribute,
+        config.checkpoint_score_order == "max",
+        settings.default_root,
+        root_prefix(settings.default_root),
+        settings.dedup_window,
+    )
     planned = None
     if shard is not None:
         mine, shards = shard
         planned = (mine, shards.count, dict(shards.planned))
-    return ckptlog_native.NativeFold(Support(settings, max_bytes, max_depth), defaults, max_bytes,
-                                     max_depth >= FAST_MAX_DEPTH, planned)
+    return ckptlog_native.NativeFold(
+        Support(settings, max_bytes, max_depth), defaults, max_bytes, max_depth >= FAST_MAX_DEPTH, planned
+    )
 
 
 def fold(

@@ -41,7 +41,6 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
         "client_kwargs": {"region_name": "us-east-1"},
     }
     try:
-        yield S3Endpoint(endpoint_url=endpoint_url, storage_options=options,
-                         make_bucket=make_bucket)
+        yield S3Endpoint(endpoint_url=endpoint_url, storage_options=options, make_bucket=make_bucket)
     finally:
         server.stop()

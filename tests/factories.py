@@ -6,39 +6,69 @@ import itertools
 import json
 from typing import Any
 
-from events.codec import decode_event
-from events.codec import DecodedEvent
+from events.codec import DecodedEvent, decode_event
 from events.rejections import Rejection
 
 _ids = itertools.count()
 
 
 def line(kind: str, run: str, data: dict[str, Any], *, event_id: str | None = None, **extra: Any) -> bytes:
-    body = {"specversion": "1.0", "id": event_id or f"ev-{next(_ids)}", "source": "test",
-            "type": f"ckptlog.{kind}.v1", "subject": run, "data": data, **extra}
+    body = {
+        "specversion": "1.0",
+        "id": event_id or f"ev-{next(_ids)}",
+        "source": "test",
+        "type": f"ckptlog.{kind}.v1",
+        "subject": run,
+        "data": data,
+        **extra,
+    }
     return json.dumps(body).encode()
 
 
-def started(run: str = "r", root: str = "file:///data/r", keep: int | None = None, attr: str | None = None,
-            order: str = "max", validation: dict[str, Any] | None = None, **kw: Any) -> bytes:
-    data: dict[str, Any] = {"storage_path": root, "checkpoint_config": {
-        "num_to_keep": keep, "checkpoint_score_attribute": attr, "checkpoint_score_order": order}}
+def started(
+    run: str = "r",
+    root: str = "file:///data/r",
+    keep: int | None = None,
+    attr: str | None = None,
+    order: str = "max",
+    validation: dict[str, Any] | None = None,
+    **kw: Any,
+) -> bytes:
+    data: dict[str, Any] = {
+        "storage_path": root,
+        "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": attr, "checkpoint_score_order": order},
+    }
     if validation is not None:
         data["validation"] = validation
     return line("run_started", run, data, **kw)
 
 
-def report(run: str = "r", metrics: dict[str, Any] | None = None, path: str | None = None,
-           validation: Any = False, generation: int | None = None, **kw: Any) -> bytes:
-    data: dict[str, Any] = {"metrics": metrics or {}, "checkpoint": {"path": path} if path else None,
-                            "validation": validation}
+def report(
+    run: str = "r",
+    metrics: dict[str, Any] | None = None,
+    path: str | None = None,
+    validation: Any = False,
+    generation: int | None = None,
+    **kw: Any,
+) -> bytes:
+    data: dict[str, Any] = {
+        "metrics": metrics or {},
+        "checkpoint": {"path": path} if path else None,
+        "validation": validation,
+    }
     if generation is not None:
         data["generation"] = generation
     return line("report", run, data, **kw)
 
 
-def result(run: str, path: str, status: str = "VALIDATED", metrics: dict[str, Any] | None = None,
-           error: str | None = None, **kw: Any) -> bytes:
+def result(
+    run: str,
+    path: str,
+    status: str = "VALIDATED",
+    metrics: dict[str, Any] | None = None,
+    error: str | None = None,
+    **kw: Any,
+) -> bytes:
     data: dict[str, Any] = {"checkpoint_path": path, "status": status, "metrics": metrics or {}}
     if error is not None:
         data["error"] = error

@@ -45,11 +45,11 @@ class Backend:
 
     def deleter(self, **kwargs: Any) -> Deleter:
         retry = RetryPolicy(max_attempts=2, base_delay=0.01)
-        return Deleter(storage_options={self.protocol: self.storage_options}, retry=retry,
-                       **kwargs)
+        return Deleter(storage_options={self.protocol: self.storage_options}, retry=retry, **kwargs)
 
 
 # --- a stand-in codec: "v<version>:<payload>" + "#" + 8 hex chars of sha256 over the rest --
+
 
 def encode(payload: str, version: int = 1) -> bytes:
     body = f"v{version}:{payload}".encode()
@@ -119,8 +119,7 @@ class StorageContract:
     # --- SnapshotStore ----------------------------------------------------------------
 
     def test_snapshot_names_sort_in_offset_order(self, backend: Backend) -> None:
-        snaps = SnapshotStore(backend.base_url, "ckptlog.events", 0, keep=10,
-                              storage_options=backend.storage_options)
+        snaps = SnapshotStore(backend.base_url, "ckptlog.events", 0, keep=10, storage_options=backend.storage_options)
         for offset in [10, 9, 100, 2, 0]:
             snaps.write(encode(f"at {offset}"), offset)
         assert snaps.list_offsets() == [0, 2, 9, 10, 100]
@@ -129,8 +128,7 @@ class StorageContract:
         assert snaps.load_latest(decode) == "at 100"
 
     def test_write_prunes_to_newest_k(self, backend: Backend) -> None:
-        snaps = SnapshotStore(backend.base_url, "t", 3, keep=2,
-                              storage_options=backend.storage_options)
+        snaps = SnapshotStore(backend.base_url, "t", 3, keep=2, storage_options=backend.storage_options)
         urls = [snaps.write(encode(f"s{o}"), o) for o in range(5)]
         assert snaps.list_offsets() == [3, 4]
         assert urls[-1].startswith(snaps.url + "/snapshot-00000000000000000004-")
@@ -146,15 +144,13 @@ class StorageContract:
         assert one.list_offsets() == [5] and ten.list_offsets() == [8]
         assert one.load_latest(decode) == "p1"
 
-    def test_load_latest_skips_corrupt_and_truncated(
-        self, backend: Backend, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        snaps = SnapshotStore(backend.base_url, "t", 0, keep=5,
-                              storage_options=backend.storage_options)
+    def test_load_latest_skips_corrupt_and_truncated(self, backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+        snaps = SnapshotStore(backend.base_url, "t", 0, keep=5, storage_options=backend.storage_options)
         snaps.write(encode("good"), 10)
         bad_checksum = snaps.write(encode("x")[:-1] + b"0", 20)  # decode's checksum fails
         full = encode("cut short")  # named for its full content, stored truncated
         from processor.storage.snapshots import SnapshotName, content_digest
+
         truncated = f"t/0/{SnapshotName(30, content_digest(full)).filename}"
         backend.store().put_immutable(truncated, full[:5])
         with caplog.at_level(logging.WARNING, logger="processor.storage.snapshots"):
@@ -181,8 +177,12 @@ class StorageContract:
 
     async def test_deleter_removes_tree_only_and_is_idempotent(self, backend: Backend) -> None:
         store = backend.store()
-        for name in ["runs/r/ckpt_1/model.bin", "runs/r/ckpt_1/sub/opt.bin",
-                     "runs/r/ckpt_10/model.bin", "runs/r/ckpt_2"]:
+        for name in [
+            "runs/r/ckpt_1/model.bin",
+            "runs/r/ckpt_1/sub/opt.bin",
+            "runs/r/ckpt_10/model.bin",
+            "runs/r/ckpt_2",
+        ]:
             store.put_immutable(name, b"w")
         done: list[tuple[str, str]] = []
         deleter = backend.deleter(on_done=done.extend)
@@ -213,8 +213,7 @@ class StorageContract:
         deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
         target = f"{backend.base_url}/runs/other/ckpt"
         assert not deleter.submit("r", target, f"{backend.base_url}/runs/r")
-        assert not deleter.submit("r", f"{backend.base_url}/runs/r/../other/ckpt",
-                                  f"{backend.base_url}/runs/r")
+        assert not deleter.submit("r", f"{backend.base_url}/runs/r/../other/ckpt", f"{backend.base_url}/runs/r")
         assert await deleter.drain(timeout=5)
         assert store.get("runs/other/ckpt/model.bin") == b"keep me"
         assert "not strictly under the run's storage root" in deleter.refused[("r", target)]

@@ -54,9 +54,11 @@ def compare_views(actual: Mapping[str, RunView], expected: FoldResult, report: C
         elif run_id not in runs:
             report.problems.append(f"run {run_id}: a view on the state topic, but no such run in the log")
         elif canonical(actual[run_id].model_dump()) != canonical(runs[run_id]):
-            report.problems.append(f"run {run_id}: the state topic's view differs from the offline fold of the "
-                                   f"log:\n  service: {canonical(actual[run_id].model_dump())}\n  fold:    "
-                                   f"{canonical(runs[run_id])}")
+            report.problems.append(
+                f"run {run_id}: the state topic's view differs from the offline fold of the "
+                f"log:\n  service: {canonical(actual[run_id].model_dump())}\n  fold:    "
+                f"{canonical(runs[run_id])}"
+            )
 
 
 def live_paths(view: RunView) -> set[str]:
@@ -65,13 +67,14 @@ def live_paths(view: RunView) -> set[str]:
     return paths | ({view.latest} if view.latest else set())
 
 
-async def check_disk(views: Mapping[str, RunView], evicted: Mapping[str, list[str]], report: CheckReport,
-                     timeout_s: float = 20.0) -> None:
+async def check_disk(
+    views: Mapping[str, RunView], evicted: Mapping[str, list[str]], report: CheckReport, timeout_s: float = 20.0
+) -> None:
     gone = [p for paths in evicted.values() for p in paths]
     report.evicted = len(gone)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    while any(local_path(p).exists() for p in gone) and loop.time() < deadline:
+    while any(local_path(p).exists() for p in gone) and loop.time() < deadline:  # noqa: ASYNC110 - polls a disk
         await asyncio.sleep(0.1)
     remaining = [p for p in gone if local_path(p).exists()]
     report.deleted = len(gone) - len(remaining)

@@ -60,23 +60,39 @@ def progress_table(state: DemoState) -> RenderableType:
         table.add_column(no_wrap=True)
     for run in state.runs.values():
         view = run.view
-        marks = (f"committed {view.committed} · validated {view.validated} · gen {view.generation}" if view
-                 else "waiting for the processor")
-        table.add_row(Text(run.plan.name, style="bold"), ProgressBar(total=run.total, completed=run.sent, width=16),
-                      f"{run.sent}/{run.total}", Text(marks, style="dim"))
+        marks = (
+            f"committed {view.committed} · validated {view.validated} · gen {view.generation}"
+            if view
+            else "waiting for the processor"
+        )
+        table.add_row(
+            Text(run.plan.name, style="bold"),
+            ProgressBar(total=run.total, completed=run.sent, width=16),
+            f"{run.sent}/{run.total}",
+            Text(marks, style="dim"),
+        )
     v = state.validations
-    evaluator = Text(f"evaluator: {v['VALIDATED']} validated · {v['VALIDATION_FAILED']} failed · "
-                     f"{v['VALIDATION_TIMEOUT']} timed out")
+    evaluator = Text(
+        f"evaluator: {v['VALIDATED']} validated · {v['VALIDATION_FAILED']} failed · {v['VALIDATION_TIMEOUT']} timed out"
+    )
     return Group(table, evaluator)
 
 
 def dashboard(state: DemoState) -> RenderableType:
-    tables = [run_table(run_id, run.view, run.plan.score_attribute,
-                        title=f"{run_id}  (keep {run.plan.keep}, {run.plan.score_order} {run.plan.score_attribute})")
-              for run_id, run in state.runs.items()]
+    tables = [
+        run_table(
+            run_id,
+            run.view,
+            run.plan.score_attribute,
+            title=f"{run_id}  (keep {run.plan.keep}, {run.plan.score_order} {run.plan.score_attribute})",
+        )
+        for run_id, run in state.runs.items()
+    ]
     title = f"ckptlog demo — {state.phase} — {state.elapsed:4.1f}s"
-    return Group(Panel(Group(Text(state.header, style="dim"), progress_table(state)), title=title,
-                       title_align="left"), Columns(tables, padding=(1, 3)))
+    return Group(
+        Panel(Group(Text(state.header, style="dim"), progress_table(state)), title=title, title_align="left"),
+        Columns(tables, padding=(1, 3)),
+    )
 
 
 def summary(state: DemoState, report: CheckReport) -> RenderableType:
@@ -89,15 +105,25 @@ def summary(state: DemoState, report: CheckReport) -> RenderableType:
             table.add_row(run_id, str(run.sent), "—", "—", "—", "—", "—")
             continue
         best = next((c for c in view.checkpoints if c.path == view.best), None)
-        table.add_row(run_id, str(view.committed), str(len(view.checkpoints)),
-                      short_path(view.best) if view.best else "—",
-                      score_text(best.metrics, run.plan.score_attribute) if best else "—",
-                      short_path(view.latest) if view.latest else "—", str(view.generation))
-    verdict = (Text(f"✔ all checks passed in {state.elapsed:.1f}s", style="bold green") if report.ok
-               else Text(f"✘ {len(report.problems)} check(s) failed", style="bold red"))
-    lines = [f"views on the state topic == offline fold of the input log ({len(state.runs)} runs, "
-             f"{report.rejected} rejected)",
-             f"evicted checkpoints deleted from disk: {report.deleted}/{report.evicted}",
-             f"kept/latest/pending checkpoints still on disk: {report.kept_on_disk}"]
+        table.add_row(
+            run_id,
+            str(view.committed),
+            str(len(view.checkpoints)),
+            short_path(view.best) if view.best else "—",
+            score_text(best.metrics, run.plan.score_attribute) if best else "—",
+            short_path(view.latest) if view.latest else "—",
+            str(view.generation),
+        )
+    verdict = (
+        Text(f"✔ all checks passed in {state.elapsed:.1f}s", style="bold green")
+        if report.ok
+        else Text(f"✘ {len(report.problems)} check(s) failed", style="bold red")
+    )
+    lines = [
+        f"views on the state topic == offline fold of the input log ({len(state.runs)} runs, "
+        f"{report.rejected} rejected)",
+        f"evicted checkpoints deleted from disk: {report.deleted}/{report.evicted}",
+        f"kept/latest/pending checkpoints still on disk: {report.kept_on_disk}",
+    ]
     details = Text("\n".join(lines + report.problems))
     return Group(table, details, verdict)

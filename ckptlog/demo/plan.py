@@ -32,12 +32,36 @@ class RunPlan:
 def default_plans(count: int, prefix: str) -> list[RunPlan]:
     """Up to three flavours, cycled: validated-only scores, min-loss with a restart, mixed."""
     flavours = [
-        lambda run, name: RunPlan(run, name, keep=3, score_attribute="eval/acc", score_order="max", validate_every=1,
-                             restart_at=None, metrics_only_every=0),
-        lambda run, name: RunPlan(run, name, keep=2, score_attribute="loss", score_order="min", validate_every=0,
-                             restart_at=15, metrics_only_every=0),
-        lambda run, name: RunPlan(run, name, keep=4, score_attribute="val_acc", score_order="max", validate_every=5,
-                             restart_at=20, metrics_only_every=7),
+        lambda run, name: RunPlan(
+            run,
+            name,
+            keep=3,
+            score_attribute="eval/acc",
+            score_order="max",
+            validate_every=1,
+            restart_at=None,
+            metrics_only_every=0,
+        ),
+        lambda run, name: RunPlan(
+            run,
+            name,
+            keep=2,
+            score_attribute="loss",
+            score_order="min",
+            validate_every=0,
+            restart_at=15,
+            metrics_only_every=0,
+        ),
+        lambda run, name: RunPlan(
+            run,
+            name,
+            keep=4,
+            score_attribute="val_acc",
+            score_order="max",
+            validate_every=5,
+            restart_at=20,
+            metrics_only_every=7,
+        ),
     ]
     names = [f"{('resnet', 'bert', 'vit')[i % 3]}{'' if i < 3 else i // 3}" for i in range(count)]
     return [flavours[i % 3](f"{prefix}-{name}", name) for i, name in enumerate(names)]

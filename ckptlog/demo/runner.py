@@ -63,11 +63,21 @@ class DemoResult:
 def demo_settings(bootstrap: str, prefix: str, workdir: Path) -> ServiceSettings:
     topics = Topics.prefixed(prefix)
     return ServiceSettings(
-        bootstrap_servers=bootstrap, group_id=prefix, input_topic=topics.events,
-        checkpoints_topic=f"{prefix}.checkpoints", validations_topic=topics.validations,
-        watermarks_topic=topics.watermarks, state_topic=topics.state, dlq_topic=f"{prefix}.dlq",
-        topic_partitions=2, replication_factor=1, storage_root=file_url(workdir / "runs"),
-        snapshots=file_url(workdir / "snapshots"), snapshot_every=40, session_timeout_ms=6000)
+        bootstrap_servers=bootstrap,
+        group_id=prefix,
+        input_topic=topics.events,
+        checkpoints_topic=f"{prefix}.checkpoints",
+        validations_topic=topics.validations,
+        watermarks_topic=topics.watermarks,
+        state_topic=topics.state,
+        dlq_topic=f"{prefix}.dlq",
+        topic_partitions=2,
+        replication_factor=1,
+        storage_root=file_url(workdir / "runs"),
+        snapshots=file_url(workdir / "snapshots"),
+        snapshot_every=40,
+        session_timeout_ms=6000,
+    )
 
 
 async def _started(what: str, ready: asyncio.Event, task: asyncio.Task[None]) -> None:
@@ -79,8 +89,10 @@ async def _started(what: str, ready: asyncio.Event, task: asyncio.Task[None]) ->
         task.result()
         raise ClientError(f"the demo's {what} stopped during startup; see the log above")
     if not done:
-        raise ClientError(f"the demo's {what} did not join its consumer group within {STARTUP_TIMEOUT_S:.0f}s; "
-                          "check the broker (`ckptlog broker status`)")
+        raise ClientError(
+            f"the demo's {what} did not join its consumer group within {STARTUP_TIMEOUT_S:.0f}s; "
+            "check the broker (`ckptlog broker status`)"
+        )
 
 
 async def _guarded(work: Awaitable[Any], watched: list[asyncio.Task[None]]) -> Any:
@@ -100,7 +112,7 @@ async def _stop(component: Processor | Evaluator, task: asyncio.Task[None]) -> N
     component.stop()
     try:
         await asyncio.wait_for(asyncio.shield(task), 15.0)
-    except (asyncio.TimeoutError, Exception) as exc:  # shutting down: report, don't mask the result
+    except (TimeoutError, Exception) as exc:  # shutting down: report, don't mask the result
         log.warning("event=demo_stop_failed component=%s error=%r", type(component).__name__, exc)
         task.cancel()
 
@@ -117,11 +129,16 @@ async def _follow(reader: Reader, state: DemoState, run_id: str) -> None:
         state.runs[run_id].view = view
 
 
-async def _train_all(plans: list[RunPlan], options: DemoOptions, settings: ServiceSettings, storage: Path,
-                     state: DemoState) -> None:
+async def _train_all(
+    plans: list[RunPlan], options: DemoOptions, settings: ServiceSettings, storage: Path, state: DemoState
+) -> None:
     async def one(plan: RunPlan) -> None:
-        async with AsyncReporter(plan.run_id, bootstrap_servers=settings.bootstrap_servers,
-                                 topic=settings.input_topic, source="ckptlog/demo-trainer") as reporter:
+        async with AsyncReporter(
+            plan.run_id,
+            bootstrap_servers=settings.bootstrap_servers,
+            topic=settings.input_topic,
+            source="ckptlog/demo-trainer",
+        ) as reporter:
             await train(plan, reporter, storage, options.reports, options.seed, options.pace_s, state.tick)
 
     await asyncio.gather(*(one(plan) for plan in plans))
@@ -134,8 +151,10 @@ async def _settle(reader: Reader, state: DemoState, report: CheckReport) -> None
         if result.view is not None:
             run.view = result.view
         if not result.reached:
-            report.problems.append(f"run {run_id}: validated watermark did not reach {run.total} within "
-                                   f"{SETTLE_TIMEOUT_S:.0f}s (at {result.view.validated if result.view else '—'})")
+            report.problems.append(
+                f"run {run_id}: validated watermark did not reach {run.total} within "
+                f"{SETTLE_TIMEOUT_S:.0f}s (at {result.view.validated if result.view else '—'})"
+            )
 
 
 async def _verify(reader: Reader, settings: ServiceSettings, state: DemoState, report: CheckReport) -> None:
@@ -155,8 +174,10 @@ async def run_demo(options: DemoOptions, state_ready: Callable[[DemoState], None
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     settings = demo_settings(bootstrap, prefix, workdir)
     plans = default_plans(options.runs, prefix.removeprefix("ckptlog-demo-"))
-    state = DemoState({p.run_id: RunProgress(p, options.reports) for p in plans},
-                      header=f"broker {bootstrap} · topics {prefix}.* · storage {workdir}")
+    state = DemoState(
+        {p.run_id: RunProgress(p, options.reports) for p in plans},
+        header=f"broker {bootstrap} · topics {prefix}.* · storage {workdir}",
+    )
     result = DemoResult(state, workdir=workdir)
     if state_ready is not None:
         state_ready(state)
@@ -169,13 +190,21 @@ async def run_demo(options: DemoOptions, state_ready: Callable[[DemoState], None
     return result
 
 
-async def _run(options: DemoOptions, settings: ServiceSettings, plans: list[RunPlan], state: DemoState,
-               report: CheckReport) -> None:
+async def _run(
+    options: DemoOptions, settings: ServiceSettings, plans: list[RunPlan], state: DemoState, report: CheckReport
+) -> None:
     topics = Topics(settings.input_topic, settings.validations_topic, settings.state_topic, settings.watermarks_topic)
     processor = Processor(settings)
-    evaluator = Evaluator(validate_checkpoint, bootstrap_servers=settings.bootstrap_servers, topics=topics,
-                          group_id=f"{settings.group_id}-evaluators", concurrency=options.concurrency,
-                          session_timeout_ms=6000, stop_grace_s=2.0, on_result=_on_result(state))
+    evaluator = Evaluator(
+        validate_checkpoint,
+        bootstrap_servers=settings.bootstrap_servers,
+        topics=topics,
+        group_id=f"{settings.group_id}-evaluators",
+        concurrency=options.concurrency,
+        session_timeout_ms=6000,
+        stop_grace_s=2.0,
+        on_result=_on_result(state),
+    )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(_delete_topics, settings)
         ptask = asyncio.create_task(processor.run(), name="demo-processor")
@@ -200,8 +229,14 @@ async def _run(options: DemoOptions, settings: ServiceSettings, plans: list[RunP
 async def _delete_topics(settings: ServiceSettings) -> None:
     if settings.bootstrap_servers is None:
         return
-    names = [settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
-             settings.watermarks_topic, settings.state_topic, settings.dlq_topic]
+    names = [
+        settings.input_topic,
+        settings.checkpoints_topic,
+        settings.validations_topic,
+        settings.watermarks_topic,
+        settings.state_topic,
+        settings.dlq_topic,
+    ]
     try:
         await delete_topics(settings.connection(settings.bootstrap_servers), names)
     except Exception as exc:  # cleanup only: never mask the demo's result

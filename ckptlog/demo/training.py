@@ -32,19 +32,27 @@ def metrics_for(plan: RunPlan, step: int, quality: float, rng: random.Random) ->
     loss = max(0.01, 2.0 * (1.0 - quality) + rng.gauss(0, 0.05))
     if plan.score_order == "min" and step == 7:
         loss = math.nan  # a diverging step: data, not an error (it ranks last)
-    return {"step": step, "loss": round(loss, 4) if not math.isnan(loss) else loss,
-            "val_acc": round(quality + rng.gauss(0, 0.02), 4)}
+    return {
+        "step": step,
+        "loss": round(loss, 4) if not math.isnan(loss) else loss,
+        "val_acc": round(quality + rng.gauss(0, 0.02), 4),
+    }
 
 
-async def train(plan: RunPlan, reporter: AsyncReporter, storage: Path, reports: int, seed: int, pace_s: float,
-                tick: Tick) -> None:
+async def train(
+    plan: RunPlan, reporter: AsyncReporter, storage: Path, reports: int, seed: int, pace_s: float, tick: Tick
+) -> None:
     """`reports` steps; each may save a checkpoint, ask for validation or restart the worker group."""
     rng = random.Random(f"{seed}:{plan.name}")
     run_dir = storage / plan.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    await reporter.run_started(file_url(run_dir), plan.keep, plan.score_attribute, plan.score_order,
-                               validation={"fn_kwargs": {"dataset": "val", "seed": seed},
-                                           "timeout_s": plan.timeout_s})
+    await reporter.run_started(
+        file_url(run_dir),
+        plan.keep,
+        plan.score_attribute,
+        plan.score_order,
+        validation={"fn_kwargs": {"dataset": "val", "seed": seed}, "timeout_s": plan.timeout_s},
+    )
     tick(plan.run_id, "started")
     quality = 0.55 + rng.uniform(-0.05, 0.05)
     for step in range(reports):

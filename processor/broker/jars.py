@@ -56,9 +56,7 @@ def find_tool(name: str, path: str | None = None) -> str:
 def java_major(java: str) -> int:
     """The major version of `java`, read from `java -version` (printed on stderr)."""
     try:
-        out = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        )
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolMissingError(f"cannot run `{java} -version` ({exc}): {INSTALL_HINT}") from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
@@ -73,9 +71,7 @@ def require_java(path: str | None = None) -> str:
     java = find_tool("java", path)
     major = java_major(java)
     if major < MIN_JAVA:
-        raise ToolMissingError(
-            f"{java} is Java {major}, Kafka 4.x needs Java {MIN_JAVA}+: {INSTALL_HINT}"
-        )
+        raise ToolMissingError(f"{java} is Java {major}, Kafka 4.x needs Java {MIN_JAVA}+: {INSTALL_HINT}")
     return java
 
 
@@ -88,8 +84,7 @@ def render_pom(kafka_version: str = KAFKA_VERSION) -> str:
         ("org.slf4j", "slf4j-api", SLF4J_VERSION),
     ]
     body = "\n".join(
-        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version></dependency>"
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
         for g, a, v in deps
     )
     return (

@@ -31,7 +31,7 @@ from processor.broker.config import (
     render_server_properties,
 )
 from processor.broker.errors import BrokerStartError, PortInUseError
-from processor.broker.jars import KAFKA_VERSION, JarCache, Log, quiet, fetch_jars, require_java
+from processor.broker.jars import KAFKA_VERSION, JarCache, Log, fetch_jars, quiet, require_java
 from processor.broker.process import alive, cmdline, terminate
 
 ENV_BOOTSTRAP = ("KAFKA_BOOTSTRAP_SERVERS", "CKPTLOG_BOOTSTRAP_SERVERS")
@@ -120,9 +120,7 @@ class LocalBroker:
         self.start()
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
     # -- state ---------------------------------------------------------------
@@ -249,8 +247,8 @@ class LocalBroker:
                     return line.partition("=")[2].strip()
         cluster_id = new_cluster_id()
         self.log(f"formatting KRaft storage in {cfg.data_dir}")
-        cmd = self._jvm(java, cache) + [
-            "kafka.tools.StorageTool", "format", "--standalone",
+        cmd = [
+            *self._jvm(java, cache), "kafka.tools.StorageTool", "format", "--standalone",
             "-t", cluster_id, "-c", str(self.props_file),
         ]  # fmt: skip
         try:
@@ -269,7 +267,7 @@ class LocalBroker:
 
     def _spawn(self, java: str, cache: JarCache) -> int:
         """Launch kafka.Kafka detached in its own session; return the JVM's pid."""
-        cmd = self._jvm(java, cache) + ["kafka.Kafka", str(self.props_file)]
+        cmd = [*self._jvm(java, cache), "kafka.Kafka", str(self.props_file)]
         launcher = subprocess.run(
             ["/bin/sh", "-c", _LAUNCH, "ckptlog-broker", str(self.log_file), *cmd],
             capture_output=True, text=True, timeout=30, check=False,
@@ -288,9 +286,7 @@ class LocalBroker:
         while True:
             if state.pid is None or not alive(state.pid):
                 self._write_state(replace(state, pid=None))
-                raise BrokerStartError(
-                    f"the broker exited during startup; see {self.log_file}:\n{self.log_tail()}"
-                )
+                raise BrokerStartError(f"the broker exited during startup; see {self.log_file}:\n{self.log_tail()}")
             if probe.answers(state.bootstrap):
                 return
             if time.monotonic() > deadline:
@@ -318,6 +314,7 @@ class LocalBroker:
             terminate(pid, self.stop_timeout, self.log)
             self._write_state(replace(state, pid=None))
             return True
+
 
 def ensure_bootstrap(configured: str | None, *, log: Log = _stderr) -> str:
     """The Kafka address to use: `configured`, else $KAFKA_BOOTSTRAP_SERVERS /

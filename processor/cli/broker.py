@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from processor.broker import KAFKA_VERSION, LocalBroker, default_dir, fetch_jars
-from processor.cli.main import app
 from processor.cli.errors import cli_errors
+from processor.cli.main import app
 
 broker_app = typer.Typer(
     help="Run a local single-node Kafka broker (KRaft, 127.0.0.1) for development and tests.",
@@ -25,8 +25,7 @@ DirOpt = Annotated[
     Path | None,
     typer.Option(
         "--dir",
-        help="Broker directory (config, data, broker.log, broker.json). "
-        "Default: ${CKPTLOG_HOME:-~/.ckptlog}/broker.",
+        help="Broker directory (config, data, broker.log, broker.json). Default: ${CKPTLOG_HOME:-~/.ckptlog}/broker.",
     ),
 ]
 VersionOpt = Annotated[str, typer.Option("--kafka-version", help="Apache Kafka 4.x version.")]

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -23,21 +23,22 @@ from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
 from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from ckptlog.table import run_table
-from processor.cli.main import app
 from processor.cli.errors import cli_errors
+from processor.cli.main import app
 from processor.errors import ConfigError
 
 T = TypeVar("T")
 Opt = typer.Option
-Bootstrap = Annotated[Optional[str], Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, "
-                                              "else the embedded local broker).")]
+Bootstrap = Annotated[
+    str | None, Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the embedded local broker).")
+]
 EventsTopic = Annotated[str, Opt(help="Input topic the processor consumes.")]
 RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
-Keep = Annotated[Optional[int], Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
-ScoreAttr = Annotated[Optional[str], Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
+Keep = Annotated[int | None, Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
+ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
 ScoreOrder = Annotated[str, Opt(help="max or min.")]
-ValKwargs = Annotated[Optional[str], Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
-ValTimeout = Annotated[Optional[float], Opt(help="Evaluator time limit in seconds (implies --validate).")]
+ValKwargs = Annotated[str | None, Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
+ValTimeout = Annotated[float | None, Opt(help="Evaluator time limit in seconds (implies --validate).")]
 
 
 class UsageError(ConfigError):
@@ -89,29 +90,49 @@ def _print(sent: SentEvent) -> None:
     typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
 
 
-async def _start_run(reporter: AsyncReporter, storage_path: str, keep: int | None, attr: str | None, order: str,
-                     validation: bool | dict[str, Any]) -> None:
+async def _start_run(
+    reporter: AsyncReporter,
+    storage_path: str,
+    keep: int | None,
+    attr: str | None,
+    order: str,
+    validation: bool | dict[str, Any],
+) -> None:
     if order not in ("max", "min"):
         raise UsageError(f"--score-order must be max or min (got {order!r})")
-    _print(await reporter.run_started(storage_path, keep, attr, order,  # type: ignore[arg-type]
-                                      validation if validation is not True else {}))
+    _print(
+        await reporter.run_started(
+            storage_path,
+            keep,
+            attr,
+            order,  # type: ignore[arg-type]
+            validation if validation is not True else {},
+        )
+    )
 
 
 @app.command("report")
 def report_command(
     run_id: RunArg,
     metric: Annotated[list[str], Opt("--metric", "-m", help="name=value; repeatable.")] = [],  # noqa: B006
-    metrics_json: Annotated[Optional[str], Opt(help="All metrics as one JSON object.")] = None,
-    checkpoint: Annotated[Optional[str], Opt(help="Checkpoint directory (URL or absolute path).")] = None,
+    metrics_json: Annotated[str | None, Opt(help="All metrics as one JSON object.")] = None,
+    checkpoint: Annotated[str | None, Opt(help="Checkpoint directory (URL or absolute path).")] = None,
     validate: Annotated[bool, Opt("--validate", help="Ask an evaluator to validate the checkpoint.")] = False,
     validate_kwargs: ValKwargs = None,
     validate_timeout_s: ValTimeout = None,
-    generation: Annotated[Optional[int], Opt(help="Worker-group generation of the sender.")] = None,
-    index: Annotated[Optional[int], Opt(help="Report index within the generation; makes the id "
-                                             "(run, generation, index), so loops can repeat identical reports.")] = None,
-    event_id: Annotated[Optional[str], Opt(help="Use this event id as is.")] = None,
-    start: Annotated[Optional[str], Opt("--start", help="Also send run_started with this storage path first "
-                                                        "(identical repeats are no-ops).")] = None,
+    generation: Annotated[int | None, Opt(help="Worker-group generation of the sender.")] = None,
+    index: Annotated[
+        int | None,
+        Opt(
+            help="Report index within the generation; makes the id "
+            "(run, generation, index), so loops can repeat identical reports."
+        ),
+    ] = None,
+    event_id: Annotated[str | None, Opt(help="Use this event id as is.")] = None,
+    start: Annotated[
+        str | None,
+        Opt("--start", help="Also send run_started with this storage path first (identical repeats are no-ops)."),
+    ] = None,
     keep: Keep = None,
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
@@ -120,11 +141,13 @@ def report_command(
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless."""
+
     async def main() -> None:
         metrics = parse_metrics(metric, metrics_json)
         spec = validation_flag(validate, validate_kwargs, validate_timeout_s)
-        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
-                                 report_ids="content") as reporter:
+        async with AsyncReporter(
+            run_id, bootstrap_servers=bootstrap_servers, topic=topic, report_ids="content"
+        ) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
             _print(await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id))
@@ -145,6 +168,7 @@ def start_run_command(
     topic: EventsTopic = EVENTS_TOPIC,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
+
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
         async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic) as reporter:
@@ -157,22 +181,25 @@ def start_run_command(
 def restart_command(
     run_id: RunArg,
     num_workers: Annotated[int, Opt(help="Workers in the new group.")],
-    reason: Annotated[Optional[str], Opt(help="Why the group restarted.")] = None,
-    generation: Annotated[Optional[int], Opt(help="The run's current generation (default: read from the "
-                                                  "run's view on the state topic).")] = None,
+    reason: Annotated[str | None, Opt(help="Why the group restarted.")] = None,
+    generation: Annotated[
+        int | None, Opt(help="The run's current generation (default: read from the run's view on the state topic).")
+    ] = None,
     bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
+
     async def main() -> None:
         current = generation
         if current is None:
             async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
-        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic,
-                                 generation=current) as reporter:
+        async with AsyncReporter(
+            run_id, bootstrap_servers=bootstrap_servers, topic=topic, generation=current
+        ) as reporter:
             _print(await reporter.worker_group_restart(num_workers, reason))
 
     _run(main())
@@ -182,9 +209,9 @@ def restart_command(
 def evaluate_command(
     fn: Annotated[str, Opt("--fn", help="module:function called as fn(checkpoint_path, **fn_kwargs) -> dict.")],
     concurrency: Annotated[int, Opt(min=1, help="Validations run at once.")] = 4,
-    default_timeout_s: Annotated[Optional[float], Opt(help="Limit for requests without timeout_s.")] = None,
+    default_timeout_s: Annotated[float | None, Opt(help="Limit for requests without timeout_s.")] = None,
     group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
-    group_instance_id: Annotated[Optional[str], Opt(help="Static membership id (restarts skip a rebalance).")] = None,
+    group_instance_id: Annotated[str | None, Opt(help="Static membership id (restarts skip a rebalance).")] = None,
     session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
     bootstrap_servers: Bootstrap = None,
     events_topic: EventsTopic = EVENTS_TOPIC,
@@ -198,10 +225,16 @@ def evaluate_command(
     sys.path.insert(0, os.getcwd())  # `--fn mymodule:fn` from the current directory, as python -m does
 
     async def main() -> None:
-        evaluator = Evaluator(load_function(fn), bootstrap_servers=bootstrap_servers,
-                              topics=Topics(events=events_topic, validations=validations_topic),
-                              group_id=group_id, concurrency=concurrency, default_timeout_s=default_timeout_s,
-                              session_timeout_ms=session_timeout_ms, group_instance_id=group_instance_id)
+        evaluator = Evaluator(
+            load_function(fn),
+            bootstrap_servers=bootstrap_servers,
+            topics=Topics(events=events_topic, validations=validations_topic),
+            group_id=group_id,
+            concurrency=concurrency,
+            default_timeout_s=default_timeout_s,
+            session_timeout_ms=session_timeout_ms,
+            group_instance_id=group_instance_id,
+        )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, evaluator.stop)
@@ -229,8 +262,10 @@ def watch_command(
             if once:
                 view = await reader.view(run_id)
                 if view is None:
-                    raise ClientError(f"no view of run {run_id!r} on {state_topic}; check the run id and topic, "
-                                      "or that the processor is running")
+                    raise ClientError(
+                        f"no view of run {run_id!r} on {state_topic}; check the run id and topic, "
+                        "or that the processor is running"
+                    )
                 console.print(run_table(run_id, view, score_attribute))
                 return
             with Live(run_table(run_id, None, score_attribute), console=console, auto_refresh=False) as live:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console, RenderableType
@@ -54,6 +54,7 @@ async def _show(options: DemoOptions, console: Console, live: bool) -> DemoResul
     """Run the demo under a live dashboard, or narrated and printed once at the end."""
     holder: list[DemoState] = []
     if live:
+
         def current() -> RenderableType:
             return dashboard(holder[-1]) if holder else Text("starting …")
 
@@ -76,8 +77,9 @@ def demo_command(
     seed: Annotated[int, Opt(help="Seed of metrics and evaluator scores.")] = 7,
     pace_s: Annotated[float, Opt(min=0.0, help="Mean pause between reports.")] = 0.12,
     keep_files: Annotated[bool, Opt("--keep-files", help="Keep the temporary storage and logs.")] = False,
-    bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: "
-                                                         "$KAFKA_BOOTSTRAP_SERVERS, else the embedded broker).")] = None,
+    bootstrap_servers: Annotated[
+        str | None, Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the embedded broker).")
+    ] = None,
 ) -> None:
     """Run processor + evaluator + a simulated training job end to end and check the result."""
     console = Console()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.models import CheckpointConfig
+from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.core.state import FoldSettings
-from processor.cli.errors import cli_errors
 from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
 from processor.native import use_native
@@ -24,8 +24,7 @@ def settings_from_flags(keep: int | None, attribute: str | None, order: str, roo
         raise ConfigError(f"--default-num-to-keep must be >= 1 (got {keep}); omit it to keep every checkpoint")
     if order not in ("max", "min"):
         raise ConfigError(f"--score-order must be 'max' or 'min' (got {order!r})")
-    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute,
-                              checkpoint_score_order=order)  # type: ignore[arg-type]
+    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute, checkpoint_score_order=order)  # type: ignore[arg-type]
     return FoldSettings(default_config=config, default_root=root, outer_root=root)
 
 
@@ -33,36 +32,51 @@ def settings_from_flags(keep: int | None, attribute: str | None, order: str, roo
 def fold_command(
     file: Annotated[str, typer.Argument(help="File of CloudEvents JSON lines, or - for stdin.")] = "-",
     apply: Annotated[bool, typer.Option("--apply", help="Delete evicted checkpoints (default: dry run).")] = False,
-    default_num_to_keep: Annotated[Optional[int], typer.Option(help="num_to_keep for runs with no run_started.")] = None,
-    score_attribute: Annotated[Optional[str], typer.Option(help="Score metric for runs with no run_started.")] = None,
+    default_num_to_keep: Annotated[int | None, typer.Option(help="num_to_keep for runs with no run_started.")] = None,
+    score_attribute: Annotated[str | None, typer.Option(help="Score metric for runs with no run_started.")] = None,
     score_order: Annotated[str, typer.Option(help="max or min, for runs with no run_started.")] = "max",
-    storage_root: Annotated[Optional[str], typer.Option(help="Root for runs with no run_started; outer bound for deletions.")] = None,
+    storage_root: Annotated[
+        str | None, typer.Option(help="Root for runs with no run_started; outer bound for deletions.")
+    ] = None,
     max_payload_bytes: Annotated[int, typer.Option(help="Reject events larger than this.")] = DEFAULT_MAX_BYTES,
     max_depth: Annotated[int, typer.Option(help="Reject JSON nested deeper than this.")] = DEFAULT_MAX_DEPTH,
-    indent: Annotated[Optional[int], typer.Option(help="Pretty-print with this indent.")] = None,
-    workers: Annotated[int, typer.Option(help="Processes, each folding a shard of the runs; 0 = one per "
-                                              "core for files over 16 MiB.")] = 0,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show progress on stderr "
-                                                     "(default: when stderr is a terminal).")] = None,
-    engine: Annotated[str, typer.Option(help="auto (the compiled engine when installed), native or python: "
-                                             "the same document either way.")] = "auto",
+    indent: Annotated[int | None, typer.Option(help="Pretty-print with this indent.")] = None,
+    workers: Annotated[
+        int, typer.Option(help="Processes, each folding a shard of the runs; 0 = one per core for files over 16 MiB.")
+    ] = 0,
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Show progress on stderr (default: when stderr is a terminal)."),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(help="auto (the compiled engine when installed), native or python: the same document either way."),
+    ] = "auto",
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
         use_native(engine)  # an unknown engine, or native without the extension: a clear error first
     if file == "-":
-        text, deletions = fold_stream_text(sys.stdin.buffer, settings, max_bytes=max_payload_bytes,
-                                           max_depth=max_depth, indent=indent, engine=engine)
+        text, deletions = fold_stream_text(
+            sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth, indent=indent, engine=engine
+        )
     else:
         path = Path(file)
         if not path.is_file():
             typer.echo(f"error: {file}: no such file; give a file of JSON lines or - for stdin", err=True)
             raise typer.Exit(2)
-        text, deletions = fold_file_text(path, settings, workers=workers or auto_workers(path),
-                                         max_bytes=max_payload_bytes, max_depth=max_depth, with_deletions=apply,
-                                         indent=indent, progress=sys.stderr.isatty() if progress is None else progress,
-                                         engine=engine)
+        text, deletions = fold_file_text(
+            path,
+            settings,
+            workers=workers or auto_workers(path),
+            max_bytes=max_payload_bytes,
+            max_depth=max_depth,
+            with_deletions=apply,
+            indent=indent,
+            progress=sys.stderr.isatty() if progress is None else progress,
+            engine=engine,
+        )
     failures: list[str] = []
     if apply and deletions:
         from processor.storage.apply import delete_now

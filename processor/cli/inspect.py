@@ -6,16 +6,16 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from processor.broker import ensure_bootstrap
+from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.core.view import View
-from processor.cli.errors import cli_errors
 from processor.service.settings import load_settings
 from processor.service.views import read_views
 
@@ -32,22 +32,24 @@ def render(console: Console, run_id: str, view: View) -> None:
     for column in ("#", "report", "path", "status", "metrics", ""):
         table.add_column(column)
     for i, ckpt in enumerate(view["checkpoints"]):
-        marks = " ".join(m for m, hit in (("latest", ckpt["path"] == view["latest"]),
-                                          ("best", ckpt["path"] == view["best"])) if hit)
-        table.add_row(str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]),
-                      marks)
+        marks = " ".join(
+            m for m, hit in (("latest", ckpt["path"] == view["latest"]), ("best", ckpt["path"] == view["best"])) if hit
+        )
+        table.add_row(str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]), marks)
     console.print(table)
-    console.print(f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
-                  f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}\n")
+    console.print(
+        f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
+        f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}\n"
+    )
 
 
 @app.command("inspect")
 def inspect_command(
-    runs: Annotated[Optional[list[str]], typer.Argument(help="Run ids (default: every run).")] = None,
+    runs: Annotated[list[str] | None, typer.Argument(help="Run ids (default: every run).")] = None,
     as_json: Annotated[bool, Opt("--json", help='Print {"runs": {RUN_ID: VIEW}}.')] = False,
-    config: Annotated[Optional[Path], Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: embedded broker).")] = None,
-    state_topic: Annotated[Optional[str], Opt(help="Compacted state topic (default ckptlog.state).")] = None,
+    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
+    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    state_topic: Annotated[str | None, Opt(help="Compacted state topic (default ckptlog.state).")] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins)."""
     with cli_errors():

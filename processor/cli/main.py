@@ -21,9 +21,17 @@ app = typer.Typer(
 #: `ckptlog fold` and the client commands should not pay. tests/unit/test_cli_errors.py
 #: checks this table against what the modules register.
 COMMAND_MODULES = {
-    "fold": "fold", "broker": "broker", "run": "run", "inspect": "inspect", "replay": "replay",
-    "report": "clients", "start-run": "clients", "worker-group-restart": "clients", "evaluate": "clients",
-    "watch": "clients", "demo": "demo",
+    "fold": "fold",
+    "broker": "broker",
+    "run": "run",
+    "inspect": "inspect",
+    "replay": "replay",
+    "report": "clients",
+    "start-run": "clients",
+    "worker-group-restart": "clients",
+    "evaluate": "clients",
+    "watch": "clients",
+    "demo": "demo",
 }
 
 

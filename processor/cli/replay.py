@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from processor.broker import ensure_bootstrap
-from processor.cli.main import app
 from processor.cli.errors import cli_errors
+from processor.cli.main import app
 from processor.kafka.records import PartitionId
 from processor.service.replay import rebuild
 from processor.service.settings import load_settings
@@ -23,23 +23,30 @@ Opt = typer.Option
 @app.command("replay")
 def replay_command(
     snapshots: Annotated[str, Opt(help="fsspec URL of the NEW snapshot set to write.")],
-    from_snapshot: Annotated[Optional[str], Opt(help="Start from the newest valid snapshot under this URL "
-                                                     "instead of the log start.")] = None,
-    config: Annotated[Optional[Path], Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: embedded broker).")] = None,
-    input_topic: Annotated[Optional[str], Opt(help="Default ckptlog.events.")] = None,
-    storage_root: Annotated[Optional[str], Opt(help="As for run: must match the service's.")] = None,
-    default_num_to_keep: Annotated[Optional[int], Opt(help="As for run.")] = None,
-    score_attribute: Annotated[Optional[str], Opt(help="As for run.")] = None,
-    score_order: Annotated[Optional[str], Opt(help="As for run.")] = None,
-    allow_data_loss: Annotated[Optional[bool], Opt("--allow-data-loss/--no-allow-data-loss")] = None,
+    from_snapshot: Annotated[
+        str | None, Opt(help="Start from the newest valid snapshot under this URL instead of the log start.")
+    ] = None,
+    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
+    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    input_topic: Annotated[str | None, Opt(help="Default ckptlog.events.")] = None,
+    storage_root: Annotated[str | None, Opt(help="As for run: must match the service's.")] = None,
+    default_num_to_keep: Annotated[int | None, Opt(help="As for run.")] = None,
+    score_attribute: Annotated[str | None, Opt(help="As for run.")] = None,
+    score_order: Annotated[str | None, Opt(help="As for run.")] = None,
+    allow_data_loss: Annotated[bool | None, Opt("--allow-data-loss/--no-allow-data-loss")] = None,
 ) -> None:
     """Fold every input partition from the log start (or a snapshot) into one new snapshot each."""
     with cli_errors():
-        settings = load_settings(config, bootstrap_servers=bootstrap_servers, input_topic=input_topic,
-                                 storage_root=storage_root, default_num_to_keep=default_num_to_keep,
-                                 score_attribute=score_attribute, score_order=score_order,
-                                 allow_data_loss=allow_data_loss)
+        settings = load_settings(
+            config,
+            bootstrap_servers=bootstrap_servers,
+            input_topic=input_topic,
+            storage_root=storage_root,
+            default_num_to_keep=default_num_to_keep,
+            score_attribute=score_attribute,
+            score_order=score_order,
+            allow_data_loss=allow_data_loss,
+        )
         bootstrap = settings.bootstrap_servers or ensure_bootstrap(None)
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -54,5 +61,6 @@ def replay_command(
         with cli_errors():
             results = asyncio.run(rebuild(settings, bootstrap, snapshots, from_snapshot, progress))
     for r in results:
-        typer.echo(f"{r.pid}: {r.events} events from offset {r.start} -> snapshot at {r.next_offset} "
-                   f"({r.runs} runs): {r.url}")
+        typer.echo(
+            f"{r.pid}: {r.events} events from offset {r.start} -> snapshot at {r.next_offset} ({r.runs} runs): {r.url}"
+        )

@@ -7,12 +7,12 @@ import io
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from processor.cli.main import app
 from processor.cli.errors import cli_errors
+from processor.cli.main import app
 from processor.errors import CkptlogError
 from processor.service.logs import configure_logging
 from processor.service.processor import Processor, tune_gc
@@ -48,33 +48,35 @@ async def serve(settings: ServiceSettings) -> None:
 
 @app.command("run")
 def run_command(
-    config: Annotated[Optional[Path], Opt("--config", help="TOML (.toml) or JSON file of settings.")] = None,
-    bootstrap_servers: Annotated[Optional[str], Opt(help="Kafka host:port list (default: embedded broker).")] = None,
-    snapshots: Annotated[Optional[str], Opt(help="fsspec URL for snapshots (default ~/.ckptlog/snapshots).")] = None,
-    storage_root: Annotated[Optional[str], Opt(help="Default run root and outer bound for deletions.")] = None,
-    default_num_to_keep: Annotated[Optional[int], Opt(help="num_to_keep for runs without run_started.")] = None,
-    score_attribute: Annotated[Optional[str], Opt(help="Score metric for runs without run_started.")] = None,
-    score_order: Annotated[Optional[str], Opt(help="max or min.")] = None,
-    guarantee: Annotated[Optional[str], Opt(help="exactly_once (default) or at_least_once.")] = None,
-    group_id: Annotated[Optional[str], Opt(help="Consumer group (default ckptlog).")] = None,
-    group_instance_id: Annotated[Optional[str], Opt(help="Static group membership id (e.g. the pod name).")] = None,
-    transactional_id_prefix: Annotated[Optional[str], Opt(help="Default: the group id.")] = None,
-    input_topic: Annotated[Optional[str], Opt(help="Default ckptlog.events.")] = None,
-    checkpoints_topic: Annotated[Optional[str], Opt(help="Default ckptlog.checkpoints.")] = None,
-    validations_topic: Annotated[Optional[str], Opt(help="Default ckptlog.validations.")] = None,
-    watermarks_topic: Annotated[Optional[str], Opt(help="Default ckptlog.watermarks.")] = None,
-    state_topic: Annotated[Optional[str], Opt(help="Compacted; default ckptlog.state.")] = None,
-    dlq_topic: Annotated[Optional[str], Opt(help="Default ckptlog.dlq.")] = None,
-    topic_partitions: Annotated[Optional[int], Opt(help="Partitions of topics this command creates.")] = None,
-    snapshot_every: Annotated[Optional[int], Opt(help="Snapshot every N events (default 10000).")] = None,
-    snapshot_interval_s: Annotated[Optional[float], Opt(help="...or every T seconds (default 60).")] = None,
-    keep_snapshots: Annotated[Optional[int], Opt(help="Snapshots kept per partition (default 3).")] = None,
-    allow_data_loss: Annotated[Optional[bool], Opt("--allow-data-loss/--no-allow-data-loss",
-                                                   help="Continue from the log start if it lost offsets.")] = None,
-    max_payload_bytes: Annotated[Optional[int], Opt(help="Reject larger events (default 1 MiB).")] = None,
-    max_depth: Annotated[Optional[int], Opt(help="Reject deeper JSON (default 64).")] = None,
-    log_format: Annotated[Optional[str], Opt(help="text (key=value) or json.")] = None,
-    log_level: Annotated[Optional[str], Opt(help="DEBUG, INFO, WARNING, ...")] = None,
+    config: Annotated[Path | None, Opt("--config", help="TOML (.toml) or JSON file of settings.")] = None,
+    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    snapshots: Annotated[str | None, Opt(help="fsspec URL for snapshots (default ~/.ckptlog/snapshots).")] = None,
+    storage_root: Annotated[str | None, Opt(help="Default run root and outer bound for deletions.")] = None,
+    default_num_to_keep: Annotated[int | None, Opt(help="num_to_keep for runs without run_started.")] = None,
+    score_attribute: Annotated[str | None, Opt(help="Score metric for runs without run_started.")] = None,
+    score_order: Annotated[str | None, Opt(help="max or min.")] = None,
+    guarantee: Annotated[str | None, Opt(help="exactly_once (default) or at_least_once.")] = None,
+    group_id: Annotated[str | None, Opt(help="Consumer group (default ckptlog).")] = None,
+    group_instance_id: Annotated[str | None, Opt(help="Static group membership id (e.g. the pod name).")] = None,
+    transactional_id_prefix: Annotated[str | None, Opt(help="Default: the group id.")] = None,
+    input_topic: Annotated[str | None, Opt(help="Default ckptlog.events.")] = None,
+    checkpoints_topic: Annotated[str | None, Opt(help="Default ckptlog.checkpoints.")] = None,
+    validations_topic: Annotated[str | None, Opt(help="Default ckptlog.validations.")] = None,
+    watermarks_topic: Annotated[str | None, Opt(help="Default ckptlog.watermarks.")] = None,
+    state_topic: Annotated[str | None, Opt(help="Compacted; default ckptlog.state.")] = None,
+    dlq_topic: Annotated[str | None, Opt(help="Default ckptlog.dlq.")] = None,
+    topic_partitions: Annotated[int | None, Opt(help="Partitions of topics this command creates.")] = None,
+    snapshot_every: Annotated[int | None, Opt(help="Snapshot every N events (default 10000).")] = None,
+    snapshot_interval_s: Annotated[float | None, Opt(help="...or every T seconds (default 60).")] = None,
+    keep_snapshots: Annotated[int | None, Opt(help="Snapshots kept per partition (default 3).")] = None,
+    allow_data_loss: Annotated[
+        bool | None,
+        Opt("--allow-data-loss/--no-allow-data-loss", help="Continue from the log start if it lost offsets."),
+    ] = None,
+    max_payload_bytes: Annotated[int | None, Opt(help="Reject larger events (default 1 MiB).")] = None,
+    max_depth: Annotated[int | None, Opt(help="Reject deeper JSON (default 64).")] = None,
+    log_format: Annotated[str | None, Opt(help="text (key=value) or json.")] = None,
+    log_level: Annotated[str | None, Opt(help="DEBUG, INFO, WARNING, ...")] = None,
 ) -> None:
     """Run the stream processor: consume events, publish checkpoint events, views and watermarks."""
     flags: dict[str, Any] = {k: v for k, v in locals().items() if k != "config"}

@@ -46,8 +46,9 @@ class Fold:
     a fifth of the fold's cost per report is building outputs.
     """
 
-    def __init__(self, settings: FoldSettings | None = None, runs: dict[str, RunState] | None = None,
-                 *, emit: bool = True) -> None:
+    def __init__(
+        self, settings: FoldSettings | None = None, runs: dict[str, RunState] | None = None, *, emit: bool = True
+    ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
         self.runs: dict[str, RunState] = runs if runs is not None else {}
@@ -139,8 +140,15 @@ class Fold:
             return duplicate_path(run_id, path)
         return key
 
-    def _register(self, run: RunState, path: str, key: str, metrics: dict[str, Any], report_index: int,
-                  validation: bool | ValidationSpec) -> Effects:
+    def _register(
+        self,
+        run: RunState,
+        path: str,
+        key: str,
+        metrics: dict[str, Any],
+        report_index: int,
+        validation: bool | ValidationSpec,
+    ) -> Effects:
         attribute = run.score_attribute
         if attribute is None:
             has, value, problem = False, _NEG_INF, None
@@ -156,12 +164,30 @@ class Fold:
             run.pending[key] = record
         if not self.emit:
             return self._retain(run, [], size)
-        outputs = [_new(Output, ("checkpoint_registered", {"checkpoint_path": path, "report_index": report_index,
-                                                           "metrics": metrics, "status": status}))]
+        outputs = [
+            _new(
+                Output,
+                (
+                    "checkpoint_registered",
+                    {"checkpoint_path": path, "report_index": report_index, "metrics": metrics, "status": status},
+                ),
+            )
+        ]
         if spec is not None:
-            outputs.append(_new(Output, ("validation_requested", {
-                "checkpoint_path": path, "report_index": report_index, "fn_kwargs": spec.fn_kwargs,
-                "timeout_s": spec.timeout_s})))
+            outputs.append(
+                _new(
+                    Output,
+                    (
+                        "validation_requested",
+                        {
+                            "checkpoint_path": path,
+                            "report_index": report_index,
+                            "fn_kwargs": spec.fn_kwargs,
+                            "timeout_s": spec.timeout_s,
+                        },
+                    ),
+                )
+            )
         if problem is not None:
             outputs.append(_score_warning(run, path, problem))
         return self._retain(run, outputs, size)
@@ -178,8 +204,9 @@ class Fold:
         for record in apply_retention(run, size - keep):
             path = record.path
             if emit:
-                outputs.append(_new(Output, ("checkpoint_evicted", {"checkpoint_path": path,
-                                                                    "report_index": record.report_index})))
+                outputs.append(
+                    _new(Output, ("checkpoint_evicted", {"checkpoint_path": path, "report_index": record.report_index}))
+                )
             deletions.append(_new(Deletion, (run_id, path, root)))
         if emit:
             outputs.append(_watermark(run))
@@ -195,9 +222,19 @@ class Fold:
             key = ""
         record = run.pending.get(key) if run is not None else None
         if run is None or record is None:
-            return Effects([Output("warning", {"code": "not_pending", "checkpoint_path": data.checkpoint_path,
-                                               "message": f"run {event.subject!r}: validation result for "
-                                               f"{data.checkpoint_path!r}, which is not pending; ignored"})])
+            return Effects(
+                [
+                    Output(
+                        "warning",
+                        {
+                            "code": "not_pending",
+                            "checkpoint_path": data.checkpoint_path,
+                            "message": f"run {event.subject!r}: validation result for "
+                            f"{data.checkpoint_path!r}, which is not pending; ignored",
+                        },
+                    )
+                ]
+            )
         del run.pending[key]
         previous, record.status = record.status, data.status
         if data.status == "VALIDATED":
@@ -207,8 +244,13 @@ class Fold:
             has, value, _ = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
             record.sort_key = (has, value, record.report_index)
             run.checkpoints.add(record)
-        changed = {"checkpoint_path": record.path, "report_index": record.report_index, "status": record.status,
-                   "previous_status": previous, "metrics": record.metrics}
+        changed = {
+            "checkpoint_path": record.path,
+            "report_index": record.report_index,
+            "status": record.status,
+            "previous_status": previous,
+            "metrics": record.metrics,
+        }
         if data.error is not None:
             changed["error"] = data.error
         return self._retain(run, [Output("checkpoint_status_changed", changed)], len(run.checkpoints))
@@ -219,9 +261,12 @@ class Fold:
         run = run or self._run(event.subject)
         run.generation += 1
         run.index_in_generation = 0
-        started = {"generation": run.generation, "report_count": run.report_count,
-                   "latest_checkpoint_path": run.latest.path if run.latest else None,
-                   "num_workers": event.data.num_workers}
+        started = {
+            "generation": run.generation,
+            "report_count": run.report_count,
+            "latest_checkpoint_path": run.latest.path if run.latest else None,
+            "num_workers": event.data.num_workers,
+        }
         return Effects([Output("worker_group_started", started), _watermark(run)])
 
     def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
@@ -242,15 +287,30 @@ class Fold:
 def _watermark(run: RunState) -> Output:
     pending = run.pending
     validated = next(iter(pending.values())).report_index if pending else run.report_count
-    return _new(Output, ("watermark", {"committed": run.report_count, "validated": validated,
-                                       "generation": run.generation,
-                                       "index_in_generation": run.index_in_generation}))
+    return _new(
+        Output,
+        (
+            "watermark",
+            {
+                "committed": run.report_count,
+                "validated": validated,
+                "generation": run.generation,
+                "index_in_generation": run.index_in_generation,
+            },
+        ),
+    )
 
 
 def _score_warning(run: RunState, path: str, problem: str) -> Output:
     attr = run.config.checkpoint_score_attribute
-    why = {"score_missing": "has no metric", "score_not_numeric": "has a non-numeric",
-           "score_nan": "has NaN for"}[problem]
-    return Output("warning", {"code": problem, "checkpoint_path": path,
-                              "message": f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; "
-                              "it ranks last under the score order"})
+    why = {"score_missing": "has no metric", "score_not_numeric": "has a non-numeric", "score_nan": "has NaN for"}[
+        problem
+    ]
+    return Output(
+        "warning",
+        {
+            "code": problem,
+            "checkpoint_path": path,
+            "message": f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; it ranks last under the score order",
+        },
+    )

@@ -47,7 +47,7 @@ def _below(values: array[float], ties: array[int], value: float, tie: int) -> in
 class _Blocks:
     """Sorted blocks of records with unboxed keys; `max_*` hold each block's last key."""
 
-    __slots__ = ("values", "ties", "items", "max_values", "max_ties", "size")
+    __slots__ = ("items", "max_ties", "max_values", "size", "ties", "values")
 
     def __init__(self, records: list[CheckpointRecord]) -> None:
         self._load(records)
@@ -60,7 +60,7 @@ class _Blocks:
         self.max_ties: array[int] = array("q")
         self.size = len(records)
         for start in range(0, len(records), BLOCK // 2):
-            chunk = records[start:start + BLOCK // 2]
+            chunk = records[start : start + BLOCK // 2]
             keys = [_compact(r.sort_key) for r in chunk]
             self.values.append(array("d", [k[0] for k in keys]))
             self.ties.append(array("q", [k[1] for k in keys]))
@@ -95,9 +95,9 @@ class _Blocks:
     def _split(self, b: int) -> None:
         half = BLOCK // 2
         values, ties, items = self.values[b], self.ties[b], self.items[b]
-        self.values[b:b + 1] = [values[:half], values[half:]]
-        self.ties[b:b + 1] = [ties[:half], ties[half:]]
-        self.items[b:b + 1] = [items[:half], items[half:]]
+        self.values[b : b + 1] = [values[:half], values[half:]]
+        self.ties[b : b + 1] = [ties[:half], ties[half:]]
+        self.items[b : b + 1] = [items[:half], items[half:]]
         self.max_values.insert(b, values[half - 1])
         self.max_ties.insert(b, ties[half - 1])
 
@@ -134,7 +134,7 @@ class _Blocks:
 
 
 class SortedRecords:
-    __slots__ = ("_keys", "_items", "_big")
+    __slots__ = ("_big", "_items", "_keys")
 
     def __init__(self) -> None:
         self._keys: list[tuple[bool, float, int]] = []

@@ -67,8 +67,10 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     if not isinstance(version, int):
         raise SnapshotCorrupt(f"{name}: schema_version {version!r} is not an integer; skipping it")
     if version > SCHEMA_VERSION:
-        raise SnapshotVersionError(f"{name}: snapshot schema version {version!r} is newer than this build reads "
-                                   f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild")
+        raise SnapshotVersionError(
+            f"{name}: snapshot schema version {version!r} is newer than this build reads "
+            f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild"
+        )
     body = outer.get("snapshot")
     if not isinstance(body, dict):
         raise SnapshotCorrupt(f"{name}: no snapshot body; skipping it")
@@ -82,14 +84,23 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
 
 
 def _settings_out(s: FoldSettings) -> dict[str, Any]:
-    return {"default_config": s.default_config.model_dump(), "default_root": s.default_root,
-            "outer_root": s.outer_root, "default_validation": s.default_validation.model_dump(),
-            "dedup_window": s.dedup_window}
+    return {
+        "default_config": s.default_config.model_dump(),
+        "default_root": s.default_root,
+        "outer_root": s.outer_root,
+        "default_validation": s.default_validation.model_dump(),
+        "dedup_window": s.dedup_window,
+    }
 
 
 def _settings_in(d: dict[str, Any]) -> FoldSettings:
-    return FoldSettings(CheckpointConfig.model_validate(d["default_config"]), d["default_root"], d["outer_root"],
-                        ValidationSpec.model_validate(d["default_validation"]), int(d["dedup_window"]))
+    return FoldSettings(
+        CheckpointConfig.model_validate(d["default_config"]),
+        d["default_root"],
+        d["outer_root"],
+        ValidationSpec.model_validate(d["default_validation"]),
+        int(d["dedup_window"]),
+    )
 
 
 def run_out(run: RunState) -> dict[str, Any]:
@@ -100,8 +111,14 @@ def run_out(run: RunState) -> dict[str, Any]:
         "default_validation": run.default_validation.model_dump(),
         "started": run.started.model_dump() if run.started is not None else None,
         "checkpoints": [
-            {"path": r.path, "key": r.key, "metrics": r.metrics, "report_index": r.report_index, "status": r.status,
-             "validation": r.validation.model_dump() if r.validation is not None else None}
+            {
+                "path": r.path,
+                "key": r.key,
+                "metrics": r.metrics,
+                "report_index": r.report_index,
+                "status": r.status,
+                "validation": r.validation.model_dump() if r.validation is not None else None,
+            }
             for r in run.checkpoints
         ],
         "latest": run.latest.key if run.latest is not None else None,
@@ -118,14 +135,16 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     config = CheckpointConfig.model_validate(d["config"])
     root = d["storage_root"]
     started = RunStartedData.model_validate(d["started"]) if d["started"] is not None else None
-    run = RunState(run_id, config, root, root_prefix(root),
-                   ValidationSpec.model_validate(d["default_validation"]), started=started)
+    run = RunState(
+        run_id, config, root, root_prefix(root), ValidationSpec.model_validate(d["default_validation"]), started=started
+    )
     run.checkpoints = new_checkpoint_list()
     for c in d["checkpoints"]:
         has, value, _ = score(c["metrics"], config.checkpoint_score_attribute, config.checkpoint_score_order)
         spec = ValidationSpec.model_validate(c["validation"]) if c["validation"] is not None else None
-        record = CheckpointRecord(c["path"], c["key"], c["metrics"], c["report_index"], c["status"], spec,
-                                  (has, value, c["report_index"]))
+        record = CheckpointRecord(
+            c["path"], c["key"], c["metrics"], c["report_index"], c["status"], spec, (has, value, c["report_index"])
+        )
         run.checkpoints.add(record)
         run.by_key[record.key] = record
     run.latest = run.by_key[d["latest"]] if d["latest"] is not None else None
@@ -134,11 +153,17 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.index_in_generation = d["index_in_generation"]
     run.seen = deque(d["seen"])
     run.seen_set = set(run.seen)
-    run.outstanding = {key: path for key, path in d["outstanding"]}
+    run.outstanding = dict(d["outstanding"])
     return run
 
 
 def _snapshot_in(body: dict[str, Any]) -> Snapshot:
     runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
-    return Snapshot(body["topic"], int(body["partition"]), int(body["next_offset"]), _settings_in(body["settings"]),
-                    runs, body["processor_version"])
+    return Snapshot(
+        body["topic"],
+        int(body["partition"]),
+        int(body["next_offset"]),
+        _settings_in(body["settings"]),
+        runs,
+        body["processor_version"],
+    )

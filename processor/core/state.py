@@ -86,5 +86,11 @@ def new_run(run_id: str, settings: FoldSettings, started: RunStartedData | None 
     if started is None:
         root = settings.default_root
         return RunState(run_id, settings.default_config, root, root_prefix(root), settings.default_validation)
-    return RunState(run_id, started.checkpoint_config, started.storage_path, root_prefix(started.storage_path),
-                    started.validation, started=started)
+    return RunState(
+        run_id,
+        started.checkpoint_config,
+        started.storage_path,
+        root_prefix(started.storage_path),
+        started.validation,
+        started=started,
+    )

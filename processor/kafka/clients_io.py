@@ -40,8 +40,7 @@ class EventProducer:
 
     def __init__(self, conn: KafkaConnection) -> None:
         self._conn = conn
-        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True, acks="all",
-                                          linger_ms=0)
+        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True, acks="all", linger_ms=0)
 
     async def start(self) -> None:
         await start_client(self._producer, self._conn, "an idempotent producer")
@@ -67,8 +66,10 @@ class EventProducer:
         try:
             meta = await (await self._producer.send(topic, value, key=key))
         except KafkaError as exc:
-            raise KafkaIOError(f"sending to {topic} on {self._conn.bootstrap_servers} failed: {exc!r}; the "
-                               "call can be retried safely (event ids are deterministic)") from exc
+            raise KafkaIOError(
+                f"sending to {topic} on {self._conn.bootstrap_servers} failed: {exc!r}; the "
+                "call can be retried safely (event ids are deterministic)"
+            ) from exc
         return Delivery(meta.topic, meta.partition, meta.offset)
 
     async def stop(self) -> None:
@@ -87,9 +88,14 @@ class TopicTail:
 
     def __init__(self, conn: KafkaConnection, topic: str) -> None:
         self._conn, self.topic = conn, topic
-        self._consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False,
-                                          isolation_level="read_committed", auto_offset_reset="earliest",
-                                          fetch_max_wait_ms=100)
+        self._consumer = AIOKafkaConsumer(
+            **conn.client_kwargs(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+        )
         self._tps: list[TopicPartition] = []
         self._assigning = asyncio.Lock()
 
@@ -119,8 +125,11 @@ class TopicTail:
             await asyncio.sleep(timeout_ms / 1000)
             return []
         batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
-        return [Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
-                for records in batches.values() for r in records]
+        return [
+            Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+            for records in batches.values()
+            for r in records
+        ]
 
     async def positions(self) -> dict[int, int]:
         """The next offset `fetch` returns, per partition (past any transaction markers)."""

@@ -33,21 +33,29 @@ class KafkaConnection:
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments common to AIOKafkaConsumer, AIOKafkaProducer and the admin client."""
         if self.security_protocol not in _PROTOCOLS:
-            raise ConfigError(f"security_protocol {self.security_protocol!r} for {self.bootstrap_servers} is not "
-                              f"one of {', '.join(_PROTOCOLS)}; fix CKPTLOG_SECURITY_PROTOCOL or the config file")
-        kwargs: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "client_id": self.client_id,
-                                  "security_protocol": self.security_protocol}
+            raise ConfigError(
+                f"security_protocol {self.security_protocol!r} for {self.bootstrap_servers} is not "
+                f"one of {', '.join(_PROTOCOLS)}; fix CKPTLOG_SECURITY_PROTOCOL or the config file"
+            )
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+        }
         if self.security_protocol.startswith("SASL"):
             kwargs["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
             kwargs["sasl_plain_username"] = self.sasl_plain_username
             kwargs["sasl_plain_password"] = self.sasl_plain_password
         if self.security_protocol.endswith("SSL"):
             try:
-                kwargs["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile,
-                                                           keyfile=self.ssl_keyfile)
+                kwargs["ssl_context"] = create_ssl_context(
+                    cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile
+                )
             except (OSError, ValueError) as exc:
-                raise ConfigError(f"cannot build the TLS context for {self.bootstrap_servers}: {exc}; check "
-                                  "ssl_cafile / ssl_certfile / ssl_keyfile") from exc
+                raise ConfigError(
+                    f"cannot build the TLS context for {self.bootstrap_servers}: {exc}; check "
+                    "ssl_cafile / ssl_certfile / ssl_keyfile"
+                ) from exc
         return kwargs
 
 
@@ -64,5 +72,7 @@ async def start_client(client: _Client, conn: KafkaConnection, what: str) -> Non
         await client.start()
     except KafkaError as exc:
         await client.stop()
-        raise KafkaIOError(f"{what} cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check "
-                           "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up") from exc
+        raise KafkaIOError(
+            f"{what} cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check "
+            "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up"
+        ) from exc

@@ -44,19 +44,34 @@ def _tp(pid: PartitionId) -> TopicPartition:
 
 
 class GroupConsumer:
-    def __init__(self, conn: KafkaConnection, group_id: str, topic: str, listener: AssignmentListener, *,
-                 max_records: int = 20_000, session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 100,
-                 group_instance_id: str | None = None) -> None:
+    def __init__(
+        self,
+        conn: KafkaConnection,
+        group_id: str,
+        topic: str,
+        listener: AssignmentListener,
+        *,
+        max_records: int = 20_000,
+        session_timeout_ms: int = 10_000,
+        fetch_max_wait_ms: int = 100,
+        group_instance_id: str | None = None,
+    ) -> None:
         self._conn, self.group_id, self.topic = conn, group_id, topic
         self._bridge = _Bridge(listener)
         self._max_records = max_records
         self._consumer = AIOKafkaConsumer(
-            **conn.client_kwargs(), group_id=group_id, group_instance_id=group_instance_id, enable_auto_commit=False,
+            **conn.client_kwargs(),
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            enable_auto_commit=False,
             isolation_level="read_committed",
-            auto_offset_reset="earliest", session_timeout_ms=session_timeout_ms,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=max(60_000, session_timeout_ms),  # revocation snapshots, restores take time
-            heartbeat_interval_ms=max(100, session_timeout_ms // 5), fetch_max_wait_ms=fetch_max_wait_ms,
-            max_partition_fetch_bytes=4 * 1024 * 1024)
+            heartbeat_interval_ms=max(100, session_timeout_ms // 5),
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
 
     async def start(self) -> None:
         await start_client(self._consumer, self._conn, f"consumer group {self.group_id}")
@@ -74,8 +89,10 @@ class GroupConsumer:
         try:
             batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
         except KafkaError as exc:
-            raise KafkaIOError(f"consuming {self.topic} in group {self.group_id} failed: {exc!r}; check the broker "
-                               "and the group's ACLs") from exc
+            raise KafkaIOError(
+                f"consuming {self.topic} in group {self.group_id} failed: {exc!r}; check the broker "
+                "and the group's ACLs"
+            ) from exc
         return {PartitionId(*tp): records for tp, records in batches.items()}
 
     def assignment(self) -> set[PartitionId]:
@@ -98,8 +115,10 @@ class GroupConsumer:
         try:
             offset = await self._consumer.committed(_tp(pid))
         except KafkaError as exc:
-            raise KafkaIOError(f"{pid}: reading the committed offset of group {self.group_id} failed: "
-                               f"{exc!r}; retry once the group coordinator is available") from exc
+            raise KafkaIOError(
+                f"{pid}: reading the committed offset of group {self.group_id} failed: "
+                f"{exc!r}; retry once the group coordinator is available"
+            ) from exc
         return None if offset is None or offset < 0 else int(offset)
 
     async def log_start(self, pid: PartitionId) -> int:
@@ -115,8 +134,10 @@ class GroupConsumer:
             await self._consumer.commit({_tp(p): OffsetAndMetadata(o, "") for p, o in offsets.items()})
         except KafkaError as exc:
             names = ", ".join(f"{p}@{o}" for p, o in offsets.items())
-            raise KafkaIOError(f"committing {names} for group {self.group_id} failed: {exc!r}; the records "
-                               "will be re-processed (at_least_once) after the next rebalance") from exc
+            raise KafkaIOError(
+                f"committing {names} for group {self.group_id} failed: {exc!r}; the records "
+                "will be re-processed (at_least_once) after the next rebalance"
+            ) from exc
 
     async def stop(self) -> None:
         await self._consumer.stop()

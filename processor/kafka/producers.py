@@ -71,7 +71,7 @@ class _Open:
     record builder inside it, called directly (positional arguments, no per-record keyword parsing,
     wrapper frame and clock read: a third of the per-record cost), with the count kept here."""
 
-    __slots__ = ("builder", "append", "count")
+    __slots__ = ("append", "builder", "count")
 
     def __init__(self, builder: Any) -> None:
         self.builder, self.count = builder, 0
@@ -143,16 +143,21 @@ class Batcher:
 class TransactionalProducer:
     """Outputs and consumed offsets of one input partition, committed atomically."""
 
-    def __init__(self, conn: KafkaConnection, prefix: str, pid: PartitionId, group_id: str,
-                 transaction_timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self, conn: KafkaConnection, prefix: str, pid: PartitionId, group_id: str, transaction_timeout_ms: int = 60_000
+    ) -> None:
         self.pid, self.group_id = pid, group_id
         self.transactional_id = transactional_id(prefix, pid)
         kwargs = conn.client_kwargs()
         kwargs["client_id"] = f"{kwargs['client_id']}-{pid.topic}-{pid.partition}"
-        self._producer = AIOKafkaProducer(**kwargs, transactional_id=self.transactional_id,
-                                          transaction_timeout_ms=transaction_timeout_ms,
-                                          max_batch_size=_BATCH_BYTES, linger_ms=0,
-                                          max_request_size=MAX_RECORD_BYTES)
+        self._producer = AIOKafkaProducer(
+            **kwargs,
+            transactional_id=self.transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+            max_batch_size=_BATCH_BYTES,
+            linger_ms=0,
+            max_request_size=MAX_RECORD_BYTES,
+        )
         self._batcher = Batcher(self._producer)
         self._started = False
 
@@ -165,8 +170,10 @@ class TransactionalProducer:
             raise FencedError(self._fenced_message(exc)) from exc
         except KafkaError as exc:
             await self._producer.stop()
-            raise KafkaIOError(f"{self.pid}: starting transactional producer {self.transactional_id} failed: "
-                               f"{exc!r}; check that the broker supports transactions") from exc
+            raise KafkaIOError(
+                f"{self.pid}: starting transactional producer {self.transactional_id} failed: "
+                f"{exc!r}; check that the broker supports transactions"
+            ) from exc
         self._started = True
 
     async def commit(self, records: Sequence[OutRecord], offsets: dict[PartitionId, int]) -> None:
@@ -177,26 +184,32 @@ class TransactionalProducer:
             await self._batcher.send_all(records)
             if offsets:
                 await producer.send_offsets_to_transaction(
-                    {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id)
+                    {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id
+                )
             await producer.commit_transaction()
         except _FENCED as exc:
             raise FencedError(self._fenced_message(exc)) from exc
         except KafkaError as exc:
             await self._abort_quietly()
-            raise KafkaIOError(f"{self.pid}: transaction of {self.transactional_id} with {len(records)} records "
-                               f"failed: {exc!r}; the batch is aborted and will be re-processed") from exc
+            raise KafkaIOError(
+                f"{self.pid}: transaction of {self.transactional_id} with {len(records)} records "
+                f"failed: {exc!r}; the batch is aborted and will be re-processed"
+            ) from exc
 
     async def _abort_quietly(self) -> None:
         try:
             if self._producer._txn_manager is not None and self._producer._txn_manager.is_in_transaction():
                 await self._producer.abort_transaction()
         except KafkaError as exc:  # the producer is closed and rebuilt by the caller anyway
-            log.warning("event=abort_failed partition=%s transactional_id=%s error=%r", self.pid,
-                        self.transactional_id, exc)
+            log.warning(
+                "event=abort_failed partition=%s transactional_id=%s error=%r", self.pid, self.transactional_id, exc
+            )
 
     def _fenced_message(self, exc: BaseException) -> str:
-        return (f"{self.pid}: transactional id {self.transactional_id} was fenced ({type(exc).__name__}): another "
-                "instance now owns this partition; this instance drops it and rejoins the group")
+        return (
+            f"{self.pid}: transactional id {self.transactional_id} was fenced ({type(exc).__name__}): another "
+            "instance now owns this partition; this instance drops it and rejoins the group"
+        )
 
     async def stop(self) -> None:
         retrieve_failures(self._producer)
@@ -211,8 +224,13 @@ class IdempotentProducer:
     """at_least_once: acks=all, idempotent, shared by every partition of the process."""
 
     def __init__(self, conn: KafkaConnection) -> None:
-        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True,
-                                          max_batch_size=_BATCH_BYTES, linger_ms=0, max_request_size=MAX_RECORD_BYTES)
+        self._producer = AIOKafkaProducer(
+            **conn.client_kwargs(),
+            enable_idempotence=True,
+            max_batch_size=_BATCH_BYTES,
+            linger_ms=0,
+            max_request_size=MAX_RECORD_BYTES,
+        )
         self._batcher = Batcher(self._producer)
 
     async def start(self) -> None:
@@ -226,8 +244,9 @@ class IdempotentProducer:
         try:
             await self._batcher.send_all(records)
         except KafkaError as exc:
-            raise KafkaIOError(f"publishing {len(records)} records failed: {exc!r}; the batch will be "
-                               "re-processed (same output ids)") from exc
+            raise KafkaIOError(
+                f"publishing {len(records)} records failed: {exc!r}; the batch will be re-processed (same output ids)"
+            ) from exc
 
     async def stop(self) -> None:
         retrieve_failures(self._producer)

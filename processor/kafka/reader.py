@@ -31,13 +31,23 @@ class Record:
 class TopicReader:
     """`async with TopicReader(conn, topic) as r: async for batch in r.batches(): ...`."""
 
-    def __init__(self, conn: KafkaConnection, topic: str, partitions: Sequence[int] | None = None,
-                 start: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        conn: KafkaConnection,
+        topic: str,
+        partitions: Sequence[int] | None = None,
+        start: dict[int, int] | None = None,
+    ) -> None:
         self._conn, self.topic = conn, topic
         self._partitions, self._start = partitions, start or {}
-        self._consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False,
-                                          isolation_level="read_committed", auto_offset_reset="earliest",
-                                          fetch_max_wait_ms=50)
+        self._consumer = AIOKafkaConsumer(
+            **conn.client_kwargs(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+        )
         self.begin: dict[PartitionId, int] = {}
         self.end: dict[PartitionId, int] = {}
 
@@ -45,8 +55,9 @@ class TopicReader:
         async with admin_client(self._conn) as admin:
             counts = await partition_counts(admin, [self.topic])
         if self.topic not in counts:
-            raise TopicSetupError(f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check "
-                                  "the topic name")
+            raise TopicSetupError(
+                f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check the topic name"
+            )
         await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
         wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
         tps = [TopicPartition(self.topic, p) for p in wanted]
@@ -78,8 +89,11 @@ class TopicReader:
             fetched = await self._consumer.getmany(*remaining, timeout_ms=200, max_records=max_records)
             for tp, records in fetched.items():
                 end = self.end[PartitionId(*tp)]
-                batch = [Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
-                         for r in records if r.offset < end]
+                batch = [
+                    Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                    for r in records
+                    if r.offset < end
+                ]
                 if batch:
                     yield batch
 

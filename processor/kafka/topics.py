@@ -36,8 +36,10 @@ async def admin_client(conn: KafkaConnection) -> AsyncIterator[AIOKafkaAdminClie
         await admin.start()
     except KafkaError as exc:
         await admin.close()
-        raise KafkaIOError(f"cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check --bootstrap-servers "
-                           "and that the broker is up") from exc
+        raise KafkaIOError(
+            f"cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check --bootstrap-servers "
+            "and that the broker is up"
+        ) from exc
     try:
         yield admin
     finally:
@@ -50,8 +52,9 @@ async def partition_counts(admin: AIOKafkaAdminClient, names: Sequence[str]) -> 
     return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
 
 
-async def ensure_topics(conn: KafkaConnection, specs: Sequence[TopicSpec], default_partitions: int,
-                        replication_factor: int | None = None) -> dict[str, int]:
+async def ensure_topics(
+    conn: KafkaConnection, specs: Sequence[TopicSpec], default_partitions: int, replication_factor: int | None = None
+) -> dict[str, int]:
     """Create every missing topic; returns the partition count of each. Existing ones are left as they are."""
     async with admin_client(conn) as admin:
         existing = await partition_counts(admin, [s.name for s in specs])
@@ -64,12 +67,19 @@ async def ensure_topics(conn: KafkaConnection, specs: Sequence[TopicSpec], defau
             for entry in getattr(response, "topic_errors", []):
                 name, code = entry[0], entry[1]
                 if code and code != _TOPIC_EXISTS:
-                    raise TopicSetupError(f"creating topic {name} on {conn.bootstrap_servers} failed with error "
-                                          f"code {code} ({entry[2] if len(entry) > 2 else ''}); create it by hand "
-                                          "or fix the broker's permissions")
+                    raise TopicSetupError(
+                        f"creating topic {name} on {conn.bootstrap_servers} failed with error "
+                        f"code {code} ({entry[2] if len(entry) > 2 else ''}); create it by hand "
+                        "or fix the broker's permissions"
+                    )
             for spec in missing:
-                log.info("event=topic_created topic=%s partitions=%d replication_factor=%d config=%s",
-                         spec.name, spec.partitions or default_partitions, rf, spec.config)
+                log.info(
+                    "event=topic_created topic=%s partitions=%d replication_factor=%d config=%s",
+                    spec.name,
+                    spec.partitions or default_partitions,
+                    rf,
+                    spec.config,
+                )
             existing = await _wait_for(admin, [s.name for s in specs])
         return existing
 
@@ -77,8 +87,11 @@ async def ensure_topics(conn: KafkaConnection, specs: Sequence[TopicSpec], defau
 async def _wait_for(admin: AIOKafkaAdminClient, names: list[str], attempts: int = 100) -> dict[str, int]:
     for _ in range(attempts):
         described = await admin.describe_topics(names)
-        ready = {t["topic"]: len(t["partitions"]) for t in described
-                 if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])}
+        ready = {
+            t["topic"]: len(t["partitions"])
+            for t in described
+            if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+        }
         if len(ready) == len(names):
             return ready
         await asyncio.sleep(0.1)
@@ -90,8 +103,10 @@ async def topic_partitions(conn: KafkaConnection, topic: str) -> int:
     async with admin_client(conn) as admin:
         counts = await partition_counts(admin, [topic])
     if topic not in counts:
-        raise TopicSetupError(f"topic {topic} does not exist on {conn.bootstrap_servers}; check the topic name "
-                              "(--input-topic) or start `ckptlog run` once to create it")
+        raise TopicSetupError(
+            f"topic {topic} does not exist on {conn.bootstrap_servers}; check the topic name "
+            "(--input-topic) or start `ckptlog run` once to create it"
+        )
     return counts[topic]
 
 
@@ -102,6 +117,7 @@ async def delete_prefix(conn: KafkaConnection, topic: str, partition: int, befor
         try:
             result = await admin.delete_records({tp: RecordsToDelete(before_offset)})
         except KafkaError as exc:
-            raise KafkaIOError(f"deleting records of {topic}[{partition}] below {before_offset} failed: "
-                               f"{exc!r}") from exc
+            raise KafkaIOError(
+                f"deleting records of {topic}[{partition}] below {before_offset} failed: {exc!r}"
+            ) from exc
         return int(result[tp])

@@ -10,8 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from events.codec import decode_event
-from events.codec import DecodedEvent
+from events.codec import DecodedEvent, decode_event
 from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
@@ -58,8 +57,10 @@ class BatchFolder:
             live = offset >= publish_from
             event: DecodedEvent | Rejection
             if value is None:
-                event = Rejection(Reason.INVALID_ENVELOPE, "record has no value (a tombstone); input records must "
-                                  "be CloudEvents JSON objects")
+                event = Rejection(
+                    Reason.INVALID_ENVELOPE,
+                    "record has no value (a tombstone); input records must be CloudEvents JSON objects",
+                )
             else:
                 event = decode_event(value, record.key, max_bytes=max_bytes, max_depth=max_depth)
             if isinstance(event, Rejection):
@@ -91,5 +92,12 @@ class BatchFolder:
         if not live:
             return
         batch.records.append(self.factory.dead_letter(record, rejection, stage))
-        log.warning("event=rejected partition=%s[%d] offset=%d stage=%s reason=%s message=%r", record.topic,
-                    record.partition, record.offset, stage, rejection.reason, rejection.message)
+        log.warning(
+            "event=rejected partition=%s[%d] offset=%d stage=%s reason=%s message=%r",
+            record.topic,
+            record.partition,
+            record.offset,
+            stage,
+            rejection.reason,
+            rejection.message,
+        )

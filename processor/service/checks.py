@@ -32,8 +32,9 @@ def path_exists(url: str, storage_options: Mapping[str, Mapping[str, Any]] | Non
         return bool(fs.exists(path))
 
 
-async def find_missing(kept: Mapping[str, list[str]], storage_options: Mapping[str, Mapping[str, Any]] | None = None,
-                       concurrency: int = 8) -> dict[str, list[str]]:
+async def find_missing(
+    kept: Mapping[str, list[str]], storage_options: Mapping[str, Mapping[str, Any]] | None = None, concurrency: int = 8
+) -> dict[str, list[str]]:
     """run id -> kept paths that do not exist (runs with none missing are left out)."""
     slots = asyncio.Semaphore(concurrency)
 
@@ -42,8 +43,9 @@ async def find_missing(kept: Mapping[str, list[str]], storage_options: Mapping[s
             try:
                 return run_id, url, await asyncio.to_thread(path_exists, url, storage_options)
             except StorageError as exc:
-                log.warning("event=checkpoint_check_failed run=%s path=%s error=%r; treated as present", run_id,
-                            url, exc)
+                log.warning(
+                    "event=checkpoint_check_failed run=%s path=%s error=%r; treated as present", run_id, url, exc
+                )
                 return run_id, url, True
 
     results = await asyncio.gather(*(check(run_id, url) for run_id, urls in kept.items() for url in urls))

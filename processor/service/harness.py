@@ -1,8 +1,8 @@
 """Running the processor in-process and checking what it published: for the demo, tests and benchmarks.
 
-    async with running(settings) as processor:
-        await produce_events(conn, settings.input_topic, lines)
-        views = await wait_for_views(conn, settings.state_topic, expected_views(lines, settings))
+async with running(settings) as processor:
+    await produce_events(conn, settings.input_topic, lines)
+    views = await wait_for_views(conn, settings.state_topic, expected_views(lines, settings))
 """
 
 from __future__ import annotations
@@ -64,13 +64,15 @@ async def produce_events(conn: KafkaConnection, topic: str, lines: Iterable[byte
 
 def expected_views(lines: Sequence[bytes], settings: ServiceSettings) -> dict[str, View]:
     """What `ckptlog fold` makes of the same events: VIEWs without `evicted`."""
-    document: dict[str, Any] = fold_lines(lines, settings.fold_settings(), max_bytes=settings.max_payload_bytes,
-                                          max_depth=settings.max_depth).document()
+    document: dict[str, Any] = fold_lines(
+        lines, settings.fold_settings(), max_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
+    ).document()
     return {run_id: {k: v for k, v in view.items() if k != "evicted"} for run_id, view in document["runs"].items()}
 
 
-async def wait_for_views(conn: KafkaConnection, state_topic: str, expected: dict[str, View],
-                         timeout_s: float = 30.0) -> dict[str, View]:
+async def wait_for_views(
+    conn: KafkaConnection, state_topic: str, expected: dict[str, View], timeout_s: float = 30.0
+) -> dict[str, View]:
     """Poll the state topic until it equals `expected`; returns the last read either way."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -86,35 +88,66 @@ def _same(a: dict[str, View], b: dict[str, View]) -> bool:
 
 
 def _event(event_id: str, kind: str, run_id: str, data: dict[str, Any]) -> bytes:
-    body = {"specversion": "1.0", "id": event_id, "source": "harness", "type": f"ckptlog.{kind}.v1",
-            "subject": run_id, "data": data}
+    body = {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": "harness",
+        "type": f"ckptlog.{kind}.v1",
+        "subject": run_id,
+        "data": data,
+    }
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def workload(root: str, *, runs: int = 4, reports: int = 200, keep: int | None = 2, validation_share: float = 0.2,
-             seed: int = 1) -> list[bytes]:
+def workload(
+    root: str, *, runs: int = 4, reports: int = 200, keep: int | None = 2, validation_share: float = 0.2, seed: int = 1
+) -> list[bytes]:
     """A deterministic event log: run_started per run, checkpoint reports (some asking for validation,
     answered a few reports later), an occasional worker-group restart. Paths are `{root}/run-i/ckpt-n`."""
     import random
 
     rng = random.Random(seed)
-    lines = [_event(f"start-{r}", "run_started", f"run-{r}", {
-        "storage_path": f"{root}/run-{r}",
-        "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "acc"}}) for r in range(runs)]
+    lines = [
+        _event(
+            f"start-{r}",
+            "run_started",
+            f"run-{r}",
+            {
+                "storage_path": f"{root}/run-{r}",
+                "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "acc"},
+            },
+        )
+        for r in range(runs)
+    ]
     waiting: list[tuple[int, str, str]] = []
     for i in range(reports):
         run_id, path = f"run-{i % runs}", f"{root}/run-{i % runs}/ckpt-{i:06d}"
         validate = rng.random() < validation_share
-        lines.append(_event(f"rep-{i}", "report", run_id, {
-            "metrics": {"acc": round(rng.random(), 4), "step": i}, "checkpoint": {"path": path},
-            "validation": validate}))
+        lines.append(
+            _event(
+                f"rep-{i}",
+                "report",
+                run_id,
+                {
+                    "metrics": {"acc": round(rng.random(), 4), "step": i},
+                    "checkpoint": {"path": path},
+                    "validation": validate,
+                },
+            )
+        )
         if validate:
             waiting.append((i + rng.randint(2, 3 * runs), run_id, path))
         while waiting and waiting[0][0] <= i:
             _, vrun, vpath = waiting.pop(0)
             status = "VALIDATED" if rng.random() < 0.8 else "VALIDATION_FAILED"
-            lines.append(_event(f"val-{vpath}", "validation_result", vrun, {
-                "checkpoint_path": vpath, "status": status, "metrics": {"acc": round(rng.random(), 4)}}))
+            lines.append(
+                _event(
+                    f"val-{vpath}",
+                    "validation_result",
+                    vrun,
+                    {"checkpoint_path": vpath, "status": status, "metrics": {"acc": round(rng.random(), 4)}},
+                )
+            )
         if rng.random() < 0.01:
             lines.append(_event(f"restart-{i}", "worker_group_restart", run_id, {"num_workers": 2}))
     return lines

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from itertools import groupby
-from operator import itemgetter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Protocol
 
 from processor.core.outputs import Deletion
@@ -68,10 +68,17 @@ class TaskStats:
 
 
 class PartitionTask:
-    def __init__(self, pid: PartitionId, restored: Restored, publisher: Publisher, folder: BatchFolder,
-                 snapshots: SnapshotScheduler, deleter: DeletionSink,
-                 storage_options: Mapping[str, Mapping[str, Any]] | None = None,
-                 gap_check: GapCheck | None = None) -> None:
+    def __init__(
+        self,
+        pid: PartitionId,
+        restored: Restored,
+        publisher: Publisher,
+        folder: BatchFolder,
+        snapshots: SnapshotScheduler,
+        deleter: DeletionSink,
+        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        gap_check: GapCheck | None = None,
+    ) -> None:
         self.pid, self.publisher, self.folder = pid, publisher, folder
         self._gap_check = gap_check
         self.fold = restored.fold
@@ -105,8 +112,14 @@ class PartitionTask:
                 records = [r for r in records if r.offset >= self.folded_offset]
             if not records:
                 return
-            log.debug("event=batch partition=%s first=%d last=%d count=%d expected=%d", self.pid, records[0].offset,
-                      records[-1].offset, len(records), self.folded_offset)
+            log.debug(
+                "event=batch partition=%s first=%d last=%d count=%d expected=%d",
+                self.pid,
+                records[0].offset,
+                records[-1].offset,
+                len(records),
+                self.folded_offset,
+            )
             if records[0].offset > self.folded_offset and self._gap_check is not None:
                 try:  # control records, aborted transactions -- or records lost to retention?
                     await self._gap_check(self.pid, self.folded_offset, records[0].offset)
@@ -151,25 +164,39 @@ class PartitionTask:
             await asyncio.shield(pending)
         return self.broken is None
 
-    async def _commit(self, records: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch | None,
-                      next_offset: int) -> None:
+    async def _commit(
+        self, records: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch | None, next_offset: int
+    ) -> None:
         started = time.perf_counter()
         try:
             if records or offsets:
                 await self.publisher.commit(records, offsets)
         except asyncio.CancelledError:
-            self.broken = ServiceError(f"{self.pid}: cancelled in the middle of a commit; the partition must be "
-                                       "restored before it is used again")
+            self.broken = ServiceError(
+                f"{self.pid}: cancelled in the middle of a commit; the partition must be "
+                "restored before it is used again"
+            )
             raise
         except CkptlogError as exc:
             self.broken = exc
-            log.error("event=commit_failed partition=%s next_offset=%d records=%d error=%s", self.pid,
-                      next_offset, len(records), exc)
+            log.error(
+                "event=commit_failed partition=%s next_offset=%d records=%d error=%s",
+                self.pid,
+                next_offset,
+                len(records),
+                exc,
+            )
             return
         stats = self.stats
         stats.commit_s += time.perf_counter() - started
-        log.debug("event=committed partition=%s next_offset=%d records=%d seconds=%.4f at=%.4f", self.pid,
-                  next_offset, len(records), time.perf_counter() - started, time.perf_counter())
+        log.debug(
+            "event=committed partition=%s next_offset=%d records=%d seconds=%.4f at=%.4f",
+            self.pid,
+            next_offset,
+            len(records),
+            time.perf_counter() - started,
+            time.perf_counter(),
+        )
         stats.published += len(records)
         self.next_offset = next_offset
         if batch is None:
@@ -209,16 +236,30 @@ class PartitionTask:
         """State now equals everything durable: resubmit outstanding deletions and check kept
         checkpoints, both in the background so a large backlog never delays processing."""
         self.caught_up = True
-        outstanding = [Deletion(run.run_id, path, run.storage_root) for run in self.fold.runs.values()
-                       for path in run.outstanding.values() if run.storage_root is not None]
+        outstanding = [
+            Deletion(run.run_id, path, run.storage_root)
+            for run in self.fold.runs.values()
+            for path in run.outstanding.values()
+            if run.storage_root is not None
+        ]
         for run in self.fold.runs.values():
             if run.storage_root is None and run.outstanding:
-                log.error("event=deletion_skipped partition=%s run=%s paths=%d reason=no_storage_root", self.pid,
-                          run.run_id, len(run.outstanding))
-        kept = {run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items()
-                if len(run.checkpoints)}
-        log.info("event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d", self.pid,
-                 self.publish_from, len(self.fold.runs), len(outstanding))
+                log.error(
+                    "event=deletion_skipped partition=%s run=%s paths=%d reason=no_storage_root",
+                    self.pid,
+                    run.run_id,
+                    len(run.outstanding),
+                )
+        kept = {
+            run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
+        }
+        log.info(
+            "event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d",
+            self.pid,
+            self.publish_from,
+            len(self.fold.runs),
+            len(outstanding),
+        )
         self._check = asyncio.get_running_loop().create_task(self._after_restore(outstanding, kept))
 
     async def _after_restore(self, outstanding: list[Deletion], kept: dict[str, list[str]]) -> None:
@@ -227,7 +268,7 @@ class PartitionTask:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
             if not self.usable:
                 return
-            self.deleter.submit_many(outstanding[start:start + RESUBMIT_CHUNK])
+            self.deleter.submit_many(outstanding[start : start + RESUBMIT_CHUNK])
         await self._check_kept(kept, self.publish_from)
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
@@ -237,8 +278,12 @@ class PartitionTask:
             still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
             if not still or not self.usable:
                 continue
-            log.error("event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
-                      self.pid, run_id, still)
+            log.error(
+                "event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
+                self.pid,
+                run_id,
+                still,
+            )
             self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
 
     def deletions_done(self, done: Iterable[tuple[str, str]]) -> list[OutRecord]:
@@ -251,8 +296,11 @@ class PartitionTask:
         for run_id, keys in groupby(done, run_of):  # keys come grouped by run: move them in slices
             if run_id in runs:
                 by_run.setdefault(run_id, []).extend(map(_path_of, keys))
-        return [completed(run_id, paths[at:at + COMPLETED_PER_EVENT])
-                for run_id, paths in by_run.items() for at in range(0, len(paths), COMPLETED_PER_EVENT)]
+        return [
+            completed(run_id, paths[at : at + COMPLETED_PER_EVENT])
+            for run_id, paths in by_run.items()
+            for at in range(0, len(paths), COMPLETED_PER_EVENT)
+        ]
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs
@@ -275,5 +323,11 @@ class PartitionTask:
             else:
                 await self.snapshots.wait()
             await self.publisher.close()
-            log.info("event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
-                     self.pid, graceful, self.next_offset, self.stats.consumed, self.stats.published)
+            log.info(
+                "event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
+                self.pid,
+                graceful,
+                self.next_offset,
+                self.stats.consumed,
+                self.stats.published,
+            )

@@ -64,10 +64,14 @@ def tune_gc() -> None:
 def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
     big = {"max.message.bytes": str(MAX_RECORD_BYTES)}
     compacted = {**big, "cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
-    return [TopicSpec(settings.input_topic, settings.topic_partitions),
-            TopicSpec(settings.checkpoints_topic, config=big), TopicSpec(settings.validations_topic, config=big),
-            TopicSpec(settings.watermarks_topic), TopicSpec(settings.state_topic, config=compacted),
-            TopicSpec(settings.dlq_topic, config=big)]
+    return [
+        TopicSpec(settings.input_topic, settings.topic_partitions),
+        TopicSpec(settings.checkpoints_topic, config=big),
+        TopicSpec(settings.validations_topic, config=big),
+        TopicSpec(settings.watermarks_topic),
+        TopicSpec(settings.state_topic, config=compacted),
+        TopicSpec(settings.dlq_topic, config=big),
+    ]
 
 
 DeleterFactory = Callable[..., Deleter]
@@ -79,8 +83,14 @@ class Processor:
     def __init__(self, settings: ServiceSettings, *, deleter_factory: DeleterFactory = Deleter) -> None:
         self.settings = settings
         self._deleter_factory = deleter_factory
-        self.names = TopicNames(settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
-                                settings.watermarks_topic, settings.state_topic, settings.dlq_topic)
+        self.names = TopicNames(
+            settings.input_topic,
+            settings.checkpoints_topic,
+            settings.validations_topic,
+            settings.watermarks_topic,
+            settings.state_topic,
+            settings.dlq_topic,
+        )
         self.fold_settings = settings.fold_settings()
         self.tasks: dict[PartitionId, PartitionTask] = {}
         self.ready = asyncio.Event()
@@ -122,21 +132,35 @@ class Processor:
         specs, rf = topic_specs(self.settings), self.settings.replication_factor
         counts = await ensure_topics(conn, specs[:1], self.settings.topic_partitions or 1, rf)
         await ensure_topics(conn, specs[1:], self.settings.topic_partitions or counts[self.settings.input_topic], rf)
-        log.info("event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s", bootstrap,
-                 self.settings.group_id, self.settings.guarantee, self.settings.input_topic,
-                 counts[self.settings.input_topic], self.settings.snapshots)
-        self._deleter = self._deleter_factory(outer_root=self.settings.storage_root, on_done=self._deletions_done,
-                                concurrency=self.settings.deletion_concurrency,
-                                storage_options=self.settings.checkpoint_storage_options)
+        log.info(
+            "event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s",
+            bootstrap,
+            self.settings.group_id,
+            self.settings.guarantee,
+            self.settings.input_topic,
+            counts[self.settings.input_topic],
+            self.settings.snapshots,
+        )
+        self._deleter = self._deleter_factory(
+            outer_root=self.settings.storage_root,
+            on_done=self._deletions_done,
+            concurrency=self.settings.deletion_concurrency,
+            storage_options=self.settings.checkpoint_storage_options,
+        )
         try:
             self._shared = IdempotentProducer(conn)  # at_least_once outputs, deletion completions
             await self._shared.start()
             self._completions = CompletionWriter(self._shared)
             self._completions.start()
-            self._consumer = GroupConsumer(conn, self.settings.group_id, self.settings.input_topic, self,
-                                           max_records=self.settings.max_batch_records,
-                                           session_timeout_ms=self.settings.session_timeout_ms,
-                                           group_instance_id=self.settings.group_instance_id)
+            self._consumer = GroupConsumer(
+                conn,
+                self.settings.group_id,
+                self.settings.input_topic,
+                self,
+                max_records=self.settings.max_batch_records,
+                session_timeout_ms=self.settings.session_timeout_ms,
+                group_instance_id=self.settings.group_instance_id,
+            )
             await self._consumer.start()
             await self._loop(self._consumer)
         finally:
@@ -161,8 +185,9 @@ class Processor:
     def _task_for(self, pid: PartitionId, records: Sequence[InputRecord]) -> PartitionTask | None:
         task = self.tasks.get(pid)
         if task is None:  # revoked while the poll was returning: the next owner restores and re-reads them
-            log.warning("event=records_without_task partition=%s first=%d count=%d", pid, records[0].offset,
-                        len(records))
+            log.warning(
+                "event=records_without_task partition=%s first=%d count=%d", pid, records[0].offset, len(records)
+            )
         return task
 
     async def _housekeeping(self, consumer: GroupConsumer) -> None:
@@ -179,8 +204,10 @@ class Processor:
         history.append(time.monotonic())
         self._rebuilds[pid] = history
         if len(history) > MAX_REBUILDS:
-            raise TooManyRebuilds(f"{pid} failed {len(history)} times within {REBUILD_WINDOW_S:.0f}s (last: "
-                                  f"{task.broken}); stopping — check the broker and the logs above")
+            raise TooManyRebuilds(
+                f"{pid} failed {len(history)} times within {REBUILD_WINDOW_S:.0f}s (last: "
+                f"{task.broken}); stopping — check the broker and the logs above"
+            )
         if isinstance(task.broken, FencedError):
             log.warning("event=fenced partition=%s action=rejoin_group", pid)
             self.rejoins += 1
@@ -210,7 +237,7 @@ class Processor:
 
     async def _open_all(self, pids: Sequence[PartitionId]) -> None:
         results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
-        for pid, result in zip(pids, results):
+        for pid, result in zip(pids, results, strict=False):
             if isinstance(result, BaseException):
                 if not isinstance(result, CkptlogError):
                     log.exception("event=open_failed partition=%s", pid, exc_info=result)
@@ -226,18 +253,33 @@ class Processor:
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
         try:
-            store = SnapshotStore(self.settings.snapshots, pid.topic, pid.partition, self.settings.keep_snapshots,
-                                  self.settings.snapshot_storage_options)
+            store = SnapshotStore(
+                self.settings.snapshots,
+                pid.topic,
+                pid.partition,
+                self.settings.keep_snapshots,
+                self.settings.snapshot_storage_options,
+            )
             restored = await restore(pid, self._consumer, store, self.fold_settings, self.settings.allow_data_loss)
         except BaseException:
             await publisher.close()
             raise
-        folder = BatchFolder(restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes,
-                             self.settings.max_depth)
-        snapshots = SnapshotScheduler(pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s,
-                                      restored.snapshot_offset)
-        task = PartitionTask(pid, restored, publisher, folder, snapshots, self._deleter,
-                             self.settings.checkpoint_storage_options, self._check_gap)
+        folder = BatchFolder(
+            restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes, self.settings.max_depth
+        )
+        snapshots = SnapshotScheduler(
+            pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s, restored.snapshot_offset
+        )
+        task = PartitionTask(
+            pid,
+            restored,
+            publisher,
+            folder,
+            snapshots,
+            self._deleter,
+            self.settings.checkpoint_storage_options,
+            self._check_gap,
+        )
         if restored.start >= restored.publish_from:
             task.catch_up()
         return task
@@ -256,20 +298,24 @@ class Processor:
         log_start = await self._consumer.log_start(pid)
         if log_start <= expected:
             return
-        message = (f"{pid}: offsets {expected}..{log_start - 1} were deleted by retention before this processor "
-                   f"read them (it expected {expected}, the log now starts at {log_start}); their events are not "
-                   "in the state. Increase the input topic's retention, or restart with --allow-data-loss to "
-                   "continue without them")
+        message = (
+            f"{pid}: offsets {expected}..{log_start - 1} were deleted by retention before this processor "
+            f"read them (it expected {expected}, the log now starts at {log_start}); their events are not "
+            "in the state. Increase the input topic's retention, or restart with --allow-data-loss to "
+            "continue without them"
+        )
         if not self.settings.allow_data_loss:
             raise OffsetOutOfRange(message)
-        log.error("event=DATA_LOSS partition=%s expected=%d log_start=%d received=%d", pid, expected, log_start,
-                  received)
+        log.error(
+            "event=DATA_LOSS partition=%s expected=%d log_start=%d received=%d", pid, expected, log_start, received
+        )
 
     def _publisher(self, pid: PartitionId) -> Publisher:
         assert self._conn is not None and self._consumer is not None
         if self.settings.guarantee == "exactly_once":
-            return ExactlyOncePublisher(TransactionalProducer(self._conn, self.settings.txn_prefix, pid,
-                                                              self.settings.group_id))
+            return ExactlyOncePublisher(
+                TransactionalProducer(self._conn, self.settings.txn_prefix, pid, self.settings.group_id)
+            )
         assert self._shared is not None
         return AtLeastOncePublisher(self._shared, self._consumer)
 
@@ -285,8 +331,9 @@ class Processor:
             setattr(self.closed_stats, name, getattr(self.closed_stats, name) + value)
 
     async def _close_all(self, graceful: bool) -> None:
-        await asyncio.gather(*(self._close(pid, graceful and self.tasks[pid].broken is None)
-                               for pid in list(self.tasks)))
+        await asyncio.gather(
+            *(self._close(pid, graceful and self.tasks[pid].broken is None) for pid in list(self.tasks))
+        )
 
     def _deletions_done(self, done: Sequence[tuple[str, str]]) -> None:
         """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.

@@ -9,12 +9,11 @@ so a replay produces byte-identical records.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
-
-import hashlib
 
 import msgspec
 import pydantic_core
@@ -73,15 +72,20 @@ class _RunPieces:
     """One run's Kafka key, and per output type its topic and the envelope JSON from the end of
     the id to the start of `data` (source, type, subject, datacontenttype)."""
 
-    __slots__ = ("key", "subject", "middles")
+    __slots__ = ("key", "middles", "subject")
 
     def __init__(self, key: bytes, subject: bytes) -> None:
         self.key, self.subject = key, subject
         self.middles: dict[str, tuple[str, bytes]] = {}
 
     def middle(self, kind: str, names: TopicNames) -> tuple[str, bytes]:
-        topic = names.watermarks if kind == "watermark" else \
-            names.validations if kind == "validation_requested" else names.checkpoints
+        topic = (
+            names.watermarks
+            if kind == "watermark"
+            else names.validations
+            if kind == "validation_requested"
+            else names.checkpoints
+        )
         head = f',"source":"{PROCESSOR_SOURCE}","type":"ckptlog.{kind}.v1","subject":'.encode()
         pieces = self.middles[kind] = (topic, head + self.subject + _DATA)
         return pieces
@@ -91,9 +95,15 @@ def deletion_completed_event(run_id: str, paths: Sequence[str]) -> dict[str, Any
     """The internal `ckptlog.deletion_completed.v2` event confirming that `paths` are gone. The id
     is a digest of the paths: a retried send of the same confirmations is a duplicate."""
     digest = hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:32]
-    return {"specversion": "1.0", "id": f"deleted:{run_id}:{digest}", "source": PROCESSOR_SOURCE,
-            "type": DELETION_COMPLETED, "subject": run_id, "datacontenttype": "application/json",
-            "data": {"checkpoint_paths": list(paths)}}
+    return {
+        "specversion": "1.0",
+        "id": f"deleted:{run_id}:{digest}",
+        "source": PROCESSOR_SOURCE,
+        "type": DELETION_COMPLETED,
+        "subject": run_id,
+        "datacontenttype": "application/json",
+        "data": {"checkpoint_paths": list(paths)},
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +161,16 @@ class RecordFactory:
     def dead_letter(self, record: InputRecord, rejection: Rejection, stage: str) -> OutRecord:
         """The original key, value and headers plus Connect-style error headers."""
         headers: list[Header] = list(record.headers or ())
-        headers += [(H_TOPIC, record.topic.encode()), (H_PARTITION, str(record.partition).encode()),
-                    (H_OFFSET, str(record.offset).encode()), (H_STAGE, stage.encode()),
-                    (H_CLASS, f"ckptlog.{rejection.reason}".encode()), (H_MESSAGE, rejection.message.encode()),
-                    (H_REASON, str(rejection.reason).encode()), (H_VERSION, __version__.encode())]
+        headers += [
+            (H_TOPIC, record.topic.encode()),
+            (H_PARTITION, str(record.partition).encode()),
+            (H_OFFSET, str(record.offset).encode()),
+            (H_STAGE, stage.encode()),
+            (H_CLASS, f"ckptlog.{rejection.reason}".encode()),
+            (H_MESSAGE, rejection.message.encode()),
+            (H_REASON, str(rejection.reason).encode()),
+            (H_VERSION, __version__.encode()),
+        ]
         return OutRecord(self.names.dlq, record.key, record.value, tuple(headers))
 
     def deletion_completed(self, run_id: str, paths: Sequence[str]) -> OutRecord:
@@ -165,8 +181,11 @@ class RecordFactory:
     def checkpoints_missing(self, run_id: str, missing: Sequence[str], restored_at: int) -> OutRecord:
         """Flag a run whose kept checkpoints are gone; the id names the restore point, not an input."""
         event_id = f"ckptlog:{self.pid.topic}:{self.pid.partition}:restored@{restored_at}:{run_id}"
-        message = (f"run {run_id!r}: {len(missing)} kept checkpoint(s) not found in storage after restoring "
-                   f"{self.pid} at offset {restored_at}; restore them from a backup or report new checkpoints")
-        value = encode_json(envelope("checkpoints_missing", run_id, {"missing": list(missing), "message": message},
-                                     event_id))
+        message = (
+            f"run {run_id!r}: {len(missing)} kept checkpoint(s) not found in storage after restoring "
+            f"{self.pid} at offset {restored_at}; restore them from a backup or report new checkpoints"
+        )
+        value = encode_json(
+            envelope("checkpoints_missing", run_id, {"missing": list(missing), "message": message}, event_id)
+        )
         return OutRecord(self.names.checkpoints, run_id.encode(), value)

@@ -41,16 +41,27 @@ class Rebuilt:
     url: str
 
 
-async def rebuild(settings: ServiceSettings, bootstrap: str, out_url: str, from_snapshot: str | None = None,
-                  progress: Progress | None = None) -> list[Rebuilt]:
+async def rebuild(
+    settings: ServiceSettings,
+    bootstrap: str,
+    out_url: str,
+    from_snapshot: str | None = None,
+    progress: Progress | None = None,
+) -> list[Rebuilt]:
     conn = settings.connection(bootstrap)
     count = await topic_partitions(conn, settings.input_topic)
     pids = [PartitionId(settings.input_topic, p) for p in range(count)]
     return [await _rebuild_one(settings, conn, pid, out_url, from_snapshot, progress) for pid in pids]
 
 
-async def _rebuild_one(settings: ServiceSettings, conn: KafkaConnection, pid: PartitionId, out_url: str,
-                       from_snapshot: str | None, progress: Progress | None) -> Rebuilt:
+async def _rebuild_one(
+    settings: ServiceSettings,
+    conn: KafkaConnection,
+    pid: PartitionId,
+    out_url: str,
+    from_snapshot: str | None,
+    progress: Progress | None,
+) -> Rebuilt:
     fold_settings = settings.fold_settings()
     fold, start, snapshot = Fold(fold_settings, emit=False), 0, None
     if from_snapshot is not None:
@@ -59,8 +70,14 @@ async def _rebuild_one(settings: ServiceSettings, conn: KafkaConnection, pid: Pa
         if snapshot is not None:
             check_snapshot(pid, snapshot, fold_settings, source.url)
             fold, start = Fold(fold_settings, snapshot.runs, emit=False), snapshot.next_offset
-    names = TopicNames(settings.input_topic, settings.checkpoints_topic, settings.validations_topic,
-                       settings.watermarks_topic, settings.state_topic, settings.dlq_topic)
+    names = TopicNames(
+        settings.input_topic,
+        settings.checkpoints_topic,
+        settings.validations_topic,
+        settings.watermarks_topic,
+        settings.state_topic,
+        settings.dlq_topic,
+    )
     folder = BatchFolder(fold, RecordFactory(names, pid), settings.max_payload_bytes, settings.max_depth)
     events = 0
     async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
@@ -77,10 +94,16 @@ async def _rebuild_one(settings: ServiceSettings, conn: KafkaConnection, pid: Pa
             if progress is not None:
                 progress(pid, batch[-1].offset + 1, begin, end)
         next_offset = max(await reader.position(pid), start)
-    store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots,
-                          settings.snapshot_storage_options)
+    store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
     data = encode(Snapshot(pid.topic, pid.partition, next_offset, fold_settings, fold.runs))
     url = await asyncio.to_thread(store.write, data, next_offset)
-    log.info("event=replayed partition=%s start=%d next_offset=%d events=%d runs=%d url=%s", pid, start,
-             next_offset, events, len(fold.runs), url)
+    log.info(
+        "event=replayed partition=%s start=%d next_offset=%d events=%d runs=%d url=%s",
+        pid,
+        start,
+        next_offset,
+        events,
+        len(fold.runs),
+        url,
+    )
     return Rebuilt(pid, start, next_offset, len(fold.runs), events, url)

@@ -41,25 +41,35 @@ class Restored:
 
 def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> None:
     if (snapshot.topic, snapshot.partition) != tuple(pid):
-        raise RestoreError(f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
-                           "--snapshots at this input topic's snapshots")
+        raise RestoreError(
+            f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
+            "--snapshots at this input topic's snapshots"
+        )
     if snapshot.settings != settings:
-        raise RestoreError(f"{pid}: snapshot at offset {snapshot.next_offset} under {url} was made with other "
-                           f"processor defaults ({snapshot.settings}) than this run ({settings}); restart with the "
-                           "same --storage-root/--default-num-to-keep/--score-* flags, or rebuild snapshots for "
-                           "the new ones with `ckptlog replay --snapshots NEW_URL` and run with that URL")
+        raise RestoreError(
+            f"{pid}: snapshot at offset {snapshot.next_offset} under {url} was made with other "
+            f"processor defaults ({snapshot.settings}) than this run ({settings}); restart with the "
+            "same --storage-root/--default-num-to-keep/--score-* flags, or rebuild snapshots for "
+            "the new ones with `ckptlog replay --snapshots NEW_URL` and run with that URL"
+        )
 
 
 def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:
-    what = (f"the newest snapshot under {url} resumes at offset {need}" if snapshot is not None
-            else f"there is no snapshot under {url}, so state must be rebuilt from offset 0")
-    return (f"{pid}: {what}, but the log now starts at offset {log_start} (offsets {need}..{log_start - 1} were "
-            "deleted by retention or DeleteRecords), so the state cannot be rebuilt. Restore the snapshots, or "
-            f"restart with --allow-data-loss to continue from offset {log_start} without those events")
+    what = (
+        f"the newest snapshot under {url} resumes at offset {need}"
+        if snapshot is not None
+        else f"there is no snapshot under {url}, so state must be rebuilt from offset 0"
+    )
+    return (
+        f"{pid}: {what}, but the log now starts at offset {log_start} (offsets {need}..{log_start - 1} were "
+        "deleted by retention or DeleteRecords), so the state cannot be rebuilt. Restore the snapshots, or "
+        f"restart with --allow-data-loss to continue from offset {log_start} without those events"
+    )
 
 
-async def restore(pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings,
-                  allow_data_loss: bool) -> Restored:
+async def restore(
+    pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings, allow_data_loss: bool
+) -> Restored:
     snapshot = await asyncio.to_thread(store.load_latest, decode)
     if snapshot is not None:
         check_snapshot(pid, snapshot, settings, store.url)
@@ -68,22 +78,43 @@ async def restore(pid: PartitionId, offsets: Offsets, store: SnapshotStore, sett
     need = snapshot.next_offset if snapshot is not None else 0
     fold = Fold(settings, snapshot.runs) if snapshot is not None else Fold(settings)
     if need > log_end:
-        raise RestoreError(f"{pid}: the snapshot under {store.url} resumes at offset {need}, beyond the log's end "
-                           f"{log_end}: the topic was re-created or the snapshots belong to another cluster; point "
-                           "--snapshots at a fresh location (or delete the stale snapshots) and restart")
+        raise RestoreError(
+            f"{pid}: the snapshot under {store.url} resumes at offset {need}, beyond the log's end "
+            f"{log_end}: the topic was re-created or the snapshots belong to another cluster; point "
+            "--snapshots at a fresh location (or delete the stale snapshots) and restart"
+        )
     start = need
     if need < log_start:
         if not allow_data_loss:
             raise OffsetOutOfRange(lost_message(pid, need, log_start, store.url, snapshot))
-        log.error("event=DATA_LOSS partition=%s snapshot_offset=%s log_start=%d lost_offsets=%d message=%r", pid,
-                  snapshot.next_offset if snapshot else None, log_start, log_start - need,
-                  "--allow-data-loss: continuing from the log start; events below it are NOT in the state")
+        log.error(
+            "event=DATA_LOSS partition=%s snapshot_offset=%s log_start=%d lost_offsets=%d message=%r",
+            pid,
+            snapshot.next_offset if snapshot else None,
+            log_start,
+            log_start - need,
+            "--allow-data-loss: continuing from the log start; events below it are NOT in the state",
+        )
         start = log_start
     publish_from = start if committed is None else max(committed, start)
     if committed is not None and committed < start:
-        log.warning("event=committed_behind_snapshot partition=%s committed=%d start=%d; outputs of offsets "
-                    "%d..%d are not re-published", pid, committed, start, committed, start - 1)
-    log.info("event=restored partition=%s snapshot_offset=%s log_start=%d log_end=%d committed=%s runs=%d "
-             "replay=%d", pid, snapshot.next_offset if snapshot else None, log_start, log_end, committed,
-             len(fold.runs), max(0, publish_from - start))
+        log.warning(
+            "event=committed_behind_snapshot partition=%s committed=%d start=%d; outputs of offsets "
+            "%d..%d are not re-published",
+            pid,
+            committed,
+            start,
+            committed,
+            start - 1,
+        )
+    log.info(
+        "event=restored partition=%s snapshot_offset=%s log_start=%d log_end=%d committed=%s runs=%d replay=%d",
+        pid,
+        snapshot.next_offset if snapshot else None,
+        log_start,
+        log_end,
+        committed,
+        len(fold.runs),
+        max(0, publish_from - start),
+    )
     return Restored(fold, start, publish_from, snapshot.next_offset if snapshot is not None else None)

@@ -70,8 +70,9 @@ class ServiceSettings(BaseSettings):
     keep_snapshots: int = Field(default=3, ge=1)
     allow_data_loss: bool = False
     snapshot_storage_options: dict[str, Any] = Field(default_factory=dict)
-    checkpoint_storage_options: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                                                  description="protocol -> fsspec options")
+    checkpoint_storage_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="protocol -> fsspec options"
+    )
     deletion_concurrency: int = Field(default=8, ge=1)
     # loop
     max_batch_records: int = Field(default=20_000, ge=1)
@@ -82,23 +83,39 @@ class ServiceSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _distinct_topics(self) -> ServiceSettings:
-        names = [self.input_topic, self.checkpoints_topic, self.validations_topic, self.watermarks_topic,
-                 self.state_topic, self.dlq_topic]
+        names = [
+            self.input_topic,
+            self.checkpoints_topic,
+            self.validations_topic,
+            self.watermarks_topic,
+            self.state_topic,
+            self.dlq_topic,
+        ]
         if len(set(names)) != len(names):
             raise ValueError(f"topic names must be distinct (got {names}); give each output its own topic")
         return self
 
     def fold_settings(self) -> FoldSettings:
-        config = CheckpointConfig(num_to_keep=self.default_num_to_keep,
-                                  checkpoint_score_attribute=self.score_attribute,
-                                  checkpoint_score_order=self.score_order)
+        config = CheckpointConfig(
+            num_to_keep=self.default_num_to_keep,
+            checkpoint_score_attribute=self.score_attribute,
+            checkpoint_score_order=self.score_order,
+        )
         return FoldSettings(default_config=config, default_root=self.storage_root, outer_root=self.storage_root)
 
     def connection(self, bootstrap_servers: str) -> KafkaConnection:
         password = self.sasl_plain_password.get_secret_value() if self.sasl_plain_password else None
-        return KafkaConnection(bootstrap_servers, f"ckptlog-{self.group_id}", self.security_protocol,
-                               self.sasl_mechanism, self.sasl_plain_username, password, self.ssl_cafile,
-                               self.ssl_certfile, self.ssl_keyfile)
+        return KafkaConnection(
+            bootstrap_servers,
+            f"ckptlog-{self.group_id}",
+            self.security_protocol,
+            self.sasl_mechanism,
+            self.sasl_plain_username,
+            password,
+            self.ssl_cafile,
+            self.ssl_certfile,
+            self.ssl_keyfile,
+        )
 
     @property
     def txn_prefix(self) -> str:
@@ -133,5 +150,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceS
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
         source = f" (config file {config_file})" if config_file else ""
-        raise ConfigError(f"invalid setting {where}: {first['msg']}{source}; fix the flag, the CKPTLOG_"
-                          f"{where.upper()} variable or the config file") from None
+        raise ConfigError(
+            f"invalid setting {where}: {first['msg']}{source}; fix the flag, the CKPTLOG_"
+            f"{where.upper()} variable or the config file"
+        ) from None

@@ -23,8 +23,15 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotScheduler:
-    def __init__(self, pid: PartitionId, store: SnapshotStore, every: int, interval_s: float,
-                 last_offset: int | None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pid: PartitionId,
+        store: SnapshotStore,
+        every: int,
+        interval_s: float,
+        last_offset: int | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.pid, self.store = pid, store
         self.every, self.interval_s, self._clock = every, interval_s, clock
         self.last_offset = last_offset
@@ -63,18 +70,29 @@ class SnapshotScheduler:
         self._last_time = self._clock()
         started = time.perf_counter()
         data = encode(Snapshot(self.pid.topic, self.pid.partition, next_offset, fold.settings, fold.runs))
-        log.debug("event=snapshot_encoded partition=%s next_offset=%d bytes=%d runs=%d seconds=%.3f", self.pid,
-                  next_offset, len(data), len(fold.runs), time.perf_counter() - started)
+        log.debug(
+            "event=snapshot_encoded partition=%s next_offset=%d bytes=%d runs=%d seconds=%.3f",
+            self.pid,
+            next_offset,
+            len(data),
+            len(fold.runs),
+            time.perf_counter() - started,
+        )
         return data
 
     async def _write(self, data: bytes, next_offset: int) -> None:
         try:
             url = await asyncio.to_thread(self.store.write, data, next_offset)
         except CkptlogError as exc:
-            log.error("event=snapshot_failed partition=%s next_offset=%d error=%r; processing continues and a "
-                      "restart replays from the previous snapshot — check the snapshot storage", self.pid,
-                      next_offset, exc)
+            log.error(
+                "event=snapshot_failed partition=%s next_offset=%d error=%r; processing continues and a "
+                "restart replays from the previous snapshot — check the snapshot storage",
+                self.pid,
+                next_offset,
+                exc,
+            )
             return
         self.last_offset = next_offset
-        log.info("event=snapshot_written partition=%s next_offset=%d bytes=%d url=%s", self.pid, next_offset,
-                 len(data), url)
+        log.info(
+            "event=snapshot_written partition=%s next_offset=%d bytes=%d url=%s", self.pid, next_offset, len(data), url
+        )

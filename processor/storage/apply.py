@@ -12,12 +12,14 @@ from typing import Any
 
 from processor.storage.deletion import Deleter, DeletionRequest, RetryPolicy
 
+DEFAULT_RETRY = RetryPolicy()
+
 
 def delete_now(
     deletions: Iterable[DeletionRequest],
     outer_root: str | None = None,
     storage_options: Mapping[str, Mapping[str, Any]] | None = None,
-    retry: RetryPolicy = RetryPolicy(),
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> list[str]:
     """Delete every path, waiting for retries; one message per path refused or not deleted."""
     return asyncio.run(_delete_all(list(deletions), outer_root, storage_options, retry))
@@ -33,8 +35,12 @@ async def _delete_all(
     deleter.submit_many(deletions)
     await deleter.drain()
     await deleter.close()
-    refused = [f"refused to delete {path} for run {run_id}: {why}; nothing was deleted"
-               for (run_id, path), why in deleter.refused.items()]
-    failed = [f"could not delete {path} for run {run_id}: {why}; run the command again"
-              for (run_id, path), why in deleter.failed.items()]
+    refused = [
+        f"refused to delete {path} for run {run_id}: {why}; nothing was deleted"
+        for (run_id, path), why in deleter.refused.items()
+    ]
+    failed = [
+        f"could not delete {path} for run {run_id}: {why}; run the command again"
+        for (run_id, path), why in deleter.failed.items()
+    ]
     return sorted(refused) + sorted(failed)

@@ -27,7 +27,7 @@ class Bound:
     matcher for the common case — a path already canonical, strictly below, without glob
     characters — that is then its own canonical URL (one regex call instead of a parse)."""
 
-    __slots__ = ("prefix", "problem", "own", "inside")
+    __slots__ = ("inside", "own", "prefix", "problem")
 
     def __init__(self, url: str) -> None:
         self.prefix, self.problem = "", _url_problem(url)
@@ -88,7 +88,8 @@ class Confinement:
         bound = self._roots[root] = Bound(root)
         outer = self._outer  # a root within the outer bound: every path strictly below it is strictly below both
         bound.inside = bound.problem is None and (
-            outer is None or outer.problem is None and bound.prefix.startswith(outer.prefix))
+            outer is None or (outer.problem is None and bound.prefix.startswith(outer.prefix))
+        )
         return bound
 
 

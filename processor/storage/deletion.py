@@ -125,8 +125,9 @@ class Deleter:
     def submit_many(self, requests: Iterable[DeletionRequest]) -> int:
         """`submit` for each request (confinement is still checked per path); how many were accepted."""
         if self._closed:
-            raise StorageError("Deleter is closed; cannot delete more paths — submit them to the new Deleter "
-                               "after restart")
+            raise StorageError(
+                "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
+            )
         accepted = 0
         check, outstanding, failed, ready = self._confinement.check, self._outstanding, self._failed, self._ready
         for request in requests:  # hot: one per eviction
@@ -149,8 +150,13 @@ class Deleter:
 
     def _refuse(self, key: Key, problem: str) -> None:
         self._refused[key] = problem
-        log.error("refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
-                  "run's storage root", key[1], key[0], problem)
+        log.error(
+            "refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
+            "run's storage root",
+            key[1],
+            key[0],
+            problem,
+        )
 
     def retry_failed(self) -> int:
         """Start every failed deletion over; returns how many were restarted."""
@@ -218,12 +224,12 @@ class Deleter:
         urls = [self._outstanding[key] for key in keys]
         try:
             outcomes = await asyncio.to_thread(remove_all, urls, self._options)
-        except Exception as exc:  # noqa: BLE001 — e.g. no thread left at shutdown: every path is retried
+        except Exception as exc:
             outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
         done = keys
         if any(outcomes):  # errors are non-empty strings; the common case is every path gone
-            done = [key for key, error in zip(keys, outcomes) if error is None]
-            for key, error in zip(keys, outcomes):
+            done = [key for key, error in zip(keys, outcomes, strict=False) if error is None]
+            for key, error in zip(keys, outcomes, strict=False):
                 if error is not None:
                     self._attempt_failed(key, error)
         self._confirmed(done)
@@ -237,14 +243,27 @@ class Deleter:
         run_id, path = key
         if attempt < self._retry.max_attempts:
             delay = self._retry.delay(attempt)
-            log.warning("deleting %s for run %s failed (attempt %d of %d): %s; retrying in %.2fs", path, run_id,
-                        attempt, self._retry.max_attempts, error, delay)
+            log.warning(
+                "deleting %s for run %s failed (attempt %d of %d): %s; retrying in %.2fs",
+                path,
+                run_id,
+                attempt,
+                self._retry.max_attempts,
+                error,
+                delay,
+            )
             self._timers[key] = asyncio.get_running_loop().call_later(delay, self._requeue, key)
             return
         del self._attempts[key]
         self._failed[key] = error
-        log.error("could not delete %s for run %s after %d attempts: %s; it stays outstanding — resubmit it or "
-                  "call retry_failed()", path, run_id, self._retry.max_attempts, error)
+        log.error(
+            "could not delete %s for run %s after %d attempts: %s; it stays outstanding — resubmit it or "
+            "call retry_failed()",
+            path,
+            run_id,
+            self._retry.max_attempts,
+            error,
+        )
 
     def _requeue(self, key: Key) -> None:
         del self._timers[key]
@@ -262,9 +281,10 @@ class Deleter:
             return
         try:
             self._on_done(keys)
-        except Exception:  # noqa: BLE001 — the deletions themselves succeeded; report, carry on
-            log.exception("on_done callback failed for %d deletions (first: %s of run %s)", len(keys), keys[0][1],
-                          keys[0][0])
+        except Exception:
+            log.exception(
+                "on_done callback failed for %d deletions (first: %s of run %s)", len(keys), keys[0][1], keys[0][0]
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,9 +171,9 @@ class ObjectStore:
         lead = f"{self._root}/"
         names = (str(p).rstrip("/") for p in found)
         return sorted(
-            n[len(lead):] for n in names
-            if n.startswith(lead + prefix)
-            and not n.rpartition("/")[2].startswith(TEMP_PREFIX)
+            n[len(lead) :]
+            for n in names
+            if n.startswith(lead + prefix) and not n.rpartition("/")[2].startswith(TEMP_PREFIX)
         )
 
 

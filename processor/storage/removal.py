@@ -40,7 +40,7 @@ def remove_all(urls: Sequence[str], options: Options) -> list[str | None]:
             except FileNotFoundError:
                 append(None)
                 continue
-            except Exception:  # noqa: BLE001 — a directory (EISDIR on Linux, EPERM on macOS) or real trouble:
+            except Exception:
                 pass  # the careful path deletes it or says why not
         append(_remove_one(url, options))
     return outcomes
@@ -49,12 +49,12 @@ def remove_all(urls: Sequence[str], options: Options) -> list[str | None]:
 def _remove_one(url: str, options: Options) -> str | None:
     try:
         if url.startswith(_LOCAL):
-            _remove_local_tree(url, url[len(_LOCAL):])
+            _remove_local_tree(url, url[len(_LOCAL) :])
         else:
             _remove_fsspec(url, options)
     except StorageError as exc:
         return str(exc)
-    except Exception as exc:  # noqa: BLE001 — an unknown backend error must not drop the deletion
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -91,5 +91,6 @@ def _remove_fsspec(url: str, options: Options) -> None:
 
 
 def _still_exists(url: str) -> StorageError:
-    return StorageError(f"{url} still exists after deleting it; check the storage's permissions and whether "
-                        "something re-creates it")
+    return StorageError(
+        f"{url} still exists after deleting it; check the storage's permissions and whether something re-creates it"
+    )

@@ -94,7 +94,7 @@ class SnapshotStore:
 
     def _snapshots(self) -> list[SnapshotName]:
         """Every snapshot of this partition, oldest first."""
-        names = (SnapshotName.parse(n[len(self._prefix):]) for n in self._objects.list(self._prefix))
+        names = (SnapshotName.parse(n[len(self._prefix) :]) for n in self._objects.list(self._prefix))
         return sorted(n for n in names if n is not None)
 
     def _prune(self, keep_also: SnapshotName) -> None:
@@ -108,8 +108,7 @@ class SnapshotStore:
                 if old != keep_also:
                     self._objects.delete(self._prefix + old.filename)
         except StorageError as exc:
-            log.warning("pruning old snapshots under %s failed, retrying after the next "
-                        "snapshot: %s", self.url, exc)
+            log.warning("pruning old snapshots under %s failed, retrying after the next snapshot: %s", self.url, exc)
 
     def list_offsets(self) -> list[int]:
         """The next offsets of the stored snapshots, oldest first."""
@@ -129,11 +128,11 @@ class SnapshotStore:
             try:
                 return decode(self._verified(name, snap.digest))
             except SnapshotCorrupt as exc:
-                log.warning("skipping corrupt snapshot %s (%s); trying the next older one",
-                            self._objects.url(name), exc)
+                log.warning(
+                    "skipping corrupt snapshot %s (%s); trying the next older one", self._objects.url(name), exc
+                )
         if candidates:
-            log.warning("no valid snapshot among %d under %s; starting from empty state",
-                        len(candidates), self.url)
+            log.warning("no valid snapshot among %d under %s; starting from empty state", len(candidates), self.url)
         return None
 
     def _verified(self, name: str, digest: str) -> bytes:
@@ -141,6 +140,7 @@ class SnapshotStore:
         data = self._objects.get(name)
         actual = content_digest(data)
         if actual != digest:
-            raise SnapshotCorrupt(f"content hash {actual} does not match the name "
-                                  f"({len(data)} bytes; truncated or altered)")
+            raise SnapshotCorrupt(
+                f"content hash {actual} does not match the name ({len(data)} bytes; truncated or altered)"
+            )
         return data

@@ -129,18 +129,14 @@ async def _wait_for_topic(admin: AIOKafkaAdminClient, name: str, partitions: int
 
 
 @pytest.fixture
-async def topic_factory(
-    kafka_bootstrap: str, request: pytest.FixtureRequest
-) -> AsyncIterator[TopicFactory]:
+async def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> AsyncIterator[TopicFactory]:
     """Create uniquely named topics for one test; they are deleted afterwards."""
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, client_id="ckptlog-tests")
     await admin.start()
     created: list[str] = []
     stem = _slug(request.node.name)
 
-    async def make(
-        partitions: int = 1, config: dict[str, str] | None = None, *, prefix: str | None = None
-    ) -> str:
+    async def make(partitions: int = 1, config: dict[str, str] | None = None, *, prefix: str | None = None) -> str:
         name = f"{_slug(prefix) if prefix else stem}-{uuid.uuid4().hex[:10]}"
         response = await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
         _raise_topic_errors(response, name)

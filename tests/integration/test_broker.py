@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 
 async def read_all(bootstrap: str, topic: str, isolation: str, timeout: float = 20.0) -> list[bytes]:
     """Every visible value of partition 0 of `topic`, from the start up to its end offset."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False
-    )
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, 0)]
@@ -79,9 +77,7 @@ async def test_idempotent_producer_writes_each_record_once_in_order(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
     topic = await topic_factory(1)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=kafka_bootstrap, enable_idempotence=True, linger_ms=5
-    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
         futures = [await producer.send(topic, str(i).encode()) for i in range(300)]
@@ -90,14 +86,10 @@ async def test_idempotent_producer_writes_each_record_once_in_order(
         await producer.stop()
 
     assert [m.offset for m in metadata] == list(range(300))
-    assert await read_all(kafka_bootstrap, topic, "read_uncommitted") == [
-        str(i).encode() for i in range(300)
-    ]
+    assert await read_all(kafka_bootstrap, topic, "read_uncommitted") == [str(i).encode() for i in range(300)]
 
 
-async def _poll_until(
-    consumers: list[AIOKafkaConsumer], done: Callable[[], bool], timeout: float
-) -> None:
+async def _poll_until(consumers: list[AIOKafkaConsumer], done: Callable[[], bool], timeout: float) -> None:
     """Keep every consumer polling (that drives its group membership) until `done()`."""
     deadline = time.monotonic() + timeout
     while not done():
@@ -128,9 +120,12 @@ async def test_consumer_group_rebalances_partitions_between_members(
             # join `first` may briefly still hold everything: wait for the split.)
             await _poll_until(
                 [first, second],
-                lambda: bool(first.assignment()) and bool(second.assignment())
-                and not first.assignment() & second.assignment()
-                and first.assignment() | second.assignment() == everything,
+                lambda: (
+                    bool(first.assignment())
+                    and bool(second.assignment())
+                    and not first.assignment() & second.assignment()
+                    and first.assignment() | second.assignment() == everything
+                ),
                 30,
             )
             assert len(first.assignment()) == len(second.assignment()) == 2

@@ -17,8 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from ckptlog import Evaluator, Topics, ids
 from events.codec import decode_event
-from events.rejections import Rejection
 from events.outputs import encode_json, envelope
+from events.rejections import Rejection
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import read_topic
@@ -42,12 +42,17 @@ def judge(checkpoint_path: str, *, mode: str = "ok", marker: str | None = None) 
     return {"acc": 0.9, "checked": checkpoint_path}
 
 
-async def _request(bootstrap: str, topic: str, run: str, path: str, offset: int, timeout_s: float | None,
-                   **fn_kwargs: Any) -> str:
+async def _request(
+    bootstrap: str, topic: str, run: str, path: str, offset: int, timeout_s: float | None, **fn_kwargs: Any
+) -> str:
     """A validation_requested event as the processor writes it; returns its id."""
     event_id = f"ckptlog:{run}.events:0:{offset}:1"
-    body = envelope("validation_requested", run, {"checkpoint_path": path, "report_index": offset,
-                                                  "fn_kwargs": fn_kwargs, "timeout_s": timeout_s}, event_id)
+    body = envelope(
+        "validation_requested",
+        run,
+        {"checkpoint_path": path, "report_index": offset, "fn_kwargs": fn_kwargs, "timeout_s": timeout_s},
+        event_id,
+    )
     producer = EventProducer(KafkaConnection(bootstrap))
     await producer.start()
     try:
@@ -76,9 +81,15 @@ async def test_validated_failed_and_timeout(kafka_bootstrap: str, topic_factory:
         "/r/slow": await _request(kafka_bootstrap, validations, "run-3", "/r/slow", 3, None, mode="slow"),
     }
     group = f"eval-{uuid.uuid4().hex[:8]}"
-    evaluator = Evaluator(judge, bootstrap_servers=kafka_bootstrap, topics=Topics(events=events,
-                          validations=validations), group_id=group, concurrency=2,
-                          default_timeout_s=0.5, stop_grace_s=1)
+    evaluator = Evaluator(
+        judge,
+        bootstrap_servers=kafka_bootstrap,
+        topics=Topics(events=events, validations=validations),
+        group_id=group,
+        concurrency=2,
+        default_timeout_s=0.5,
+        stop_grace_s=1,
+    )
     task = asyncio.create_task(evaluator.run())
     try:
         results = {r.data.checkpoint_path: r for r in await _results(kafka_bootstrap, events, 3)}
@@ -86,7 +97,10 @@ async def test_validated_failed_and_timeout(kafka_bootstrap: str, topic_factory:
         evaluator.stop()
         await task
     assert {p: r.data.status for p, r in results.items()} == {
-        "/r/ok": "VALIDATED", "/r/fail": "VALIDATION_FAILED", "/r/slow": "VALIDATION_TIMEOUT"}
+        "/r/ok": "VALIDATED",
+        "/r/fail": "VALIDATION_FAILED",
+        "/r/slow": "VALIDATION_TIMEOUT",
+    }
     assert results["/r/ok"].data.metrics == {"acc": 0.9, "checked": "/r/ok"}
     assert results["/r/fail"].data.error == "RuntimeError: no GPU for /r/fail"
     assert "0.5s" in (results["/r/slow"].data.error or "")
@@ -115,17 +129,35 @@ async def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: f
         await asyncio.sleep(0.1)
 
 
-async def test_evaluator_killed_mid_task_loses_no_request(kafka_bootstrap: str, topic_factory: TopicFactory,
-                                                          tmp_path: Path) -> None:
+async def test_evaluator_killed_mid_task_loses_no_request(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
     events, validations = await topic_factory(), await topic_factory()
     group, marker = f"eval-{uuid.uuid4().hex[:8]}", tmp_path / "started"
     request_id = await _request(kafka_bootstrap, validations, "run-k", "/r/k", 1, 120, marker=str(marker))
-    cmd = [sys.executable, "-m", "processor.cli", "evaluate", "--fn",
-           "tests.integration.test_clients_evaluator:judge", "--bootstrap-servers", kafka_bootstrap,
-           "--events-topic", events, "--validations-topic", validations, "--group-id", group,
-           "--group-instance-id", "evaluator-0", "--session-timeout-ms", "6000"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, HANG_ENV: "1"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "processor.cli",
+        "evaluate",
+        "--fn",
+        "tests.integration.test_clients_evaluator:judge",
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--events-topic",
+        events,
+        "--validations-topic",
+        validations,
+        "--group-id",
+        group,
+        "--group-instance-id",
+        "evaluator-0",
+        "--session-timeout-ms",
+        "6000",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env={**os.environ, HANG_ENV: "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         await _wait_for_file(marker, proc)
     finally:
@@ -133,9 +165,14 @@ async def test_evaluator_killed_mid_task_loses_no_request(kafka_bootstrap: str, 
         proc.wait()
     assert await _results(kafka_bootstrap, events, 1, timeout_s=0.5) == []
     # The replacement takes over the same static member id: no session timeout to sit out.
-    evaluator = Evaluator(judge, bootstrap_servers=kafka_bootstrap, topics=Topics(events=events,
-                          validations=validations), group_id=group, group_instance_id="evaluator-0",
-                          session_timeout_ms=6000)
+    evaluator = Evaluator(
+        judge,
+        bootstrap_servers=kafka_bootstrap,
+        topics=Topics(events=events, validations=validations),
+        group_id=group,
+        group_instance_id="evaluator-0",
+        session_timeout_ms=6000,
+    )
     task = asyncio.create_task(evaluator.run())
     try:
         results = await _results(kafka_bootstrap, events, 1)

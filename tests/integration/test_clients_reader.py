@@ -23,8 +23,15 @@ from tests.integration.conftest import TopicFactory
 
 def view(committed: int, validated: int, paths: list[str]) -> dict[str, Any]:
     ckpts = [{"path": p, "metrics": {"acc": i}, "status": "COMMITTED", "report_index": i} for i, p in enumerate(paths)]
-    return {"checkpoints": ckpts, "latest": paths[-1] if paths else None, "best": paths[-1] if paths else None,
-            "committed": committed, "validated": validated, "generation": 0, "index_in_generation": committed}
+    return {
+        "checkpoints": ckpts,
+        "latest": paths[-1] if paths else None,
+        "best": paths[-1] if paths else None,
+        "committed": committed,
+        "validated": validated,
+        "generation": 0,
+        "index_in_generation": committed,
+    }
 
 
 class StateWriter:
@@ -46,8 +53,10 @@ class StateWriter:
 
 async def test_returns_at_the_watermark(kafka_bootstrap: str, topic_factory: TopicFactory) -> None:
     state = await topic_factory(partitions=2, config={"cleanup.policy": "compact"})
-    async with StateWriter(kafka_bootstrap, state) as writer, \
-            Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
+    async with (
+        StateWriter(kafka_bootstrap, state) as writer,
+        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+    ):
         await writer.put("r", view(1, 1, ["/a"]))
         waiter = asyncio.create_task(reader.get_all_reported_checkpoints("r", 3, "validated", timeout_s=20))
         await writer.put("r", view(3, 2, ["/a", "/b", "/c"]))  # committed 3, but one still pending
@@ -64,8 +73,10 @@ async def test_returns_at_the_watermark(kafka_bootstrap: str, topic_factory: Top
 
 async def test_returns_at_the_timeout_with_what_is_known(kafka_bootstrap: str, topic_factory: TopicFactory) -> None:
     state = await topic_factory()
-    async with StateWriter(kafka_bootstrap, state) as writer, \
-            Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
+    async with (
+        StateWriter(kafka_bootstrap, state) as writer,
+        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+    ):
         await writer.put("r", view(2, 2, ["/a", "/b"]))
         await reader.catch_up()
         started = time.monotonic()
@@ -76,8 +87,10 @@ async def test_returns_at_the_timeout_with_what_is_known(kafka_bootstrap: str, t
 
 async def test_watch_follows_changes(kafka_bootstrap: str, topic_factory: TopicFactory) -> None:
     state = await topic_factory()
-    async with StateWriter(kafka_bootstrap, state) as writer, \
-            Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
+    async with (
+        StateWriter(kafka_bootstrap, state) as writer,
+        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+    ):
         await writer.put("r", view(1, 1, ["/a"]))
         seen: list[int] = []
         first = asyncio.Event()
@@ -103,11 +116,19 @@ def judge(checkpoint_path: str, *, bonus: float = 0.0) -> dict[str, Any]:
 async def test_end_to_end_with_the_processor(kafka_bootstrap: str, tmp_path: Path) -> None:
     prefix = f"e2e-{uuid.uuid4().hex[:8]}"
     topics = Topics.prefixed(prefix)
-    settings = ServiceSettings(bootstrap_servers=kafka_bootstrap, group_id=prefix, input_topic=topics.events,
-                               checkpoints_topic=f"{prefix}.checkpoints", validations_topic=topics.validations,
-                               watermarks_topic=topics.watermarks, state_topic=topics.state,
-                               dlq_topic=f"{prefix}.dlq", replication_factor=1,
-                               storage_root=file_url(tmp_path / "runs"), snapshots=file_url(tmp_path / "snaps"))
+    settings = ServiceSettings(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=prefix,
+        input_topic=topics.events,
+        checkpoints_topic=f"{prefix}.checkpoints",
+        validations_topic=topics.validations,
+        watermarks_topic=topics.watermarks,
+        state_topic=topics.state,
+        dlq_topic=f"{prefix}.dlq",
+        replication_factor=1,
+        storage_root=file_url(tmp_path / "runs"),
+        snapshots=file_url(tmp_path / "snaps"),
+    )
     processor = Processor(settings)
     evaluator = Evaluator(judge, bootstrap_servers=kafka_bootstrap, topics=topics, group_id=f"{prefix}-eval")
     tasks = [asyncio.create_task(processor.run())]
@@ -115,8 +136,10 @@ async def test_end_to_end_with_the_processor(kafka_bootstrap: str, tmp_path: Pat
         await asyncio.wait_for(processor.ready.wait(), 30)
         tasks.append(asyncio.create_task(evaluator.run()))
         root = tmp_path / "runs" / "r1"
-        async with AsyncReporter("r1", bootstrap_servers=kafka_bootstrap, topic=topics.events) as reporter, \
-                Reader(bootstrap_servers=kafka_bootstrap, topics=topics) as reader:
+        async with (
+            AsyncReporter("r1", bootstrap_servers=kafka_bootstrap, topic=topics.events) as reporter,
+            Reader(bootstrap_servers=kafka_bootstrap, topics=topics) as reader,
+        ):
             await reporter.run_started(file_url(root), num_to_keep=2, checkpoint_score_attribute="acc")
             for i in range(4):
                 (root / f"c{i}").mkdir(parents=True)
@@ -127,12 +150,21 @@ async def test_end_to_end_with_the_processor(kafka_bootstrap: str, tmp_path: Pat
         records = await read_topic(KafkaConnection(kafka_bootstrap), topics.events)
         expected = fold_lines(r.value for r in records if r.value).document()["runs"]["r1"]
         assert result.view is not None and result.view.model_dump() == {
-            k: v for k, v in expected.items() if k != "evicted"}
+            k: v for k, v in expected.items() if k != "evicted"
+        }
         assert [(c.report_index, c.status) for c in result.checkpoints] == [(1, "VALIDATED"), (3, "VALIDATED")]
     finally:
         evaluator.stop()
         processor.stop()
         await asyncio.gather(*tasks)
-        await delete_topics(KafkaConnection(kafka_bootstrap), [settings.input_topic, settings.checkpoints_topic,
-                            settings.validations_topic, settings.watermarks_topic, settings.state_topic,
-                            settings.dlq_topic])
+        await delete_topics(
+            KafkaConnection(kafka_bootstrap),
+            [
+                settings.input_topic,
+                settings.checkpoints_topic,
+                settings.validations_topic,
+                settings.watermarks_topic,
+                settings.state_topic,
+                settings.dlq_topic,
+            ],
+        )

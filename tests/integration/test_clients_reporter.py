@@ -25,7 +25,8 @@ async def _sent_values(bootstrap: str, topic: str) -> list[tuple[bytes | None, b
 
 
 async def test_async_reporter_sends_valid_events_and_a_rerun_repeats_the_ids(
-        kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) -> None:
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
     topic = await topic_factory(partitions=2)
 
     async def job() -> list[str]:
@@ -46,16 +47,21 @@ async def test_async_reporter_sends_valid_events_and_a_rerun_repeats_the_ids(
     assert first[5] == ids.report_id("run-a", 1, 0)
     values = await _sent_values(kafka_bootstrap, topic)
     events = [decode_event(value, key) for key, value in values]
-    assert [e.type.split(".")[1] for e in events[:6]] == ["run_started", "report", "report", "report",
-                                                         "worker_group_restart", "report"]
+    assert [e.type.split(".")[1] for e in events[:6]] == [
+        "run_started",
+        "report",
+        "report",
+        "report",
+        "worker_group_restart",
+        "report",
+    ]
     folded = fold_lines(v for _, v in values)
     assert not folded.rejected and folded.duplicates == 6
     view = folded.document()["runs"]["run-a"]
     assert view["committed"] == 4 and view["generation"] == 1 and view["validated"] == 1
 
 
-async def test_sync_reporter_from_plain_code(kafka_bootstrap: str, topic_factory: TopicFactory,
-                                            tmp_path: Path) -> None:
+async def test_sync_reporter_from_plain_code(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) -> None:
     topic = await topic_factory()
 
     def training_loop() -> list[str]:  # what a user's synchronous loop does (own thread, no event loop)
@@ -70,13 +76,31 @@ async def test_sync_reporter_from_plain_code(kafka_bootstrap: str, topic_factory
     assert fold_lines(v for _, v in values).document()["runs"]["run-s"]["committed"] == 3
 
 
-async def test_report_cli_prints_ids_and_a_rerun_is_harmless(kafka_bootstrap: str, topic_factory: TopicFactory,
-                                                            tmp_path: Path) -> None:
+async def test_report_cli_prints_ids_and_a_rerun_is_harmless(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
     topic = await topic_factory()
     _register()
-    args = ["report", "run-c", "-m", "loss=0.5", "--checkpoint", str(tmp_path / "c1"), "--start", str(tmp_path),
-            "--keep", "2", "--score-attribute", "loss", "--score-order", "min", "--bootstrap-servers",
-            kafka_bootstrap, "--topic", topic]
+    args = [
+        "report",
+        "run-c",
+        "-m",
+        "loss=0.5",
+        "--checkpoint",
+        str(tmp_path / "c1"),
+        "--start",
+        str(tmp_path),
+        "--keep",
+        "2",
+        "--score-attribute",
+        "loss",
+        "--score-order",
+        "min",
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--topic",
+        topic,
+    ]
 
     def invoke() -> list[str]:
         result = CliRunner().invoke(app, args)
@@ -85,9 +109,11 @@ async def test_report_cli_prints_ids_and_a_rerun_is_harmless(kafka_bootstrap: st
 
     first, second = await asyncio.to_thread(invoke), await asyncio.to_thread(invoke)
     assert first == second and len(first) == 2
-    bad = await asyncio.to_thread(CliRunner().invoke, app, [*args[:2], "--keep", "0", "--start", str(tmp_path),
-                                                             "--bootstrap-servers", kafka_bootstrap,
-                                                             "--topic", topic])
+    bad = await asyncio.to_thread(
+        CliRunner().invoke,
+        app,
+        [*args[:2], "--keep", "0", "--start", str(tmp_path), "--bootstrap-servers", kafka_bootstrap, "--topic", topic],
+    )
     assert bad.exit_code == 1 and "num_to_keep" in bad.stderr
     folded = fold_lines(v for _, v in await _sent_values(kafka_bootstrap, topic))
     assert folded.duplicates == 2 and folded.document()["runs"]["run-c"]["committed"] == 1
@@ -95,8 +121,20 @@ async def test_report_cli_prints_ids_and_a_rerun_is_harmless(kafka_bootstrap: st
 
 async def test_example_train_loop(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) -> None:
     topic = await topic_factory()
-    cmd = [sys.executable, "examples/train_loop.py", "--run-id", "ex", "--steps", "4", "--storage", str(tmp_path),
-           "--bootstrap-servers", kafka_bootstrap, "--topic", topic]
+    cmd = [
+        sys.executable,
+        "examples/train_loop.py",
+        "--run-id",
+        "ex",
+        "--steps",
+        "4",
+        "--storage",
+        str(tmp_path),
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--topic",
+        topic,
+    ]
     proc = await asyncio.to_thread(subprocess.run, cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     folded = fold_lines(v for _, v in await _sent_values(kafka_bootstrap, topic))

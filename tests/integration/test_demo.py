@@ -16,8 +16,14 @@ async def test_demo_runs_end_to_end_and_its_checks_pass(kafka_bootstrap: str) ->
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "COLUMNS": "100"}
     started = time.monotonic()
     proc = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "processor.cli", "demo", "--no-live", "--pace-s", "0.02"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        subprocess.run,
+        [sys.executable, "-m", "processor.cli", "demo", "--no-live", "--pace-s", "0.02"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     assert "all checks passed" in output

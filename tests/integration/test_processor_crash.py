@@ -32,12 +32,20 @@ KILLS = 3
 
 
 def start(settings: ServiceSettings, log: Path) -> subprocess.Popen[bytes]:
-    flags = {"bootstrap-servers": settings.bootstrap_servers, "snapshots": settings.snapshots,
-             "storage-root": settings.storage_root, "group-id": settings.group_id,
-             "group-instance-id": "crash-test", "input-topic": settings.input_topic,
-             "checkpoints-topic": settings.checkpoints_topic, "validations-topic": settings.validations_topic,
-             "watermarks-topic": settings.watermarks_topic, "state-topic": settings.state_topic,
-             "dlq-topic": settings.dlq_topic, "snapshot-every": "40"}
+    flags = {
+        "bootstrap-servers": settings.bootstrap_servers,
+        "snapshots": settings.snapshots,
+        "storage-root": settings.storage_root,
+        "group-id": settings.group_id,
+        "group-instance-id": "crash-test",
+        "input-topic": settings.input_topic,
+        "checkpoints-topic": settings.checkpoints_topic,
+        "validations-topic": settings.validations_topic,
+        "watermarks-topic": settings.watermarks_topic,
+        "state-topic": settings.state_topic,
+        "dlq-topic": settings.dlq_topic,
+        "snapshot-every": "40",
+    }
     argv = [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
     env = {**os.environ, "CKPTLOG_POLL_TIMEOUT_MS": "50", "CKPTLOG_SESSION_TIMEOUT_MS": "6000"}
     with log.open("ab") as out:
@@ -57,7 +65,8 @@ async def restored(log: Path, count: int, timeout_s: float = 30.0) -> None:
 
 
 async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=2)
     lines = workload((tmp_path / "runs").as_uri(), runs=6, reports=360, keep=2, validation_share=0.25, seed=5)
     dirs = make_dirs(lines)
@@ -66,7 +75,7 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
 
     async def feed() -> None:
         for i in range(0, len(lines), 10):
-            await produce_events(conn, settings.input_topic, lines[i: i + 10])
+            await produce_events(conn, settings.input_topic, lines[i : i + 10])
             await asyncio.sleep(rng.uniform(0.05, 0.2))
 
     feeder = asyncio.create_task(feed())
@@ -85,8 +94,11 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
             proc.send_signal(signal.SIGUSR1)  # the processor logs every task's stack
             await asyncio.sleep(1)
         assert views == expected, f"views differ; see {log}"
-        evicted = {Path(p.removeprefix("file://")) for ps in fold_lines(lines, settings.fold_settings()).evicted.values()
-                   for p in ps}
+        evicted = {
+            Path(p.removeprefix("file://"))
+            for ps in fold_lines(lines, settings.fold_settings()).evicted.values()
+            for p in ps
+        }
         deadline = time.monotonic() + 30
         while any(p.exists() for p in evicted):
             assert time.monotonic() < deadline, f"evicted checkpoints still exist; see {log}"
@@ -100,8 +112,12 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
             proc.wait()
     kept = {Path(c["path"].removeprefix("file://")) for v in views.values() for c in v["checkpoints"]}
     latest = {Path(v["latest"].removeprefix("file://")) for v in views.values() if v["latest"]}
-    pending = {Path(c["path"].removeprefix("file://")) for v in views.values() for c in v["checkpoints"]
-               if c["status"] == "PENDING_VALIDATION"}
+    pending = {
+        Path(c["path"].removeprefix("file://"))
+        for v in views.values()
+        for c in v["checkpoints"]
+        if c["status"] == "PENDING_VALIDATION"
+    }
     assert evicted and latest <= kept and pending <= kept
     assert all(p.is_dir() for p in kept), "no kept, latest or pending checkpoint was deleted"
     assert {d for d in dirs if d.exists()} == kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -32,17 +33,23 @@ pytestmark = pytest.mark.timeout(120)
 COMPACT = {"cleanup.policy": "compact"}
 
 
-async def make_settings(topic_factory: Any, bootstrap: str, tmp_path: Path, partitions: int = 1,
-                        **overrides: Any) -> ServiceSettings:
+async def make_settings(
+    topic_factory: Any, bootstrap: str, tmp_path: Path, partitions: int = 1, **overrides: Any
+) -> ServiceSettings:
     """Isolated topics (created by the fixture, deleted afterwards) and storage under tmp_path."""
     topics = {"input_topic": await topic_factory(partitions, prefix="in")}
     for name in ("checkpoints", "validations", "watermarks", "dlq"):
         topics[f"{name}_topic"] = await topic_factory(partitions, prefix=name)
     topics["state_topic"] = await topic_factory(partitions, COMPACT, prefix="state")
     (tmp_path / "runs").mkdir(exist_ok=True)
-    values: dict[str, Any] = {"bootstrap_servers": bootstrap, "group_id": f"g-{topics['input_topic']}",
-                              "snapshots": str(tmp_path / "snapshots"), "storage_root": (tmp_path / "runs").as_uri(),
-                              "poll_timeout_ms": 50, **topics}
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"g-{topics['input_topic']}",
+        "snapshots": str(tmp_path / "snapshots"),
+        "storage_root": (tmp_path / "runs").as_uri(),
+        "poll_timeout_ms": 50,
+        **topics,
+    }
     values.update(overrides)
     return load_settings(None, **values)
 
@@ -61,7 +68,8 @@ def conn_of(settings: ServiceSettings) -> KafkaConnection:
 
 
 async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path)
     lines = workload((tmp_path / "runs").as_uri(), runs=3, reports=90, keep=2)
     make_dirs(lines)
@@ -71,15 +79,29 @@ async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
         await produce_events(conn, settings.input_topic, lines)
         views = await wait_for_views(conn, settings.state_topic, expected)
         assert views == expected
-        evicted = [Path(p.removeprefix("file://")) for p in
-                   sum((v for v in _evicted(lines, settings).values()), [])]
+        evicted = [
+            Path(p.removeprefix("file://")) for p in itertools.chain.from_iterable(_evicted(lines, settings).values())
+        ]
         await _eventually(lambda: not any(p.exists() for p in evicted))
     kept = [Path(c["path"].removeprefix("file://")) for v in views.values() for c in v["checkpoints"]]
     assert kept and all(p.is_dir() for p in kept)
     assert evicted and not any(p.exists() for p in evicted)
-    out = subprocess.run([sys.executable, "-m", "processor.cli", "inspect", "--json", "--bootstrap-servers",
-                          kafka_bootstrap, "--state-topic", settings.state_topic],
-                         capture_output=True, check=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "processor.cli",
+            "inspect",
+            "--json",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--state-topic",
+            settings.state_topic,
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
     assert json.loads(out.stdout) == {"runs": expected}
 
 
@@ -100,14 +122,27 @@ async def _eventually(check: Any, timeout_s: float = 20.0) -> None:
 
 
 async def test_dead_letters_keep_original_bytes_with_reason_headers(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, max_payload_bytes=4096)
     root = (tmp_path / "runs").as_uri()
     good = workload(root, runs=2, reports=10, keep=None, validation_share=0.0)
-    bad = [b"not json", b"\xff\xfe{", b'{"specversion":"1.0"}', b"{" + b'"x":' * 1 + b'"' + b"a" * 5000 + b'"}',
-           json.dumps({"specversion": "1.0", "id": "o1", "source": "t", "type": "ckptlog.report.v1",
-                       "subject": "run-0", "data": {"metrics": {}, "checkpoint": {"path": "file:///elsewhere/x"}}}
-                      ).encode()]
+    bad = [
+        b"not json",
+        b"\xff\xfe{",
+        b'{"specversion":"1.0"}',
+        b"{" + b'"x":' * 1 + b'"' + b"a" * 5000 + b'"}',
+        json.dumps(
+            {
+                "specversion": "1.0",
+                "id": "o1",
+                "source": "t",
+                "type": "ckptlog.report.v1",
+                "subject": "run-0",
+                "data": {"metrics": {}, "checkpoint": {"path": "file:///elsewhere/x"}},
+            }
+        ).encode(),
+    ]
     lines = good[:5] + bad + good[5:]
     expected = expected_views(lines, settings)
     conn = conn_of(settings)
@@ -118,7 +153,7 @@ async def test_dead_letters_keep_original_bytes_with_reason_headers(
     assert [r.value for r in dead] == bad
     reasons = [dict(r.headers)[H_REASON].decode() for r in dead]
     assert reasons == ["invalid_json", "invalid_utf8", "invalid_envelope", "payload_too_large", "path_outside_root"]
-    for record, offset in zip(dead, range(5, 10)):
+    for record, offset in zip(dead, range(5, 10), strict=False):
         headers = dict(record.headers)
         assert headers[H_TOPIC].decode() == settings.input_topic
         assert (headers[H_PARTITION], headers[H_OFFSET]) == (b"0", str(offset).encode())
@@ -126,7 +161,8 @@ async def test_dead_letters_keep_original_bytes_with_reason_headers(
 
 
 async def test_restart_from_snapshot_plus_replay_equals_full_replay(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, snapshot_every=25)
     lines = workload((tmp_path / "runs").as_uri(), runs=3, reports=120, keep=3)
     make_dirs(lines)
@@ -151,7 +187,8 @@ async def test_restart_from_snapshot_plus_replay_equals_full_replay(
 
 
 async def test_truncated_log_is_refused_unless_data_loss_is_allowed(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path)
     lines = workload((tmp_path / "runs").as_uri(), runs=2, reports=30, keep=None, validation_share=0.0)
     conn = conn_of(settings)

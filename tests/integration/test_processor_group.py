@@ -17,9 +17,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def test_two_instances_through_a_rebalance_equal_the_offline_fold(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
-    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=2, snapshot_every=20,
-                                   session_timeout_ms=6000)
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await make_settings(
+        topic_factory, kafka_bootstrap, tmp_path, partitions=2, snapshot_every=20, session_timeout_ms=6000
+    )
     lines = workload((tmp_path / "runs").as_uri(), runs=6, reports=150, keep=2)
     dirs = make_dirs(lines)
     conn = conn_of(settings)
@@ -33,15 +35,18 @@ async def test_two_instances_through_a_rebalance_equal_the_offline_fold(
             while not (len(first.assignment) == 1 and len(second.assignment) == 1):
                 assert time.monotonic() < deadline, "the group did not split the partitions"
                 await asyncio.sleep(0.1)
-            await produce_events(conn, settings.input_topic, thirds[1][len(thirds[0]):])
+            await produce_events(conn, settings.input_topic, thirds[1][len(thirds[0]) :])
             expected = expected_views(thirds[1], settings)
             assert await wait_for_views(conn, settings.state_topic, expected) == expected
             assert second.stats().consumed > 0
-        await produce_events(conn, settings.input_topic, lines[len(thirds[1]):])
+        await produce_events(conn, settings.input_topic, lines[len(thirds[1]) :])
         expected = expected_views(lines, settings)
         assert await wait_for_views(conn, settings.state_topic, expected) == expected
-        evicted = {Path(p.removeprefix("file://")) for ps in fold_lines(lines, settings.fold_settings()).evicted.values()
-                   for p in ps}
+        evicted = {
+            Path(p.removeprefix("file://"))
+            for ps in fold_lines(lines, settings.fold_settings()).evicted.values()
+            for p in ps
+        }
         deadline = time.monotonic() + 20
         while any(p.exists() for p in evicted):
             assert time.monotonic() < deadline, "evicted checkpoints were not all deleted"

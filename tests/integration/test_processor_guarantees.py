@@ -20,7 +20,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def test_zombie_owner_is_fenced_and_outputs_stay_exactly_once(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path)
     lines = workload((tmp_path / "runs").as_uri(), runs=2, reports=40, keep=None, validation_share=0.3)
     half = len(lines) // 2
@@ -57,7 +58,8 @@ def _id(value: bytes | None) -> str:
 
 
 async def test_at_least_once_repeats_outputs_with_identical_ids(
-        topic_factory: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, guarantee="at_least_once")
     lines = workload((tmp_path / "runs").as_uri(), runs=2, reports=30, keep=None, validation_share=0.3)
     conn = conn_of(settings)

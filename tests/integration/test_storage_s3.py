@@ -15,8 +15,7 @@ from tests.storage_contract import Backend, S3Endpoint, StorageContract
 @pytest.fixture
 def backend(s3_endpoint: S3Endpoint) -> Backend:
     """A fresh bucket per test, with a key prefix so the base is not the bucket root."""
-    return Backend(f"{s3_endpoint['make_bucket']()}/ckptlog",
-                   dict(s3_endpoint["storage_options"]))
+    return Backend(f"{s3_endpoint['make_bucket']()}/ckptlog", dict(s3_endpoint["storage_options"]))
 
 
 class TestS3StorageContract(StorageContract):
@@ -31,8 +30,11 @@ def test_missing_bucket_is_a_storage_error_naming_the_url(s3_endpoint: S3Endpoin
 
 
 def test_unreachable_endpoint_is_a_storage_error(s3_endpoint: S3Endpoint) -> None:
-    options = dict(s3_endpoint["storage_options"], endpoint_url="http://127.0.0.1:9",
-                   config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1})
+    options = dict(
+        s3_endpoint["storage_options"],
+        endpoint_url="http://127.0.0.1:9",
+        config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1},
+    )
     store = ObjectStore("s3://any-bucket/base", options)
     with pytest.raises(StorageError, match="s3://any-bucket/base/obj"):
         store.get("obj")

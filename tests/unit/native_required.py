@@ -16,7 +16,10 @@ def ckptlog_native() -> ModuleType:
         import ckptlog_native as module
     except ImportError:
         if shutil.which("cargo") is not None:
-            pytest.fail("the ckptlog_native extension is not installed although cargo is on PATH; run `make venv` "
-                        "(or pip install ./native)", pytrace=False)
+            pytest.fail(
+                "the ckptlog_native extension is not installed although cargo is on PATH; run `make venv` "
+                "(or pip install ./native)",
+                pytrace=False,
+            )
         pytest.skip("no Rust toolchain: the native engine is not built", allow_module_level=True)
     return module

@@ -117,9 +117,7 @@ def test_fetch_runs_maven_once_then_only_reads_the_marker(tmp_path: Path) -> Non
 
     assert cache.libs == tmp_path / "cache" / f"kafka-{VERSION}" / "libs"
     assert cache.is_complete()
-    assert json.loads(cache.marker.read_text())["jars"] == [
-        f"kafka-clients-{VERSION}.jar", f"kafka_2.13-{VERSION}.jar"
-    ]
+    assert json.loads(cache.marker.read_text())["jars"] == [f"kafka-clients-{VERSION}.jar", f"kafka_2.13-{VERSION}.jar"]
     assert "dependency:copy-dependencies" in (Path(path) / "mvn.calls").read_text()
 
     # Second fetch: no mvn on PATH at all, and it must not be needed.

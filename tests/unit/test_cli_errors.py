@@ -10,12 +10,18 @@ from processor.cli.errors import cli_errors
 from processor.errors import BrokerError, CkptlogError, ConfigError
 
 
-@pytest.mark.parametrize("error, code", [
-    (ConfigError("bad flag"), 2), (UsageError("bad usage"), 2), (BrokerError("no broker"), 1),
-    (CkptlogError("boom"), 1),
-])
-def test_errors_become_exit_codes_with_the_message(error: CkptlogError, code: int,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (ConfigError("bad flag"), 2),
+        (UsageError("bad usage"), 2),
+        (BrokerError("no broker"), 1),
+        (CkptlogError("boom"), 1),
+    ],
+)
+def test_errors_become_exit_codes_with_the_message(
+    error: CkptlogError, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(typer.Exit) as exit_info, cli_errors():
         raise error
     assert exit_info.value.exit_code == code

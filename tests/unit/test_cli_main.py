@@ -45,7 +45,11 @@ print(sorted(m for m in ("aiokafka", "processor.service.processor", "ckptlog.dem
 
 
 def test_help_without_a_command_lists_every_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "processor.cli", "--help"], capture_output=True, text=True,
-                         env={"COLUMNS": "200", "PATH": ""}).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "processor.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": ""},
+    ).stdout
     for name in COMMAND_MODULES:
         assert name in out, name

@@ -15,8 +15,8 @@ from ckptlog.errors import FunctionLoadError
 from ckptlog.evaluator import load_function, parse_request, result_event
 from ckptlog.invoke import Outcome, invoke
 from events.codec import decode_event
-from events.rejections import Rejection
 from events.outputs import envelope
+from events.rejections import Rejection
 
 
 def score(path: str, *, bonus: float = 0.0) -> dict[str, Any]:
@@ -89,8 +89,14 @@ def test_parse_request() -> None:
     assert parse_request(b"garbage") is None and parse_request(None) is None
 
 
-@pytest.mark.parametrize("outcome", [Outcome("VALIDATED", {"acc": 1}), Outcome("VALIDATION_FAILED", error="x"),
-                                     Outcome("VALIDATION_TIMEOUT", error="slow")])
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        Outcome("VALIDATED", {"acc": 1}),
+        Outcome("VALIDATION_FAILED", error="x"),
+        Outcome("VALIDATION_TIMEOUT", error="slow"),
+    ],
+)
 def test_result_event_is_valid_input_with_an_id_from_the_request(outcome: Outcome) -> None:
     parsed = parse_request(request_bytes())
     assert parsed is not None
@@ -104,14 +110,21 @@ def test_unusable_metrics_become_a_failure_saying_why() -> None:
     parsed = parse_request(request_bytes())
     assert parsed is not None
     event = decode_event(result_event(*parsed, Outcome("VALIDATED", {"model": object()})), b"run-1")
-    assert not isinstance(event, Rejection) and event.type == "ckptlog.validation_result.v1" and event.data.status == "VALIDATION_FAILED"
+    assert (
+        not isinstance(event, Rejection)
+        and event.type == "ckptlog.validation_result.v1"
+        and event.data.status == "VALIDATION_FAILED"
+    )
     assert "not JSON" in (event.data.error or "")
 
 
 def test_load_function() -> None:
     assert load_function("tests.unit.test_clients_evaluator:score") is score
-    for spec, needle in [("nocolon", "module:function"), ("no_such_module_xyz:f", "cannot import"),
-                         ("tests.unit.test_clients_evaluator:missing", "no callable")]:
+    for spec, needle in [
+        ("nocolon", "module:function"),
+        ("no_such_module_xyz:f", "cannot import"),
+        ("tests.unit.test_clients_evaluator:missing", "no callable"),
+    ]:
         with pytest.raises(FunctionLoadError, match=needle):
             load_function(spec)
 

@@ -19,12 +19,15 @@ def test_module_does_not_import_ray() -> None:
     assert "ray" not in sys.modules
 
 
-@pytest.mark.parametrize(("path", "fs", "url"), [
-    ("/mnt/runs/a/checkpoint_000", "local", "/mnt/runs/a/checkpoint_000"),
-    ("bucket/runs/a/checkpoint_000", "s3", "s3://bucket/runs/a/checkpoint_000"),
-    ("bucket/a/ckpt", "gcs", "gs://bucket/a/ckpt"),
-    ("s3://bucket/a/ckpt", None, "s3://bucket/a/ckpt"),
-])
+@pytest.mark.parametrize(
+    ("path", "fs", "url"),
+    [
+        ("/mnt/runs/a/checkpoint_000", "local", "/mnt/runs/a/checkpoint_000"),
+        ("bucket/runs/a/checkpoint_000", "s3", "s3://bucket/runs/a/checkpoint_000"),
+        ("bucket/a/ckpt", "gcs", "gs://bucket/a/ckpt"),
+        ("s3://bucket/a/ckpt", None, "s3://bucket/a/ckpt"),
+    ],
+)
 def test_checkpoint_url(path: str, fs: str | None, url: str) -> None:
     assert checkpoint_url(ray_checkpoint(path, fs)) == url
 
@@ -35,8 +38,9 @@ def test_unknown_filesystem_is_a_clear_error() -> None:
 
 
 def test_rank_zero_metrics_and_the_checkpoint_become_one_report() -> None:
-    call = to_report([{"loss": 0.1, "epoch": 2}, {"loss": 0.2, "epoch": 2}], ray_checkpoint("b/ckpt", "s3"),
-                     {"timeout_s": 30})
+    call = to_report(
+        [{"loss": 0.1, "epoch": 2}, {"loss": 0.2, "epoch": 2}], ray_checkpoint("b/ckpt", "s3"), {"timeout_s": 30}
+    )
     assert call == ReportCall({"loss": 0.1, "epoch": 2}, "s3://b/ckpt", {"timeout_s": 30})
 
 

@@ -29,8 +29,13 @@ def test_report_ids_differ_by_run_generation_and_index(other: tuple[str, int | N
 
 
 def test_kinds_never_collide() -> None:
-    made = {ids.report_id("r", 1, 1), ids.restart_id("r", 1), ids.validation_result_id("r", "1"),
-            ids.run_started_id("r", {}), ids.report_content_id("r", {})}
+    made = {
+        ids.report_id("r", 1, 1),
+        ids.restart_id("r", 1),
+        ids.validation_result_id("r", "1"),
+        ids.run_started_id("r", {}),
+        ids.report_content_id("r", {}),
+    }
     assert len(made) == 5
 
 
@@ -51,20 +56,30 @@ def _report(data: dict[str, Any], run: str = "run-1") -> dict[str, Any]:
 
 
 def test_encode_checked_round_trips_through_the_processor_codec() -> None:
-    raw = encode_checked(_report({"metrics": {"loss": math.nan, "acc": 1}, "checkpoint": {"path": "/r/c1"},
-                                  "validation": {"fn_kwargs": {"k": 1}, "timeout_s": 5}}))
+    raw = encode_checked(
+        _report(
+            {
+                "metrics": {"loss": math.nan, "acc": 1},
+                "checkpoint": {"path": "/r/c1"},
+                "validation": {"fn_kwargs": {"k": 1}, "timeout_s": 5},
+            }
+        )
+    )
     event = decode_event(raw, b"run-1")
     assert not isinstance(event, Rejection) and event.type == "ckptlog.report.v1" and event.data.checkpoint is not None
     assert event.data.checkpoint.path == "/r/c1" and math.isnan(event.data.metrics["loss"])
 
 
-@pytest.mark.parametrize(("data", "needle"), [
-    ({"metrics": {}, "checkpoint": None, "validation": False, "generaton": 1}, "remove it"),
-    ({"metrics": {}, "checkpoint": None, "validation": "yes"}, "validation"),
-    ({"metrics": [1], "checkpoint": None, "validation": False}, "metrics"),
-    ({"metrics": {"x": object()}, "checkpoint": None, "validation": False}, "not JSON"),
-    ({"metrics": {"blob": "x" * (1024 * 1024)}, "checkpoint": None, "validation": False}, "payload_too_large"),
-])
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"metrics": {}, "checkpoint": None, "validation": False, "generaton": 1}, "remove it"),
+        ({"metrics": {}, "checkpoint": None, "validation": "yes"}, "validation"),
+        ({"metrics": [1], "checkpoint": None, "validation": False}, "metrics"),
+        ({"metrics": {"x": object()}, "checkpoint": None, "validation": False}, "not JSON"),
+        ({"metrics": {"blob": "x" * (1024 * 1024)}, "checkpoint": None, "validation": False}, "payload_too_large"),
+    ],
+)
 def test_encode_checked_refuses_what_the_processor_would_reject(data: dict[str, Any], needle: str) -> None:
     with pytest.raises(InvalidEvent, match=needle):
         encode_checked(_report(data))
@@ -92,7 +107,11 @@ class _Array:
 def test_array_like_metrics_become_json() -> None:
     raw = encode_checked(_report({"metrics": {"acc": _Scalar(), "hist": _Array()}}))
     event = decode_event(raw, b"run-1")
-    assert not isinstance(event, Rejection) and event.type == "ckptlog.report.v1" and event.data.metrics == {"acc": 0.5, "hist": [1, 2]}
+    assert (
+        not isinstance(event, Rejection)
+        and event.type == "ckptlog.report.v1"
+        and event.data.metrics == {"acc": 0.5, "hist": [1, 2]}
+    )
 
 
 def test_as_url(tmp_path: Path) -> None:

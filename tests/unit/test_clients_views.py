@@ -18,9 +18,15 @@ from processor.kafka.reader import Record
 
 def view(committed: int, validated: int | None = None, paths: tuple[str, ...] = ()) -> dict[str, Any]:
     ckpts = [{"path": p, "metrics": {"i": i}, "status": "COMMITTED", "report_index": i} for i, p in enumerate(paths)]
-    return {"checkpoints": ckpts, "latest": paths[-1] if paths else None, "best": paths[-1] if paths else None,
-            "committed": committed, "validated": committed if validated is None else validated,
-            "generation": 0, "index_in_generation": committed}
+    return {
+        "checkpoints": ckpts,
+        "latest": paths[-1] if paths else None,
+        "best": paths[-1] if paths else None,
+        "committed": committed,
+        "validated": committed if validated is None else validated,
+        "generation": 0,
+        "index_in_generation": committed,
+    }
 
 
 def record(run: str, body: dict[str, Any] | None, offset: int = 0) -> Record:
@@ -28,9 +34,16 @@ def record(run: str, body: dict[str, Any] | None, offset: int = 0) -> Record:
     return Record("state", 0, offset, run.encode(), value, ())
 
 
-@pytest.mark.parametrize(("consistency", "index", "reached"), [
-    ("committed", 5, True), ("committed", 6, False), ("validated", 3, True), ("validated", 4, False),
-    ("committed", 0, True)])
+@pytest.mark.parametrize(
+    ("consistency", "index", "reached"),
+    [
+        ("committed", 5, True),
+        ("committed", 6, False),
+        ("validated", 3, True),
+        ("validated", 4, False),
+        ("committed", 0, True),
+    ],
+)
 def test_reached_uses_the_matching_watermark(consistency: Any, index: int, reached: bool) -> None:
     assert RunView.model_validate(view(5, 3)).reached(index, consistency) is reached
 

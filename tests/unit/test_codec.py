@@ -20,8 +20,10 @@ def reason(raw: bytes, key: bytes | None = None, **kw: int) -> Reason:
 
 
 def test_report_with_nan_and_infinity_metrics_is_accepted() -> None:
-    raw = b'{"specversion":"1.0","id":"a","source":"s","type":"ckptlog.report.v1","subject":"r",' \
-          b'"data":{"metrics":{"loss":NaN,"hi":Infinity,"lo":-Infinity},"checkpoint":null}}'
+    raw = (
+        b'{"specversion":"1.0","id":"a","source":"s","type":"ckptlog.report.v1","subject":"r",'
+        b'"data":{"metrics":{"loss":NaN,"hi":Infinity,"lo":-Infinity},"checkpoint":null}}'
+    )
     event = decode_event(raw)
     assert not isinstance(event, Rejection) and event.type == "ckptlog.report.v1"
     assert math.isnan(event.data.metrics["loss"]) and event.data.metrics["hi"] == math.inf
@@ -34,30 +36,33 @@ def test_extension_attributes_are_carried() -> None:
     assert event.model_extra == {"traceparent": "00-abc"}
 
 
-@pytest.mark.parametrize("raw, expected", [
-    (b"\xff\xfe{}", Reason.INVALID_UTF8),
-    (b"{nope", Reason.INVALID_JSON),
-    (b"[1, 2]", Reason.INVALID_ENVELOPE),
-    (line("report", "r", {"metrics": {}}, specversion="0.3"), Reason.INVALID_ENVELOPE),
-    (line("report", "", {"metrics": {}}), Reason.INVALID_ENVELOPE),
-    (line("report", "a\x01b", {"metrics": {}}), Reason.INVALID_ENVELOPE),
-    (line("report", "x" * 257, {"metrics": {}}), Reason.INVALID_ENVELOPE),
-    (line("report", "r", {"metrics": {}}, Bad_Name=1), Reason.INVALID_ENVELOPE),
-    (line("report", "r", {"metrics": {}}, time="yesterday"), Reason.INVALID_ENVELOPE),
-    (line("report", "r", {"metrics": {}}, datacontenttype="text/plain"), Reason.INVALID_ENVELOPE),
-    (line("nonsense", "r", {}), Reason.UNKNOWN_TYPE),
-    (line("report", "r", {"metrics": {}}).replace(b"report.v1", b"report.v9"), Reason.UNKNOWN_VERSION),
-    (line("report", "r", {}), Reason.INVALID_DATA),
-    (line("report", "r", {"metrics": []}), Reason.INVALID_DATA),
-    (line("report", "r", {"metrics": {}, "checkpoint": {"path": 3}}), Reason.INVALID_DATA),
-    (line("report", "r", {"metrics": {}, "validation": {"timeout_s": 0}}), Reason.INVALID_DATA),
-    (line("report", "r", {"metrics": {}, "generation": "1"}), Reason.INVALID_DATA),
-    (line("report", "r", {"metrics": {}, "surprise": 1}), Reason.INVALID_DATA),
-    (line("worker_group_restart", "r", {"num_workers": 0}), Reason.INVALID_DATA),
-    (line("validation_result", "r", {"checkpoint_path": "p", "status": "MAYBE"}), Reason.INVALID_DATA),
-    (started(keep=0), Reason.INVALID_CONFIG),
-    (started(order="up"), Reason.INVALID_CONFIG),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (b"\xff\xfe{}", Reason.INVALID_UTF8),
+        (b"{nope", Reason.INVALID_JSON),
+        (b"[1, 2]", Reason.INVALID_ENVELOPE),
+        (line("report", "r", {"metrics": {}}, specversion="0.3"), Reason.INVALID_ENVELOPE),
+        (line("report", "", {"metrics": {}}), Reason.INVALID_ENVELOPE),
+        (line("report", "a\x01b", {"metrics": {}}), Reason.INVALID_ENVELOPE),
+        (line("report", "x" * 257, {"metrics": {}}), Reason.INVALID_ENVELOPE),
+        (line("report", "r", {"metrics": {}}, Bad_Name=1), Reason.INVALID_ENVELOPE),
+        (line("report", "r", {"metrics": {}}, time="yesterday"), Reason.INVALID_ENVELOPE),
+        (line("report", "r", {"metrics": {}}, datacontenttype="text/plain"), Reason.INVALID_ENVELOPE),
+        (line("nonsense", "r", {}), Reason.UNKNOWN_TYPE),
+        (line("report", "r", {"metrics": {}}).replace(b"report.v1", b"report.v9"), Reason.UNKNOWN_VERSION),
+        (line("report", "r", {}), Reason.INVALID_DATA),
+        (line("report", "r", {"metrics": []}), Reason.INVALID_DATA),
+        (line("report", "r", {"metrics": {}, "checkpoint": {"path": 3}}), Reason.INVALID_DATA),
+        (line("report", "r", {"metrics": {}, "validation": {"timeout_s": 0}}), Reason.INVALID_DATA),
+        (line("report", "r", {"metrics": {}, "generation": "1"}), Reason.INVALID_DATA),
+        (line("report", "r", {"metrics": {}, "surprise": 1}), Reason.INVALID_DATA),
+        (line("worker_group_restart", "r", {"num_workers": 0}), Reason.INVALID_DATA),
+        (line("validation_result", "r", {"checkpoint_path": "p", "status": "MAYBE"}), Reason.INVALID_DATA),
+        (started(keep=0), Reason.INVALID_CONFIG),
+        (started(order="up"), Reason.INVALID_CONFIG),
+    ],
+)
 def test_bad_input_reason_codes(raw: bytes, expected: Reason) -> None:
     assert reason(raw) == expected
 
@@ -100,8 +105,18 @@ def test_upcaster_reads_an_older_version(monkeypatch: pytest.MonkeyPatch) -> Non
         return {**body, "data": data}
 
     monkeypatch.setitem(UPCASTERS, ("report", 0), v0_to_v1)
-    raw = json.dumps({"specversion": "1.0", "id": "x", "source": "s", "type": "ckptlog.report.v0",
-                      "subject": "r", "data": {"values": {"loss": 1.0}}}).encode()
+    raw = json.dumps(
+        {
+            "specversion": "1.0",
+            "id": "x",
+            "source": "s",
+            "type": "ckptlog.report.v0",
+            "subject": "r",
+            "data": {"values": {"loss": 1.0}},
+        }
+    ).encode()
     event = codec.decode_event(raw)
-    assert not isinstance(event, Rejection) and event.type == "ckptlog.report.v1" and event.data.metrics == {"loss": 1.0}
+    assert (
+        not isinstance(event, Rejection) and event.type == "ckptlog.report.v1" and event.data.metrics == {"loss": 1.0}
+    )
     assert event.type == "ckptlog.report.v1"

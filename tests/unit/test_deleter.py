@@ -15,17 +15,17 @@ from typing import Any, ClassVar
 
 import fsspec
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from fsspec.implementations.memory import MemoryFileSystem
 
+from processor.core.outputs import Deletion
 from processor.core.paths import UnsafePath, is_within, normalize, parse_url
 from processor.errors import StorageError
-from processor.core.outputs import Deletion
-from processor.storage.apply import delete_now
 from processor.storage import deletion
-from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
+from processor.storage.apply import delete_now
 from processor.storage.confinement import Confinement
+from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
 from processor.storage.removal import remove_all
 
 LOGGER = "processor.storage.deletion"
@@ -78,9 +78,18 @@ class FlakyFS(MemoryFileSystem):  # type: ignore[misc]  # fsspec is untyped
 @pytest.fixture
 def flaky() -> Iterator[type[FlakyFS]]:
     """A fresh FlakyFS class (own store, counters, instance cache) registered as flaky://."""
-    cls = type("FlakyFSForTest", (FlakyFS,), {
-        "store": {}, "pseudo_dirs": [""], "rm_calls": [], "rm_paths": [], "fail_paths": {}, "lock": threading.Lock(),
-    })
+    cls = type(
+        "FlakyFSForTest",
+        (FlakyFS,),
+        {
+            "store": {},
+            "pseudo_dirs": [""],
+            "rm_calls": [],
+            "rm_paths": [],
+            "fail_paths": {},
+            "lock": threading.Lock(),
+        },
+    )
     fsspec.register_implementation("flaky", cls, clobber=True)
     yield cls
 
@@ -100,14 +109,11 @@ def test_retry_policy_doubles_from_base_up_to_the_cap() -> None:
     assert [policy.delay(n) for n in range(1, 7)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
 
 
-async def test_failed_attempts_are_retried_with_backoff(
-    flaky: type[FlakyFS], caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_failed_attempts_are_retried_with_backoff(flaky: type[FlakyFS], caplog: pytest.LogCaptureFixture) -> None:
     put(f"{ROOT}/ckpt_1/model.bin")
     flaky.failures_left = 2
     done: list[tuple[str, str]] = []
-    deleter = Deleter(retry=RetryPolicy(max_attempts=5, base_delay=0.05),
-                      on_done=done.extend)
+    deleter = Deleter(retry=RetryPolicy(max_attempts=5, base_delay=0.05), on_done=done.extend)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
         assert await deleter.drain(timeout=10)
@@ -124,8 +130,7 @@ async def test_exhausted_deletion_stays_outstanding_until_retried(
     put(f"{ROOT}/ckpt_1/model.bin")
     flaky.failures_left = 1000
     done: list[tuple[str, str]] = []
-    deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.001),
-                      on_done=done.extend)
+    deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.001), on_done=done.extend)
     key = ("r1", f"{ROOT}/ckpt_1")
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         deleter.submit(*key, ROOT)
@@ -158,8 +163,7 @@ async def test_deletion_counts_only_once_confirmed_gone(flaky: type[FlakyFS]) ->
     flaky.rm_is_noop = True
     put(f"{ROOT}/ckpt_1/model.bin")
     done: list[tuple[str, str]] = []
-    deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001),
-                      on_done=done.extend)
+    deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001), on_done=done.extend)
     deleter.submit("r1", f"{ROOT}/ckpt_1", ROOT)
     assert not await deleter.drain(timeout=10)
     assert done == [] and "still exists after deleting" in deleter.failed[("r1", f"{ROOT}/ckpt_1")]
@@ -234,14 +238,16 @@ async def test_missing_local_path_counts_as_deleted(tmp_path: Path) -> None:
 
 # --- batches ----------------------------------------------------------------------------
 
+
 async def test_one_failing_path_in_a_batch_is_retried_alone(flaky: type[FlakyFS]) -> None:
     paths = [f"{ROOT}/ckpt_{i}" for i in range(5)]
     for path in paths:
         put(f"{path}/model.bin")
     flaky.fail_paths = {"/r1/ckpt_2": 2}
     calls: list[list[tuple[str, str]]] = []
-    deleter = Deleter(concurrency=1, retry=RetryPolicy(max_attempts=5, base_delay=0.01),
-                      on_done=lambda keys: calls.append(list(keys)))
+    deleter = Deleter(
+        concurrency=1, retry=RetryPolicy(max_attempts=5, base_delay=0.01), on_done=lambda keys: calls.append(list(keys))
+    )
     assert deleter.submit_many([Deletion("r1", path, ROOT) for path in paths]) == 5
     assert await deleter.drain(timeout=10)
     tried = [p.rsplit("/", 1)[1] for p in flaky.rm_paths]
@@ -258,16 +264,22 @@ async def test_confinement_is_checked_per_path_in_a_batch(tmp_path: Path) -> Non
     root = f"{tmp_path}/runs/r1"
     done: list[tuple[str, str]] = []
     deleter = Deleter(outer_root=f"file://{tmp_path}/runs", on_done=done.extend)
-    requests = [Deletion("r1", f"{root}/ok_1", root), Deletion("r1", f"{tmp_path}/runs/r2/ckpt", root),
-                Deletion("r1", f"{root}/../r2/ckpt", root), Deletion("r1", f"file://{root}/ok_2", root),
-                Deletion("r3", f"{tmp_path}/elsewhere/r3/ckpt", f"{tmp_path}/elsewhere/r3"),
-                Deletion("r1", f"{root}/ok_*", root)]
+    requests = [
+        Deletion("r1", f"{root}/ok_1", root),
+        Deletion("r1", f"{tmp_path}/runs/r2/ckpt", root),
+        Deletion("r1", f"{root}/../r2/ckpt", root),
+        Deletion("r1", f"file://{root}/ok_2", root),
+        Deletion("r3", f"{tmp_path}/elsewhere/r3/ckpt", f"{tmp_path}/elsewhere/r3"),
+        Deletion("r1", f"{root}/ok_*", root),
+    ]
     assert deleter.submit_many(requests) == 2
     assert await deleter.drain(timeout=10)
     assert sorted(done) == [("r1", f"{root}/ok_1"), ("r1", f"file://{root}/ok_2")]
     assert set(deleter.refused) == {(r.run_id, r.path) for r in requests} - set(done)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("model.bin")) == [
-        "elsewhere/r3/ckpt/model.bin", "runs/r2/ckpt/model.bin"]
+        "elsewhere/r3/ckpt/model.bin",
+        "runs/r2/ckpt/model.bin",
+    ]
 
 
 async def test_back_to_back_submissions_share_thread_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,6 +348,7 @@ def test_local_removal_unlinks_links_removes_trees_and_reports_per_path(tmp_path
 
 # --- confinement ------------------------------------------------------------------------
 
+
 def refusal_cases(base: str) -> dict[str, tuple[str, str]]:
     """(path, root) pairs that must be refused; `base/runs/r1/ckpt` is the real directory."""
     root = f"{base}/runs/r1"
@@ -353,9 +366,7 @@ def refusal_cases(base: str) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("case", list(refusal_cases("/b")))
-async def test_refused_paths_are_never_touched(
-    case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_refused_paths_are_never_touched(case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     for sub in ("runs/r1/ckpt", "runs/r2/ckpt", "elsewhere/r1/ckpt"):
         (tmp_path / sub).mkdir(parents=True)
         (tmp_path / sub / "model.bin").write_bytes(b"precious")
@@ -366,10 +377,16 @@ async def test_refused_paths_are_never_touched(
     assert await deleter.drain(timeout=5)
     assert set(deleter.refused) == {("r1", path)} and deleter.outstanding == frozenset()
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("model.bin")) == [
-        "elsewhere/r1/ckpt/model.bin", "runs/r1/ckpt/model.bin", "runs/r2/ckpt/model.bin"]
+        "elsewhere/r1/ckpt/model.bin",
+        "runs/r1/ckpt/model.bin",
+        "runs/r2/ckpt/model.bin",
+    ]
     assert all(p.read_bytes() == b"precious" for p in tmp_path.rglob("model.bin"))
-    assert any("refusing to delete" in r.getMessage() and "r1" in r.getMessage()
-               for r in caplog.records if r.levelno == logging.ERROR)
+    assert any(
+        "refusing to delete" in r.getMessage() and "r1" in r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.ERROR
+    )
 
 
 async def test_confined_path_is_accepted_and_deleted(tmp_path: Path) -> None:
@@ -382,15 +399,18 @@ async def test_confined_path_is_accepted_and_deleted(tmp_path: Path) -> None:
     assert not (tmp_path / "runs/r1/ckpt").exists() and (tmp_path / "runs/r1").is_dir()
 
 
-@pytest.mark.parametrize(("path", "root", "outer", "reason"), [
-    ("s3://b/runs/r1/c", "s3://b/runs/r1", None, None),
-    ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://b/runs", None),
-    ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://other", "storage bound"),
-    ("s3://b/runs/r1/c", "gs://b/runs/r1", None, "storage root"),
-    ("s3://b/runs/r1/c?", "s3://b/runs/r1", None, "glob"),
-    ("/abs/r1/c", "abs/r1", None, "relative"),
-    ("/abs/r1/c", "/abs/r1", "rel", "relative"),
-])
+@pytest.mark.parametrize(
+    ("path", "root", "outer", "reason"),
+    [
+        ("s3://b/runs/r1/c", "s3://b/runs/r1", None, None),
+        ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://b/runs", None),
+        ("s3://b/runs/r1/c", "s3://b/runs/r1", "s3://other", "storage bound"),
+        ("s3://b/runs/r1/c", "gs://b/runs/r1", None, "storage root"),
+        ("s3://b/runs/r1/c?", "s3://b/runs/r1", None, "glob"),
+        ("/abs/r1/c", "abs/r1", None, "relative"),
+        ("/abs/r1/c", "/abs/r1", "rel", "relative"),
+    ],
+)
 def test_confinement_problem(path: str, root: str, outer: str | None, reason: str | None) -> None:
     problem = confinement_problem(path, root, outer)
     assert problem is None if reason is None else reason in (problem or "")
@@ -424,8 +444,15 @@ def spell(protocol: str, segments: list[str], lead: bool) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(PROTOCOL, SEGMENTS, st.booleans(), PROTOCOL, SEGMENTS, st.booleans(), st.lists(SEGMENTS, max_size=1))
-def test_confinement_agrees_with_the_full_parse(proto: str, segs: list[str], lead: bool, root_proto: str,
-                                               root_segs: list[str], root_lead: bool, outer: list[list[str]]) -> None:
+def test_confinement_agrees_with_the_full_parse(
+    proto: str,
+    segs: list[str],
+    lead: bool,
+    root_proto: str,
+    root_segs: list[str],
+    root_lead: bool,
+    outer: list[list[str]],
+) -> None:
     root = spell(root_proto, root_segs, root_lead)
     path = spell(proto, root_segs + segs, lead) if segs and segs[0] == "a" else spell(proto, segs, lead)
     outer_root = spell(root_proto, outer[0], root_lead) if outer else None
@@ -439,18 +466,20 @@ def test_confinement_agrees_with_the_full_parse(proto: str, segs: list[str], lea
 
 # --- delete_now: the one-shot form used by `ckptlog fold --apply` ------------------------
 
-def test_delete_now_deletes_and_reports_refusals_and_failures(
-    flaky: type[FlakyFS], tmp_path: Path
-) -> None:
+
+def test_delete_now_deletes_and_reports_refusals_and_failures(flaky: type[FlakyFS], tmp_path: Path) -> None:
     (tmp_path / "runs/r1/ckpt_1").mkdir(parents=True)
     (tmp_path / "runs/r2/ckpt_1").mkdir(parents=True)
     put(f"{ROOT}/ckpt_9/model.bin")
     flaky.failures_left = 1000
-    messages = delete_now([
-        Deletion("r1", f"{tmp_path}/runs/r1/ckpt_1", f"{tmp_path}/runs/r1"),
-        Deletion("r1", f"{tmp_path}/runs/r2/ckpt_1", f"{tmp_path}/runs/r1"),
-        Deletion("r1", f"{ROOT}/ckpt_9", ROOT),
-    ], retry=RetryPolicy(max_attempts=2, base_delay=0.001))
+    messages = delete_now(
+        [
+            Deletion("r1", f"{tmp_path}/runs/r1/ckpt_1", f"{tmp_path}/runs/r1"),
+            Deletion("r1", f"{tmp_path}/runs/r2/ckpt_1", f"{tmp_path}/runs/r1"),
+            Deletion("r1", f"{ROOT}/ckpt_9", ROOT),
+        ],
+        retry=RetryPolicy(max_attempts=2, base_delay=0.001),
+    )
     assert not (tmp_path / "runs/r1/ckpt_1").exists()
     assert (tmp_path / "runs/r2/ckpt_1").is_dir() and exists(f"{ROOT}/ckpt_9/model.bin")
     assert len(messages) == 2
@@ -458,28 +487,43 @@ def test_delete_now_deletes_and_reports_refusals_and_failures(
     assert messages[1].startswith(f"could not delete {ROOT}/ckpt_9 for run r1")
 
 
-@pytest.mark.parametrize("path, root, outer, reason", [
-    ("file:///data/r/ck1", "file:///data/r", None, None),  # canonical and below: the one-regex path
-    ("file:///data/r/ck1", "file:///data/r", "file:///data", None),
-    ("file:///data/r/ck1", "file:///data/r", "file:///other", "storage bound"),  # canonical, outside the outer bound
-    ("file:///data/r/ck1", "file:///data/r", "", "empty path"),  # a broken outer bound refuses everything
-    ("file:///data/r*/ck1", "file:///data/r*", None, "glob characters"),  # a glob in the root itself
-    ("file:///data/r/ck[1]", "file:///data/r", None, "glob characters"),
-    ("file:///data/r/.hidden/x", "file:///data/r", None, None),  # not canonical-fast, but still allowed
-    ("file:///data/r/../x", "file:///data/r", None, ".."),
-])
+@pytest.mark.parametrize(
+    "path, root, outer, reason",
+    [
+        ("file:///data/r/ck1", "file:///data/r", None, None),  # canonical and below: the one-regex path
+        ("file:///data/r/ck1", "file:///data/r", "file:///data", None),
+        (
+            "file:///data/r/ck1",
+            "file:///data/r",
+            "file:///other",
+            "storage bound",
+        ),  # canonical, outside the outer bound
+        ("file:///data/r/ck1", "file:///data/r", "", "empty path"),  # a broken outer bound refuses everything
+        ("file:///data/r*/ck1", "file:///data/r*", None, "glob characters"),  # a glob in the root itself
+        ("file:///data/r/ck[1]", "file:///data/r", None, "glob characters"),
+        ("file:///data/r/.hidden/x", "file:///data/r", None, None),  # not canonical-fast, but still allowed
+        ("file:///data/r/../x", "file:///data/r", None, ".."),
+    ],
+)
 def test_canonical_fast_path_keeps_every_bound(path: str, root: str, outer: str | None, reason: str | None) -> None:
     confinement = Confinement(outer)
     for _ in range(2):  # the second answer comes from the root cache
-        problem, url = confinement.check(path, root)
+        problem, _url = confinement.check(path, root)
         assert problem == reference_problem(path, root, outer)
         assert problem is None if reason is None else reason in (problem or "")
 
 
-@pytest.mark.parametrize(("root", "outer", "inside"), [
-    ("file:///b/runs/r1", "file:///b/runs", True), ("file:///b/runs", "file:///b/runs", True),
-    ("file:///b/runsx/r1", "file:///b/runs", False), ("file:///b/r1", None, True),
-    ("file:///b/../r1", "file:///b", False), ("file:///b/runs/r1", "file:///b/../runs", False)])
+@pytest.mark.parametrize(
+    ("root", "outer", "inside"),
+    [
+        ("file:///b/runs/r1", "file:///b/runs", True),
+        ("file:///b/runs", "file:///b/runs", True),
+        ("file:///b/runsx/r1", "file:///b/runs", False),
+        ("file:///b/r1", None, True),
+        ("file:///b/../r1", "file:///b", False),
+        ("file:///b/runs/r1", "file:///b/../runs", False),
+    ],
+)
 def test_a_root_is_checked_against_the_outer_bound_once(root: str, outer: str | None, inside: bool) -> None:
     """The per-path fast check relies on the root lying within the outer bound; the verdict per path
     stays what the full checks say."""

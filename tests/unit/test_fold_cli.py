@@ -25,18 +25,29 @@ def fold(tmp_path: Path, lines: list[bytes], *args: str) -> tuple[int, dict]:  #
 
 def test_document_shape_and_rejections(tmp_path: Path) -> None:
     root = "file:///data/r"
-    code, doc = fold(tmp_path, [
-        f.started(root=root, keep=1, attr="acc"),
-        f.report(metrics={"acc": 1}, path=f"{root}/a"),
-        b"not json",
-        f.report(metrics={"acc": math.nan}, path=f"{root}/b"),
-        f.report(metrics={"acc": 3}, path=f"{root}/c"),
-        f.report(path="file:///etc/passwd"),
-    ])
+    code, doc = fold(
+        tmp_path,
+        [
+            f.started(root=root, keep=1, attr="acc"),
+            f.report(metrics={"acc": 1}, path=f"{root}/a"),
+            b"not json",
+            f.report(metrics={"acc": math.nan}, path=f"{root}/b"),
+            f.report(metrics={"acc": 3}, path=f"{root}/c"),
+            f.report(path="file:///etc/passwd"),
+        ],
+    )
     assert code == 0
     view = doc["runs"]["r"]
-    assert set(view) == {"checkpoints", "latest", "best", "committed", "validated", "generation",
-                         "index_in_generation", "evicted"}
+    assert set(view) == {
+        "checkpoints",
+        "latest",
+        "best",
+        "committed",
+        "validated",
+        "generation",
+        "index_in_generation",
+        "evicted",
+    }
     assert [c["path"] for c in view["checkpoints"]] == [f"{root}/c"]
     assert set(view["checkpoints"][0]) == {"path", "metrics", "status", "report_index"}
     assert view["evicted"] == [f"{root}/b", f"{root}/a"]  # b (NaN) ranks below a; both leave when c lands
@@ -46,9 +57,18 @@ def test_document_shape_and_rejections(tmp_path: Path) -> None:
 
 def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> None:
     root = (tmp_path / "store").as_uri()
-    code, doc = fold(tmp_path, [f.report(metrics={"loss": x}, path=f"{root}/c{x}") for x in (3, 1, 2)],
-                     "--default-num-to-keep", "1", "--score-attribute", "loss", "--score-order", "min",
-                     "--storage-root", root)
+    code, doc = fold(
+        tmp_path,
+        [f.report(metrics={"loss": x}, path=f"{root}/c{x}") for x in (3, 1, 2)],
+        "--default-num-to-keep",
+        "1",
+        "--score-attribute",
+        "loss",
+        "--score-order",
+        "min",
+        "--storage-root",
+        root,
+    )
     assert code == 0
     assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/c2", f"{root}/c1"]
 
@@ -79,8 +99,7 @@ def test_dry_run_deletes_nothing_apply_deletes_only_evicted(tmp_path: Path) -> N
     assert (store / "r" / "c" / "model.bin").exists()
 
 
-def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from processor import foldfile
 
     monkeypatch.setattr(foldfile, "GC_FREEZE_MASK", 1)  # report every 2 lines instead of every 64k

@@ -13,8 +13,9 @@ from processor.core.snapshot import Snapshot, canonical, decode, encode
 from tests import factories as f
 
 ROOT = "file:///data"
-SCORES = st.one_of(st.floats(-5, 5, allow_nan=False), st.integers(-5, 5), st.just(math.nan), st.just("x"),
-                   st.none(), st.just(math.inf))
+SCORES = st.one_of(
+    st.floats(-5, 5, allow_nan=False), st.integers(-5, 5), st.just(math.nan), st.just("x"), st.none(), st.just(math.inf)
+)
 
 
 @st.composite
@@ -23,26 +24,35 @@ def logs(draw: Any, runs: tuple[str, ...] = ("a", "b")) -> list[bytes]:
     out: list[bytes] = []
     for run in runs:
         if draw(st.booleans()):
-            out.append(f.started(run, f"{ROOT}/{run}", keep=draw(st.one_of(st.none(), st.integers(1, 4))),
-                                 attr=draw(st.sampled_from([None, "acc"])), order=draw(st.sampled_from(["max", "min"])),
-                                 event_id=f"start-{run}"))
-    counter = 0
-    for _ in range(draw(st.integers(0, 40))):
+            out.append(
+                f.started(
+                    run,
+                    f"{ROOT}/{run}",
+                    keep=draw(st.one_of(st.none(), st.integers(1, 4))),
+                    attr=draw(st.sampled_from([None, "acc"])),
+                    order=draw(st.sampled_from(["max", "min"])),
+                    event_id=f"start-{run}",
+                )
+            )
+    for counter in range(1, draw(st.integers(0, 40)) + 1):
         run = draw(st.sampled_from(runs))
         kind = draw(st.sampled_from(["ckpt", "ckpt", "ckpt", "metrics", "result", "restart", "dup"]))
-        counter += 1
         if kind == "ckpt":
             value = draw(SCORES)
             metrics = {} if value is None else {"acc": value}
-            out.append(f.report(run, metrics, f"{ROOT}/{run}/c{counter}", validation=draw(st.booleans()),
-                                event_id=f"e{counter}"))
+            out.append(
+                f.report(
+                    run, metrics, f"{ROOT}/{run}/c{counter}", validation=draw(st.booleans()), event_id=f"e{counter}"
+                )
+            )
         elif kind == "metrics":
             out.append(f.report(run, {"loss": 1}, event_id=f"e{counter}"))
         elif kind == "result":
             target = draw(st.integers(0, counter))
             status = draw(st.sampled_from(["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]))
-            out.append(f.result(run, f"{ROOT}/{run}/c{target}", status, {"acc": draw(SCORES) or 0},
-                                event_id=f"e{counter}"))
+            out.append(
+                f.result(run, f"{ROOT}/{run}/c{target}", status, {"acc": draw(SCORES) or 0}, event_id=f"e{counter}")
+            )
         elif kind == "restart":
             out.append(f.restart(run, event_id=f"e{counter}"))
         elif out:
@@ -59,8 +69,9 @@ def run_all(lines: list[bytes], fold: Fold | None = None) -> tuple[Fold, list[An
     trace = []
     for raw in lines:
         effects = fold.apply(f.event(raw))
-        trace.append(([(o.type, repr(o.data)) for o in effects.outputs], [d.path for d in effects.deletions],
-                      effects.rejection))
+        trace.append(
+            ([(o.type, repr(o.data)) for o in effects.outputs], [d.path for d in effects.deletions], effects.rejection)
+        )
     return fold, trace
 
 
@@ -137,7 +148,7 @@ def test_other_runs_interleaved_change_nothing(mine: list[bytes], others: list[b
         take_mine = bool(a) and (not b or rnd.random() < 0.5)
         merged.append((take_mine, (a if take_mine else b).pop(0)))
     mixed, mixed_trace = run_all([raw for _, raw in merged])
-    mine_trace = [t for (is_mine, _), t in zip(merged, mixed_trace) if is_mine]
+    mine_trace = [t for (is_mine, _), t in zip(merged, mixed_trace, strict=False) if is_mine]
     assert mine_trace == alone_trace
     if "a" in alone.runs:
         assert canonical(run_view(mixed.runs["a"])) == canonical(run_view(alone.runs["a"]))
@@ -145,6 +156,7 @@ def test_other_runs_interleaved_change_nothing(mine: list[bytes], others: list[b
 
 
 # -- a direct transcription of SPEC §3 retention, O(n) like Ray, to check the fast one --
+
 
 @PROFILE
 @given(logs())
@@ -170,8 +182,9 @@ def _key(m: dict[str, Any], c: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _naive_apply(model: dict[str, dict[str, Any]], ev: Any) -> None:
-    m = model.setdefault(ev.subject, {"keep": None, "attr": None, "order": "max", "cps": [], "latest": None,
-                                      "pending": [], "count": 0})
+    m = model.setdefault(
+        ev.subject, {"keep": None, "attr": None, "order": "max", "cps": [], "latest": None, "pending": [], "count": 0}
+    )
     kind = ev.type.split(".")[1]
     if kind == "run_started":
         cfg = ev.data.checkpoint_config

@@ -35,6 +35,7 @@ def rep(name: str, score: Any = None, **kw: Any) -> bytes:
 
 # -- sort order -------------------------------------------------------------------
 
+
 def test_max_order_best_last() -> None:
     fold, _ = play(f.started(attr="acc"), rep("a", 0.5), rep("b", 0.9), rep("c", 0.1))
     assert kept(fold) == ["c", "a", "b"]
@@ -52,23 +53,33 @@ def test_equal_scores_later_report_counts_as_better() -> None:
 
 
 def test_nested_metric_flattened_with_slash() -> None:
-    fold, _ = play(f.started(attr="val/acc"), f.report(metrics={"val": {"acc": 2}}, path=ck("a")),
-                   f.report(metrics={"val": {"acc": 1}}, path=ck("b")))
+    fold, _ = play(
+        f.started(attr="val/acc"),
+        f.report(metrics={"val": {"acc": 2}}, path=ck("a")),
+        f.report(metrics={"val": {"acc": 1}}, path=ck("b")),
+    )
     assert kept(fold) == ["b", "a"]
 
 
 def test_key_containing_slash_is_found_too() -> None:
-    fold, _ = play(f.started(attr="val/acc"), f.report(metrics={"val/acc": 5}, path=ck("a")),
-                   f.report(metrics={"val": {"acc": 1}}, path=ck("b")))
+    fold, _ = play(
+        f.started(attr="val/acc"),
+        f.report(metrics={"val/acc": 5}, path=ck("a")),
+        f.report(metrics={"val": {"acc": 1}}, path=ck("b")),
+    )
     assert kept(fold) == ["b", "a"]
 
 
 def test_missing_nan_and_non_numeric_rank_worst_in_both_orders_with_warning() -> None:
     for order in ("max", "min"):
-        fold, effects = play(f.started(attr="acc", order=order), rep("num", 100 if order == "min" else -100),
-                             rep("missing"), f.report(metrics={"acc": math.nan}, path=ck("nan")),
-                             f.report(metrics={"acc": "high"}, path=ck("str")),
-                             f.report(metrics={"acc": True}, path=ck("bool")))
+        fold, effects = play(
+            f.started(attr="acc", order=order),
+            rep("num", 100 if order == "min" else -100),
+            rep("missing"),
+            f.report(metrics={"acc": math.nan}, path=ck("nan")),
+            f.report(metrics={"acc": "high"}, path=ck("str")),
+            f.report(metrics={"acc": True}, path=ck("bool")),
+        )
         assert kept(fold)[-1] == "num", order
         assert set(kept(fold)[:-1]) == {"missing", "nan", "str", "bool"}
         codes = [o.data["code"] for e in effects for o in e.outputs if o.type == "warning"]
@@ -87,6 +98,7 @@ def test_no_score_attribute_keeps_registration_order() -> None:
 
 # -- report -----------------------------------------------------------------------
 
+
 def test_report_without_checkpoint_only_counts() -> None:
     fold, effects = play(f.started(), f.report(metrics={"loss": 1}), rep("a"))
     run = fold.runs["r"]
@@ -103,14 +115,18 @@ def test_registration_outputs_and_latest() -> None:
 
 
 def test_validation_true_uses_the_runs_default_spec() -> None:
-    _, effects = play(f.started(validation={"fn_kwargs": {"split": "val"}, "timeout_s": 30}),
-                      rep("a", validation=True), rep("b", validation={"fn_kwargs": {"k": 1}, "timeout_s": None}))
+    _, effects = play(
+        f.started(validation={"fn_kwargs": {"split": "val"}, "timeout_s": 30}),
+        rep("a", validation=True),
+        rep("b", validation={"fn_kwargs": {"k": 1}, "timeout_s": None}),
+    )
     req = [o.data for e in effects for o in e.outputs if o.type == "validation_requested"]
     assert req[0]["fn_kwargs"] == {"split": "val"} and req[0]["timeout_s"] == 30
     assert req[1]["fn_kwargs"] == {"k": 1} and req[1]["timeout_s"] is None
 
 
 # -- retention --------------------------------------------------------------------
+
 
 def test_retention_evicts_worst_beyond_num_to_keep() -> None:
     fold, effects = play(f.started(keep=2, attr="acc"), rep("a", 3), rep("b", 1), rep("c", 2))
@@ -127,8 +143,13 @@ def test_latest_is_never_evicted() -> None:
 
 
 def test_pending_is_never_evicted_and_is_evicted_after_result() -> None:
-    fold, effects = play(f.started(keep=1, attr="acc"), rep("a", 1, validation=True), rep("b", 5), rep("c", 6),
-                         f.result("r", ck("a"), "VALIDATION_FAILED"))
+    fold, effects = play(
+        f.started(keep=1, attr="acc"),
+        rep("a", 1, validation=True),
+        rep("b", 5),
+        rep("c", 6),
+        f.result("r", ck("a"), "VALIDATION_FAILED"),
+    )
     assert [d.path for d in effects[4].deletions] == [ck("a")]
     assert kept(fold) == ["c"]
 
@@ -146,19 +167,31 @@ def test_evicted_paths_become_outstanding_until_deletion_completed() -> None:
 
 
 def test_one_completion_event_confirms_several_paths() -> None:
-    fold, effects = play(f.started(keep=1), rep("a"), rep("b"), rep("c"),
-                         f.deleted_many("r", [ck("a"), "file:///data/r/../x", ck("zz"), ck("b") + "/"]),
-                         f.deleted_many("r", [ck("b")]))
+    fold, effects = play(
+        f.started(keep=1),
+        rep("a"),
+        rep("b"),
+        rep("c"),
+        f.deleted_many("r", [ck("a"), "file:///data/r/../x", ck("zz"), ck("b") + "/"]),
+        f.deleted_many("r", [ck("b")]),
+    )
     assert fold.runs["r"].outstanding == {}
-    assert [o.data for o in effects[4].outputs] == [{"checkpoint_paths": [ck("a"), ck("b") + "/"]}]  # '..', unknown: skipped
+    assert [o.data for o in effects[4].outputs] == [
+        {"checkpoint_paths": [ck("a"), ck("b") + "/"]}
+    ]  # '..', unknown: skipped
     assert types(effects[5]) == []  # b was already confirmed (same key): a retried completion is harmless
 
 
 # -- validation results -----------------------------------------------------------
 
+
 def test_validated_merges_metrics_and_resorts() -> None:
-    fold, effects = play(f.started(attr="acc"), rep("a", 1, validation=True), rep("b", 5),
-                         f.result("r", ck("a"), "VALIDATED", {"acc": 9, "extra": 1}))
+    fold, effects = play(
+        f.started(attr="acc"),
+        rep("a", 1, validation=True),
+        rep("b", 5),
+        f.result("r", ck("a"), "VALIDATED", {"acc": 9, "extra": 1}),
+    )
     view = run_view(fold.runs["r"])
     assert kept(fold) == ["b", "a"]
     assert view["checkpoints"][1]["metrics"] == {"acc": 9, "extra": 1}
@@ -168,8 +201,12 @@ def test_validated_merges_metrics_and_resorts() -> None:
 
 def test_failed_and_timeout_keep_metrics_and_position() -> None:
     for status in ("VALIDATION_FAILED", "VALIDATION_TIMEOUT"):
-        fold, effects = play(f.started(attr="acc"), rep("a", 1, validation=True), rep("b", 5),
-                             f.result("r", ck("a"), status, {"acc": 99}, error="boom"))
+        fold, effects = play(
+            f.started(attr="acc"),
+            rep("a", 1, validation=True),
+            rep("b", 5),
+            f.result("r", ck("a"), status, {"acc": 99}, error="boom"),
+        )
         view = run_view(fold.runs["r"])
         assert kept(fold) == ["a", "b"]
         assert view["checkpoints"][0]["metrics"] == {"acc": 1}
@@ -186,13 +223,15 @@ def test_result_for_non_pending_checkpoint_warns_and_changes_nothing() -> None:
 
 
 def test_second_result_for_same_checkpoint_is_a_warning() -> None:
-    fold, effects = play(f.started(), rep("a", validation=True), f.result("r", ck("a")),
-                         f.result("r", ck("a"), "VALIDATION_FAILED"))
+    fold, effects = play(
+        f.started(), rep("a", validation=True), f.result("r", ck("a")), f.result("r", ck("a"), "VALIDATION_FAILED")
+    )
     assert types(effects[3]) == ["warning"]
     assert run_view(fold.runs["r"])["checkpoints"][0]["status"] == "VALIDATED"
 
 
 # -- watermarks -------------------------------------------------------------------
+
 
 def test_watermarks_committed_and_validated() -> None:
     fold, effects = play(f.started(), rep("a"), rep("b", validation=True), rep("c", validation=True), rep("d"))
@@ -207,12 +246,12 @@ def test_watermarks_committed_and_validated() -> None:
 
 # -- restart and generations ------------------------------------------------------
 
+
 def test_restart_bumps_generation_and_hands_out_latest() -> None:
     fold, effects = play(f.started(), rep("a"), rep("b", validation=True), f.restart(num_workers=4))
     started = effects[3].outputs[0]
     assert started.type == "worker_group_started"
-    assert started.data == {"generation": 1, "report_count": 2, "latest_checkpoint_path": ck("b"),
-                            "num_workers": 4}
+    assert started.data == {"generation": 1, "report_count": 2, "latest_checkpoint_path": ck("b"), "num_workers": 4}
     run = fold.runs["r"]
     assert run.index_in_generation == 0 and run.report_count == 2
     assert ck("b") in {c.path for c in run.pending.values()}  # pending survives a restart
@@ -231,6 +270,7 @@ def test_stale_generation_is_rejected_and_state_untouched() -> None:
 
 # -- dedup ------------------------------------------------------------------------
 
+
 def test_duplicate_event_id_is_a_no_op() -> None:
     fold, effects = play(f.started(), rep("a", event_id="same"), rep("b", event_id="same"))
     assert effects[2].duplicate and not effects[2].outputs
@@ -247,13 +287,15 @@ def test_dedup_window_is_bounded() -> None:
 
 
 def test_rejected_event_id_is_not_remembered() -> None:
-    fold, effects = play(f.started(), f.report(path="file:///elsewhere/x", event_id="e"),
-                         f.report(path=ck("x"), event_id="e"))
+    fold, effects = play(
+        f.started(), f.report(path="file:///elsewhere/x", event_id="e"), f.report(path=ck("x"), event_id="e")
+    )
     assert effects[1].rejection is not None
     assert kept(fold) == ["x"]
 
 
 # -- paths ------------------------------------------------------------------------
+
 
 def test_checkpoint_outside_root_rejected() -> None:
     for path in ("file:///data/other/c", "s3://data/r/c", ROOT, "file:///data"):
@@ -289,6 +331,7 @@ def test_storage_path_outside_outer_root_rejected() -> None:
 
 # -- run_started and processor defaults -------------------------------------------
 
+
 def test_identical_run_started_is_a_no_op_different_is_rejected() -> None:
     fold, effects = play(f.started(keep=2), rep("a"), f.started(keep=2), f.started(keep=3))
     assert not effects[2].outputs and effects[2].rejection is None
@@ -297,8 +340,9 @@ def test_identical_run_started_is_a_no_op_different_is_rejected() -> None:
 
 
 def test_report_before_run_started_uses_processor_defaults() -> None:
-    settings = FoldSettings(default_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="acc"),
-                            default_root=ROOT)
+    settings = FoldSettings(
+        default_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="acc"), default_root=ROOT
+    )
     fold, _ = play(rep("a", 5), rep("b", 1), rep("c", 2), settings=settings)
     assert kept(fold) == ["c", "a"]  # b evicted; c exempt as latest
     assert fold.runs["r"].storage_root == ROOT
@@ -324,9 +368,14 @@ def test_run_started_after_checkpoints_under_defaults_conflicts() -> None:
 
 
 def test_runs_are_independent() -> None:
-    fold, _ = play(f.started("x", root="file:///d/x", keep=1), f.started("y", root="file:///d/y"),
-                   f.report("x", path="file:///d/x/1"), f.report("y", path="file:///d/y/1"),
-                   f.report("x", path="file:///d/x/2"), f.report("y", path="file:///d/y/2"))
+    fold, _ = play(
+        f.started("x", root="file:///d/x", keep=1),
+        f.started("y", root="file:///d/y"),
+        f.report("x", path="file:///d/x/1"),
+        f.report("y", path="file:///d/y/1"),
+        f.report("x", path="file:///d/x/2"),
+        f.report("y", path="file:///d/y/2"),
+    )
     assert len(fold.runs["x"].by_key) == 1 and len(fold.runs["y"].by_key) == 2
 
 

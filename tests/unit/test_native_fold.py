@@ -27,8 +27,9 @@ from tests.unit.corpus import NASTY, Case
 from tests.unit.native_required import ckptlog_native
 
 ckptlog_native()  # fails here, not as a skip, when cargo could have built it
-PROFILE = settings(max_examples=150, deadline=None,
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 Deletions = list[tuple[str, str, str]]
 
 
@@ -36,20 +37,34 @@ def _engine(engine: str) -> dict[str, Any]:
     return {"engine": engine}
 
 
-def fold_with(engine: str, path: Path, settings: FoldSettings, workers: int = 1,
-              max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
-              **options: Any) -> tuple[str, Deletions]:
+def fold_with(
+    engine: str,
+    path: Path,
+    settings: FoldSettings,
+    workers: int = 1,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    **options: Any,
+) -> tuple[str, Deletions]:
     """`fold_file_text` with one engine; deletions as plain tuples (a native engine may not build NamedTuples)."""
-    text, deletions = fold_file_text(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
-                                     **options, **_engine(engine))
+    text, deletions = fold_file_text(
+        path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth, **options, **_engine(engine)
+    )
     return text, [tuple(d) for d in deletions]  # type: ignore[misc]
 
 
-def fold_doc_with(engine: str, path: Path, settings: FoldSettings, workers: int = 1,
-                  max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[str, Deletions]:
+def fold_doc_with(
+    engine: str,
+    path: Path,
+    settings: FoldSettings,
+    workers: int = 1,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> tuple[str, Deletions]:
     """`fold_file` (the document as a dict), encoded as the CLI would: same values, same types."""
-    document, deletions = fold_file(path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth,
-                                    **_engine(engine))
+    document, deletions = fold_file(
+        path, settings, workers=workers, max_bytes=max_bytes, max_depth=max_depth, **_engine(engine)
+    )
     return json.dumps(document), [tuple(d) for d in deletions]  # type: ignore[misc]
 
 
@@ -59,7 +74,9 @@ def fold_doc_with(engine: str, path: Path, settings: FoldSettings, workers: int 
 def _first_difference(expected: Any, actual: Any, where: str = "") -> str:
     """Where two parsed documents first differ, e.g. `runs['a'].checkpoints[2].metrics`."""
     if type(expected) is not type(actual):
-        return f"{where or 'document'}: {expected!r} ({type(expected).__name__}) vs {actual!r} ({type(actual).__name__})"
+        return (
+            f"{where or 'document'}: {expected!r} ({type(expected).__name__}) vs {actual!r} ({type(actual).__name__})"
+        )
     if isinstance(expected, dict):
         if list(expected) != list(actual):
             return f"{where or 'document'} keys: {list(expected)!r} vs {list(actual)!r}"
@@ -69,7 +86,7 @@ def _first_difference(expected: Any, actual: Any, where: str = "") -> str:
                 return found
         return ""
     if isinstance(expected, list):
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
             found = _first_difference(e, a, f"{where}[{i}]")
             if found:
                 return found
@@ -82,14 +99,18 @@ def _first_difference(expected: Any, actual: Any, where: str = "") -> str:
 def assert_same_text(expected: str, actual: str) -> None:
     if expected == actual:
         return
-    at = next((i for i, (e, a) in enumerate(zip(expected, actual)) if e != a), min(len(expected), len(actual)))
+    at = next(
+        (i for i, (e, a) in enumerate(zip(expected, actual, strict=False)) if e != a), min(len(expected), len(actual))
+    )
     try:
         where = _first_difference(json.loads(expected), json.loads(actual))
     except ValueError as exc:
         where = f"(native text is not JSON: {exc})"
-    raise AssertionError(f"documents differ at char {at}: {where or 'same values, different spelling'}\n"
-                         f"  python: {expected[max(0, at - 120):at + 120]!r}\n"
-                         f"  native: {actual[max(0, at - 120):at + 120]!r}")
+    raise AssertionError(
+        f"documents differ at char {at}: {where or 'same values, different spelling'}\n"
+        f"  python: {expected[max(0, at - 120) : at + 120]!r}\n"
+        f"  native: {actual[max(0, at - 120) : at + 120]!r}"
+    )
 
 
 def assert_same(expected: tuple[str, Deletions], actual: tuple[str, Deletions], *, same_order: bool = True) -> None:
@@ -151,10 +172,14 @@ def test_engines_agree_on_nasty_logs(workdir: Path, name: str) -> None:
     assert_same(expected, fold_with("native", path, case.settings, **limits(case)))
     assert_same(expected, fold_with("native", path, case.settings, workers=2, **limits(case)), same_order=False)
     assert_same(expected, fold_with("native", path, case.settings, workers=3, **limits(case)), same_order=False)
-    assert_same(fold_with("python", path, case.settings, indent=2, **limits(case)),
-                fold_with("native", path, case.settings, indent=2, **limits(case)))
-    assert_same(fold_doc_with("python", path, case.settings, **limits(case)),
-                fold_doc_with("native", path, case.settings, **limits(case)))
+    assert_same(
+        fold_with("python", path, case.settings, indent=2, **limits(case)),
+        fold_with("native", path, case.settings, indent=2, **limits(case)),
+    )
+    assert_same(
+        fold_doc_with("python", path, case.settings, **limits(case)),
+        fold_doc_with("native", path, case.settings, **limits(case)),
+    )
     dry = fold_with("python", path, case.settings, with_deletions=False, **limits(case))
     assert_same_text(dry[0], fold_with("native", path, case.settings, with_deletions=False, **limits(case))[0])
 
@@ -171,8 +196,9 @@ def test_engines_agree_on_the_benchmark_workload(workdir: Path, keep: int | None
         assert expected[1], "the workload evicts at keep=5"
 
 
-def native_fold_itself(path: Path, settings: FoldSettings, max_bytes: int = DEFAULT_MAX_BYTES,
-                       max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+def native_fold_itself(
+    path: Path, settings: FoldSettings, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH
+) -> None:
     """Fold with the extension alone: it raises its Unsupported where `engine="native"` would hand
     the file back to the Python fold (and the comparisons above would compare Python with itself)."""
     native.fold(path, settings, max_bytes=max_bytes, max_depth=max_depth)
@@ -230,8 +256,10 @@ def test_stdin_folds_to_the_same_document_with_either_engine(name: str, indent: 
         flags += ["--storage-root", case.settings.default_root]
     if indent is not None:
         flags += ["--indent", str(indent)]
-    outputs = [CliRunner().invoke(app, ["fold", "-", "--engine", engine, *flags], input=case.content)
-               for engine in ("python", "native")]
+    outputs = [
+        CliRunner().invoke(app, ["fold", "-", "--engine", engine, *flags], input=case.content)
+        for engine in ("python", "native")
+    ]
     assert outputs[0].exit_code == 0 and outputs[1].exit_code == 0
     assert outputs[1].stdout == outputs[0].stdout and json.loads(outputs[0].stdout)["runs"]
 
@@ -251,6 +279,7 @@ def test_stdin_fallback_refolds_the_spooled_lines_and_the_rest(monkeypatch: pyte
             for line in lines:
                 seen.append(line)
                 yield line
+
         return real(tap(), *args, **kwargs)
 
     monkeypatch.setattr(foldfile, "fold_lines", counting)

@@ -21,8 +21,11 @@ native = ckptlog_native()
 _ints = st.integers(min_value=-(10**15) + 1, max_value=10**15 - 1)
 _floats = st.floats(allow_nan=False, allow_infinity=False)
 _scalars = st.none() | st.booleans() | _ints | _floats | st.text()
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
-                       | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 _metrics = st.dictionaries(st.text(max_size=8), _values, max_size=6)
 
 
@@ -55,7 +58,7 @@ def test_ties_between_two_shortest_spellings_go_to_the_even_digit() -> None:
 
 
 @given(st.text())
-@example("\x00\x1f\x7f\"\\\b\f\n\r\t/é\u2028😀")
+@example('\x00\x1f\x7f"\\\b\f\n\r\t/é\u2028😀')
 @settings(max_examples=1000)
 def test_strings_are_escaped_as_json_dumps_does(s: str) -> None:
     assert native.dumps_str(s) == json.dumps(s)
@@ -74,13 +77,16 @@ def test_metrics_are_rewritten_as_json_dumps_of_the_decoded_value(metrics: dict[
         assert native.dumps_metrics(text) == json.dumps(msgspec.json.decode(text))
 
 
-@pytest.mark.parametrize("text", [
-    '{"a": 1, "b": 2, "a": 3}',  # a duplicate keeps its first place and takes its last value
-    '{"x": {"k": 1, "k": {"j": [1, 2.50, -0.0, 1E2, 1e-7]}}}',
-    '{"s": "\\u00e9\\ud83d\\ude00\\n", "t": true, "f": false, "n": null}',
-    '{"big": 123456789012345, "neg": -123456789012345, "f": 12345678901234567890.0}',
-    '{}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "b": 2, "a": 3}',  # a duplicate keeps its first place and takes its last value
+        '{"x": {"k": 1, "k": {"j": [1, 2.50, -0.0, 1E2, 1e-7]}}}',
+        '{"s": "\\u00e9\\ud83d\\ude00\\n", "t": true, "f": false, "n": null}',
+        '{"big": 123456789012345, "neg": -123456789012345, "f": 12345678901234567890.0}',
+        "{}",
+    ],
+)
 def test_metrics_edge_cases(text: str) -> None:
     assert native.dumps_metrics(text) == json.dumps(msgspec.json.decode(text))
 

@@ -10,18 +10,21 @@ from processor.core.paths import UnsafePath, canonical_below, fast_key, is_withi
 from processor.core.state import root_prefix
 
 
-@pytest.mark.parametrize("root, path, inside", [
-    ("file:///data/r", "file:///data/r/c1", True),
-    ("/data/r", "file:///data/r/c1", True),
-    ("file:///data/r/", "/data//r/./c1/", True),
-    ("file:///data/r", "file:///data/r", False),
-    ("file:///data/r", "file:///data/rr/c1", False),
-    ("file:///data/r", "s3://data/r/c1", False),
-    ("s3://bucket/runs", "s3://bucket/runs/r/c", True),
-    ("s3://bucket/runs", "S3://bucket/runs/r/c", True),
-    ("file:///data/r", "file:///data/r/../x", False),
-    ("memory://a", "memory://a/b", True),
-])
+@pytest.mark.parametrize(
+    "root, path, inside",
+    [
+        ("file:///data/r", "file:///data/r/c1", True),
+        ("/data/r", "file:///data/r/c1", True),
+        ("file:///data/r/", "/data//r/./c1/", True),
+        ("file:///data/r", "file:///data/r", False),
+        ("file:///data/r", "file:///data/rr/c1", False),
+        ("file:///data/r", "s3://data/r/c1", False),
+        ("s3://bucket/runs", "s3://bucket/runs/r/c", True),
+        ("s3://bucket/runs", "S3://bucket/runs/r/c", True),
+        ("file:///data/r", "file:///data/r/../x", False),
+        ("memory://a", "memory://a/b", True),
+    ],
+)
 def test_is_within(root: str, path: str, inside: bool) -> None:
     assert is_within(root, path) is inside
 
@@ -40,8 +43,12 @@ def test_normalize_spellings() -> None:
 SEGMENT = st.sampled_from(["a", "b", "", ".", "..", ".h", "c.d", "x y"])
 
 
-@given(st.sampled_from(["", "file://", "s3://", "S3://", "memory://", "local://"]),
-       st.lists(SEGMENT, max_size=5), st.booleans(), st.booleans())
+@given(
+    st.sampled_from(["", "file://", "s3://", "S3://", "memory://", "local://"]),
+    st.lists(SEGMENT, max_size=5),
+    st.booleans(),
+    st.booleans(),
+)
 def test_fast_key_agrees_with_full_parse(proto: str, segments: list[str], lead: bool, trail: bool) -> None:
     url = proto + ("/" if lead else "") + "/".join(segments) + ("/" if trail else "")
     fast = fast_key(url)
@@ -68,11 +75,15 @@ def test_root_prefix_matches_only_below_the_root() -> None:
 
 
 @settings(max_examples=400)
-@given(st.sampled_from(["file:///data/r", "/data/r", "s3://b/r", "memory://m"]),
-       st.sampled_from(["file://", "", "s3://", "memory://", "FILE://"]),
-       st.lists(SEGMENT, max_size=5), st.booleans())
-def test_fold_fast_path_only_accepts_canonical_paths_below_the_root(root: str, proto: str, segments: list[str],
-                                                                   trail: bool) -> None:
+@given(
+    st.sampled_from(["file:///data/r", "/data/r", "s3://b/r", "memory://m"]),
+    st.sampled_from(["file://", "", "s3://", "memory://", "FILE://"]),
+    st.lists(SEGMENT, max_size=5),
+    st.booleans(),
+)
+def test_fold_fast_path_only_accepts_canonical_paths_below_the_root(
+    root: str, proto: str, segments: list[str], trail: bool
+) -> None:
     own_key = canonical_below(root_prefix(root))
     for base in (root, proto + "/data/r", proto + "b/r"):
         path = base + "/" + "/".join(segments) + ("/" if trail else "")

@@ -59,5 +59,8 @@ def test_rejections_go_to_the_dead_letter_topic_only_when_live() -> None:
     batch = folder().fold_records(bad, publish_from=0)
     assert [r.topic for r in batch.records] == ["dlq"] * 3
     assert [dict(r.headers)["__ckptlog.errors.reason"] for r in batch.records] == [
-        b"invalid_json", b"invalid_envelope", b"key_mismatch"]
+        b"invalid_json",
+        b"invalid_envelope",
+        b"key_mismatch",
+    ]
     assert batch.rejected == 3 and batch.live

@@ -58,14 +58,21 @@ class Deleter:
         return len(self.submitted) - before
 
 
-def make_task(tmp_path: Path, start: int = 0, publish_from: int = 0, every: int = 10_000,
-              fold: Fold | None = None) -> tuple[PartitionTask, Publisher, Deleter, SnapshotStore]:
+def make_task(
+    tmp_path: Path, start: int = 0, publish_from: int = 0, every: int = 10_000, fold: Fold | None = None
+) -> tuple[PartitionTask, Publisher, Deleter, SnapshotStore]:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     publisher, deleter = Publisher(), Deleter()
     folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID), 1 << 20, 64)
-    task = PartitionTask(PID, Restored(fold, start, publish_from, None), publisher, folder,
-                         SnapshotScheduler(PID, store, every, 3600, None), deleter)
+    task = PartitionTask(
+        PID,
+        Restored(fold, start, publish_from, None),
+        publisher,
+        folder,
+        SnapshotScheduler(PID, store, every, 3600, None),
+        deleter,
+    )
     if start >= publish_from:
         task.catch_up()
     return task, publisher, deleter, store
@@ -104,11 +111,11 @@ async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Pat
 
 
 async def test_replay_below_publish_from_publishes_nothing_then_catches_up(tmp_path: Path) -> None:
-    task, publisher, deleter, _ = make_task(tmp_path, start=0, publish_from=8)
+    task, publisher, _deleter, _ = make_task(tmp_path, start=0, publish_from=8)
     await task.process(records(LINES[:12]))
     await idle(task)
     assert task.caught_up
-    (out, offsets), = publisher.commits
+    ((out, offsets),) = publisher.commits
     assert offsets == {PID: 12}
     ids = {o.value.split(b'"id":"', 1)[1].split(b'"', 1)[0] for o in out if o.topic == "c"}
     assert all(int(i.split(b":")[3]) >= 8 for i in ids)
@@ -117,7 +124,7 @@ async def test_replay_below_publish_from_publishes_nothing_then_catches_up(tmp_p
 async def test_snapshot_every_n_events_and_on_graceful_close(tmp_path: Path) -> None:
     task, _, _, store = make_task(tmp_path, every=5)
     for i in range(0, 15, 5):
-        await task.process(records(LINES[i:i + 5], start=i))
+        await task.process(records(LINES[i : i + 5], start=i))
     await idle(task)
     await task.snapshots.wait()
     assert store.list_offsets() and max(store.list_offsets()) <= 15
@@ -130,7 +137,7 @@ async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: 
     task, _, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    record, = task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000000"), ("run-unknown", "file:///x")])
+    (record,) = task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000000"), ("run-unknown", "file:///x")])
     assert (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
     await task.close(graceful=True)
     assert task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000001")]) == []
@@ -157,8 +164,11 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     await asyncio.sleep(0.2)  # resubmission and the existence check run in the background
     assert {p for _, p, _ in deleter.submitted} == outstanding
     await idle(task)
-    assert any(b"checkpoints_missing" in (o.value or b"") for out, _ in task.publisher.commits  # type: ignore
-               for o in out)
+    assert any(
+        b"checkpoints_missing" in (o.value or b"")
+        for out, _ in task.publisher.commits  # type: ignore
+        for o in out
+    )
 
 
 async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
@@ -168,7 +178,7 @@ async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
         calls.append((expected, received))
         raise OffsetOutOfRange(f"{pid}: lost {expected}..{received - 1}")
 
-    task, publisher, _, _ = make_task(tmp_path)
+    task, _publisher, _, _ = make_task(tmp_path)
     task._gap_check = lost
     await task.process(records(LINES[:3]))
     await task.process(records(LINES[5:8], start=5))

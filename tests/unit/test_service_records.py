@@ -9,7 +9,8 @@ from pathlib import PosixPath
 from types import SimpleNamespace
 
 from events.codec import decode_event
-from events.outputs import CheckpointsMissing, OutputEnvelope, encode_json as reference_json, envelope, output_id
+from events.outputs import CheckpointsMissing, OutputEnvelope, envelope, output_id
+from events.outputs import encode_json as reference_json
 from events.rejections import Reason, Rejection
 from processor.core.outputs import Output
 from processor.kafka.records import PartitionId
@@ -31,16 +32,19 @@ FACTORY = RecordFactory(NAMES, PartitionId("in", 2))
 
 
 def test_outputs_are_routed_and_enveloped_with_replay_stable_ids() -> None:
-    outs = [Output("checkpoint_registered", {"checkpoint_path": "p", "metrics": {"loss": math.nan}}),
-            Output("validation_requested", {"checkpoint_path": "p"}),
-            Output("watermark", {"committed": 1})]
+    outs = [
+        Output("checkpoint_registered", {"checkpoint_path": "p", "metrics": {"loss": math.nan}}),
+        Output("validation_requested", {"checkpoint_path": "p"}),
+        Output("watermark", {"committed": 1}),
+    ]
     records: list = []
     FACTORY.outputs('run-"1"', 41, outs, records)
     assert [r.topic for r in records] == ["ckpt", "val", "wm"]
     assert all(r.key == b'run-"1"' for r in records)
-    for record, (seq, out) in zip([records[0], records[1], records[2]], enumerate(outs)):
-        assert json.loads(record.value) == json.loads(reference_json(envelope(out.type, 'run-"1"', out.data,
-                                                                              output_id("in", 2, 41, seq))))
+    for record, (seq, out) in zip([records[0], records[1], records[2]], enumerate(outs), strict=False):
+        assert json.loads(record.value) == json.loads(
+            reference_json(envelope(out.type, 'run-"1"', out.data, output_id("in", 2, 41, seq)))
+        )
         parsed = OutputEnvelope.model_validate_json(record.value)
         assert parsed.id == f"ckptlog:in:2:41:{seq}" and parsed.name == out.type
 
@@ -82,8 +86,11 @@ def test_checkpoints_missing_names_the_run_and_restore_point() -> None:
 
 def test_view_goes_to_the_state_topic_keyed_by_run() -> None:
     record = FACTORY.view("run-1", {"checkpoints": [], "latest": None})
-    assert (record.topic, record.key, json.loads(record.value)) == ("state", b"run-1", {"checkpoints": [],
-                                                                                       "latest": None})
+    assert (record.topic, record.key, json.loads(record.value)) == (
+        "state",
+        b"run-1",
+        {"checkpoints": [], "latest": None},
+    )
 
 
 def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() -> None:
@@ -95,8 +102,10 @@ def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() 
         records: list = []
         factory.outputs(run_id, 12345, outs, records)
         values = [r.value for r in records if r.topic == "wm"]
-        assert values == [encode_json(envelope(o.type, run_id, o.data, output_id('in"\\é', 3, 12345, seq)))
-                          for seq, o in enumerate(outs)]
+        assert values == [
+            encode_json(envelope(o.type, run_id, o.data, output_id('in"\\é', 3, 12345, seq)))
+            for seq, o in enumerate(outs)
+        ]
         paths = ["file:///r/c1", 'file:///r/"c"\\1\té']
         record = factory.deletion_completed(run_id, paths)
         assert record.value == encode_json(deletion_completed_event(run_id, paths))
@@ -109,8 +118,12 @@ def test_fast_encoding_falls_back_to_literals_for_null_and_non_finite_values() -
     import pydantic_core
 
     exact = partial(pydantic_core.to_json, inf_nan_mode="constants")
-    for value in ({"m": {"loss": math.nan, "x": [math.inf, -math.inf]}}, {"error": None, "v": 1e16},
-                  {"path": "file:///null/c1"}, {"big": 2**70, "s": 'é"\\\n\u2028', "f": 1e-7}):
+    for value in (
+        {"m": {"loss": math.nan, "x": [math.inf, -math.inf]}},
+        {"error": None, "v": 1e16},
+        {"path": "file:///null/c1"},
+        {"big": 2**70, "s": 'é"\\\n\u2028', "f": 1e-7},
+    ):
         assert json.loads(encode_json(value), parse_constant=str) == json.loads(exact(value), parse_constant=str)
     assert encode_json({"a": math.nan, "b": None}) == b'{"a":NaN,"b":null}'
     records: list = []

@@ -37,8 +37,7 @@ class Offsets:
 def store_with(tmp_path: Path, next_offset: int | None, settings: FoldSettings = SETTINGS) -> SnapshotStore:
     store = SnapshotStore(str(tmp_path), PID.topic, PID.partition)
     if next_offset is not None:
-        store.write(encode(Snapshot(PID.topic, PID.partition, next_offset, settings, Fold(settings).runs)),
-                    next_offset)
+        store.write(encode(Snapshot(PID.topic, PID.partition, next_offset, settings, Fold(settings).runs)), next_offset)
     return store
 
 

@@ -13,8 +13,12 @@ from processor.service.settings import load_settings
 
 def test_defaults() -> None:
     s = load_settings(None)
-    assert (s.input_topic, s.state_topic, s.group_id, s.guarantee) == ("ckptlog.events", "ckptlog.state", "ckptlog",
-                                                                       "exactly_once")
+    assert (s.input_topic, s.state_topic, s.group_id, s.guarantee) == (
+        "ckptlog.events",
+        "ckptlog.state",
+        "ckptlog",
+        "exactly_once",
+    )
     assert (s.snapshot_every, s.snapshot_interval_s, s.keep_snapshots) == (10_000, 60.0, 3)
     assert s.txn_prefix == "ckptlog"
 
@@ -30,18 +34,20 @@ def test_flags_beat_env_beat_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_json_config_and_fold_settings(tmp_path: Path) -> None:
     config = tmp_path / "ckptlog.json"
-    config.write_text(json.dumps({"storage_root": "file:///runs", "default_num_to_keep": 2,
-                                  "score_attribute": "acc"}))
+    config.write_text(json.dumps({"storage_root": "file:///runs", "default_num_to_keep": 2, "score_attribute": "acc"}))
     fold = load_settings(config).fold_settings()
     assert fold.default_root == fold.outer_root == "file:///runs"
     assert (fold.default_config.num_to_keep, fold.default_config.checkpoint_score_attribute) == (2, "acc")
 
 
-@pytest.mark.parametrize(("values", "needle"), [
-    ({"guarantee": "maybe_once"}, "guarantee"),
-    ({"snapshot_every": 0}, "snapshot_every"),
-    ({"state_topic": "ckptlog.events"}, "distinct"),
-])
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"guarantee": "maybe_once"}, "guarantee"),
+        ({"snapshot_every": 0}, "snapshot_every"),
+        ({"state_topic": "ckptlog.events"}, "distinct"),
+    ],
+)
 def test_invalid_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         load_settings(None, **values)

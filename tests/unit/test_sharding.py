@@ -10,26 +10,39 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from processor import foldfile
 from processor.core import FoldSettings
 from processor.core.snapshot import canonical
-from processor import foldfile
 from processor.foldfile import fold_file, fold_file_text, fold_lines
 from processor.sharding import AMBIGUOUS, Shards, plan
 from tests import factories as f
 from tests.unit.test_fold_properties import logs
 
 
-@pytest.mark.parametrize("raw", [
-    f.report("run-7"), f.started("run-7"), b'{"subject" :  "run-7", "x": 1}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f.report("run-7"),
+        f.started("run-7"),
+        b'{"subject" :  "run-7", "x": 1}',
+    ],
+)
 def test_route_matches_the_decoded_run(raw: bytes) -> None:
     assert Shards(5).route(raw) == Shards(5).of_run("run-7") == zlib.crc32(b"run-7") % 5
 
 
-@pytest.mark.parametrize("raw", [
-    b"", b"not json", b'{"subject": 3}', f.report("a\\u0062"), f.report("r", metrics={"subject": 1}),
-    b'{"subj\\u0065ct": "x", "data": {"subject": "y"}}', b'{"subject": "unterminated',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"not json",
+        b'{"subject": 3}',
+        f.report("a\\u0062"),
+        f.report("r", metrics={"subject": 1}),
+        b'{"subj\\u0065ct": "x", "data": {"subject": "y"}}',
+        b'{"subject": "unterminated',
+    ],
+)
 def test_route_is_ambiguous_when_unsure(raw: bytes) -> None:
     assert Shards(3).route(raw) == AMBIGUOUS
 
@@ -37,15 +50,22 @@ def test_route_is_ambiguous_when_unsure(raw: bytes) -> None:
 @st.composite
 def mixed_logs(draw: st.DrawFn) -> list[bytes]:
     lines = draw(logs(runs=("a", "b", "c", "d")))
-    extras = [b"", b"garbage", f.report("e", metrics={"subject": "a"}), f.report("esc\\u00e9"),
-              b'{"subj\\u0065ct": "a", "data": {}}', f.report("a", path="file:///elsewhere/x")]
+    extras = [
+        b"",
+        b"garbage",
+        f.report("e", metrics={"subject": "a"}),
+        f.report("esc\\u00e9"),
+        b'{"subj\\u0065ct": "a", "data": {}}',
+        f.report("a", path="file:///elsewhere/x"),
+    ]
     for extra in draw(st.lists(st.sampled_from(extras), max_size=4)):
         lines.insert(draw(st.integers(0, len(lines))), extra)
     return lines
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                    HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(mixed_logs(), st.integers(2, 3))
 def test_sharded_fold_equals_single_fold(tmp_path: Path, lines: list[bytes], workers: int) -> None:
     path = tmp_path / "log.jsonl"
@@ -72,11 +92,13 @@ def test_plan_balances_runs_by_their_lines() -> None:
     assert shards.of_run("never-seen") == zlib.crc32(b"never-seen") % 2  # outside the sample: CRC-32
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                    HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(mixed_logs())
-def test_runs_missing_from_the_plan_sample_still_fold_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               lines: list[bytes]) -> None:
+def test_runs_missing_from_the_plan_sample_still_fold_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[bytes]
+) -> None:
     monkeypatch.setattr(foldfile, "SAMPLE_BYTES", 300)  # the plan sees only the first line or two
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")

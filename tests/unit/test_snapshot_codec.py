@@ -15,11 +15,15 @@ from tests import factories as f
 
 def sample() -> Snapshot:
     fold = Fold(FoldSettings(default_root="file:///d", dedup_window=16))
-    for raw in (f.started("r", "file:///d/r", keep=2, attr="acc", validation={"fn_kwargs": {"k": 1}, "timeout_s": 5}),
-                f.report("r", {"acc": math.nan, "nested": {"x": [1, 2]}}, "file:///d/r/a", validation=True),
-                f.report("r", {"acc": 1}, "file:///d/r/b"), f.report("r", {"acc": 2}, "file:///d/r/c"),
-                f.report("r", {"acc": 3}, "file:///d/r/d"), f.restart("r"),
-                f.report("implicit", {"acc": math.inf}, "file:///d/x/e")):
+    for raw in (
+        f.started("r", "file:///d/r", keep=2, attr="acc", validation={"fn_kwargs": {"k": 1}, "timeout_s": 5}),
+        f.report("r", {"acc": math.nan, "nested": {"x": [1, 2]}}, "file:///d/r/a", validation=True),
+        f.report("r", {"acc": 1}, "file:///d/r/b"),
+        f.report("r", {"acc": 2}, "file:///d/r/c"),
+        f.report("r", {"acc": 3}, "file:///d/r/d"),
+        f.restart("r"),
+        f.report("implicit", {"acc": math.inf}, "file:///d/x/e"),
+    ):
         assert fold.apply(f.event(raw)).rejection is None
     return Snapshot("ckptlog.events", 3, 42, fold.settings, fold.runs)
 
@@ -46,13 +50,16 @@ def test_encoding_is_canonical_json() -> None:
     assert b"NaN" in data and b"Infinity" in data
 
 
-@pytest.mark.parametrize("damage", [
-    lambda b: b[: len(b) // 2],
-    lambda b: b.replace(b'"report_count":4', b'"report_count":5'),
-    lambda b: b"",
-    lambda b: b"\xff" + b,
-    lambda b: json.dumps({"hello": 1}).encode(),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],
+        lambda b: b.replace(b'"report_count":4', b'"report_count":5'),
+        lambda b: b"",
+        lambda b: b"\xff" + b,
+        lambda b: json.dumps({"hello": 1}).encode(),
+    ],
+)
 def test_damage_is_detected(damage: object) -> None:
     data = encode(sample())
     with pytest.raises(SnapshotCorrupt):

@@ -26,20 +26,32 @@ def test_lexical_name_order_is_offset_order(a: int, b: int, da: str, db: str) ->
     assert SnapshotName.parse(na.filename) == na
 
 
-@pytest.mark.parametrize("name", [
-    "snapshot-1-0123456789ab.json", "snapshot-00000000000000000001-0123456789AB.json",
-    "snapshot-00000000000000000001-0123456789ab.json.tmp", "README", ".tmp-x-snapshot",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "snapshot-1-0123456789ab.json",
+        "snapshot-00000000000000000001-0123456789AB.json",
+        "snapshot-00000000000000000001-0123456789ab.json.tmp",
+        "README",
+        ".tmp-x-snapshot",
+    ],
+)
 def test_foreign_names_are_not_snapshots(name: str) -> None:
     assert SnapshotName.parse(name) is None
 
 
-@pytest.mark.parametrize(("topic", "partition", "keep"), [
-    ("", 0, 1), ("..", 0, 1), ("a/b", 0, 1), ("x" * 250, 0, 1), ("t", -1, 1), ("t", 0, 0),
-])
-def test_invalid_arguments_are_refused(
-    tmp_path: Path, topic: str, partition: int, keep: int
-) -> None:
+@pytest.mark.parametrize(
+    ("topic", "partition", "keep"),
+    [
+        ("", 0, 1),
+        ("..", 0, 1),
+        ("a/b", 0, 1),
+        ("x" * 250, 0, 1),
+        ("t", -1, 1),
+        ("t", 0, 0),
+    ],
+)
+def test_invalid_arguments_are_refused(tmp_path: Path, topic: str, partition: int, keep: int) -> None:
     with pytest.raises(SnapshotError, match=str(tmp_path)):
         SnapshotStore(str(tmp_path), topic, partition, keep=keep)
 
@@ -69,8 +81,7 @@ def test_foreign_objects_beside_snapshots_are_ignored(tmp_path: Path) -> None:
     snaps.write(encode("two"), 2)
     assert snaps.list_offsets() == [2]
     names = store.list("t/0/")
-    assert [n for n in names if not n.startswith("t/0/snapshot-")] == [
-        "t/0/notes.txt", "t/0/zzz-snapshot.json"]
+    assert [n for n in names if not n.startswith("t/0/snapshot-")] == ["t/0/notes.txt", "t/0/zzz-snapshot.json"]
     assert len(names) == 3
     assert snaps.load_latest(decode) == "two"
 

@@ -6,8 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-
-
 ROOT = "file:///r"
 ABSENT = object()  # a field left out of the object
 

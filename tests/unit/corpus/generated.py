@@ -12,10 +12,25 @@ from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.models import CheckpointConfig, ValidationSpec
 from processor.core.state import DEFAULT_DEDUP_WINDOW, FoldSettings
 from tests.unit.corpus.encoding import ABSENT, ROOT, Obj, Raw, encode, to_bytes
-from tests.unit.corpus.values import (BAD_LINES, BAD_RUN_IDS, BAD_TIMES, EXTENSIONS_BAD, EXTENSIONS_GOOD, GOOD_TIMES,
-                                     RARE_RUN_IDS, STYLES, UNKNOWN_TYPES, VALIDATIONS_BAD, VALIDATIONS_GOOD, Runs,
-                                     checkpoint_path, known_path, metrics, odd_roots, root_spellings)
-
+from tests.unit.corpus.values import (
+    BAD_LINES,
+    BAD_RUN_IDS,
+    BAD_TIMES,
+    EXTENSIONS_BAD,
+    EXTENSIONS_GOOD,
+    GOOD_TIMES,
+    RARE_RUN_IDS,
+    STYLES,
+    UNKNOWN_TYPES,
+    VALIDATIONS_BAD,
+    VALIDATIONS_GOOD,
+    Runs,
+    checkpoint_path,
+    known_path,
+    metrics,
+    odd_roots,
+    root_spellings,
+)
 
 # -- events ------------------------------------------------------------------------------
 
@@ -40,18 +55,32 @@ def run_started_data(draw: st.DrawFn, state: Runs, run: str) -> Obj:
         return earlier if maybe(draw, 2) else Obj(tuple(reversed(earlier.pairs)))
     config = Obj.of(
         ("num_to_keep", pick(draw, state, [1, 2, 2, 5, None, ABSENT], [0, -1, "2", True, 2.0, Raw("1e0")])),
-        ("checkpoint_score_attribute", pick(draw, state, [None, "acc", "acc", "val/acc", "val/a/b", "loss", ABSENT],
-                                            ["", 5, ["acc"]])),
+        (
+            "checkpoint_score_attribute",
+            pick(draw, state, [None, "acc", "acc", "val/acc", "val/a/b", "loss", ABSENT], ["", 5, ["acc"]]),
+        ),
         ("checkpoint_score_order", pick(draw, state, ["max", "min", ABSENT], ["MAX", None, 1])),
     )
     if defect(draw, state, 12):
         config = config.put("num_to_kep", 2)  # a typo: invalid_config
     data = Obj.of(
-        ("storage_path", draw(st.sampled_from(odd_roots(run) if maybe(draw, 4 if state.mess else 8)
-                                              else root_spellings(run)))),
-        ("checkpoint_config", config if not defect(draw, state, 10) else draw(st.sampled_from([ABSENT, None, [], "x"]))),
-        ("validation", pick(draw, state, [ABSENT, ABSENT, {}, {"fn_kwargs": {"a": 1}, "timeout_s": 3}],
-                            [{"timeout_s": 0}, None, True])),
+        (
+            "storage_path",
+            draw(st.sampled_from(odd_roots(run) if maybe(draw, 4 if state.mess else 8) else root_spellings(run))),
+        ),
+        (
+            "checkpoint_config",
+            config if not defect(draw, state, 10) else draw(st.sampled_from([ABSENT, None, [], "x"])),
+        ),
+        (
+            "validation",
+            pick(
+                draw,
+                state,
+                [ABSENT, ABSENT, {}, {"fn_kwargs": {"a": 1}, "timeout_s": 3}],
+                [{"timeout_s": 0}, None, True],
+            ),
+        ),
     )
     state.started[run] = data
     return data
@@ -62,8 +91,13 @@ def report_data(draw: st.DrawFn, state: Runs, run: str, with_checkpoint: bool) -
     checkpoint: Any = ABSENT
     if with_checkpoint:
         path = draw(checkpoint_path(state, run))
-        checkpoint = pick(draw, state, [Obj.of(("path", path))],
-                          [path, Obj.of(("path", 5)), Obj(()), Obj.of(("path", path), ("size", 1)), []], 30)
+        checkpoint = pick(
+            draw,
+            state,
+            [Obj.of(("path", path))],
+            [path, Obj.of(("path", 5)), Obj(()), Obj.of(("path", path), ("size", 1)), []],
+            30,
+        )
     elif maybe(draw, 2):
         checkpoint = None
     generation = pick(draw, state, [ABSENT, ABSENT, ABSENT, None, 0, 1, 2, 3], [-1, "1", 1.0, True, Raw("1e0")], 20)
@@ -79,8 +113,15 @@ def report_data(draw: st.DrawFn, state: Runs, run: str, with_checkpoint: bool) -
 def validation_result_data(draw: st.DrawFn, state: Runs, run: str) -> Obj:
     return Obj.of(
         ("checkpoint_path", known_path(draw, state, run)),
-        ("status", pick(draw, state, ["VALIDATED", "VALIDATED", "VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
-                        ["validated", "COMMITTED", ABSENT, None])),
+        (
+            "status",
+            pick(
+                draw,
+                state,
+                ["VALIDATED", "VALIDATED", "VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
+                ["validated", "COMMITTED", ABSENT, None],
+            ),
+        ),
         ("metrics", draw(metrics()) if maybe(draw, 3) else draw(st.sampled_from([ABSENT, Obj(())]))),
         ("error", pick(draw, state, [ABSENT, ABSENT, None, "boom", "é\n"], [5, []])),
     )
@@ -95,17 +136,21 @@ def deletion_body(draw: st.DrawFn, state: Runs, run: str) -> tuple[str, Obj]:
         return "ckptlog.deletion_completed.v2", Obj.of(("checkpoint_paths", paths))
     if how < 7:
         return "ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]))
-    return draw(st.sampled_from([
-        ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_paths", []))),
-        ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_paths", [""]))),
-        ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_path", paths[0]))),
-        ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_paths", paths))),  # already v2-shaped
-        ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("checkpoint_paths", paths))),
-        ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", 5))),
-        ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("extra", 1))),
-        ("ckptlog.deletion_completed.v3", Obj.of(("checkpoint_paths", paths))),
-        ("ckptlog.deletion_completed.v0", Obj.of(("checkpoint_path", paths[0]))),
-    ]))
+    return draw(
+        st.sampled_from(
+            [
+                ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_paths", []))),
+                ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_paths", [""]))),
+                ("ckptlog.deletion_completed.v2", Obj.of(("checkpoint_path", paths[0]))),
+                ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_paths", paths))),  # already v2-shaped
+                ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("checkpoint_paths", paths))),
+                ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", 5))),
+                ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("extra", 1))),
+                ("ckptlog.deletion_completed.v3", Obj.of(("checkpoint_paths", paths))),
+                ("ckptlog.deletion_completed.v0", Obj.of(("checkpoint_path", paths[0]))),
+            ]
+        )
+    )
 
 
 def mutate(draw: st.DrawFn, envelope: Obj) -> Obj:
@@ -124,8 +169,14 @@ def mutate(draw: st.DrawFn, envelope: Obj) -> Obj:
         return envelope.put("data", data.put(name, wrong))
     if how == 4:  # a repeated envelope key with another value: the last one counts
         name = draw(st.sampled_from(["subject", "id", "type", "data", "specversion", "source"]))
-        other = {"subject": "b", "id": "e-dup", "type": "ckptlog.worker_group_restart.v1",
-                 "data": Obj.of(("num_workers", 2)), "specversion": "1.0", "source": ""}[name]
+        other = {
+            "subject": "b",
+            "id": "e-dup",
+            "type": "ckptlog.worker_group_restart.v1",
+            "data": Obj.of(("num_workers", 2)),
+            "specversion": "1.0",
+            "source": "",
+        }[name]
         return envelope.append(name, other) if maybe(draw, 2) else Obj(((name, other), *envelope.pairs))
     if how == 5:
         return envelope.put("specversion", draw(st.sampled_from(["0.3", Raw("1.0"), None, "1.0 "])))
@@ -137,9 +188,16 @@ def mutate(draw: st.DrawFn, envelope: Obj) -> Obj:
 @st.composite
 def event_line(draw: st.DrawFn, state: Runs) -> bytes:
     run = draw(st.sampled_from(state.names))
-    kind = draw(st.sampled_from(["report"] * 8 + ["metrics_only"] * 2 + ["run_started"] * 2 +
-                                ["validation_result"] * 4 + ["restart", "deletion", "deletion"] +
-                                ["unknown"] * (state.mess > 0)))
+    kind = draw(
+        st.sampled_from(
+            ["report"] * 8
+            + ["metrics_only"] * 2
+            + ["run_started"] * 2
+            + ["validation_result"] * 4
+            + ["restart", "deletion", "deletion"]
+            + ["unknown"] * (state.mess > 0)
+        )
+    )
     if kind == "report" or kind == "metrics_only":
         typ, data = "ckptlog.report.v1", draw(report_data(state, run, kind == "report"))
     elif kind == "run_started":
@@ -147,9 +205,13 @@ def event_line(draw: st.DrawFn, state: Runs) -> bytes:
     elif kind == "validation_result":
         typ, data = "ckptlog.validation_result.v1", draw(validation_result_data(state, run))
     elif kind == "restart":
-        typ, data = "ckptlog.worker_group_restart.v1", Obj.of(
-            ("num_workers", pick(draw, state, [1, 2, 8], [0, "2", True, ABSENT, 1.0])),
-            ("reason", pick(draw, state, [ABSENT, None, "oom"], [5])))
+        typ, data = (
+            "ckptlog.worker_group_restart.v1",
+            Obj.of(
+                ("num_workers", pick(draw, state, [1, 2, 8], [0, "2", True, ABSENT, 1.0])),
+                ("reason", pick(draw, state, [ABSENT, None, "oom"], [5])),
+            ),
+        )
     elif kind == "deletion":
         typ, data = draw(deletion_body(state, run))
     else:
@@ -161,8 +223,13 @@ def event_line(draw: st.DrawFn, state: Runs) -> bytes:
         subject = draw(st.sampled_from(BAD_RUN_IDS))
     elif run == "a" and maybe(draw, 8):
         subject = Raw('"\\u0061"')  # "a", escaped: the shard router must give up on the line
-    pairs: list[tuple[str, Any]] = [("specversion", "1.0"), ("id", event_id), ("source", "test"), ("type", typ),
-                                    ("subject", subject)]
+    pairs: list[tuple[str, Any]] = [
+        ("specversion", "1.0"),
+        ("id", event_id),
+        ("source", "test"),
+        ("type", typ),
+        ("subject", subject),
+    ]
     if maybe(draw, 4):
         pairs.append(("time", pick(draw, state, GOOD_TIMES, BAD_TIMES, 6)))
     if maybe(draw, 6):
@@ -196,9 +263,23 @@ def broken(draw: st.DrawFn, state: Runs) -> bytes:
     if how == 3:
         return b"\xef\xbb\xbf" + good
     if how == 4:  # a raw control character or an invalid escape inside a string
-        return good.replace(b'"test"', draw(st.sampled_from([b'"te\tst"', b'"te\x01st"', b'"te\\qst"',
-                                                             b'"te\\u12"', b'"\\ud800"', b'"\\udc00x"',
-                                                             b'"\\ud83d\\u0041"'])), 1)
+        return good.replace(
+            b'"test"',
+            draw(
+                st.sampled_from(
+                    [
+                        b'"te\tst"',
+                        b'"te\x01st"',
+                        b'"te\\qst"',
+                        b'"te\\u12"',
+                        b'"\\ud800"',
+                        b'"\\udc00x"',
+                        b'"\\ud83d\\u0041"',
+                    ]
+                )
+            ),
+            1,
+        )
     return draw(st.sampled_from(BAD_LINES))
 
 
@@ -232,30 +313,55 @@ class Case:
 
     def __repr__(self) -> str:
         lines = "\n".join(f"  {i:3d} {line!r}" for i, line in enumerate(self.content.split(b"\n"), 1))
-        return (f"Case(settings={self.settings!r}, max_bytes={self.max_bytes}, max_depth={self.max_depth}, "
-                f"content=\n{lines}\n)")
+        return (
+            f"Case(settings={self.settings!r}, max_bytes={self.max_bytes}, max_depth={self.max_depth}, "
+            f"content=\n{lines}\n)"
+        )
 
 
-def fold_settings(keep: int | None = None, attr: str | None = None, order: str = "max",
-                  default_root: str | None = ROOT, outer_root: str | None = ROOT,
-                  dedup_window: int = DEFAULT_DEDUP_WINDOW,
-                  validation: ValidationSpec | None = None) -> FoldSettings:
-    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attr,
-                              checkpoint_score_order=order)  # type: ignore[arg-type]
-    return FoldSettings(default_config=config, default_root=default_root, outer_root=outer_root,
-                        default_validation=validation or ValidationSpec(), dedup_window=dedup_window)
+def fold_settings(
+    keep: int | None = None,
+    attr: str | None = None,
+    order: str = "max",
+    default_root: str | None = ROOT,
+    outer_root: str | None = ROOT,
+    dedup_window: int = DEFAULT_DEDUP_WINDOW,
+    validation: ValidationSpec | None = None,
+) -> FoldSettings:
+    config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attr, checkpoint_score_order=order)  # type: ignore[arg-type]
+    return FoldSettings(
+        default_config=config,
+        default_root=default_root,
+        outer_root=outer_root,
+        default_validation=validation or ValidationSpec(),
+        dedup_window=dedup_window,
+    )
 
 
 @st.composite
 def settings_(draw: st.DrawFn) -> FoldSettings:
-    default_root, outer_root = draw(st.sampled_from([
-        (ROOT, ROOT), (ROOT, ROOT), (ROOT, ROOT), (ROOT, ROOT), (None, None), (ROOT, None), (None, ROOT), ("/r/", "/r"),
-        ("s3://bucket", "s3://bucket"), (f"{ROOT}/a", ROOT)]))
+    default_root, outer_root = draw(
+        st.sampled_from(
+            [
+                (ROOT, ROOT),
+                (ROOT, ROOT),
+                (ROOT, ROOT),
+                (ROOT, ROOT),
+                (None, None),
+                (ROOT, None),
+                (None, ROOT),
+                ("/r/", "/r"),
+                ("s3://bucket", "s3://bucket"),
+                (f"{ROOT}/a", ROOT),
+            ]
+        )
+    )
     return fold_settings(
         keep=draw(st.sampled_from([1, 2, 2, 5, None])),
         attr=draw(st.sampled_from([None, "acc", "val/acc", "val/a/b"])),
         order=draw(st.sampled_from(["max", "min"])),
-        default_root=default_root, outer_root=outer_root,
+        default_root=default_root,
+        outer_root=outer_root,
         dedup_window=draw(st.sampled_from([3, DEFAULT_DEDUP_WINDOW, DEFAULT_DEDUP_WINDOW])),
         validation=draw(st.sampled_from([None, None, ValidationSpec(fn_kwargs={"k": [1, "é"]}, timeout_s=2.5)])),
     )
@@ -264,8 +370,11 @@ def settings_(draw: st.DrawFn) -> FoldSettings:
 @st.composite
 def cases(draw: st.DrawFn, max_events: int = 40) -> Case:
     """A small log over a few runs (so the rules collide) and the settings and limits to fold it with."""
-    names = ["a", "b"] if maybe(draw, 2) else draw(st.lists(st.sampled_from(["a", "a", "b", "c", *RARE_RUN_IDS]),
-                                                             min_size=1, max_size=3, unique=True))
+    names = (
+        ["a", "b"]
+        if maybe(draw, 2)
+        else draw(st.lists(st.sampled_from(["a", "a", "b", "c", *RARE_RUN_IDS]), min_size=1, max_size=3, unique=True))
+    )
     state = Runs(names, mess=draw(st.sampled_from([0, 0, 3, 1])))
     max_bytes = draw(st.sampled_from([DEFAULT_MAX_BYTES] * 5 + [300] * (state.mess > 0)))
     max_depth = draw(st.sampled_from([64, 64, 64, 11, 12] + [10, 5] * (state.mess > 0)))

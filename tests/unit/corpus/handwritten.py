@@ -4,40 +4,53 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from events.codec import DEFAULT_MAX_BYTES
 from tests.unit.corpus.encoding import ROOT, Obj, Raw, Style, encode, to_bytes
 from tests.unit.corpus.generated import Case, fold_settings, sized
 from tests.unit.corpus.values import BAD_LINES
 
+DEFAULT_STYLE = Style()
 
 # -- hand-written logs ----------------------------------------------------------------------
 
 
-def ev(kind: str, run: str, data: Any, event_id: str, *, version: int = 1, style: Style = Style(),
-       **extra: Any) -> bytes:
+def ev(
+    kind: str, run: str, data: Any, event_id: str, *, version: int = 1, style: Style = DEFAULT_STYLE, **extra: Any
+) -> bytes:
     """One envelope line; `data` and `extra` values may hold Raw and Obj."""
-    pairs: list[tuple[str, Any]] = [("specversion", "1.0"), ("id", event_id), ("source", "test"),
-                                    ("type", f"ckptlog.{kind}.v{version}"), ("subject", run)]
+    pairs: list[tuple[str, Any]] = [
+        ("specversion", "1.0"),
+        ("id", event_id),
+        ("source", "test"),
+        ("type", f"ckptlog.{kind}.v{version}"),
+        ("subject", run),
+    ]
     pairs += list(extra.items())
     pairs.append(("data", data))
     return to_bytes(encode(Obj(tuple(pairs)), style))
 
 
-def started(run: str, root: str, keep: Any = None, attr: Any = None, order: Any = "max", eid: str = "",
-            **data: Any) -> bytes:
-    body = {"storage_path": root, "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": attr,
-                                                        "checkpoint_score_order": order}, **data}
+def started(
+    run: str, root: str, keep: Any = None, attr: Any = None, order: Any = "max", eid: str = "", **data: Any
+) -> bytes:
+    body = {
+        "storage_path": root,
+        "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": attr, "checkpoint_score_order": order},
+        **data,
+    }
     return ev("run_started", run, body, eid or f"start-{run}-{root}-{keep}-{attr}-{order}")
 
 
 _ids = iter(range(10**9))
 
 
-def rep(run: str, path: str | None, metrics: Any = None, validation: Any = False, eid: str = "",
-        **data: Any) -> bytes:
-    body: dict[str, Any] = {"metrics": {} if metrics is None else metrics,
-                            "checkpoint": None if path is None else {"path": path}, "validation": validation, **data}
+def rep(run: str, path: str | None, metrics: Any = None, validation: Any = False, eid: str = "", **data: Any) -> bytes:
+    body: dict[str, Any] = {
+        "metrics": {} if metrics is None else metrics,
+        "checkpoint": None if path is None else {"path": path},
+        "validation": validation,
+        **data,
+    }
     return ev("report", run, body, eid or f"r{next(_ids)}")
 
 
@@ -137,7 +150,12 @@ def _decode() -> list[bytes]:
         ev("report", "", base, "s5"),
         ev("report", Raw('"\\u0061"'), base, "s6"),
         ev("report", 'q"t\\', base, "s7"),
-        ev("report", "a", base, "", ),
+        ev(
+            "report",
+            "a",
+            base,
+            "",
+        ),
         ev("report", "a", {"metrics": {"acc": 1}, "extra": 1}, "bad1"),
         ev("report", "a", {"metrics": []}, "bad2"),
         ev("report", "a", {"checkpoint": None}, "bad3"),
@@ -151,12 +169,26 @@ def _decode() -> list[bytes]:
         ev("report", "a", {"metrics": {"acc": 1}, "checkpoint": [f"{ROOT}/a/arr"]}, "arr2"),
         ev("validation_result", "a", [f"{ROOT}/a/arr", "VALIDATED"], "arr3"),
         ev("deletion_completed", "a", [[f"{ROOT}/a/arr"]], "arr4", version=2),
-        to_bytes(encode(Obj.of(("data", [{"acc": 1}, None, True, None]), ("specversion", "1.0"), ("id", "arr5"),
-                               ("source", "test"), ("type", "ckptlog.report.v1"), ("subject", "a")))),
+        to_bytes(
+            encode(
+                Obj.of(
+                    ("data", [{"acc": 1}, None, True, None]),
+                    ("specversion", "1.0"),
+                    ("id", "arr5"),
+                    ("source", "test"),
+                    ("type", "ckptlog.report.v1"),
+                    ("subject", "a"),
+                )
+            )
+        ),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"num_to_keep": 0}}, "cfg1"),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"num_to_keep": "2"}}, "cfg2"),
-        ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"checkpoint_score_order": "up"}},
-           "cfg3"),
+        ev(
+            "run_started",
+            "z",
+            {"storage_path": f"{ROOT}/z", "checkpoint_config": {"checkpoint_score_order": "up"}},
+            "cfg3",
+        ),
         ev("run_started", "z", {"storage_path": f"{ROOT}/z", "checkpoint_config": {"num_to_kep": 2}}, "cfg4"),
         ev("worker_group_restart", "z", {"num_workers": 0}, "w0"),
         ev("worker_group_restart", "z", {"num_workers": "5"}, "w1"),
@@ -175,18 +207,45 @@ def _decode() -> list[bytes]:
         rep("a", None, {"s": '\\"' + "{" * 80}),
         rep("a", None, {"k\ud800": 1}),  # a lone surrogate (its 3 invalid UTF-8 bytes)
         ev("report", "a", Obj.of(("metrics", Obj.of(("k", Raw('"\\ud800"')))), ("checkpoint", None)), "ls1"),
-        ev("report", "a", Obj.of(("metrics", Obj.of(("k", Raw('"\\ud83d\\ude00\\u00e9\\"\\\\\\/"')))),
-                                 ("checkpoint", None)), "esc"),
-        rep("a", None, {"n": Raw("1e400"), "m": Raw("-0"), "o": Raw("1E2"), "p": Raw("123456789012345678901234567890"),
-                        "q": Raw("-0.0"), "r": Raw("Infinity"), "s": Raw("5e-324")}),
+        ev(
+            "report",
+            "a",
+            Obj.of(("metrics", Obj.of(("k", Raw('"\\ud83d\\ude00\\u00e9\\"\\\\\\/"')))), ("checkpoint", None)),
+            "esc",
+        ),
+        rep(
+            "a",
+            None,
+            {
+                "n": Raw("1e400"),
+                "m": Raw("-0"),
+                "o": Raw("1E2"),
+                "p": Raw("123456789012345678901234567890"),
+                "q": Raw("-0.0"),
+                "r": Raw("Infinity"),
+                "s": Raw("5e-324"),
+            },
+        ),
         rep("a", "file:///r/a/nan", {"acc": Raw("NaN")}, validation={"fn_kwargs": {"x": Raw("Infinity")}}),
     ]
 
 
 def _big_ints() -> list[bytes]:
     """Int scores a double cannot hold exactly: Python compares them with floats exactly."""
-    scores: list[Any] = [2**53 + 1, float(2**53), 2**53, 10**30, 1e30, 2**70, -(2**63) - 1, Raw("9007199254740993"),
-                         Raw("9007199254740992.0"), Raw("123456789012345678901234567890"), 1e308, Raw("1e400")]
+    scores: list[Any] = [
+        2**53 + 1,
+        float(2**53),
+        2**53,
+        10**30,
+        1e30,
+        2**70,
+        -(2**63) - 1,
+        Raw("9007199254740993"),
+        Raw("9007199254740992.0"),
+        Raw("123456789012345678901234567890"),
+        1e308,
+        Raw("1e400"),
+    ]
     return [rep("g", f"{ROOT}/g/c{i}", {"acc": v}, validation=i % 3 == 0) for i, v in enumerate(scores)] + [
         res("g", f"{ROOT}/g/c0", metrics={"acc": 2**64 + 1}),
         res("g", f"{ROOT}/g/c3", metrics={"acc": 2**64}),
@@ -220,8 +279,14 @@ def _bench_like(runs: int = 12, reports: int = 120) -> list[bytes]:
             metrics["note"] = "é\\"  # a backslash
         out.append(rep(run, f"{ROOT}/{run}/c{i}", metrics, validation=i % 4 == 0, eid=f"b{i}"))
         if i % 4 == 0 and i > 8:
-            out.append(res(f"run-{(i - 8) % runs}", f"{ROOT}/run-{(i - 8) % runs}/c{i - 8}",
-                           metrics={"val": {"acc": 0.95}}, eid=f"bv{i}"))
+            out.append(
+                res(
+                    f"run-{(i - 8) % runs}",
+                    f"{ROOT}/run-{(i - 8) % runs}/c{i - 8}",
+                    metrics={"val": {"acc": 0.95}},
+                    eid=f"bv{i}",
+                )
+            )
     return out
 
 
@@ -236,11 +301,14 @@ def _limits(max_bytes: int) -> list[bytes]:
 
 NASTY: dict[str, Case] = {
     "rules": Case(_lines(_rules()), fold_settings(keep=2, attr="acc")),
-    "rules_crlf_no_last_newline": Case(_lines(_rules(), b"\r\n", last_newline=False),
-                                       fold_settings(keep=1, attr="val/acc", order="min", dedup_window=3)),
+    "rules_crlf_no_last_newline": Case(
+        _lines(_rules(), b"\r\n", last_newline=False),
+        fold_settings(keep=1, attr="val/acc", order="min", dedup_window=3),
+    ),
     "rules_no_roots": Case(_lines(_rules()), fold_settings(keep=5, default_root=None, outer_root=None)),
-    "rules_keep_all": Case(_lines(_rules()), fold_settings(keep=None, attr="acc", order="min", default_root="/r/",
-                                                           outer_root="/r")),
+    "rules_keep_all": Case(
+        _lines(_rules()), fold_settings(keep=None, attr="acc", order="min", default_root="/r/", outer_root="/r")
+    ),
     "decode": Case(_lines(_decode()), fold_settings(keep=2, attr="acc")),
     "decode_depth_11": Case(_lines(_decode()), fold_settings(keep=1, attr="acc"), max_depth=11),
     "decode_depth_5_bytes_300": Case(_lines(_decode()), fold_settings(), max_bytes=300, max_depth=5),

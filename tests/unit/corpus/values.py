@@ -10,22 +10,75 @@ from hypothesis import strategies as st
 
 from tests.unit.corpus.encoding import ROOT, Obj, Raw, Style
 
-
 # -- values ------------------------------------------------------------------------------
 
 #: Number and literal spellings a Python producer never writes but a parser must read.
-SCORE_TOKENS = [Raw(t) for t in (
-    "NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1e-400", "1E2", "1e+2", "1.0", "-0", "-0.0", "0.0",
-    "0e0", "5e-324", "1.7976931348623157e308", "123456789012345678901234567890", "-123456789012345678901",
-    "9007199254740993", "9007199254740992.0", "18446744073709551616", "9223372036854775808",
-    "-9223372036854775809", "0.1000000000000000055511151231257827", "2.5E-3", "100000000000000000000.0",
-    "0.30000000000000004", "1.00000000000000000001",
-)]
+SCORE_TOKENS = [
+    Raw(t)
+    for t in (
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "1E2",
+        "1e+2",
+        "1.0",
+        "-0",
+        "-0.0",
+        "0.0",
+        "0e0",
+        "5e-324",
+        "1.7976931348623157e308",
+        "123456789012345678901234567890",
+        "-123456789012345678901",
+        "9007199254740993",
+        "9007199254740992.0",
+        "18446744073709551616",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "0.1000000000000000055511151231257827",
+        "2.5E-3",
+        "100000000000000000000.0",
+        "0.30000000000000004",
+        "1.00000000000000000001",
+    )
+]
 #: Values as a Python producer writes them: ties (1 == 1.0, 0.0 == -0.0), exact int/float
 #: comparisons (2**53 + 1 > 2.0**53; 10**30 < 1e30), non-numbers (bool, str, null, containers).
 SCORE_VALUES: list[Any] = [
-    0, 1, 2, -1, 0.5, 1.0, 2.0, -0.0, 0.0, 0.25, 2**53, 2**53 + 1, float(2**53), 2**60, 2**63, 2**64, 2**70,
-    10**30, 1e30, -(2**63) - 1, True, False, None, "0.5", "", [], [0.5], {}, {"x": 1}, math.nan, math.inf,
+    0,
+    1,
+    2,
+    -1,
+    0.5,
+    1.0,
+    2.0,
+    -0.0,
+    0.0,
+    0.25,
+    2**53,
+    2**53 + 1,
+    float(2**53),
+    2**60,
+    2**63,
+    2**64,
+    2**70,
+    10**30,
+    1e30,
+    -(2**63) - 1,
+    True,
+    False,
+    None,
+    "0.5",
+    "",
+    [],
+    [0.5],
+    {},
+    {"x": 1},
+    math.nan,
+    math.inf,
     -math.inf,
 ]
 NUMBER_TEXT = st.from_regex(r"-?(0|[1-9][0-9]{0,19})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
@@ -40,10 +93,28 @@ scores: st.SearchStrategy[Any] = st.one_of(
 #: Strings whose bytes fool cheap scanners: brackets (the depth bound), a quoted "subject"
 #: (the shard router), backslashes, escapes of every kind.
 TRICKY_STRINGS: list[Any] = [
-    "{[{[{[{[{[{[{[{[{[{[{[{[", "]]]}}}", '"subject": "b"', "back\\slash", "\\", '"', "é", "ü-ß", "😀", "\u2028",
-    "\x00\x1f", "\x7f\x85", "", " ", "x" * 40,
-    Raw('"\\ud83d\\ude00"'), Raw('"\\u00e9"'), Raw('"\\u00E9"'), Raw('"\\/r\\/a"'), Raw('"\\"{[\\\\"'),
-    Raw('"\\b\\f\\n\\r\\t"'), Raw('"\\u0000"'),
+    "{[{[{[{[{[{[{[{[{[{[{[{[",
+    "]]]}}}",
+    '"subject": "b"',
+    "back\\slash",
+    "\\",
+    '"',
+    "é",
+    "ü-ß",
+    "😀",
+    "\u2028",
+    "\x00\x1f",
+    "\x7f\x85",
+    "",
+    " ",
+    "x" * 40,
+    Raw('"\\ud83d\\ude00"'),
+    Raw('"\\u00e9"'),
+    Raw('"\\u00E9"'),
+    Raw('"\\/r\\/a"'),
+    Raw('"\\"{[\\\\"'),
+    Raw('"\\b\\f\\n\\r\\t"'),
+    Raw('"\\u0000"'),
 ]
 strings = st.one_of(st.sampled_from(TRICKY_STRINGS), st.text(max_size=6))
 KEY_SPELLINGS = {  # the same key, escaped: "acc" and "val/acc"
@@ -70,6 +141,7 @@ def key(draw: st.DrawFn, name: str) -> str:
 @st.composite
 def metrics(draw: st.DrawFn) -> Obj:
     """Score-bearing entries in every shape the `/` lookup handles, plus filler."""
+
     def s() -> Any:
         return draw(scores)
 
@@ -121,37 +193,128 @@ def metrics(draw: st.DrawFn) -> Obj:
 
 
 VALIDATIONS_GOOD: list[Any] = [
-    False, True, Raw("false"), Raw("true"), {}, {"timeout_s": None}, {"timeout_s": 1}, {"timeout_s": 2.5},
-    {"fn_kwargs": {"k": [1, {"x": "é"}], "n": Raw("NaN")}, "timeout_s": 10}, {"fn_kwargs": {}},
+    False,
+    True,
+    Raw("false"),
+    Raw("true"),
+    {},
+    {"timeout_s": None},
+    {"timeout_s": 1},
+    {"timeout_s": 2.5},
+    {"fn_kwargs": {"k": [1, {"x": "é"}], "n": Raw("NaN")}, "timeout_s": 10},
+    {"fn_kwargs": {}},
 ]
 VALIDATIONS_BAD: list[Any] = [
-    {"timeout_s": 0}, {"timeout_s": -1}, {"timeout_s": Raw("NaN")}, {"timeout_s": Raw("1e400")}, {"timeout_s": "5"}, {"fn_kwargs": []},
-    {"extra": 1}, 1, 0, None, "true", [],
+    {"timeout_s": 0},
+    {"timeout_s": -1},
+    {"timeout_s": Raw("NaN")},
+    {"timeout_s": Raw("1e400")},
+    {"timeout_s": "5"},
+    {"fn_kwargs": []},
+    {"extra": 1},
+    1,
+    0,
+    None,
+    "true",
+    [],
 ]
 
-GOOD_TIMES = ["2026-01-31T12:00:00Z", "2026-01-31T12:00:00+05:30", "2026-01-31T12:00:00-00:00",
-              "2026-01-31T12:00:00.123Z", "2026-01-31T12:00:00.123456Z", "2026-01-31T12:00:00.1234567Z",
-              "2026-01-31T12:00:00.5+01:00", "2026-01-31", "2026-01-31 12:00:00", "20260131T120000Z",
-              "2026-01-31T12:00Z", "2026-W05-6"]
-BAD_TIMES: list[Any] = ["2026-13-01T00:00:00Z", "yesterday", "", "2026-01-31T25:00:00Z", "2026-01-31T12:00:00ZZ",
-                        "2026-01-31T12:00:00+25:00", " 2026-01-31", "2026-01-31T12:00:00Z\n", 5, Raw("1e3"), True]
+GOOD_TIMES = [
+    "2026-01-31T12:00:00Z",
+    "2026-01-31T12:00:00+05:30",
+    "2026-01-31T12:00:00-00:00",
+    "2026-01-31T12:00:00.123Z",
+    "2026-01-31T12:00:00.123456Z",
+    "2026-01-31T12:00:00.1234567Z",
+    "2026-01-31T12:00:00.5+01:00",
+    "2026-01-31",
+    "2026-01-31 12:00:00",
+    "20260131T120000Z",
+    "2026-01-31T12:00Z",
+    "2026-W05-6",
+]
+BAD_TIMES: list[Any] = [
+    "2026-13-01T00:00:00Z",
+    "yesterday",
+    "",
+    "2026-01-31T25:00:00Z",
+    "2026-01-31T12:00:00ZZ",
+    "2026-01-31T12:00:00+25:00",
+    " 2026-01-31",
+    "2026-01-31T12:00:00Z\n",
+    5,
+    Raw("1e3"),
+    True,
+]
 RARE_RUN_IDS = ["é", "r\u0085", "r\u2028", 'q"t', "back\\slash", "x" * 256, " "]
 BAD_RUN_IDS: list[Any] = ["", "x" * 257, "ctl\x01", "del\x7f", "nl\n", "tab\t", 5, None, ["a"]]
 UNKNOWN_TYPES: list[Any] = [
-    "ckptlog.report.v2", "ckptlog.report.v0", "ckptlog.report.v01", "ckptlog.foo.v1", "com.example.report",
-    "ckptlog.Report.v1", "ckptlog.run_started.v2", "ckptlog.deletion_completed.v3", "ckptlog.deletion_completed.v0",
-    "ckptlog.report.v1 ", "ckptlog.report", "", 5, None,
+    "ckptlog.report.v2",
+    "ckptlog.report.v0",
+    "ckptlog.report.v01",
+    "ckptlog.foo.v1",
+    "com.example.report",
+    "ckptlog.Report.v1",
+    "ckptlog.run_started.v2",
+    "ckptlog.deletion_completed.v3",
+    "ckptlog.deletion_completed.v0",
+    "ckptlog.report.v1 ",
+    "ckptlog.report",
+    "",
+    5,
+    None,
 ]
-EXTENSIONS_GOOD: list[tuple[str, Any]] = [("traceparent", "00-abc-01"), ("x1", {"a": [1, 2]}), ("partitionkey", 5),
-                                          ("comexampleext", None)]
+EXTENSIONS_GOOD: list[tuple[str, Any]] = [
+    ("traceparent", "00-abc-01"),
+    ("x1", {"a": [1, 2]}),
+    ("partitionkey", 5),
+    ("comexampleext", None),
+]
 EXTENSIONS_BAD: list[tuple[str, Any]] = [("TraceParent", "x"), ("x_y", 1), ("ext-a", 1), ("", 1), ("é", 1)]
-STYLES = [Style(), Style(), Style(", ", ": "), Style(" ,\t", " :\r"), Style(",\r", ":\t"),
-          Style(ascii=True), Style(", ", ": ", ascii=True)]
+STYLES = [
+    Style(),
+    Style(),
+    Style(", ", ": "),
+    Style(" ,\t", " :\r"),
+    Style(",\r", ":\t"),
+    Style(ascii=True),
+    Style(", ", ": ", ascii=True),
+]
 BAD_LINES: list[bytes] = [
-    b"", b"   ", b"\t", b"\x0c", b"\x0b", b"\r", b" \r", b"{", b"}", b"not json", b'{"a":}', b"[1,2", b"nul", b"tru",
-    b"{}", b"[]", b"1", b'"s"', b"null", b"true", b"-", b"01", b"\xff", b"\xc0\xaf", b"\xef\xbb\xbf{}",
-    b'{"type": 5}', b'{"type": "ckptlog.report.v1"}', b'{"specversion": "1.0"}', b"[" * 70, b"[" * 70 + b"]" * 70,
-    b"{}{}", b'{"a": 1} x', b"\x00", b'{"a": "\t"}',
+    b"",
+    b"   ",
+    b"\t",
+    b"\x0c",
+    b"\x0b",
+    b"\r",
+    b" \r",
+    b"{",
+    b"}",
+    b"not json",
+    b'{"a":}',
+    b"[1,2",
+    b"nul",
+    b"tru",
+    b"{}",
+    b"[]",
+    b"1",
+    b'"s"',
+    b"null",
+    b"true",
+    b"-",
+    b"01",
+    b"\xff",
+    b"\xc0\xaf",
+    b"\xef\xbb\xbf{}",
+    b'{"type": 5}',
+    b'{"type": "ckptlog.report.v1"}',
+    b'{"specversion": "1.0"}',
+    b"[" * 70,
+    b"[" * 70 + b"]" * 70,
+    b"{}{}",
+    b'{"a": 1} x',
+    b"\x00",
+    b'{"a": "\t"}',
 ]
 
 
@@ -160,14 +323,34 @@ BAD_LINES: list[bytes] = [
 
 def root_spellings(run: str) -> list[str]:
     """storage_path values for a run: the canonical one and equivalent spellings."""
-    return [f"{ROOT}/{run}", f"{ROOT}/{run}", f"{ROOT}/{run}", f"/r/{run}", f"{ROOT}/{run}/", f"file:///r//{run}",
-            f"file:///r/./{run}", f"r/{run}", f"local:///r/{run}", f"FILE:///r/{run}", ROOT]
+    return [
+        f"{ROOT}/{run}",
+        f"{ROOT}/{run}",
+        f"{ROOT}/{run}",
+        f"/r/{run}",
+        f"{ROOT}/{run}/",
+        f"file:///r//{run}",
+        f"file:///r/./{run}",
+        f"r/{run}",
+        f"local:///r/{run}",
+        f"FILE:///r/{run}",
+        ROOT,
+    ]
 
 
 def odd_roots(run: str) -> list[str]:
     """storage_path values that are outside the outer root, unsafe, empty, or elsewhere."""
-    return [f"s3://bucket/{run}", f"S3://bucket/{run}", "file:///other", f"{ROOT}/../{run}", f"{ROOT}/{run}/sub", "",
-            " ", f"memory://r/{run}", f"{ROOT}/{run}é"]
+    return [
+        f"s3://bucket/{run}",
+        f"S3://bucket/{run}",
+        "file:///other",
+        f"{ROOT}/../{run}",
+        f"{ROOT}/{run}/sub",
+        "",
+        " ",
+        f"memory://r/{run}",
+        f"{ROOT}/{run}é",
+    ]
 
 
 @dataclass
@@ -190,7 +373,7 @@ def respell(draw: st.DrawFn, path: str) -> str:
     """The same location spelled differently (or not at all)."""
     how = draw(st.integers(0, 5))
     if how == 0 and path.startswith("file://"):
-        return path[len("file://"):]
+        return path[len("file://") :]
     if how == 1:
         return path + "/"
     if how == 2:
@@ -214,13 +397,32 @@ def checkpoint_path(draw: st.DrawFn, state: Runs, run: str) -> str:
     elif choice < 24:
         base = draw(st.sampled_from(root_spellings(run) + odd_roots(run)[:2]))
         sep = draw(st.sampled_from(["/", "/", "//", "/./"]))
-        name = draw(st.sampled_from([f"c{n}", f"c{n}/", f"ü{n}", f".h{n}", f"c{n}/x", f"..c{n}", f"c{n}..",
-                                     "..", f"../c{n}", f"c{n}*"]))
+        name = draw(
+            st.sampled_from(
+                [f"c{n}", f"c{n}/", f"ü{n}", f".h{n}", f"c{n}/x", f"..c{n}", f"c{n}..", "..", f"../c{n}", f"c{n}*"]
+            )
+        )
         path = base.rstrip("/") + sep + name if base.strip() else base + name
     else:
-        path = draw(st.sampled_from([f"file:///elsewhere/c{n}", f"s3://bucket/{run}/c{n}", f"S3://bucket/{run}/c{n}",
-                                     f"file://r/{run}/c{n}", f"relative/c{n}", "", " ", "/", "file:///", ROOT,
-                                     f"{ROOT}/{run}", "s3://bucket", f"file:///r/{run}/c{n}\\x"]))
+        path = draw(
+            st.sampled_from(
+                [
+                    f"file:///elsewhere/c{n}",
+                    f"s3://bucket/{run}/c{n}",
+                    f"S3://bucket/{run}/c{n}",
+                    f"file://r/{run}/c{n}",
+                    f"relative/c{n}",
+                    "",
+                    " ",
+                    "/",
+                    "file:///",
+                    ROOT,
+                    f"{ROOT}/{run}",
+                    "s3://bucket",
+                    f"file:///r/{run}/c{n}\\x",
+                ]
+            )
+        )
     state.paths.setdefault(run, []).append(path)
     return path
 
