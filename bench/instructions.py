@@ -35,29 +35,18 @@ _SUMMARY = {
 }
 
 
-def _fold_argv(path: Path, engine: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "processor.cli",
-        "fold",
-        str(path),
-        "--workers",
-        "1",
-        "--no-progress",
-        "--engine",
-        engine,
-    ]
+def _fold_argv(path: Path) -> list[str]:
+    return [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress"]
 
 
-def cache_costs(path: Path, engine: str) -> dict[str, int]:
+def cache_costs(path: Path) -> dict[str, int]:
     """Instructions, D1 and LL misses of a whole `ckptlog fold` process (callgrind --cache-sim)."""
     argv = [
         "valgrind",
         "--tool=callgrind",
         "--cache-sim=yes",
         "--callgrind-out-file=/dev/null",
-        *_fold_argv(path, engine),
+        *_fold_argv(path),
     ]
     run = subprocess.run(argv, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
     costs = {}
@@ -69,7 +58,7 @@ def cache_costs(path: Path, engine: str) -> dict[str, int]:
     return costs
 
 
-def scaling(engine: str, small: int = 20_000, large: int = 1_000_000, step: int = 10_000) -> None:
+def scaling(small: int = 20_000, large: int = 1_000_000, step: int = 10_000) -> None:
     """Both processes of a size run at once (callgrind is single-threaded; this host has 2 cores)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "keep-none.jsonl"
@@ -83,14 +72,14 @@ def scaling(engine: str, small: int = 20_000, large: int = 1_000_000, step: int 
                 heads.append(Path(tmp) / f"head-{size}.jsonl")
                 heads[-1].write_bytes(b"".join(lines[: runs + size]))
             with ThreadPoolExecutor(max_workers=2) as pool:
-                costs = list(pool.map(lambda head: cache_costs(head, engine), heads))
+                costs = list(pool.map(cache_costs, heads))
             for head in heads:
                 head.unlink()
             per = {k: (costs[1][k] - costs[0][k]) / step for k in costs[0]}
             per["cycles"] = per["ir"] + 10 * per["d1"] + 100 * per["ll"]
             marginal[n] = per
             print(
-                f"keep=None, --engine {engine}, reports {n:,} -> {n + step:,}: per report {per['ir'] / 1e3:.1f}k "
+                f"keep=None, reports {n:,} -> {n + step:,}: per report {per['ir'] / 1e3:.1f}k "
                 f"instructions, {per['d1']:.1f} D1 misses, {per['ll']:.2f} LL misses, ~{per['cycles'] / 1e3:.1f}k "
                 "cycles (Ir + 10 D1 + 100 LL)",
                 flush=True,
@@ -101,9 +90,9 @@ def scaling(engine: str, small: int = 20_000, large: int = 1_000_000, step: int 
     )
 
 
-def instructions(path: Path, engine: str) -> int:
-    """Instructions executed by a whole `ckptlog fold FILE --workers 1 --engine ENGINE` process."""
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *_fold_argv(path, engine)]
+def instructions(path: Path) -> int:
+    """Instructions executed by a whole `ckptlog fold FILE --workers 1` process."""
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *_fold_argv(path)]
     run = subprocess.run(argv, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
     found = _COLLECTED.search(run.stderr)
     if found is None:
@@ -115,7 +104,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--small", type=int, default=100_000, help="lines in the smaller log")
     parser.add_argument("--large", type=int, default=200_000, help="lines in the larger log")
-    parser.add_argument("--engine", default="auto", help="auto, native or python (as `ckptlog fold --engine`)")
     parser.add_argument(
         "--scaling", action="store_true", help="keep=None marginal cost at 20k vs 1M, with cache simulation (see above)"
     )
@@ -123,7 +111,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("error: valgrind is not installed; install it (apt-get install valgrind) to count instructions")
     if args.scaling:
-        scaling(args.engine)
+        scaling()
         return
     if not 0 < args.small < args.large:
         sys.exit("error: need 0 < --small < --large")
@@ -133,10 +121,9 @@ def main() -> None:
         for n in (0, args.small, args.large):
             path = Path(tmp) / f"head-{n}.jsonl"
             path.write_bytes(b"".join(lines[:n]))
-            counts[n] = instructions(path, args.engine)
+            counts[n] = instructions(path)
             print(
-                f"ckptlog fold --engine {args.engine}, first {n:,} lines of the keep=5 workload: "
-                f"{counts[n]:,} instructions",
+                f"ckptlog fold, first {n:,} lines of the keep=5 workload: {counts[n]:,} instructions",
                 flush=True,
             )
     per_event = (counts[args.large] - counts[args.small]) / (args.large - args.small)

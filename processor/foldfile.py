@@ -1,11 +1,9 @@
 """Folding a file of CloudEvents JSON lines: what `ckptlog fold` runs.
 
-Two engines give the same bytes: the compiled one (processor/native.py, used when installed)
-and the Python fold driven by `fold_lines` here, which the compiled one falls back to when it
-cannot be sure of the result. Kept apart from the CLI so the benchmark and tests drive exactly
-the same code. A shard
-`(k, shards)` folds only the runs that `shards` assigns to `k` (see `processor/sharding.py`):
-runs are independent, so n shards folded in n processes give the same views as one fold.
+`fold_lines` drives the one fold (processor/core) over lines; kept apart from the CLI so the
+benchmark and tests drive exactly the same code. A shard `(k, shards)` folds only the runs
+that `shards` assigns to `k` (see `processor/sharding.py`): runs are independent, so n shards
+folded in n processes give the same views as one fold.
 
 The fold's state is acyclic, so it is moved out of the cyclic GC's sight (`gc.freeze`) as it
 grows; refcounting still frees it. Otherwise every full collection re-scans millions of
@@ -19,16 +17,13 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
 from events.rejections import Rejection
-from processor import native
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
@@ -133,26 +128,12 @@ def fold_file(
     max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
     progress: bool = False,
-    engine: str = "auto",
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
     document and (unless `with_deletions` is False: a dry run needs none) the deletions.
-    One worker folds in this process. `progress`: report on stderr how much of the file is read.
-    `engine`: auto (the compiled one when installed), native or python; same result."""
-    job = _Job(
-        settings,
-        max_bytes,
-        max_depth,
-        with_deletions,
-        as_text=False,
-        progress=progress,
-        native=native.use_native(engine),
-    )
-    if workers <= 1:
-        result = _fold_one(path, job, None)
-        _end_progress(progress)
-        return result.document(), result.deletions
-    runs, rejected, deletions = _fold_parallel(path, job, workers)
+    One worker folds in this process. `progress`: report on stderr how much of the file is read."""
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
+    runs, rejected, deletions = _fold_workers(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
 
@@ -166,11 +147,9 @@ def fold_file_text(
     with_deletions: bool = True,
     indent: int | None = None,
     progress: bool = False,
-    engine: str = "auto",
 ) -> tuple[str, list[Deletion]]:
     """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
-    Each run's view is encoded on its own (by its worker, or by the compiled engine in Rust)
-    and the document is joined from those texts."""
+    Each run's view is encoded by its worker and the document is joined from those texts."""
     if indent is not None:
         document, deletions = fold_file(
             path,
@@ -180,23 +159,10 @@ def fold_file_text(
             max_depth=max_depth,
             with_deletions=with_deletions,
             progress=progress,
-            engine=engine,
         )
         return json.dumps(document, indent=indent), deletions
-    job = _Job(
-        settings,
-        max_bytes,
-        max_depth,
-        with_deletions,
-        as_text=True,
-        progress=progress,
-        native=native.use_native(engine),
-    )
-    if workers <= 1:
-        runs, rejected, deletions = _fold_shard(str(path), job, None)
-        _end_progress(progress)
-    else:
-        runs, rejected, deletions = _fold_parallel(path, job, workers)
+    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress)
+    runs, rejected, deletions = _fold_workers(path, job, workers)
     return _document_text(runs, rejected), deletions
 
 
@@ -208,18 +174,24 @@ class _Job:
     with_deletions: bool
     as_text: bool  # workers return each view as JSON text rather than as a dict
     progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
-    native: bool = False  # fold with the compiled engine (processor/native.py)
 
 
-def _fold_parallel(
-    path: Path, job: _Job, workers: int
-) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
-    """Runs (in order of first appearance), rejections (by line) and deletions of all shards."""
-    shards = plan(_head_lines(path), workers)
-    context = multiprocessing.get_context("fork")
-    with context.Pool(workers) as pool:
-        parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
+_Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]
+"""What one shard returns: runs (first line, run id, view or its JSON text), rejections, deletions."""
+
+
+def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
+    """Runs (in order of first appearance), rejections (by line) and deletions of all shards;
+    one worker folds in this process."""
+    if workers <= 1:
+        parts = [_fold_shard(str(path), job, None)]
+    else:
+        shards = plan(_head_lines(path), workers)
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
     _end_progress(job.progress)
+    if len(parts) == 1:
+        return parts[0]
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
     return runs, rejected, [d for part in parts for d in part[2]]
@@ -240,45 +212,12 @@ def _head_lines(path: Path) -> list[bytes]:
     return lines if len(head) < SAMPLE_BYTES else lines[:-1]
 
 
-def _fold_shard(
-    path: str,
-    job: _Job,
-    shard: tuple[int, Shards] | None,
-) -> tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]:
-    """Runs (first line, run id, view or its JSON text), rejections and deletions of one shard."""
-    result = _fold_one(Path(path), job, shard)
-    if isinstance(result, native.NativeResult):
-        runs = result.runs  # already text when the job asks for it
-    else:
-        runs = [
-            (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
-            for run_id, view in result.document()["runs"].items()
-        ]
-    return runs, result.rejected, result.deletions if job.with_deletions else []
-
-
-def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldResult | native.NativeResult:
-    """One shard (or the whole file) in this process, natively when the job says so and the
-    engine can be sure of the result; else (or then) in Python."""
-    show = _progress_of(path) if job.progress and (shard is None or shard[0] == 0) else None
-    if job.native:
-        try:
-            return native.fold(
-                path,
-                job.settings,
-                max_bytes=job.max_bytes,
-                max_depth=job.max_depth,
-                shard=shard,
-                progress=show,
-                progress_mask=GC_FREEZE_MASK,
-                with_deletions=job.with_deletions,
-                as_text=job.as_text,
-            )
-        except native.UNSUPPORTED:
-            pass  # e.g. a score that is an int beyond 2**53: the Python fold compares those exactly
-    with path.open("rb") as stream:
+def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shard:
+    """One shard (or the whole file) folded in this process."""
+    show = _progress_of(Path(path)) if job.progress and (shard is None or shard[0] == 0) else None
+    with open(path, "rb") as stream:
         tell = stream.tell
-        return fold_lines(
+        result = fold_lines(
             stream,
             job.settings,
             max_bytes=job.max_bytes,
@@ -286,6 +225,11 @@ def _fold_one(path: Path, job: _Job, shard: tuple[int, Shards] | None) -> FoldRe
             shard=shard,
             progress=None if show is None else lambda lines: show(lines, tell()),
         )
+    runs = [
+        (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
+        for run_id, view in result.document()["runs"].items()
+    ]
+    return runs, result.rejected, result.deletions if job.with_deletions else []
 
 
 def fold_stream_text(
@@ -295,32 +239,10 @@ def fold_stream_text(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     indent: int | None = None,
-    engine: str = "auto",
 ) -> tuple[str, list[Deletion]]:
-    """Fold lines read once (stdin) into the document text: natively when possible. The native
-    engine may give up part-way (`Unsupported`), so the lines it has read are spooled to a
-    temporary file (not kept in memory) to be folded again in Python, with the rest."""
-    result: FoldResult | native.NativeResult
-    if not native.use_native(engine):
-        result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
-    else:
-        with tempfile.TemporaryFile() as spool:
-            try:
-                result = native.fold(
-                    _tee(stream, spool), settings, max_bytes=max_bytes, max_depth=max_depth, as_text=indent is None
-                )
-            except native.UNSUPPORTED:
-                spool.seek(0)
-                result = fold_lines(chain(spool, stream), settings, max_bytes=max_bytes, max_depth=max_depth)
-    if isinstance(result, native.NativeResult) and indent is None:
-        return _document_text(result.runs, result.rejected), result.deletions  # views already JSON text
+    """Fold lines read once (stdin) into the document text."""
+    result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
     return json.dumps(result.document(), indent=indent), result.deletions
-
-
-def _tee(stream: Iterable[bytes], spool: IO[bytes]) -> Iterator[bytes]:
-    for line in stream:
-        spool.write(line)
-        yield line
 
 
 def _document_text(runs: list[tuple[int, str, Any]], rejected: list[dict[str, Any]]) -> str:

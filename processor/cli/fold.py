@@ -15,7 +15,6 @@ from processor.cli.main import app
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
-from processor.native import use_native
 
 
 def settings_from_flags(keep: int | None, attribute: str | None, order: str, root: str | None) -> FoldSettings:
@@ -48,18 +47,13 @@ def fold_command(
         bool | None,
         typer.Option("--progress/--no-progress", help="Show progress on stderr (default: when stderr is a terminal)."),
     ] = None,
-    engine: Annotated[
-        str,
-        typer.Option(help="auto (the compiled engine when installed), native or python: the same document either way."),
-    ] = "auto",
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
-        use_native(engine)  # an unknown engine, or native without the extension: a clear error first
     if file == "-":
         text, deletions = fold_stream_text(
-            sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth, indent=indent, engine=engine
+            sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth, indent=indent
         )
     else:
         path = Path(file)
@@ -75,7 +69,6 @@ def fold_command(
             with_deletions=apply,
             indent=indent,
             progress=sys.stderr.isatty() if progress is None else progress,
-            engine=engine,
         )
     failures: list[str] = []
     if apply and deletions:

@@ -3,10 +3,8 @@
 `Fold.apply(event)` mutates only the run states it owns and returns `Effects`. No I/O,
 no clock, no randomness: the same log always yields the same states and outputs, which
 is what makes snapshot + replay equal an uninterrupted run. Rejections are decided before
-anything is mutated, so a rejected event leaves the state untouched.
-
-`ckptlog fold` runs the same rules compiled (native/src/fold.rs, kept.rs): a change to a rule
-here needs the same change there, and tests/unit/test_native_fold.py fails until both agree.
+anything is mutated, so a rejected event leaves the state untouched. This is the one fold:
+the processor, `ckptlog replay` and `ckptlog fold` all run it.
 """
 
 from __future__ import annotations

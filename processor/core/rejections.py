@@ -1,8 +1,4 @@
-"""The fold's rejections (SPEC §8), each naming the run and object and saying what to do.
-
-Shared by the Python fold (fold.py) and the compiled engine (processor/native.py), so both
-refuse the same events with the same words.
-"""
+"""The fold's rejections (SPEC §8), each naming the run and object and saying what to do."""
 
 from __future__ import annotations
 

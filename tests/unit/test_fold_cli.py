@@ -113,24 +113,3 @@ def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path, m
         if workers == "1":  # (a forked worker writes to the real stderr, which the runner does not capture)
             assert "ckptlog fold: 6 lines read (" in shown.stderr and "every line read" in shown.stderr
     assert "lines read" not in quiet.stderr
-
-
-def test_engine_choice_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from processor import native
-
-    log = tmp_path / "events.jsonl"
-    log.write_bytes(f.started(root="file:///data/r") + b"\n")
-    bad = runner.invoke(app, ["fold", str(log), "--engine", "turbo"])
-    assert bad.exit_code == 2 and "--engine must be one of auto, native, python (got 'turbo')" in bad.stderr
-    monkeypatch.setenv("CKPTLOG_ENGINE", "fast")
-    env = runner.invoke(app, ["fold", str(log)])
-    assert env.exit_code == 2 and "CKPTLOG_ENGINE must be one of" in env.stderr
-    monkeypatch.setenv("CKPTLOG_ENGINE", "python")
-    forced = runner.invoke(app, ["fold", str(log)])
-    assert forced.exit_code == 0 and json.loads(forced.stdout)["runs"]["r"]["committed"] == 0
-    monkeypatch.delenv("CKPTLOG_ENGINE")
-    monkeypatch.setattr(native, "ckptlog_native", None)  # as on a machine without cargo
-    missing = runner.invoke(app, ["fold", str(log), "--engine", "native"])
-    assert missing.exit_code == 2 and "ckptlog_native extension is not installed" in missing.stderr
-    fallback = runner.invoke(app, ["fold", str(log)])
-    assert fallback.exit_code == 0 and json.loads(fallback.stdout)["runs"]["r"]["committed"] == 0
