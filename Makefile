@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test lint venv bench clean
 
 $(BIN)/ckptlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,15 @@ venv: $(BIN)/ckptlog
 demo: venv
 	$(BIN)/ckptlog demo
 
-test: venv
+# The linters first (seconds), then the tests: CI runs exactly this.
+test: lint
 	$(BIN)/ckptlog broker fetch
 	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict
 
 bench: venv
 	$(BIN)/python -m bench.fold

@@ -6,7 +6,7 @@ msgspec's, and the fold budget is ~10 µs per report. So `decode_event` first tr
 Structs; they accept a strict *subset* of what the pydantic models accept (no extension
 attributes, `validation` only as a bool, no NaN/Infinity literals) and yield the same field
 values. Anything they refuse goes to pydantic, which accepts it or says precisely why not.
-tests/unit/test_fastpath.py checks the subset-and-equal property with hypothesis.
+tests/unit/events/test_fastpath.py checks the subset-and-equal property with hypothesis.
 
 The fast path also vouches for the depth limit: metric values are typed as JSON nested at most
 `FAST_NESTING` containers deep, so an event it accepts nests at most `FAST_MAX_DEPTH` levels,

@@ -18,7 +18,7 @@ app = typer.Typer(
 
 #: Command name -> the module that registers it. `ckptlog CMD` imports only that module:
 #: importing all of them (the Kafka service, aiokafka, the demo) costs ~0.15 s, which
-#: `ckptlog fold` and the client commands should not pay. tests/unit/test_cli_errors.py
+#: `ckptlog fold` and the client commands should not pay. tests/unit/cli/test_errors.py
 #: checks this table against what the modules register.
 COMMAND_MODULES = {
     "fold": "fold",

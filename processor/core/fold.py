@@ -40,7 +40,7 @@ class Fold:
 
     `emit=False` skips building output events (`Effects.outputs` stays empty) for callers
     that only want the state, views and deletions — `ckptlog fold`, `ckptlog replay`.
-    State and deletions are the same either way (tests/unit/test_fold_properties.py);
+    State and deletions are the same either way (tests/unit/core/test_fold_properties.py);
     a fifth of the fold's cost per report is building outputs.
     """
 

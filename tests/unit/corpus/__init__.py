@@ -1,4 +1,4 @@
-"""Event-log files for the differential test of the fold engines (tests/unit/test_native_fold.py).
+"""Event-log files whose fold is checked against golden outputs (tests/unit/foldfile/test_golden.py).
 
 `cases()` is a hypothesis strategy of small logs (tens of lines) plus the settings and limits to
 fold them with; `NASTY` holds hand-written logs. Between them they reach every fold rule of

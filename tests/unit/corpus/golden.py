@@ -2,7 +2,7 @@
 
 `ckptlog fold`'s output is a public contract, so a change to it must be deliberate. The files
 under `golden/` were written by the fold as it was when the compiled engine was retired (the
-two engines agreed byte for byte on this corpus then); `tests/unit/test_fold_golden.py` checks
+two engines agreed byte for byte on this corpus then); `tests/unit/foldfile/test_golden.py` checks
 the fold still writes exactly these bytes. After a deliberate change to a fold rule, rewrite them
 and review the diff:
 

@@ -16,7 +16,7 @@ from processor.core.snapshot import canonical
 from processor.foldfile import fold_file, fold_file_text, fold_lines
 from processor.sharding import AMBIGUOUS, Shards, plan
 from tests import factories as f
-from tests.unit.test_fold_properties import logs
+from tests.unit.core.test_fold_properties import logs
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from processor.service.restore import Restored
 from processor.service.settings import load_settings
 from processor.service.snapshotting import SnapshotScheduler
 from processor.storage.snapshots import SnapshotStore
-from tests.unit.test_service_batch import records
+from tests.unit.service.test_batch import records
 
 PID = PartitionId("in", 0)
 LINES = workload("file:///nowhere/r", runs=2, reports=20, keep=1, validation_share=0.0)
