@@ -1,8 +1,12 @@
-"""Pure URL arithmetic for storage confinement: no fsspec, no I/O.
+"""Pure URL arithmetic for storage confinement (SPEC §9): no fsspec, no I/O.
 
 fsspec URLs are compared as (protocol, path segments). A local path and `file://` are the
-same protocol. `..` segments are refused outright rather than resolved, because resolving
-them is exactly how a checkpoint path escapes its run's root.
+same protocol. Spellings that a filesystem or fsspec could resolve to another place than
+their canonical form are refused outright rather than interpreted: `..` segments (resolving
+them is how a path escapes its root), `::` (fsspec URL chaining: `root/::memory` would open
+another filesystem), percent-escapes, backslashes, query or fragment marks (`?versionId=`
+selects another object on s3), glob characters (fsspec's `rm` expands them), control
+characters, and relative local paths (they resolve against whatever the cwd is).
 """
 
 from __future__ import annotations
@@ -12,6 +16,19 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 _LOCAL = frozenset({"", "file", "local"})
+_UNSAFE = re.compile(r"::|%[0-9A-Fa-f]{2}|[\\?#*\[\x00-\x1f\x7f]")
+_WHY = {
+    ":": "'::' (fsspec URL chaining)",
+    "%": "a percent-escape",
+    "\\": "a backslash",
+    "?": "a query mark",
+    "#": "a fragment mark",
+    "*": "a glob character",
+    "[": "a glob character",
+}
+#: Segments a storage root needs below the protocol: a filesystem root or a bare bucket would
+#: let a run's deletions reach everything on it.
+_ROOT_SEGMENTS = {"file": 1, "memory": 1}
 
 
 class ParsedUrl(NamedTuple):
@@ -20,23 +37,49 @@ class ParsedUrl(NamedTuple):
 
 
 class UnsafePath(ValueError):
-    """The URL has a `..` segment or is empty; never deletable, never a checkpoint."""
+    """The URL cannot name a checkpoint or a root safely (see the module docstring)."""
+
+
+def unsafe_spelling(url: str) -> str | None:
+    """What in `url` a filesystem could resolve to another place (None: nothing)."""
+    found = _UNSAFE.search(url)
+    if found is None:
+        return None
+    return _WHY.get(found.group()[0], "a control character")
 
 
 def parse_url(url: str) -> ParsedUrl:
-    """Split an fsspec URL into a normalised protocol and its non-empty path segments."""
+    """Split an absolute fsspec URL into a normalised protocol and its non-empty path segments."""
     if not url or not url.strip():
         raise UnsafePath("empty path")
+    why = unsafe_spelling(url)
+    if why is not None:
+        raise UnsafePath(f"{url!r} has {why}")
     protocol, sep, rest = url.partition("://")
     if not sep:
         protocol, rest = "", url
     protocol = protocol.lower()
     if protocol in _LOCAL:
         protocol = "file"
+        if not rest.startswith("/"):
+            raise UnsafePath(f"{url!r} is a relative local path, which would resolve against the working directory")
     segments = tuple(s for s in rest.split("/") if s and s != ".")
     if ".." in segments:
         raise UnsafePath(f"{url!r} has a '..' segment")
     return ParsedUrl(protocol, segments)
+
+
+def root_problem(url: str) -> str | None:
+    """Why `url` cannot be a run's storage root (SPEC §9 `unsafe_storage_root`), else None:
+    unparseable, or a filesystem root or bare bucket (`/`, `file:///`, `s3://bucket`)."""
+    try:
+        parsed = parse_url(url)
+    except UnsafePath as exc:
+        return str(exc)
+    if len(parsed.segments) < _ROOT_SEGMENTS.get(parsed.protocol, 2):
+        what = "a filesystem root" if parsed.protocol in _ROOT_SEGMENTS else "a bucket or host root"
+        return f"{url!r} is {what}; give a directory for the run below it"
+    return None
 
 
 def is_within(root: str, path: str) -> bool:
@@ -65,6 +108,8 @@ def fast_key(url: str) -> str | None:
         return None
     if "//" in rest or "/." in rest or rest.endswith("/") or rest.startswith(".") or not rest:
         return None
+    if _UNSAFE.search(rest) is not None:
+        return None
     if protocol == "file":
         return f"file://{rest}" if rest.startswith("/") else None
     return None if rest.startswith("/") else f"{protocol}://{rest}"
@@ -73,9 +118,9 @@ def fast_key(url: str) -> str | None:
 def canonical_below(prefix: str, forbidden: str = "") -> Callable[[str], object]:
     """A test for "`path` is already canonical and strictly below `prefix`" (then it is its
     own key): one regex match instead of parsing. Segments are non-empty and do not start
-    with a dot, so no `//`, `/.`, `..` or trailing `/`; `forbidden` characters (e.g. globs)
-    may appear in no segment."""
-    extra = re.escape(forbidden)
+    with a dot, so no `//`, `/.`, `..` or trailing `/`; no character of an unsafe spelling
+    (`:`, `%`, `\\`, `?`, `#`, globs, controls) nor of `forbidden` appears in a segment."""
+    extra = re.escape(":%\\?#*[" + forbidden) + r"\x00-\x1f\x7f"
     segment = f"[^/.{extra}][^/{extra}]*"
     return re.compile(f"{re.escape(prefix)}{segment}(?:/{segment})*").fullmatch
 

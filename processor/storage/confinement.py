@@ -1,21 +1,20 @@
-"""Which checkpoint paths the Deleter may touch: strictly under the run's storage root and under
-the processor-wide outer bound, no glob characters, no relative local paths, no `..`.
+"""Which checkpoint paths the Deleter may touch (SPEC §9, the deleter's half): strictly under the
+run's storage root and under the processor-wide outer bound, in a spelling no filesystem could
+resolve elsewhere (processor.core.paths: no `..`, `::`, globs, escapes, relative local paths),
+with roots that are neither a filesystem root nor a bare bucket.
 
-`Confinement` answers the same question as `confinement_problem` but parses each root once
-(every eviction of a run names the same root) and each path once, comparing canonical
-spellings by prefix: the per-path check runs on the event loop for every eviction.
+`Confinement` parses each root once (every eviction of a run names the same root) and each
+path once, comparing canonical spellings by prefix: the per-path check runs on the event loop
+for every eviction.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from processor.core.paths import UnsafePath, canonical_below, fast_key, key_of, parse_url
+from processor.core.paths import UnsafePath, canonical_below, fast_key, key_of, parse_url, root_problem
 
 _ROOT_CACHE_LIMIT = 10_000
-_GLOB_CHARS = "*?["
-_GLOB = re.compile(r"[*?\[]")
 
 
 def _never(path: str) -> None:
@@ -23,30 +22,30 @@ def _never(path: str) -> None:
 
 
 class Bound:
-    """A parsed root: the canonical prefix every path strictly below it starts with, and a
-    matcher for the common case — a path already canonical, strictly below, without glob
-    characters — that is then its own canonical URL (one regex call instead of a parse)."""
+    """A parsed root: its canonical spelling (`key`), the prefix every path strictly below it
+    starts with, and a matcher for the common case — a path already canonical and strictly
+    below — that is then its own canonical URL (one regex call instead of a parse)."""
 
-    __slots__ = ("inside", "own", "prefix", "problem")
+    __slots__ = ("inside", "key", "own", "prefix", "problem")
 
     def __init__(self, url: str) -> None:
-        self.prefix, self.problem = "", _url_problem(url)
+        self.key, self.prefix, self.problem = "", "", root_problem(url)
         self.inside = False  # set by Confinement: the root lies within the outer bound
         self.own: Callable[[str], object] = _never
         if self.problem is None:
-            key = key_of(parse_url(url))
-            self.prefix = key if key.endswith("/") else key + "/"  # a bucket/filesystem root ends in '/'
-            if not _GLOB.search(self.prefix):
-                self.own = canonical_below(self.prefix, _GLOB_CHARS)
+            self.key = key_of(parse_url(url))
+            self.prefix = self.key + "/"
+            self.own = canonical_below(self.prefix)
 
     def holds(self, key: str) -> bool:
         """True when canonical `key` lies strictly below this root."""
         return len(key) > len(self.prefix) and key.startswith(self.prefix)
 
 
-Checked = tuple[str | None, str]
-"""(problem, url): no problem means the path may be deleted, and `url` is its canonical spelling.
-A plain tuple: one is built per eviction."""
+Checked = tuple[str | None, str, str]
+"""(problem, url, root): no problem means the path may be deleted, `url` is its canonical
+spelling and `root` the canonical spelling of its run's root. A plain tuple: one is built per
+eviction."""
 
 
 class Confinement:
@@ -58,28 +57,27 @@ class Confinement:
         self._roots: dict[str, Bound] = {}
 
     def check(self, path: str, root: str) -> Checked:
-        """Why `path` must not be deleted (or None), and the canonical URL to delete."""
+        """Why `path` must not be deleted (or None), its canonical URL and its root's."""
         bound = self._roots.get(root) or self._root(root)
         if bound.own(path) and bound.inside:
-            return None, path  # the common case; anything else takes the full checks below
-        outer = self._outer
-        if "*" in path or "?" in path or "[" in path:
-            return "it has glob characters (*, ?, [) that fsspec would expand", path
+            return None, path, bound.key  # the common case; anything else takes the full checks below
         key = fast_key(path)
         if key is None:  # an unusual spelling: parse it fully
-            problem = _url_problem(path)
-            if problem is not None:
-                return problem, path
-            key = key_of(parse_url(path))
-        problem = bound.problem or (outer.problem if outer is not None else None)
-        if problem is not None:
-            return problem, key
-        prefix = bound.prefix
-        if len(key) <= len(prefix) or not key.startswith(prefix):
-            return f"it is not strictly under the run's storage root {root}", key
+            try:
+                key = key_of(parse_url(path))
+            except UnsafePath as exc:
+                return str(exc), path, bound.key
+        outer = self._outer
+        problem = bound.problem and f"the run's storage root is unsafe: {bound.problem}"
+        if not problem and outer is not None and outer.problem:
+            problem = f"the processor's storage bound is unsafe: {outer.problem}"
+        if problem:
+            return problem, key, bound.key
+        if not bound.holds(key):
+            return f"it is not strictly under the run's storage root {root}", key, bound.key
         if outer is not None and not outer.holds(key):
-            return f"it is not strictly under the processor's storage bound {self._outer_root}", key
-        return None, key
+            return f"it is not strictly under the processor's storage bound {self._outer_root}", key, bound.key
+        return None, key, bound.key
 
     def _root(self, root: str) -> Bound:
         """Parse a root not seen before (the cache is cleared when it grows past its limit)."""
@@ -88,7 +86,7 @@ class Confinement:
         bound = self._roots[root] = Bound(root)
         outer = self._outer  # a root within the outer bound: every path strictly below it is strictly below both
         bound.inside = bound.problem is None and (
-            outer is None or (outer.problem is None and bound.prefix.startswith(outer.prefix))
+            outer is None or (outer.problem is None and (bound.key == outer.key or outer.holds(bound.key)))
         )
         return bound
 
@@ -96,14 +94,3 @@ class Confinement:
 def confinement_problem(path: str, root: str, outer_root: str | None = None) -> str | None:
     """Why `path` must not be deleted, or None when it lies strictly under both bounds."""
     return Confinement(outer_root).check(path, root)[0]
-
-
-def _url_problem(url: str) -> str | None:
-    """A URL that can bound or name nothing: unparseable (`..`, empty) or a relative local path."""
-    try:
-        protocol = parse_url(url).protocol
-    except UnsafePath as exc:
-        return str(exc)
-    if protocol == "file" and not url.split("://", 1)[-1].startswith("/"):
-        return f"{url!r} is a relative local path, which would resolve against the cwd"
-    return None

@@ -1,9 +1,16 @@
-"""Background deletion of evicted checkpoint directories (SPEC §3 "Retention").
+"""Background deletion of evicted checkpoint directories (SPEC §3 "Retention", §9).
 
 The fold decides *what* to delete and records it as outstanding state; this module only
 carries deletions out: off the caller's path, idempotently, retried with a deterministic
 backoff, and never outside the run's storage root or the processor-wide outer bound. A
 deletion that keeps failing stays outstanding and is logged, never dropped.
+
+The deleter enforces its own half of deletion safety, so that a bug in the fold is caught
+here: confinement at submission (processor.storage.confinement), a re-check of the run's
+current state immediately before each deletion (`recheck`: a path that is live again, or
+whose partition this instance no longer owns, is dropped, not deleted), and removal that
+never follows a symlink nor leaves the resolved root (processor.storage.removal). A path
+refused by any of these is final: it is reported once through `on_refused` and never touched.
 
 Work is batched because a processor evicts one checkpoint per report: accepted paths wait in
 one queue, and at most `concurrency` jobs run at a time, each deleting up to `batch_size`
@@ -22,7 +29,7 @@ from typing import Any, Protocol
 
 from processor.errors import StorageError
 from processor.storage.confinement import Confinement, confinement_problem
-from processor.storage.removal import remove_all
+from processor.storage.removal import Outcome, Refused, remove_all
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,13 @@ Key = tuple[str, str]
 
 OnDone = Callable[[Sequence[Key]], None]
 """Called with the keys of one job that are confirmed gone."""
+
+OnRefused = Callable[[Sequence[tuple[Key, str]]], None]
+"""Called with (key, why) for paths that must never be deleted (nothing was touched)."""
+
+Recheck = Callable[[Key], str | None]
+"""Why a deletion must not run now (the path is live again, its partition is no longer owned),
+or None to go ahead; asked on the event loop immediately before the deletion."""
 
 
 class DeletionRequest(Protocol):
@@ -78,6 +92,8 @@ class Deleter:
         retry: RetryPolicy = RetryPolicy(),
         storage_options: Mapping[str, Mapping[str, Any]] | None = None,
         batch_size: int = 100,
+        recheck: Recheck | None = None,
+        on_refused: OnRefused | None = None,
     ) -> None:
         if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
             raise StorageError(
@@ -86,10 +102,11 @@ class Deleter:
             )
         self._confinement = Confinement(outer_root)
         self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
+        self._recheck, self._on_refused = recheck, on_refused
         self._concurrency, self._batch_size = concurrency, batch_size
         # accepted, not confirmed gone -> canonical URL to delete. Every such key is in exactly one place:
         # `_ready` (waiting for a job), a running job, `_timers` (backing off) or `_failed` (attempts exhausted)
-        self._outstanding: dict[Key, str] = {}
+        self._outstanding: dict[Key, tuple[str, str]] = {}  # (canonical url, canonical run root)
         self._ready: list[Key] = []
         self._attempts: dict[Key, int] = {}
         self._timers: dict[Key, asyncio.TimerHandle] = {}
@@ -135,12 +152,12 @@ class Deleter:
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
                 accepted += 1
                 continue
-            problem, url = check(request.path, request.root)
+            problem, url, root = check(request.path, request.root)
             if problem is not None:
-                self._refuse(key, problem)
+                self._refuse([(key, problem)])
                 continue
             accepted += 1
-            outstanding[key] = url
+            outstanding[key] = (url, root)
             if failed:
                 failed.pop(key, None)
             ready.append(key)
@@ -148,15 +165,21 @@ class Deleter:
             self._schedule_pump()
         return accepted
 
-    def _refuse(self, key: Key, problem: str) -> None:
-        self._refused[key] = problem
-        log.error(
-            "refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
-            "run's storage root",
-            key[1],
-            key[0],
-            problem,
-        )
+    def _refuse(self, refused: Sequence[tuple[Key, str]]) -> None:
+        for key, problem in refused:
+            self._refused[key] = problem
+            log.error(
+                "refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
+                "run's storage root",
+                key[1],
+                key[0],
+                problem,
+            )
+        if self._on_refused is not None and refused:
+            try:
+                self._on_refused(refused)
+            except Exception:  # the refusal itself stands; report, carry on
+                log.exception("on_refused callback failed for %d refused deletions", len(refused))
 
     def retry_failed(self) -> int:
         """Start every failed deletion over; returns how many were restarted."""
@@ -221,22 +244,44 @@ class Deleter:
             self._settled.set()
 
     async def _job(self, keys: list[Key]) -> None:
-        urls = [self._outstanding[key] for key in keys]
+        if self._recheck is not None:
+            keys = self._still_owed(keys)
+        items = [self._outstanding[key] for key in keys]
         try:
-            outcomes = await asyncio.to_thread(remove_all, urls, self._options)
-        except Exception as exc:
+            outcomes: list[Outcome] = list(await asyncio.to_thread(remove_all, items, self._options)) if items else []
+        except Exception as exc:  # e.g. no thread left at shutdown: every path is retried
             outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
         done = keys
-        if any(outcomes):  # errors are non-empty strings; the common case is every path gone
-            done = [key for key, error in zip(keys, outcomes, strict=False) if error is None]
-            for key, error in zip(keys, outcomes, strict=False):
-                if error is not None:
-                    self._attempt_failed(key, error)
+        if any(outcomes):  # None is "gone"; the common case is every path gone
+            done = [key for key, outcome in zip(keys, outcomes, strict=True) if outcome is None]
+            refused = []
+            for key, outcome in zip(keys, outcomes, strict=True):
+                if isinstance(outcome, Refused):
+                    del self._outstanding[key]
+                    self._attempts.pop(key, None)
+                    refused.append((key, outcome.reason))
+                elif outcome is not None:
+                    self._attempt_failed(key, outcome)
+            self._refuse(refused)
         self._confirmed(done)
         job = asyncio.current_task()
         if job is not None:
             self._jobs.discard(job)  # this job's slot is free now (its done callback comes later)
         self._pump()
+
+    def _still_owed(self, keys: list[Key]) -> list[Key]:
+        """The keys the run's current state still owes; the others leave this deleter untouched."""
+        assert self._recheck is not None
+        owed = []
+        for key in keys:
+            why = self._recheck(key)
+            if why is None:
+                owed.append(key)
+                continue
+            del self._outstanding[key]
+            self._attempts.pop(key, None)
+            log.warning("not deleting %s for run %s: %s", key[1], key[0], why)
+        return owed
 
     def _attempt_failed(self, key: Key, error: str) -> None:
         attempt = self._attempts[key] = self._attempts.get(key, 0) + 1

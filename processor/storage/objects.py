@@ -16,7 +16,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from processor.core.paths import UnsafePath, parse_url
+from processor.core.paths import unsafe_spelling
 from processor.errors import StorageError
 
 TEMP_PREFIX = ".tmp-"
@@ -70,13 +70,22 @@ def open_filesystem(
     return fs, str(path).rstrip("/")
 
 
+def open_protocol(protocol: str, storage_options: Mapping[str, Any] | None = None) -> fsspec.AbstractFileSystem:
+    """The filesystem of one protocol, without parsing a URL: no `::` chaining can happen here."""
+    try:
+        return fsspec.filesystem(protocol, **dict(storage_options or {}))
+    except _SETUP_ERRORS as exc:
+        raise StorageError(
+            f"cannot open storage protocol {protocol}://: {exc}; install the backend package "
+            "(e.g. s3fs for s3://) and check the storage options"
+        ) from exc
+
+
 def check_name(name: str, base_url: str) -> str:
     """Refuse object names that could escape the base or hide: absolute, `..`, URLs, temp."""
-    try:
-        ok = "/".join(parse_url(name).segments) == name  # also false for "a//b", "/a", "s3://"
-    except UnsafePath:
-        ok = False
-    if not ok or name.rpartition("/")[2].startswith(TEMP_PREFIX):
+    parts = name.split("/")
+    ok = "://" not in name and unsafe_spelling(name) is None and all(p not in ("", ".", "..") for p in parts)
+    if not ok or parts[-1].startswith(TEMP_PREFIX):
         raise StorageError(
             f"refusing object name {name!r} under {base_url}: names must be relative "
             f"'a/b/c' paths without '..', '.', empty segments, a protocol or a "
