@@ -218,3 +218,59 @@ class StorageContract:
         assert store.get("runs/other/ckpt/model.bin") == b"keep me"
         assert "not strictly under the run's storage root" in deleter.refused[("r", target)]
         assert len(deleter.refused) == 2 and deleter.outstanding == frozenset()
+
+    # --- Deleter: deletion safety (SPEC §9), on every backend -----------------------------
+
+    async def test_url_chaining_in_a_path_deletes_nothing(self, backend: Backend) -> None:
+        """`root/::memory` once went through fsspec's URL chaining and removed the whole root."""
+        store = backend.store()
+        for name in ("runs/r1/A/model.bin", "runs/r1/C/model.bin", "runs/r1/::memory"):
+            if "::" not in name:
+                store.put_immutable(name, b"kept")
+        root = f"{backend.base_url}/runs/r1"
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(on_refused=refused.extend)
+        for path in (f"{root}/::memory", f"{root}/x::memory://runs", f"{root}/A::file"):
+            assert not deleter.submit("r1", path, root)
+        assert await deleter.drain(timeout=5)
+        assert store.list() == ["runs/r1/A/model.bin", "runs/r1/C/model.bin"]
+        assert len(refused) == 3 and all("URL chaining" in why for _, why in refused)
+
+    async def test_a_sibling_sharing_a_name_prefix_survives(self, backend: Backend) -> None:
+        store = backend.store()
+        names = ["runs/r1/x/model.bin", "runs/r1/xy/model.bin", "runs/r1/x.bak", "runs/r1/x-1/model.bin"]
+        for name in names:
+            store.put_immutable(name, b"w")
+        deleter = backend.deleter()
+        root = f"{backend.base_url}/runs/r1"
+        assert deleter.submit("r1", f"{root}/x", root)
+        assert await deleter.drain(timeout=30)
+        assert store.list() == sorted(names[1:])
+
+    async def test_filesystem_and_bucket_roots_are_refused(self, backend: Backend) -> None:
+        store = backend.store()
+        store.put_immutable("runs/r1/A/model.bin", b"kept")
+        protocol, _, rest = backend.base_url.partition("://")
+        top = f"{protocol}://{rest.split('/')[0]}" if protocol not in ("file", "memory") else f"{protocol}:///"
+        if not _:
+            top = "/"
+        deleter = backend.deleter()
+        assert not deleter.submit("r1", f"{backend.base_url}/runs/r1/A", top)
+        assert await deleter.drain(timeout=5)
+        assert store.list() == ["runs/r1/A/model.bin"]
+        assert "root" in next(iter(deleter.refused.values()))
+
+    async def test_a_deletion_the_current_state_no_longer_owes_is_dropped(self, backend: Backend) -> None:
+        """The re-check immediately before deleting: a path live again stays, the others go."""
+        store = backend.store()
+        for name in ("runs/r1/A/model.bin", "runs/r1/B/model.bin"):
+            store.put_immutable(name, b"w")
+        root = f"{backend.base_url}/runs/r1"
+        done: list[tuple[str, str]] = []
+        deleter = backend.deleter(
+            on_done=done.extend, recheck=lambda key: "live again" if key[1].endswith("A") else None
+        )
+        assert deleter.submit("r1", f"{root}/A", root) and deleter.submit("r1", f"{root}/B", root)
+        assert await deleter.drain(timeout=30)
+        assert store.list() == ["runs/r1/A/model.bin"]
+        assert done == [("r1", f"{root}/B")] and deleter.outstanding == frozenset()

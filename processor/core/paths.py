@@ -29,6 +29,7 @@ _WHY = {
 #: Segments a storage root needs below the protocol: a filesystem root or a bare bucket would
 #: let a run's deletions reach everything on it.
 _ROOT_SEGMENTS = {"file": 1, "memory": 1}
+_PROTOCOL = re.compile(r"[a-z][a-z0-9+.-]*")
 
 
 class ParsedUrl(NamedTuple):
@@ -59,6 +60,8 @@ def parse_url(url: str) -> ParsedUrl:
     if not sep:
         protocol, rest = "", url
     protocol = protocol.lower()
+    if protocol and not _PROTOCOL.fullmatch(protocol):
+        raise UnsafePath(f"{url!r} has no valid protocol before '://'")
     if protocol in _LOCAL:
         protocol = "file"
         if not rest.startswith("/"):
@@ -104,11 +107,11 @@ def fast_key(url: str) -> str | None:
         protocol, rest = "file", url
     elif protocol in _LOCAL:
         protocol = "file"
-    elif not protocol.islower():
+    elif not _PROTOCOL.fullmatch(protocol):
         return None
     if "//" in rest or "/." in rest or rest.endswith("/") or rest.startswith(".") or not rest:
         return None
-    if _UNSAFE.search(rest) is not None:
+    if _UNSAFE.search(url) is not None:
         return None
     if protocol == "file":
         return f"file://{rest}" if rest.startswith("/") else None
