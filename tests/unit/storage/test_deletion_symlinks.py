@@ -78,6 +78,7 @@ async def test_a_checkpoint_that_is_a_symlink_is_unlinked_and_its_target_kept(ba
     before = tree(base)
     deleter, refused = await delete(base, "ckpt")
     after = tree(base)
+    assert deleter.outstanding == frozenset()
     assert "runs/r1/ckpt" not in after and refused == []
     del before["runs/r1/ckpt"]
     assert after == before
