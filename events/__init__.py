@@ -1,6 +1,11 @@
-"""Event models and their (de)serialisation: the wire contract of SPEC §2 and §5."""
+"""Event models and their (de)serialisation: the wire contract of SPEC §2 and §5.
+
+The names below are the pydantic models (the contract); `decode_event` yields the Structs of
+events/decoded.py (`DecodedEvent`), the one shape the fold reads.
+"""
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
+from events.decoded import DecodedEvent
 from events.models import (
     CheckpointConfig,
     DeletionCompleted,
@@ -13,18 +18,22 @@ from events.models import (
     WorkerGroupRestart,
 )
 from events.rejections import Reason, Rejection
+from events.view import ReportedCheckpoint, RunView
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "CheckpointConfig",
+    "DecodedEvent",
     "DeletionCompleted",
     "Envelope",
     "InputEvent",
     "Reason",
     "Rejection",
     "Report",
+    "ReportedCheckpoint",
     "RunStarted",
+    "RunView",
     "ValidationResult",
     "ValidationSpec",
     "WorkerGroupRestart",
