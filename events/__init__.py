@@ -1,7 +1,8 @@
 """Event models and their (de)serialisation: the wire contract of SPEC §2 and §5.
 
 The names below are the pydantic models (the contract); `decode_event` yields the Structs of
-events/decoded.py (`DecodedEvent`), the one shape the fold reads.
+events/decoded.py (`DecodedEvent`), the one shape the fold reads. The run view's model is in
+events/view.py, not imported here: `ckptlog fold` would pay for building it at start-up.
 """
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
@@ -18,7 +19,6 @@ from events.models import (
     WorkerGroupRestart,
 )
 from events.rejections import Reason, Rejection
-from events.view import ReportedCheckpoint, RunView
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -31,9 +31,7 @@ __all__ = [
     "Reason",
     "Rejection",
     "Report",
-    "ReportedCheckpoint",
     "RunStarted",
-    "RunView",
     "ValidationResult",
     "ValidationSpec",
     "WorkerGroupRestart",
