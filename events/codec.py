@@ -42,20 +42,12 @@ def decode_event(
             "send large data by reference (a path) or raise --max-payload-bytes",
         )
     # The fast path accepts only events nested at most FAST_MAX_DEPTH deep: no bracket scan for them.
-    event: DecodedEvent | None = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
+    event = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
     if event is None:
-        if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
-            return Rejection(
-                Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics or raise --max-depth"
-            )
-        try:
-            model = INPUT_ADAPTER.validate_json(raw)
-        except ValidationError as exc:
-            decided = _diagnose(raw, exc)
-            if isinstance(decided, Rejection):
-                return decided
-            model = decided  # an older version, upcast
-        event = to_decoded(model)
+        decided = _decode_checked(raw, max_depth)
+        if isinstance(decided, Rejection):
+            return decided
+        event = decided
     if key is not None and key != event.subject.encode():
         return Rejection(
             Reason.KEY_MISMATCH,
@@ -63,6 +55,22 @@ def decode_event(
             f"{event.subject!r}; produce with key = run id",
         )
     return event
+
+
+def _decode_checked(raw: bytes, max_depth: int) -> DecodedEvent | Rejection:
+    """The route for whatever the fast path refused: the depth limit, then pydantic."""
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
+        return Rejection(
+            Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics or raise --max-depth"
+        )
+    try:
+        model = INPUT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        decided = _diagnose(raw, exc)
+        if isinstance(decided, Rejection):
+            return decided
+        model = decided  # an older version, upcast
+    return to_decoded(model)
 
 
 def to_decoded(model: InputEvent) -> DecodedEvent:
