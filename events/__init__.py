@@ -1,6 +1,12 @@
-"""Event models and their (de)serialisation: the wire contract of SPEC §2 and §5."""
+"""Event models and their (de)serialisation: the wire contract of SPEC §2 and §5.
+
+The names below are the pydantic models (the contract); `decode_event` yields the Structs of
+events/decoded.py (`DecodedEvent`), the one shape the fold reads. The run view's model is in
+events/view.py, not imported here: `ckptlog fold` would pay for building it at start-up.
+"""
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
+from events.decoded import DecodedEvent
 from events.models import (
     CheckpointConfig,
     DeletionCompleted,
@@ -18,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "CheckpointConfig",
+    "DecodedEvent",
     "DeletionCompleted",
     "Envelope",
     "InputEvent",

@@ -1,20 +1,21 @@
 """Bytes → typed input event, or a Rejection with a reason code. Pure: no I/O, no clock.
 
-The fast path is msgspec (events/fastpath.py) for reports, validation results and deletion
-completions; everything it refuses goes through one pydantic `validate_json` call (parsing
-and validation in Rust). Only when that fails do we re-parse in Python to find the precise
-reason code.
+Every accepted event is one of the frozen Structs of events/decoded.py. Reports, validation
+results and deletion completions first try msgspec's fast path there; everything it refuses
+goes through one pydantic `validate_json` call (parsing and validation in Rust) and the model
+is copied into its Struct. Only when pydantic fails do we re-parse in Python to find the
+precise reason code.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Union
+from typing import Any
 
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from events.fastpath import FAST_MAX_DEPTH, FastEvent, decode_fast
+from events.decoded import EVENT_TYPES, FAST_MAX_DEPTH, DecodedEvent, decode_fast, from_model
 from events.models import INPUT_TYPES, InputEvent
 from events.rejections import Reason, Rejection
 from events.upcast import upcast
@@ -23,8 +24,6 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
 INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
-#: What `decode_event` yields: a fast-path Struct or a pydantic model, read the same way.
-DecodedEvent = Union[InputEvent, FastEvent]  # noqa: UP007 - replaced by one decoded type (issue 11)
 _TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
 
 
@@ -43,16 +42,12 @@ def decode_event(
             "send large data by reference (a path) or raise --max-payload-bytes",
         )
     # The fast path accepts only events nested at most FAST_MAX_DEPTH deep: no bracket scan for them.
-    event: DecodedEvent | None = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
+    event = decode_fast(raw) if max_depth >= FAST_MAX_DEPTH else None
     if event is None:
-        if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
-            return Rejection(
-                Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics or raise --max-depth"
-            )
-        try:
-            event = INPUT_ADAPTER.validate_json(raw)
-        except ValidationError as exc:
-            return _diagnose(raw, exc)
+        decided = _decode_checked(raw, max_depth)
+        if isinstance(decided, Rejection):
+            return decided
+        event = decided
     if key is not None and key != event.subject.encode():
         return Rejection(
             Reason.KEY_MISMATCH,
@@ -60,6 +55,27 @@ def decode_event(
             f"{event.subject!r}; produce with key = run id",
         )
     return event
+
+
+def _decode_checked(raw: bytes, max_depth: int) -> DecodedEvent | Rejection:
+    """The route for whatever the fast path refused: the depth limit, then pydantic."""
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth(raw) > max_depth:
+        return Rejection(
+            Reason.TOO_DEEP, f"JSON nests deeper than {max_depth} levels; flatten the metrics or raise --max-depth"
+        )
+    try:
+        model = INPUT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        decided = _diagnose(raw, exc)
+        if isinstance(decided, Rejection):
+            return decided
+        model = decided  # an older version, upcast
+    return to_decoded(model)
+
+
+def to_decoded(model: InputEvent) -> DecodedEvent:
+    """The Struct of an event pydantic accepted (extension attributes dropped)."""
+    return from_model(model, EVENT_TYPES[model.type])
 
 
 def _depth(raw: bytes) -> int:

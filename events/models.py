@@ -2,6 +2,9 @@
 
 Validation is strict (no "5" for 5, no unknown `data` fields) because a silently ignored
 typo such as `num_to_kep` would change retention without anyone noticing.
+
+These models are the contract: the JSON Schema in schemas/ and the precise rejection reasons
+come from them. What the fold reads is their mirror in msgspec Structs (events/decoded.py).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 RUN_ID_MAX = 256
-RUN_ID_CHAR = r"[^\x00-\x1f\x7f]"  # no control characters (events/fastpath.py accepts a subset)
+RUN_ID_CHAR = r"[^\x00-\x1f\x7f]"  # no control characters (events/decoded.py's fast path accepts a subset)
 RunId = Annotated[str, StringConstraints(min_length=1, max_length=RUN_ID_MAX, pattern=rf"^{RUN_ID_CHAR}+$")]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Status = Literal["COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]

@@ -1,4 +1,4 @@
-"""Generate JSON Schema for every event and the snapshot, plus an AsyncAPI document.
+"""Generate JSON Schema for every event, the run view and the snapshot, plus an AsyncAPI document.
 
 `python -m events.schema` rewrites `schemas/`; `python -m events.schema --check` exits 1
 when the committed files differ from what the code generates (CI runs it via a test).
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from events.models import INPUT_TYPES, DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
 from events.outputs import OUTPUT_MODELS, OutputEnvelope
+from events.view import RunView
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 INPUTS: dict[str, type[BaseModel]] = {
@@ -24,43 +25,6 @@ INPUTS: dict[str, type[BaseModel]] = {
     "validation_result": ValidationResult,
     "worker_group_restart": WorkerGroupRestart,
     "deletion_completed": DeletionCompleted,
-}
-VIEW_SCHEMA: dict[str, Any] = {
-    "title": "RunView",
-    "type": "object",
-    "description": "Value of the state topic and of `ckptlog fold` per run (fold adds `evicted`).",
-    "required": ["checkpoints", "latest", "best", "committed", "validated", "generation", "index_in_generation"],
-    "properties": {
-        "checkpoints": {
-            "type": "array",
-            "description": "Kept checkpoints in sort order, best last.",
-            "items": {
-                "type": "object",
-                "required": ["path", "metrics", "status", "report_index"],
-                "properties": {
-                    "path": {"type": "string"},
-                    "metrics": {"type": "object"},
-                    "status": {
-                        "enum": [
-                            "COMMITTED",
-                            "PENDING_VALIDATION",
-                            "VALIDATED",
-                            "VALIDATION_TIMEOUT",
-                            "VALIDATION_FAILED",
-                        ]
-                    },
-                    "report_index": {"type": "integer"},
-                },
-            },
-        },
-        "latest": {"type": ["string", "null"]},
-        "best": {"type": ["string", "null"]},
-        "committed": {"type": "integer"},
-        "validated": {"type": "integer"},
-        "generation": {"type": "integer"},
-        "index_in_generation": {"type": "integer"},
-        "evicted": {"type": "array", "items": {"type": "string"}},
-    },
 }
 SNAPSHOT_SCHEMA: dict[str, Any] = {
     "title": "Snapshot",
@@ -95,7 +59,7 @@ def documents() -> dict[str, Any]:
     for name, model in OUTPUT_MODELS.items():
         docs[f"output/{name}.v1.json"] = {"title": f"ckptlog.{name}.v1 data", **model.model_json_schema()}
     docs["output/envelope.json"] = OutputEnvelope.model_json_schema()
-    docs["view.json"] = VIEW_SCHEMA
+    docs["view.schema.json"] = RunView.model_json_schema()
     docs["snapshot.json"] = SNAPSHOT_SCHEMA
     docs["asyncapi.json"] = asyncapi()
     return docs
@@ -128,7 +92,7 @@ def asyncapi() -> dict[str, Any]:
         },
         "ckptlog.state": {
             "description": "Compacted; key = run id; value = the run VIEW.",
-            "messages": {"view": {"payload": ref("view.json")}},
+            "messages": {"view": {"payload": ref("view.schema.json")}},
         },
         "ckptlog.dlq": {
             "description": "Rejected input: original bytes; reason, message and source "

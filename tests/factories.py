@@ -6,7 +6,8 @@ import itertools
 import json
 from typing import Any
 
-from events.codec import DecodedEvent, decode_event
+from events.codec import decode_event
+from events.decoded import DecodedEvent
 from events.rejections import Rejection
 
 _ids = itertools.count()

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
-from events.models import CheckpointConfig
+from events.decoded import CheckpointConfig
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.core.state import FoldSettings
@@ -23,6 +23,8 @@ def settings_from_flags(keep: int | None, attribute: str | None, order: str, roo
         raise ConfigError(f"--default-num-to-keep must be >= 1 (got {keep}); omit it to keep every checkpoint")
     if order not in ("max", "min"):
         raise ConfigError(f"--score-order must be 'max' or 'min' (got {order!r})")
+    if attribute == "":
+        raise ConfigError("--score-attribute must not be empty; omit it to keep checkpoints in report order")
     config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute, checkpoint_score_order=order)  # type: ignore[arg-type]
     return FoldSettings(default_config=config, default_root=root, outer_root=root)
 

@@ -13,9 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from events.codec import DecodedEvent
-from events.fastpath import FastDeletionCompleted, FastReport, FastValidationResult
-from events.models import (
+from events.decoded import (
+    DecodedEvent,
     DeletionCompleted,
     Report,
     RunStarted,
@@ -57,9 +56,6 @@ class Fold:
             ValidationResult: self._validation_result,
             WorkerGroupRestart: self._restart,
             DeletionCompleted: self._deletion_completed,
-            FastReport: self._report,
-            FastValidationResult: self._validation_result,
-            FastDeletionCompleted: self._deletion_completed,
         }
 
     def apply(self, event: DecodedEvent) -> Effects:
@@ -107,7 +103,7 @@ class Fold:
 
     # -- report --------------------------------------------------------------------
 
-    def _report(self, event: Report | FastReport, run: RunState | None) -> Effects:
+    def _report(self, event: Report, run: RunState | None) -> Effects:
         data, run_id = event.data, event.subject
         generation, checkpoint = data.generation, data.checkpoint
         if run is not None and generation is not None and generation < run.generation:
@@ -212,7 +208,7 @@ class Fold:
 
     # -- validation_result ---------------------------------------------------------
 
-    def _validation_result(self, event: ValidationResult | FastValidationResult, run: RunState | None) -> Effects:
+    def _validation_result(self, event: ValidationResult, run: RunState | None) -> Effects:
         data = event.data
         try:
             key = normalize(data.checkpoint_path)
@@ -267,7 +263,7 @@ class Fold:
         }
         return Effects([Output("worker_group_started", started), _watermark(run)])
 
-    def _deletion_completed(self, event: DeletionCompleted | FastDeletionCompleted, run: RunState | None) -> Effects:
+    def _deletion_completed(self, event: DeletionCompleted, run: RunState | None) -> Effects:
         if run is None:
             return NOTHING
         outstanding, own_key, deleted = run.outstanding, run.is_own_key, []
@@ -283,15 +279,13 @@ class Fold:
 
 
 def _watermark(run: RunState) -> Output:
-    pending = run.pending
-    validated = next(iter(pending.values())).report_index if pending else run.report_count
     return _new(
         Output,
         (
             "watermark",
             {
                 "committed": run.report_count,
-                "validated": validated,
+                "validated": run.validated,
                 "generation": run.generation,
                 "index_in_generation": run.index_in_generation,
             },

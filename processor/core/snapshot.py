@@ -4,6 +4,10 @@ as versioned canonical JSON with a SHA-256 checksum. Pure: bytes in, bytes out.
 Canonical = sorted keys, no whitespace, UTF-8, Python's float repr (NaN/Infinity literals
 kept, since metrics may hold them). The checksum covers the canonical encoding of
 `snapshot`, so any flipped byte or truncation is caught before a state is trusted.
+
+Configs and validation specs are the decoded Structs (events/decoded.py): written with
+`msgspec.to_builtins` (every field, defaults too), read back with `msgspec.convert`, which
+checks their constraints again.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import hashlib
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from events.models import CheckpointConfig, RunStartedData, ValidationSpec
+import msgspec
+
+from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from processor import __version__
 from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_checkpoint_list, root_prefix
@@ -22,6 +28,7 @@ from processor.errors import SnapshotCorrupt, SnapshotVersionError
 
 FORMAT = "ckptlog.snapshot"
 SCHEMA_VERSION = 1
+_S = TypeVar("_S", bound=msgspec.Struct)
 
 
 @dataclass(slots=True)
@@ -85,20 +92,20 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
 
 def _settings_out(s: FoldSettings) -> dict[str, Any]:
     return {
-        "default_config": s.default_config.model_dump(),
+        "default_config": _out(s.default_config),
         "default_root": s.default_root,
         "outer_root": s.outer_root,
-        "default_validation": s.default_validation.model_dump(),
+        "default_validation": _out(s.default_validation),
         "dedup_window": s.dedup_window,
     }
 
 
 def _settings_in(d: dict[str, Any]) -> FoldSettings:
     return FoldSettings(
-        CheckpointConfig.model_validate(d["default_config"]),
+        _in(d["default_config"], CheckpointConfig),
         d["default_root"],
         d["outer_root"],
-        ValidationSpec.model_validate(d["default_validation"]),
+        _in(d["default_validation"], ValidationSpec),
         int(d["dedup_window"]),
     )
 
@@ -106,10 +113,10 @@ def _settings_in(d: dict[str, Any]) -> FoldSettings:
 def run_out(run: RunState) -> dict[str, Any]:
     """One run's state as JSON-ready data (also what `fold --state` dumps)."""
     return {
-        "config": run.config.model_dump(),
+        "config": _out(run.config),
         "storage_root": run.storage_root,
-        "default_validation": run.default_validation.model_dump(),
-        "started": run.started.model_dump() if run.started is not None else None,
+        "default_validation": _out(run.default_validation),
+        "started": _out(run.started) if run.started is not None else None,
         "checkpoints": [
             {
                 "path": r.path,
@@ -117,7 +124,7 @@ def run_out(run: RunState) -> dict[str, Any]:
                 "metrics": r.metrics,
                 "report_index": r.report_index,
                 "status": r.status,
-                "validation": r.validation.model_dump() if r.validation is not None else None,
+                "validation": _out(r.validation) if r.validation is not None else None,
             }
             for r in run.checkpoints
         ],
@@ -132,16 +139,16 @@ def run_out(run: RunState) -> dict[str, Any]:
 
 
 def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
-    config = CheckpointConfig.model_validate(d["config"])
+    config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
-    started = RunStartedData.model_validate(d["started"]) if d["started"] is not None else None
+    started = _in(d["started"], RunStartedData) if d["started"] is not None else None
     run = RunState(
-        run_id, config, root, root_prefix(root), ValidationSpec.model_validate(d["default_validation"]), started=started
+        run_id, config, root, root_prefix(root), _in(d["default_validation"], ValidationSpec), started=started
     )
     run.checkpoints = new_checkpoint_list()
     for c in d["checkpoints"]:
         has, value, _ = score(c["metrics"], config.checkpoint_score_attribute, config.checkpoint_score_order)
-        spec = ValidationSpec.model_validate(c["validation"]) if c["validation"] is not None else None
+        spec = _in(c["validation"], ValidationSpec) if c["validation"] is not None else None
         record = CheckpointRecord(
             c["path"], c["key"], c["metrics"], c["report_index"], c["status"], spec, (has, value, c["report_index"])
         )
@@ -155,6 +162,16 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.seen_set = set(run.seen)
     run.outstanding = dict(d["outstanding"])
     return run
+
+
+def _out(struct: msgspec.Struct) -> Any:
+    """A Struct as JSON-ready data: every field, as `model_dump()` wrote it before (same bytes)."""
+    return msgspec.to_builtins(struct)
+
+
+def _in(data: Any, kind: type[_S]) -> _S:
+    """A Struct from snapshot data; its constraints are checked (ValueError: a corrupt snapshot)."""
+    return msgspec.convert(data, kind)
 
 
 def _snapshot_in(body: dict[str, Any]) -> Snapshot:

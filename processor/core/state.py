@@ -1,4 +1,7 @@
-"""Per-run state of the fold: plain mutable records owned by the fold, snapshotted as data."""
+"""Per-run state of the fold: plain mutable records owned by the fold, snapshotted as data.
+
+Configs, validation specs and a run's `run_started` data are the decoded Structs the events
+carried (events/decoded.py): immutable, so the state shares them with the events."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.models import CheckpointConfig, RunStartedData, ValidationSpec
+from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from processor.core.ordering import SortedRecords
 from processor.core.paths import canonical_below, key_of, parse_url
 from processor.core.scoring import SortKey
@@ -70,7 +73,9 @@ class RunState:
 
     @property
     def validated(self) -> int:
-        """SPEC §4: the smallest pending report index, else `report_count`."""
+        """SPEC §4: the smallest pending report index, else `report_count`. The one place it is
+        computed: the watermark output and the view both read it. `pending` holds records in
+        report order (they are only ever added as reported), so the first is the smallest."""
         if self.pending:
             return next(iter(self.pending.values())).report_index
         return self.report_count

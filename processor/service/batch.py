@@ -10,7 +10,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from events.codec import DecodedEvent, decode_event
+from events.codec import decode_event
+from events.decoded import DecodedEvent
 from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion

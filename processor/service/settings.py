@@ -17,7 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
-from events.models import CheckpointConfig
+from events.decoded import CheckpointConfig
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection

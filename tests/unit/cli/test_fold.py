@@ -76,6 +76,8 @@ def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> Non
 def test_invalid_flag_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["fold", "-", "--default-num-to-keep", "0"], input="")
     assert result.exit_code == 2 and "--default-num-to-keep must be >= 1" in result.output
+    empty = runner.invoke(app, ["fold", "-", "--score-attribute", ""], input="")
+    assert empty.exit_code == 2 and "--score-attribute must not be empty" in empty.output
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -147,3 +147,10 @@ def test_commit_point_is_the_lowest_unfinished_request() -> None:
     assert progress.committable() is None
     progress.finished(10)
     assert progress.committable() == 13 and progress.unfinished == 0
+
+
+def test_the_clients_run_view_is_the_contracts_model() -> None:
+    import events.view
+
+    assert RunView is events.view.RunView
+    assert "evicted" not in RunView.model_validate({**view(1), "evicted": ["/x"]}).model_dump()

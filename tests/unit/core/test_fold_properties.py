@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from events.view import RunView
 from processor.core import Fold, FoldSettings, run_view
 from processor.core.snapshot import Snapshot, canonical, decode, encode
 from tests import factories as f
@@ -212,3 +213,23 @@ def _naive_apply(model: dict[str, dict[str, Any]], ev: Any) -> None:
     if m["keep"] is not None:
         doomed = [c for c in m["cps"][: -m["keep"]] if c is not m["latest"] and c not in m["pending"]]
         m["cps"] = [c for c in m["cps"] if c not in doomed]
+
+
+def _same_after_validation(view: dict[str, Any]) -> bool:
+    """The view validates against the contract's model and the model keeps every key and value
+    (it ignores unknown keys, so a key the fold adds without the model would pass unnoticed)."""
+    model = RunView.model_validate(view)
+    return canonical(model.model_dump()) == canonical(view)
+
+
+@PROFILE
+@given(logs())
+def test_every_view_the_fold_builds_is_a_valid_run_view(lines: list[bytes]) -> None:
+    """After every event, the view of its run (the one the processor would publish)."""
+    fold = Fold(SETTINGS)
+    for raw in lines:
+        event = f.event(raw)
+        fold.apply(event)
+        run = fold.runs.get(event.subject)
+        if run is not None:
+            assert _same_after_validation(run_view(run))

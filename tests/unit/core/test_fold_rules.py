@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from events import CheckpointConfig, Reason
+from events import Reason
+from events.decoded import CheckpointConfig
 from processor.core import Effects, Fold, FoldSettings, run_view
 from tests import factories as f
 

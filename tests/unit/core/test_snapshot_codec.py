@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 
+from events.decoded import CheckpointConfig, ValidationSpec
 from processor.core import Fold, FoldSettings
 from processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode
 from processor.errors import SnapshotCorrupt, SnapshotVersionError
@@ -71,3 +73,82 @@ def test_future_schema_version_is_refused() -> None:
     outer["schema_version"] = SCHEMA_VERSION + 1
     with pytest.raises(SnapshotVersionError, match="upgrade ckptlog"):
         decode(canonical(outer))
+
+
+PINNED: dict[str, Any] = {
+    "next_offset": 0,
+    "partition": 0,
+    "processor_version": "v",
+    "runs": {
+        "r": {
+            "checkpoints": [
+                {
+                    "key": "file:///d/r/a",
+                    "metrics": {"acc": 1},
+                    "path": "file:///d/r/a",
+                    "report_index": 0,
+                    "status": "PENDING_VALIDATION",
+                    "validation": {"fn_kwargs": {"k": 1}, "timeout_s": 5.0},
+                },
+                {
+                    "key": "file:///d/r/b",
+                    "metrics": {"acc": 2},
+                    "path": "file:///d/r/b",
+                    "report_index": 1,
+                    "status": "PENDING_VALIDATION",
+                    "validation": {"fn_kwargs": {"n": None}, "timeout_s": 1.0},
+                },
+            ],
+            "config": {"checkpoint_score_attribute": "acc", "checkpoint_score_order": "max", "num_to_keep": 2},
+            "default_validation": {"fn_kwargs": {"k": 1}, "timeout_s": 5.0},
+            "generation": 0,
+            "index_in_generation": 2,
+            "latest": "file:///d/r/b",
+            "outstanding": [],
+            "pending": ["file:///d/r/a", "file:///d/r/b"],
+            "report_count": 2,
+            "seen": ["s", "a", "b"],
+            "started": {
+                "checkpoint_config": {
+                    "checkpoint_score_attribute": "acc",
+                    "checkpoint_score_order": "max",
+                    "num_to_keep": 2,
+                },
+                "storage_path": "file:///d/r",
+                "validation": {"fn_kwargs": {"k": 1}, "timeout_s": 5.0},
+            },
+            "storage_root": "file:///d/r",
+        }
+    },
+    "settings": {
+        "dedup_window": 4096,
+        "default_config": {"checkpoint_score_attribute": "loss", "checkpoint_score_order": "min", "num_to_keep": 3},
+        "default_root": "file:///d",
+        "default_validation": {"fn_kwargs": {"split": ["val", 1]}, "timeout_s": 2.5},
+        "outer_root": None,
+    },
+    "topic": "t",
+}
+
+
+def test_configs_and_specs_are_written_as_ever() -> None:
+    """The bytes of configs, validation specs and run_started data, as snapshots written before
+    they became msgspec Structs (pydantic's `model_dump`) held them: old snapshots still verify
+    and restore to equal states."""
+    settings = FoldSettings(
+        default_config=CheckpointConfig(num_to_keep=3, checkpoint_score_attribute="loss", checkpoint_score_order="min"),
+        default_root="file:///d",
+        default_validation=ValidationSpec(fn_kwargs={"split": ["val", 1]}, timeout_s=2.5),
+    )
+    fold = Fold(settings)
+    spec = {"fn_kwargs": {"k": 1}, "timeout_s": 5}
+    for raw in (
+        f.started("r", "file:///d/r", keep=2, attr="acc", validation=spec, event_id="s"),
+        f.report("r", {"acc": 1}, "file:///d/r/a", validation=True, event_id="a"),
+        f.report("r", {"acc": 2}, "file:///d/r/b", validation={"fn_kwargs": {"n": None}, "timeout_s": 1}, event_id="b"),
+    ):
+        assert fold.apply(f.event(raw)).rejection is None
+    data = encode(Snapshot("t", 0, 0, fold.settings, fold.runs, "v"))
+    assert canonical(json.loads(data)["snapshot"]) == canonical(PINNED)  # 5.0 stays 5.0, not 5
+    back = decode(data)
+    assert back.settings == settings and back.runs["r"].started == fold.runs["r"].started

@@ -17,7 +17,7 @@ def test_view_schema_lists_exactly_the_view_fields() -> None:
     fold = Fold()
     fold.apply(f.event(f.started()))
     view = run_view(fold.runs["r"])
-    schema = json.loads((SCHEMAS / "view.json").read_text())
+    schema = json.loads((SCHEMAS / "view.schema.json").read_text())
     assert set(schema["required"]) == set(view)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from events.models import CheckpointConfig
+from events.decoded import CheckpointConfig
 from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot, encode
 from processor.core.state import FoldSettings

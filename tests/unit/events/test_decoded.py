@@ -1,0 +1,71 @@
+"""One decoded type: every accepted event is a frozen Struct of events/decoded.py, whichever
+route decoded it, and the Structs mirror the pydantic models field for field."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from pydantic import BaseModel
+
+from events import decoded, models
+from events.codec import decode_event
+from events.rejections import Reason, Rejection
+from processor.core import Fold
+from tests import factories as f
+
+PAIRS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
+    (models.ValidationSpec, decoded.ValidationSpec),
+    (models.CheckpointConfig, decoded.CheckpointConfig),
+    (models.RunStartedData, decoded.RunStartedData),
+    (models.CheckpointRef, decoded.CheckpointRef),
+    (models.ReportData, decoded.ReportData),
+    (models.ValidationResultData, decoded.ValidationResultData),
+    (models.WorkerGroupRestartData, decoded.WorkerGroupRestartData),
+    (models.DeletionCompletedData, decoded.DeletionCompletedData),
+    (models.RunStarted, decoded.RunStarted),
+    (models.Report, decoded.Report),
+    (models.ValidationResult, decoded.ValidationResult),
+    (models.WorkerGroupRestart, decoded.WorkerGroupRestart),
+    (models.DeletionCompleted, decoded.DeletionCompleted),
+]
+
+
+@pytest.mark.parametrize(("model", "struct"), PAIRS, ids=lambda kind: kind.__name__)
+def test_each_struct_has_its_models_fields(model: type[BaseModel], struct: type[msgspec.Struct]) -> None:
+    assert struct.__name__ == model.__name__
+    assert list(struct.__struct_fields__) == [name for name in model.model_fields if name != "type"]
+    assert struct.__struct_config__.frozen
+
+
+def test_every_input_type_decodes_to_its_struct() -> None:
+    lines = {
+        decoded.RunStarted: f.started(),
+        decoded.Report: f.report(path="file:///data/r/a"),
+        decoded.ValidationResult: f.result("r", "file:///data/r/a"),
+        decoded.WorkerGroupRestart: f.restart(),
+        decoded.DeletionCompleted: f.deleted_many("r", ["file:///data/r/a"]),
+    }
+    for kind, raw in lines.items():
+        event = decode_event(raw)
+        assert type(event) is kind and event.type == kind.__struct_config__.tag
+    assert set(decoded.EVENT_TYPES.values()) == set(lines)
+
+
+def test_the_fold_has_one_handler_per_type() -> None:
+    assert set(Fold()._handlers) == set(decoded.EVENT_TYPES.values())
+
+
+def test_from_model_copies_nested_models_and_checks_the_kind() -> None:
+    model = models.RunStartedData(storage_path="/d/r", validation=models.ValidationSpec(timeout_s=2.0))
+    data = decoded.from_model(model, decoded.RunStartedData)
+    assert data == decoded.RunStartedData("/d/r", decoded.CheckpointConfig(), decoded.ValidationSpec({}, 2.0))
+    with pytest.raises(TypeError, match="not CheckpointConfig"):
+        decoded.from_model(model, decoded.CheckpointConfig)
+
+
+def test_an_upcast_event_is_a_struct_and_its_key_is_checked() -> None:
+    raw = f.deleted("r", "file:///data/r/a")  # v1, upcast to v2 before validation
+    event = decode_event(raw, b"r")
+    assert isinstance(event, decoded.DeletionCompleted) and event.data.checkpoint_paths == ["file:///data/r/a"]
+    mismatch = decode_event(raw, b"other")
+    assert isinstance(mismatch, Rejection) and mismatch.reason == Reason.KEY_MISMATCH
