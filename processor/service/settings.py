@@ -59,7 +59,7 @@ class ServiceSettings(BaseSettings):
     # fold
     storage_root: str | None = None
     default_num_to_keep: int | None = Field(default=None, ge=1)
-    score_attribute: str | None = None
+    score_attribute: str | None = Field(default=None, min_length=1)
     score_order: Literal["max", "min"] = "max"
     max_payload_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
