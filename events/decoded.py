@@ -99,10 +99,27 @@ class ValidationResultData(_Data, frozen=True):
 class WorkerGroupRestartData(_Data, frozen=True):
     num_workers: Annotated[int, msgspec.Meta(ge=1)]
     reason: str | None = None
+    generation: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class CompletedPath(_Data, frozen=True):
+    checkpoint_path: NonEmpty
+    eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class RefusedPath(_Data, frozen=True):
+    checkpoint_path: NonEmpty
+    reason: str
+    eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+Completions = Annotated[list[CompletedPath], msgspec.Meta(max_length=MAX_COMPLETED_PATHS)]
+Refusals = Annotated[list[RefusedPath], msgspec.Meta(max_length=MAX_COMPLETED_PATHS)]
 
 
 class DeletionCompletedData(_Data, frozen=True):
-    checkpoint_paths: Annotated[list[NonEmpty], msgspec.Meta(min_length=1, max_length=MAX_COMPLETED_PATHS)]
+    deleted: Completions = []
+    refused: Refusals = []
 
 
 class _Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="type"):
@@ -139,7 +156,7 @@ class WorkerGroupRestart(_Envelope, frozen=True, kw_only=True, tag="ckptlog.work
     data: WorkerGroupRestartData
 
 
-class DeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.deletion_completed.v2"):
+class DeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.deletion_completed.v3"):
     data: DeletionCompletedData
 
 
@@ -167,8 +184,11 @@ def decode_fast(raw: bytes) -> DecodedEvent | None:
             check_time(event.time)
         except ValueError:
             return None
-    if type(event) is Report and event.data.validation.__class__ is not bool:
+    data = event.data
+    if isinstance(data, ReportData) and data.validation.__class__ is not bool:
         return None  # a ValidationSpec: its fn_kwargs are JSON of any depth, beyond the fast path's bound
+    if isinstance(data, DeletionCompletedData) and not (data.deleted or data.refused):
+        return None  # pydantic says why (an empty completion)
     return event
 
 
@@ -183,6 +203,8 @@ _STRUCTS: dict[str, type[msgspec.Struct]] = {
         ReportData,
         ValidationResultData,
         WorkerGroupRestartData,
+        CompletedPath,
+        RefusedPath,
         DeletionCompletedData,
         *EVENT_TYPES.values(),
     )
@@ -203,5 +225,9 @@ def _copy(model: BaseModel) -> msgspec.Struct:
     values = {}
     for name in kind.__struct_fields__:
         value = getattr(model, name)
-        values[name] = _copy(value) if isinstance(value, BaseModel) else value
+        if isinstance(value, BaseModel):
+            value = _copy(value)
+        elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+            value = [_copy(item) for item in value]
+        values[name] = value
     return kind(**values)

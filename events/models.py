@@ -72,22 +72,52 @@ class ValidationResultData(BaseModel):
 
 
 class WorkerGroupRestartData(BaseModel):
+    """`generation`: the generation this restart starts (absent: the current one + 1); a restart
+    for a generation the run already reached is a no-op with a warning (SPEC §3)."""
+
     model_config = _STRICT
     num_workers: Annotated[int, Field(ge=1)]
     reason: str | None = None
+    generation: Annotated[int, Field(ge=1)] | None = None
 
 
 MAX_COMPLETED_PATHS = 1000
 
 
-class DeletionCompletedData(BaseModel):
-    """Internal: written back by the processor once evicted paths are confirmed gone.
-
-    v2 carries every path one deletion job confirmed for the run (v1 carried one path, so
-    every eviction cost a second input event); v1 bodies are upcast (events/upcast.py)."""
+class CompletedPath(BaseModel):
+    """One eviction confirmed gone. `eviction` names which eviction of the path (the run counts
+    them), so a path reported again and evicted again is confirmed again; null (upcast from v2)
+    confirms whichever eviction of the path is outstanding."""
 
     model_config = _STRICT
-    checkpoint_paths: Annotated[list[NonEmpty], Field(min_length=1, max_length=MAX_COMPLETED_PATHS)]
+    checkpoint_path: NonEmpty
+    eviction: Annotated[int, Field(ge=0)] | None = None
+
+
+class RefusedPath(BaseModel):
+    """One eviction the deleter refused to carry out (SPEC §9): final, nothing was touched."""
+
+    model_config = _STRICT
+    checkpoint_path: NonEmpty
+    reason: str
+    eviction: Annotated[int, Field(ge=0)] | None = None
+
+
+class DeletionCompletedData(BaseModel):
+    """Internal: written back by the processor once evictions are settled in storage.
+
+    v3 names each eviction (`deleted`, `refused`); v2 listed confirmed paths only
+    (`checkpoint_paths`) and v1 one path; older bodies are upcast (events/upcast.py)."""
+
+    model_config = _STRICT
+    deleted: Annotated[list[CompletedPath], Field(max_length=MAX_COMPLETED_PATHS)] = Field(default_factory=list)
+    refused: Annotated[list[RefusedPath], Field(max_length=MAX_COMPLETED_PATHS)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> DeletionCompletedData:
+        if not self.deleted and not self.refused:
+            raise ValueError("a deletion_completed event confirms or refuses at least one eviction")
+        return self
 
 
 class Envelope(BaseModel):
@@ -150,7 +180,7 @@ class WorkerGroupRestart(Envelope):
 
 
 class DeletionCompleted(Envelope):
-    type: Literal["ckptlog.deletion_completed.v2"]
+    type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
 
 
@@ -165,5 +195,5 @@ INPUT_TYPES: dict[str, int] = {
     "report": 1,
     "validation_result": 1,
     "worker_group_restart": 1,
-    "deletion_completed": 2,
+    "deletion_completed": 3,
 }

@@ -66,11 +66,14 @@ class Watermark(BaseModel):
 
 
 class WorkerGroupStarted(BaseModel):
+    """A new generation of workers: what Ray hands each new worker. `num_workers` is null when a
+    newer generation's report started it before the controller's restart event arrived."""
+
     model_config = _OUT
     generation: int
     report_count: int
     latest_checkpoint_path: str | None
-    num_workers: int
+    num_workers: int | None
 
 
 class Warning(BaseModel):

@@ -20,14 +20,20 @@ class Reason(StrEnum):
     STALE_GENERATION = "stale_generation"
     PATH_OUTSIDE_ROOT = "path_outside_root"
     UNSAFE_PATH = "unsafe_path"
+    UNSAFE_STORAGE_ROOT = "unsafe_storage_root"
+    NESTED_CHECKPOINT_PATH = "nested_checkpoint_path"
+    VALIDATION_WITHOUT_CHECKPOINT = "validation_without_checkpoint"
     NO_STORAGE_ROOT = "no_storage_root"
     DUPLICATE_CHECKPOINT_PATH = "duplicate_checkpoint_path"
     RUN_STARTED_CONFLICT = "run_started_conflict"
+    INTERNAL_ERROR = "internal_error"
 
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Why one input was refused; `message` names the field or object and the fix."""
+    """Why one input was refused; `message` names the field or object and the fix.
+    `exception`: for `internal_error`, the type of the exception the fold raised."""
 
     reason: Reason
     message: str
+    exception: str | None = None

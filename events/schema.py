@@ -30,10 +30,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "title": "Snapshot",
     "type": "object",
     "required": ["format", "schema_version", "checksum", "snapshot"],
-    "description": "Canonical JSON (sorted keys, no whitespace); checksum = sha256 of canonical(snapshot).",
+    "description": "Canonical JSON (keys in the order written, which is data; no whitespace); checksum = "
+    "sha256 of canonical(snapshot). Version 1 sorted every object's keys.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"const": 1},
+        "schema_version": {"enum": [1, 2]},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",

@@ -25,9 +25,21 @@ def _deletion_completed_v1(body: Body) -> Body:
     return body  # anything else fails validation against v2 with a message naming the field
 
 
+def _deletion_completed_v2(body: Body) -> Body:
+    """v2 listed confirmed paths; v3 names each eviction, and v2 knew none (`eviction` null)."""
+    data = body.get("data")
+    if isinstance(data, dict) and "checkpoint_paths" in data:
+        rest = {k: v for k, v in data.items() if k != "checkpoint_paths"}
+        paths = data["checkpoint_paths"]
+        deleted = [{"checkpoint_path": p} for p in paths] if isinstance(paths, list) else paths
+        body = {**body, "data": {**rest, "deleted": deleted}}
+    return body
+
+
 #: (event name, from version) -> function producing the body of version + 1.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("deletion_completed", 1): _deletion_completed_v1,
+    ("deletion_completed", 2): _deletion_completed_v2,
 }
 
 

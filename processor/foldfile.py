@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import gc
 import json
+import mmap
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
+from events.decoded import RunStarted
 from events.rejections import Rejection
 from processor.core.fold import Fold
+from processor.core.nesting import Nesting
 from processor.core.outputs import Deletion
+from processor.core.paths import UnsafePath, normalize
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
 from processor.sharding import AMBIGUOUS, Shards, plan
@@ -48,7 +52,7 @@ class FoldResult:
     def evicted(self) -> dict[str, list[str]]:
         """Run id -> evicted paths in eviction order (grouped once here, not per eviction)."""
         evicted: dict[str, list[str]] = {}
-        for run_id, path, _ in self.deletions:
+        for run_id, path, _, _ in self.deletions:
             paths = evicted.get(run_id)
             if paths is None:
                 paths = evicted[run_id] = []
@@ -183,6 +187,12 @@ _Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]
 def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
     """Runs (in order of first appearance), rejections (by line) and deletions of all shards;
     one worker folds in this process."""
+    if workers > 1 and roots_nest(path):
+        sys.stderr.write(
+            "ckptlog fold: some runs' storage roots nest, and only one fold sees every run's root to refuse "
+            "that (SPEC §9): folding in one process\n"
+        )
+        workers = 1
     if workers <= 1:
         parts = [_fold_shard(str(path), job, None)]
     else:
@@ -195,6 +205,45 @@ def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
     return runs, rejected, [d for part in parts for d in part[2]]
+
+
+def roots_nest(path: Path) -> bool:
+    """Whether two runs' run_started storage paths nest (equal, above or below each other).
+
+    Runs are independent in the fold but for one rule: a run_started whose root nests with
+    another run's is refused, and a shard sees only its own runs. When no two roots in the file
+    nest the rule never fires, so shards are exact; otherwise the caller folds in one process.
+    Only the lines naming run_started are decoded."""
+    owners: dict[str, str] = {}
+    nesting = Nesting()
+    for line in _lines_with(path, b"ckptlog.run_started."):
+        event = decode_event(line)
+        if not isinstance(event, RunStarted):
+            continue
+        try:
+            root = normalize(event.data.storage_path)
+        except UnsafePath:
+            continue
+        other = nesting.nested(root, owners.__contains__, owners.__iter__)
+        if other is not None and owners.get(other, "") != event.subject:
+            return True
+        if root not in owners:
+            owners[root] = event.subject
+            nesting.add(root)
+    return False
+
+
+def _lines_with(path: Path, needle: bytes) -> Iterator[bytes]:
+    """The lines of the file that contain `needle`, found by a byte search over the whole file."""
+    if not path.stat().st_size:
+        return
+    with path.open("rb") as stream, mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = data.find(needle)
+        while at >= 0:
+            start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            yield data[start:end]
+            at = data.find(needle, end)
 
 
 def auto_workers(path: Path) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from events.codec import decode_event
@@ -88,6 +89,19 @@ def deleted(run: str, path: str, **kw: Any) -> bytes:
 def deleted_many(run: str, paths: list[str], **kw: Any) -> bytes:
     body = json.loads(line("deletion_completed", run, {"checkpoint_paths": paths}, **kw))
     body["type"] = "ckptlog.deletion_completed.v2"
+    return json.dumps(body).encode()
+
+
+def settled(
+    run: str, deleted: Sequence[tuple[str, int]] = (), refused: Sequence[tuple[str, int, str]] = (), **kw: Any
+) -> bytes:
+    """A v3 deletion_completed: evictions confirmed gone, and evictions the deleter refused."""
+    data = {
+        "deleted": [{"checkpoint_path": p, "eviction": e} for p, e in deleted],
+        "refused": [{"checkpoint_path": p, "eviction": e, "reason": why} for p, e, why in refused],
+    }
+    body = json.loads(line("deletion_completed", run, data, **kw))
+    body["type"] = "ckptlog.deletion_completed.v3"
     return json.dumps(body).encode()
 
 

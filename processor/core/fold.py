@@ -1,10 +1,15 @@
-"""The fold: a deterministic state machine over input events (SPEC §3–4).
+"""The fold: a deterministic state machine over input events (SPEC §3–4, §7, §9).
 
 `Fold.apply(event)` mutates only the run states it owns and returns `Effects`. No I/O,
 no clock, no randomness: the same log always yields the same states and outputs, which
 is what makes snapshot + replay equal an uninterrupted run. Rejections are decided before
-anything is mutated, so a rejected event leaves the state untouched. This is the one fold:
-the processor, `ckptlog replay` and `ckptlog fold` all run it.
+anything is mutated, so a rejected event leaves the state untouched; and applying an
+accepted event is all or nothing: a fault part-way is rolled back (processor/core/journal.py)
+and the event rejected as `internal_error`. This is the one fold: the processor, `ckptlog
+replay` and `ckptlog fold` all run it.
+
+Reports and validation results (nearly all traffic) are handled here; run_started, restarts
+and deletion completions in processor/core/lifecycle.py.
 """
 
 from __future__ import annotations
@@ -23,9 +28,18 @@ from events.decoded import (
     WorkerGroupRestart,
 )
 from events.rejections import Rejection
-from processor.core.outputs import DUPLICATE, NOTHING, Deletion, Effects, Output, rejected
+from processor.core import journal as undo
+from processor.core import lifecycle
+from processor.core.outputs import DUPLICATE, Deletion, Effects, Output, not_pending, rejected, score_warning, watermark
 from processor.core.paths import UnsafePath, normalize
-from processor.core.rejections import check_root, checkpoint_key, conflict, duplicate_path, stale_generation
+from processor.core.rejections import (
+    checkpoint_key,
+    duplicate_path,
+    internal_error,
+    nested_path,
+    stale_generation,
+    validation_without_checkpoint,
+)
 from processor.core.retention import apply_retention
 from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
@@ -49,13 +63,15 @@ class Fold:
         self.settings = settings or FoldSettings()
         self.emit = emit
         self.runs: dict[str, RunState] = runs if runs is not None else {}
+        self.roots = lifecycle.Roots(self.runs.values())  # explicit run roots: no two may nest
+        self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
             Report: self._report,
-            RunStarted: self._run_started,
+            RunStarted: lambda event, run: lifecycle.run_started(self, event, run),
             ValidationResult: self._validation_result,
-            WorkerGroupRestart: self._restart,
-            DeletionCompleted: self._deletion_completed,
+            WorkerGroupRestart: lambda event, run: lifecycle.restart(self, event, run),
+            DeletionCompleted: lambda event, run: lifecycle.deletion_completed(self, event, run),
         }
 
     def apply(self, event: DecodedEvent) -> Effects:
@@ -63,7 +79,13 @@ class Fold:
         run = runs.get(subject)
         if run is not None and event.id in run.seen_set:
             return DUPLICATE
-        effects = self._handlers[type(event)](event, run)
+        journal = self.journal
+        journal.begin(run)
+        try:
+            effects = self._handlers[type(event)](event, run)
+        except Exception as exc:  # any fault while applying one record: all or nothing (SPEC §7)
+            journal.rollback()
+            return rejected(internal_error(subject, event.type, exc))
         if effects.rejection is None:
             run = runs.get(subject)  # the handler may have created or replaced it
             if run is not None:  # remember the id in the run's bounded dedup window
@@ -76,30 +98,22 @@ class Fold:
                 return _new(Effects, ((), effects.deletions, None, False))
         return effects
 
-    def _run(self, run_id: str) -> RunState:
+    def owed(self) -> list[Deletion]:
+        """Every eviction whose deletion is not settled yet, per run in eviction order: what a
+        restore re-drives and `ckptlog fold --apply` deletes (SPEC §9: never a live path)."""
+        return [
+            Deletion(run.run_id, evicted.path, run.storage_root or "", evicted.eviction)
+            for run in self.runs.values()
+            for evicted in run.outstanding.values()
+        ]
+
+    def run_of(self, run_id: str) -> RunState:
+        """The run, created from the processor defaults when it has no state yet."""
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = new_run(run_id, self.settings)
+            self.journal.push((undo.RUN, self.runs, run_id, None))
         return run
-
-    # -- run_started ---------------------------------------------------------------
-
-    def _run_started(self, event: RunStarted, run: RunState | None) -> Effects:
-        data = event.data
-        problem = check_root(event.subject, data.storage_path, self.settings.outer_root)
-        if problem is not None:
-            return rejected(problem)
-        if run is not None and run.started == data:
-            return NOTHING  # identical repeat: a no-op (SPEC §2)
-        if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
-            return rejected(conflict(run.run_id, run.started is not None))
-        fresh = new_run(event.subject, self.settings, data)
-        if run is not None:  # implicitly created by metric-only reports or a restart
-            fresh.report_count, fresh.generation = run.report_count, run.generation
-            fresh.index_in_generation = run.index_in_generation
-            fresh.seen, fresh.seen_set = run.seen, run.seen_set
-        self.runs[event.subject] = fresh
-        return Effects([_watermark(fresh)])
 
     # -- report --------------------------------------------------------------------
 
@@ -109,29 +123,40 @@ class Fold:
         if run is not None and generation is not None and generation < run.generation:
             return rejected(stale_generation(run_id, generation, run.generation))
         if checkpoint is None:
-            run = run or self._run(run_id)
+            if data.validation is not False:
+                return rejected(validation_without_checkpoint(run_id))
+            run = run or self.run_of(run_id)
+            outputs = lifecycle.implicit_restart(self, run, generation)
             run.report_count += 1
             run.index_in_generation += 1
-            return _new(Effects, ([_watermark(run)], (), None, False))
+            if self.emit:
+                outputs.append(watermark(run))
+            return _new(Effects, (outputs, (), None, False))
         path = checkpoint.path
-        if run is not None and run.is_own_key(path) and path not in run.by_key and path not in run.outstanding:
-            key = path  # already canonical, inside the root and new: the common case, checked cheaply
+        if run is not None and run.is_own_key(path) and run.nested(path) is None:
+            key = path  # already canonical, inside the root, not live, nesting with nothing: the common case
         else:
             checked = self._check_checkpoint(run, run_id, path)
             if isinstance(checked, Rejection):
                 return rejected(checked)
-            key, run = checked, run or self._run(run_id)
+            key, run = checked, run or self.run_of(run_id)
+        outputs = lifecycle.implicit_restart(self, run, generation)
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
-        return self._register(run, path, key, data.metrics, report_index, data.validation)
+        return self._register(run, path, key, data.metrics, report_index, data.validation, outputs)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
         prefix = run.root_prefix if run is not None else root_prefix(root)
         key = checkpoint_key(run_id, path, root, prefix, run is not None and bool(run.is_own_key(path)))
-        if run is not None and isinstance(key, str) and (key in run.by_key or key in run.outstanding):
+        if run is None or isinstance(key, Rejection):
+            return key
+        if run.is_live(key):
             return duplicate_path(run_id, path)
+        other = run.nested(key)
+        if other is not None:
+            return nested_path(run_id, path, run.outstanding[other].path if other in run.outstanding else other)
         return key
 
     def _register(
@@ -142,6 +167,7 @@ class Fold:
         metrics: dict[str, Any],
         report_index: int,
         validation: bool | ValidationSpec,
+        outputs: list[Output],
     ) -> Effects:
         attribute = run.score_attribute
         if attribute is None:
@@ -151,39 +177,29 @@ class Fold:
         spec = None if validation is False else run.default_validation if validation is True else validation
         status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
         record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
+        push = self.journal.push
+        push((undo.ADDED, record))
         size = run.checkpoints.add(record)
+        push((undo.NEW, run.by_key, key))
         run.by_key[key] = record
+        run.nesting.add(key)
         run.latest = record
         if spec is not None:
+            push((undo.NEW, run.pending, key))
             run.pending[key] = record
         if not self.emit:
-            return self._retain(run, [], size)
-        outputs = [
-            _new(
-                Output,
-                (
-                    "checkpoint_registered",
-                    {"checkpoint_path": path, "report_index": report_index, "metrics": metrics, "status": status},
-                ),
-            )
-        ]
+            return self._retain(run, outputs, size)
+        outputs.append(_new(Output, ("checkpoint_registered", _registered(record))))
         if spec is not None:
-            outputs.append(
-                _new(
-                    Output,
-                    (
-                        "validation_requested",
-                        {
-                            "checkpoint_path": path,
-                            "report_index": report_index,
-                            "fn_kwargs": spec.fn_kwargs,
-                            "timeout_s": spec.timeout_s,
-                        },
-                    ),
-                )
-            )
+            requested = {
+                "checkpoint_path": path,
+                "report_index": report_index,
+                "fn_kwargs": spec.fn_kwargs,
+                "timeout_s": spec.timeout_s,
+            }
+            outputs.append(_new(Output, ("validation_requested", requested)))
         if problem is not None:
-            outputs.append(_score_warning(run, path, problem))
+            outputs.append(score_warning(run, path, problem))
         return self._retain(run, outputs, size)
 
     def _retain(self, run: RunState, outputs: list[Output], size: int) -> Effects:
@@ -191,19 +207,18 @@ class Fold:
         emit = self.emit
         if keep is None or size <= keep:
             if emit:
-                outputs.append(_watermark(run))
+                outputs.append(watermark(run))
             return _new(Effects, (outputs, (), None, False))
         deletions = []
         run_id, root = run.run_id, run.storage_root or ""
-        for record in apply_retention(run, size - keep):
+        for record, eviction in apply_retention(run, size - keep, self.journal.push):
             path = record.path
             if emit:
-                outputs.append(
-                    _new(Output, ("checkpoint_evicted", {"checkpoint_path": path, "report_index": record.report_index}))
-                )
-            deletions.append(_new(Deletion, (run_id, path, root)))
+                evicted = {"checkpoint_path": path, "report_index": record.report_index}
+                outputs.append(_new(Output, ("checkpoint_evicted", evicted)))
+            deletions.append(_new(Deletion, (run_id, path, root, eviction)))
         if emit:
-            outputs.append(_watermark(run))
+            outputs.append(watermark(run))
         return _new(Effects, (outputs, deletions, None, False))
 
     # -- validation_result ---------------------------------------------------------
@@ -216,28 +231,24 @@ class Fold:
             key = ""
         record = run.pending.get(key) if run is not None else None
         if run is None or record is None:
-            return Effects(
-                [
-                    Output(
-                        "warning",
-                        {
-                            "code": "not_pending",
-                            "checkpoint_path": data.checkpoint_path,
-                            "message": f"run {event.subject!r}: validation result for "
-                            f"{data.checkpoint_path!r}, which is not pending; ignored",
-                        },
-                    )
-                ]
-            )
+            return Effects([not_pending(event.subject, data.checkpoint_path)])
+        push = self.journal.push
+        push((undo.OLD, run.pending, key, record))
         del run.pending[key]
-        previous, record.status = record.status, data.status
+        previous = record.status
         if data.status == "VALIDATED":
-            run.checkpoints.remove(record)
-            record.metrics = {**record.metrics, **data.metrics}
             cfg = run.config
-            has, value, _ = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
-            record.sort_key = (has, value, record.report_index)
+            metrics = {**record.metrics, **data.metrics}
+            has, value, _ = score(metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
+            push((undo.DROPPED, record))
+            run.checkpoints.remove(record)
+            push((undo.FIELDS, record, record.status, record.metrics, record.sort_key))
+            record.status, record.metrics, record.sort_key = data.status, metrics, (has, value, record.report_index)
+            push((undo.ADDED, record))
             run.checkpoints.add(record)
+        else:
+            push((undo.FIELDS, record, record.status, record.metrics, record.sort_key))
+            record.status = data.status
         changed = {
             "checkpoint_path": record.path,
             "report_index": record.report_index,
@@ -249,60 +260,11 @@ class Fold:
             changed["error"] = data.error
         return self._retain(run, [Output("checkpoint_status_changed", changed)], len(run.checkpoints))
 
-    # -- worker_group_restart / deletion_completed ---------------------------------
 
-    def _restart(self, event: WorkerGroupRestart, run: RunState | None) -> Effects:
-        run = run or self._run(event.subject)
-        run.generation += 1
-        run.index_in_generation = 0
-        started = {
-            "generation": run.generation,
-            "report_count": run.report_count,
-            "latest_checkpoint_path": run.latest.path if run.latest else None,
-            "num_workers": event.data.num_workers,
-        }
-        return Effects([Output("worker_group_started", started), _watermark(run)])
-
-    def _deletion_completed(self, event: DeletionCompleted, run: RunState | None) -> Effects:
-        if run is None:
-            return NOTHING
-        outstanding, own_key, deleted = run.outstanding, run.is_own_key, []
-        for path in event.data.checkpoint_paths:
-            try:
-                key = path if own_key(path) else normalize(path)  # the processor writes the canonical spelling
-            except UnsafePath:
-                continue
-            if key in outstanding:  # else already recorded (a retried completion): harmless
-                del outstanding[key]
-                deleted.append(path)
-        return Effects([Output("checkpoints_deleted", {"checkpoint_paths": deleted})]) if deleted else NOTHING
-
-
-def _watermark(run: RunState) -> Output:
-    return _new(
-        Output,
-        (
-            "watermark",
-            {
-                "committed": run.report_count,
-                "validated": run.validated,
-                "generation": run.generation,
-                "index_in_generation": run.index_in_generation,
-            },
-        ),
-    )
-
-
-def _score_warning(run: RunState, path: str, problem: str) -> Output:
-    attr = run.config.checkpoint_score_attribute
-    why = {"score_missing": "has no metric", "score_not_numeric": "has a non-numeric", "score_nan": "has NaN for"}[
-        problem
-    ]
-    return Output(
-        "warning",
-        {
-            "code": problem,
-            "checkpoint_path": path,
-            "message": f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; it ranks last under the score order",
-        },
-    )
+def _registered(record: CheckpointRecord) -> dict[str, Any]:
+    return {
+        "checkpoint_path": record.path,
+        "report_index": record.report_index,
+        "metrics": record.metrics,
+        "status": record.status,
+    }

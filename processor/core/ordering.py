@@ -12,6 +12,11 @@ A sort key `(has_score, value, report_index)` is stored as `(value, tiebreak)`: 
 becomes `(-inf, report_index)` and a score becomes `(value, 2**62 | report_index)`, so a real
 -inf still ranks above no score and equal values order by report index. Keys are unique
 (they end in the report index), so a record is found exactly by its key.
+
+Scores compare exactly, as Python compares ints and floats (SPEC §3): a double holds every
+float and every int up to 2**53 exactly, so those are stored unboxed; the first score that
+does not fit (an int beyond 2**53, or beyond the float range) turns the blocks *exact*: values
+kept as Python numbers in lists, compared by Python. Order never depends on the list's size.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import chain, islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from processor.core.state import CheckpointRecord
@@ -36,7 +41,15 @@ def _compact(key: tuple[bool, float, int]) -> tuple[float, int]:
     return (value, _HAS | report_index) if has else (_NEG_INF, report_index)
 
 
-def _below(values: array[float], ties: array[int], value: float, tie: int) -> int:
+_EXACT_FLOAT = 2**53
+
+
+def fits_double(value: float) -> bool:
+    """Whether a score is stored exactly in a double: a float, or an int of at most 53 bits."""
+    return type(value) is not int or -_EXACT_FLOAT <= value <= _EXACT_FLOAT
+
+
+def _below(values: Any, ties: array[int], value: float, tie: int) -> int:
     """How many keys in the (sorted) block are smaller than `(value, tie)`."""
     lo = bisect_left(values, value)
     if lo == len(values) or values[lo] != value:  # no equal value (the common case): one bisect
@@ -45,24 +58,30 @@ def _below(values: array[float], ties: array[int], value: float, tie: int) -> in
 
 
 class _Blocks:
-    """Sorted blocks of records with unboxed keys; `max_*` hold each block's last key."""
+    """Sorted blocks of records with unboxed keys; `max_*` hold each block's last key.
+    `exact`: values are Python numbers in lists (some score does not fit a double)."""
 
-    __slots__ = ("items", "max_ties", "max_values", "size", "ties", "values")
+    __slots__ = ("exact", "items", "max_ties", "max_values", "size", "ties", "values")
 
-    def __init__(self, records: list[CheckpointRecord]) -> None:
+    def __init__(self, records: list[CheckpointRecord], exact: bool = False) -> None:
+        self.exact = exact
         self._load(records)
 
+    def _numbers(self, values: list[float]) -> Any:
+        """A block's values: unboxed doubles, or Python numbers when the blocks are exact."""
+        return list(values) if self.exact else array("d", values)
+
     def _load(self, records: list[CheckpointRecord]) -> None:
-        self.values: list[array[float]] = []
+        self.values: list[Any] = []
         self.ties: list[array[int]] = []
         self.items: list[list[CheckpointRecord]] = []
-        self.max_values: array[float] = array("d")
+        self.max_values: Any = self._numbers([])
         self.max_ties: array[int] = array("q")
         self.size = len(records)
         for start in range(0, len(records), BLOCK // 2):
             chunk = records[start : start + BLOCK // 2]
             keys = [_compact(r.sort_key) for r in chunk]
-            self.values.append(array("d", [k[0] for k in keys]))
+            self.values.append(self._numbers([k[0] for k in keys]))
             self.ties.append(array("q", [k[1] for k in keys]))
             self.items.append(chunk)
             self.max_values.append(keys[-1][0])
@@ -143,16 +162,19 @@ class SortedRecords:
 
     def add(self, record: CheckpointRecord) -> int:
         """Insert; returns the new size (saves the fold a `len()` call per report)."""
-        if self._big is not None:
-            self._big.add(record)
-            return self._big.size
+        big = self._big
+        if big is not None:
+            if not big.exact and not fits_double(record.sort_key[1]):
+                big = self._big = _Blocks(list(big), exact=True)
+            big.add(record)
+            return big.size
         items = self._items
         index = bisect_right(self._keys, record.sort_key)
         self._keys.insert(index, record.sort_key)
         items.insert(index, record)
         size = len(items)
         if size > PROMOTE_AT:
-            self._big = _Blocks(items)
+            self._big = _Blocks(items, exact=not all(fits_double(key[1]) for key in self._keys))
             self._keys, self._items = [], []
         return size
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.rejections import Rejection
+
+if TYPE_CHECKING:
+    from processor.core.state import RunState
 
 
 class Output(NamedTuple):
@@ -20,11 +23,13 @@ class Output(NamedTuple):
 
 
 class Deletion(NamedTuple):
-    """An evicted path to delete once the eviction is durable, confined to `root`."""
+    """An evicted path to delete once the eviction is durable, confined to `root`; `eviction`
+    numbers the run's evictions (the completion names it)."""
 
     run_id: str
     path: str
     root: str
+    eviction: int
 
 
 class Effects(NamedTuple):
@@ -42,3 +47,46 @@ DUPLICATE = Effects(duplicate=True)
 
 def rejected(rejection: Rejection) -> Effects:
     return Effects(rejection=rejection)
+
+
+# -- outputs the fold builds in more than one place --------------------------------------
+
+
+def watermark(run: RunState) -> Output:
+    """SPEC §4: the run's watermarks after a change (`validated` read from the run)."""
+    data = {
+        "committed": run.report_count,
+        "validated": run.validated,
+        "generation": run.generation,
+        "index_in_generation": run.index_in_generation,
+    }
+    return Output("watermark", data)
+
+
+def warning(code: str, message: str, checkpoint_path: str | None = None) -> Output:
+    data: dict[str, Any] = {"code": code, "message": message}
+    if checkpoint_path is not None:
+        data["checkpoint_path"] = checkpoint_path
+    return Output("warning", data)
+
+
+def not_pending(run_id: str, path: str) -> Output:
+    """A validation result for a checkpoint that is not pending: Ray logs a warning and ignores it."""
+    return warning(
+        "not_pending", f"run {run_id!r}: validation result for {path!r}, which is not pending; ignored", path
+    )
+
+
+_SCORE_PROBLEMS = {
+    "score_missing": "has no metric",
+    "score_not_numeric": "has a non-numeric",
+    "score_nan": "has NaN for",
+}
+
+
+def score_warning(run: RunState, path: str, problem: str) -> Output:
+    attr = run.config.checkpoint_score_attribute
+    why = _SCORE_PROBLEMS[problem]
+    return warning(
+        problem, f"run {run.run_id!r}: checkpoint {path!r} {why} {attr!r}; it ranks last under the score order", path
+    )

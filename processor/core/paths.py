@@ -81,7 +81,7 @@ def root_problem(url: str) -> str | None:
         return str(exc)
     if len(parsed.segments) < _ROOT_SEGMENTS.get(parsed.protocol, 2):
         what = "a filesystem root" if parsed.protocol in _ROOT_SEGMENTS else "a bucket or host root"
-        return f"{url!r} is {what}; give a directory for the run below it"
+        return f"{url!r} is {what}, so a run's deletions could reach everything on it"
     return None
 
 

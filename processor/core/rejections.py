@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from events.rejections import Reason, Rejection
-from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url
+from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url, root_problem
 
 
 def stale_generation(run_id: str, generation: int, current: int) -> Rejection:
@@ -16,10 +16,13 @@ def stale_generation(run_id: str, generation: int, current: int) -> Rejection:
 
 def check_root(run_id: str, storage_path: str, outer: str | None) -> Rejection | None:
     """Why a run's storage_path is refused (unsafe, or outside the processor's root), else None."""
-    try:
-        parse_url(storage_path)
-    except UnsafePath as exc:
-        return Rejection(Reason.UNSAFE_PATH, f"run {run_id!r}: storage_path {exc}; give an absolute URL")
+    problem = root_problem(storage_path)
+    if problem is not None:
+        return Rejection(
+            Reason.UNSAFE_STORAGE_ROOT,
+            f"run {run_id!r}: storage_path {problem}; give the run an absolute directory of its own, "
+            f"e.g. s3://bucket/runs/{run_id}",
+        )
     if outer is not None and normalize(outer) != normalize(storage_path) and not is_within(outer, storage_path):
         return Rejection(
             Reason.PATH_OUTSIDE_ROOT,
@@ -51,6 +54,41 @@ def checkpoint_key(run_id: str, path: str, root: str | None, prefix: str, own: b
             f"run's storage root {root!r}; save checkpoints under the run's storage_path",
         )
     return key
+
+
+def nested_root(run_id: str, storage_path: str, other: str) -> Rejection:
+    return Rejection(
+        Reason.UNSAFE_STORAGE_ROOT,
+        f"run {run_id!r}: storage_path {storage_path!r} nests with the storage root of run {other!r}; "
+        "each run needs a directory of its own, outside every other run's (a deletion in one run "
+        "would reach the other's checkpoints)",
+    )
+
+
+def nested_path(run_id: str, path: str, other: str) -> Rejection:
+    where = "is" if other == path else "lies inside or around"
+    return Rejection(
+        Reason.NESTED_CHECKPOINT_PATH,
+        f"run {run_id!r}: checkpoint {path!r} {where} the live checkpoint {other!r}; deleting one would delete "
+        "the other — save each checkpoint to its own directory, side by side",
+    )
+
+
+def validation_without_checkpoint(run_id: str) -> Rejection:
+    return Rejection(
+        Reason.VALIDATION_WITHOUT_CHECKPOINT,
+        f"run {run_id!r}: the report asks for validation but carries no checkpoint (Ray's train.report raises "
+        "here: validation requires a checkpoint); report the checkpoint with it, or drop the validation request",
+    )
+
+
+def internal_error(run_id: str, event_type: str, exc: Exception) -> Rejection:
+    return Rejection(
+        Reason.INTERNAL_ERROR,
+        f"run {run_id!r}: applying this {event_type} raised {type(exc).__name__}: {exc}; the event was not applied "
+        "and the run is exactly as before it — please report this as a ckptlog bug, with this dead letter",
+        exception=type(exc).__name__,
+    )
 
 
 def duplicate_path(run_id: str, path: str) -> Rejection:

@@ -1,9 +1,13 @@
 """Snapshot codec (SPEC §6): every run's state of one input partition plus its next offset,
 as versioned canonical JSON with a SHA-256 checksum. Pure: bytes in, bytes out.
 
-Canonical = sorted keys, no whitespace, UTF-8, Python's float repr (NaN/Infinity literals
-kept, since metrics may hold them). The checksum covers the canonical encoding of
-`snapshot`, so any flipped byte or truncation is caught before a state is trusted.
+Canonical = keys in the order they are written, no whitespace, UTF-8, Python's float repr
+(NaN/Infinity literals kept, since metrics may hold them). The checksum covers the canonical
+encoding of `snapshot`, so any flipped byte or truncation is caught before a state is trusted.
+Key order is data (SPEC §3): a metric's flattened lookup depends on the order its keys arrived
+in (`{"a/b": 1, "a": {"b": 2}}`), so a restored fold must see the very order a clean one does;
+schema version 1 sorted every object's keys and lost it (v1 snapshots are still read: their
+metrics come back sorted, and their outstanding evictions are numbered in the order stored).
 
 Configs and validation specs are the decoded Structs (events/decoded.py): written with
 `msgspec.to_builtins` (every field, defaults too), read back with `msgspec.convert`, which
@@ -23,11 +27,11 @@ import msgspec
 from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from processor import __version__
 from processor.core.scoring import score
-from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_checkpoint_list, root_prefix
+from processor.core.state import CheckpointRecord, Evicted, FoldSettings, RunState, new_checkpoint_list, root_prefix
 from processor.errors import SnapshotCorrupt, SnapshotVersionError
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -41,8 +45,9 @@ class Snapshot:
     processor_version: str = __version__
 
 
-def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
+def canonical(value: Any, *, sort_keys: bool = False) -> bytes:
+    """The canonical bytes of `value` (version 1 sorted every object's keys)."""
+    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
 
 
 def encode(snapshot: Snapshot) -> bytes:
@@ -56,8 +61,8 @@ def encode(snapshot: Snapshot) -> bytes:
     }
     encoded = canonical(body)
     digest = hashlib.sha256(encoded).hexdigest()
-    # canonical() of the envelope, without encoding the body a second time: its keys sort
-    # as checksum < format < schema_version < snapshot (tests check the bytes are the same).
+    # canonical() of the envelope, without encoding the body a second time: its keys come in
+    # the order checksum, format, schema_version, snapshot (tests check the bytes are the same).
     head = canonical({"checksum": f"sha256:{digest}", "format": FORMAT, "schema_version": SCHEMA_VERSION})
     return head[:-1] + b',"snapshot":' + encoded + b"}"
 
@@ -81,7 +86,7 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     body = outer.get("snapshot")
     if not isinstance(body, dict):
         raise SnapshotCorrupt(f"{name}: no snapshot body; skipping it")
-    expected = "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+    expected = "sha256:" + hashlib.sha256(canonical(body, sort_keys=version == 1)).hexdigest()
     if outer.get("checksum") != expected:
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
     try:
@@ -134,7 +139,8 @@ def run_out(run: RunState) -> dict[str, Any]:
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
         "seen": list(run.seen),
-        "outstanding": [[key, path] for key, path in run.outstanding.items()],
+        "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
+        "evictions": run.evictions,
     }
 
 
@@ -160,7 +166,10 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.index_in_generation = d["index_in_generation"]
     run.seen = deque(d["seen"])
     run.seen_set = set(run.seen)
-    run.outstanding = dict(d["outstanding"])
+    outstanding = d["outstanding"]  # version 1: [key, path] pairs, numbered here in the order stored
+    run.outstanding = {e[0]: Evicted(e[1], e[2] if len(e) > 2 else n) for n, e in enumerate(outstanding)}
+    run.evictions = int(d.get("evictions", len(outstanding)))
+    run.rebuild_nesting()
     return run
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
+from processor.core.nesting import Nesting
 from processor.core.ordering import SortedRecords
 from processor.core.paths import canonical_below, key_of, parse_url
 from processor.core.scoring import SortKey
@@ -44,6 +45,14 @@ def new_checkpoint_list() -> SortedRecords:
     return SortedRecords()
 
 
+class Evicted(NamedTuple):
+    """An eviction whose deletion is not yet settled: the path to delete and which eviction of
+    the run it was (a path can be reported, evicted and deleted more than once)."""
+
+    path: str
+    eviction: int
+
+
 @dataclass(slots=True, eq=False)
 class RunState:
     run_id: str
@@ -61,15 +70,34 @@ class RunState:
     index_in_generation: int = 0
     seen: deque[str] = field(default_factory=deque)
     seen_set: set[str] = field(default_factory=set)
-    outstanding: dict[str, str] = field(default_factory=dict)  # normalised key -> path to delete
+    # normalised key -> eviction not yet settled, in eviction order (additions only ever append)
+    outstanding: dict[str, Evicted] = field(default_factory=dict)
+    evictions: int = 0  # evictions so far: the next one's number
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
     is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
+    nesting: Nesting = field(init=False)  # derived from the live keys (kept and outstanding)
 
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
         self.score_attribute = self.config.checkpoint_score_attribute
         self.is_own_key = canonical_below(self.root_prefix)
+        self.rebuild_nesting()
+
+    def is_live(self, key: str) -> bool:
+        """Kept (latest and pending included), or evicted and not yet settled in storage."""
+        return key in self.by_key or key in self.outstanding
+
+    def live_keys(self) -> list[str]:
+        return [*self.by_key, *self.outstanding]
+
+    def nested(self, key: str) -> str | None:
+        """A live key equal to, above or below `key` (SPEC §9 `nested_checkpoint_path`)."""
+        return self.nesting.nested(key, self.is_live, self.live_keys)
+
+    def rebuild_nesting(self) -> None:
+        """The nesting index anew from the live keys (after a restore or a rollback)."""
+        self.nesting = Nesting(len(self.root_prefix), self.live_keys())
 
     @property
     def validated(self) -> int:

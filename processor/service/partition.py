@@ -236,12 +236,7 @@ class PartitionTask:
         """State now equals everything durable: resubmit outstanding deletions and check kept
         checkpoints, both in the background so a large backlog never delays processing."""
         self.caught_up = True
-        outstanding = [
-            Deletion(run.run_id, path, run.storage_root)
-            for run in self.fold.runs.values()
-            for path in run.outstanding.values()
-            if run.storage_root is not None
-        ]
+        outstanding = [d for d in self.fold.owed() if d.root]
         for run in self.fold.runs.values():
             if run.storage_root is None and run.outstanding:
                 log.error(

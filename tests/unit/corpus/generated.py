@@ -146,7 +146,7 @@ def deletion_body(draw: st.DrawFn, state: Runs, run: str) -> tuple[str, Obj]:
                 ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("checkpoint_paths", paths))),
                 ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", 5))),
                 ("ckptlog.deletion_completed.v1", Obj.of(("checkpoint_path", paths[0]), ("extra", 1))),
-                ("ckptlog.deletion_completed.v3", Obj.of(("checkpoint_paths", paths))),
+                ("ckptlog.deletion_completed.v9", Obj.of(("checkpoint_paths", paths))),
                 ("ckptlog.deletion_completed.v0", Obj.of(("checkpoint_path", paths[0]))),
             ]
         )

@@ -59,8 +59,17 @@ def res(run: str, path: str, status: str = "VALIDATED", metrics: Any = None, eid
     return ev("validation_result", run, body, eid or f"v{next(_ids)}")
 
 
-def restart(run: str, workers: Any = 2, eid: str = "") -> bytes:
-    return ev("worker_group_restart", run, {"num_workers": workers}, eid or f"w{next(_ids)}")
+def restart(run: str, workers: Any = 2, eid: str = "", **data: Any) -> bytes:
+    return ev("worker_group_restart", run, {"num_workers": workers, **data}, eid or f"w{next(_ids)}")
+
+
+def settled(run: str, deleted: Any = (), refused: Any = (), eid: str = "") -> bytes:
+    """A v3 completion: `deleted` and `refused` as (path, eviction[, reason]) tuples."""
+    data = {
+        "deleted": [{"checkpoint_path": p, "eviction": e} for p, e in deleted],
+        "refused": [{"checkpoint_path": p, "eviction": e, "reason": why} for p, e, why in refused],
+    }
+    return ev("deletion_completed", run, data, eid or f"d{next(_ids)}", version=3)
 
 
 def deleted(run: str, *paths: str, version: int = 2, eid: str = "") -> bytes:
@@ -125,6 +134,35 @@ def _rules() -> list[bytes]:
         res("d", f"{ROOT}/d/x", "VALIDATION_FAILED", error=None),
         rep("d", f"{ROOT}/d/z", {}, validation={"timeout_s": 0.5}),
         res("d", f"{ROOT}/d/z", "VALIDATION_TIMEOUT", error="took 0.5 s"),
+        *_safety(),
+    ]
+
+
+def _safety() -> list[bytes]:
+    """SPEC §9 and the generation rules of §3, told as run e's story."""
+    e = f"{ROOT}/e"
+    return [
+        started("e", "file:///", keep=1, eid="se-root"),  # a filesystem root: unsafe_storage_root
+        started("e", f"{ROOT}/b/e", keep=1, eid="se-nest"),  # inside run b's root: unsafe_storage_root
+        started("e", e, keep=1, attr="acc", eid="se"),
+        rep("e", f"{e}/x", {"acc": 0.5}),
+        rep("e", f"{e}/x/y", {"acc": 0.9}),  # below a live checkpoint: nested_checkpoint_path
+        rep("e", f"{e}/::memory", {"acc": 0.9}),  # fsspec URL chaining: unsafe_path
+        rep("e", f"{e}/w", {"acc": 0.9}),  # evicts x (outstanding: still live)
+        rep("e", f"{e}/x/z", {"acc": 0.9}),  # below an evicted, undeleted one: nested
+        rep("e", None, {"acc": 1}, validation=True),  # validation_without_checkpoint
+        settled("e", deleted=[(f"{e}/x", 7)]),  # names another eviction of x: nothing settles
+        settled("e", deleted=[(f"{e}/x", 0)]),  # eviction 0 of x: deleted, the name is free
+        rep("e", f"{e}/x", {"acc": 0.1}),  # x again: kept (latest)
+        rep("e", f"{e}/u", {"acc": 0.05}),  # evicts x again: eviction 1
+        settled("e", deleted=[(f"{e}/x", 0)]),  # the old completion: eviction 1 stays outstanding
+        rep("e", f"{e}/x/q", {"acc": 0.95}),  # so x still nests: rejected
+        settled("e", refused=[(f"{e}/x", 1, "a symlink inside the path")]),  # refused: final, settled
+        rep("e", f"{e}/x/q", {"acc": 0.95}, generation=3),  # a newer generation: an implicit restart
+        rep("e", f"{e}/v", {"acc": 0.2}, generation=2),  # stale now
+        restart("e", 2, generation=3),  # the controller's restart, late: a no-op with a warning
+        restart("e", 2, generation=5),
+        restart("e", 2),  # no generation: the next one (6)
     ]
 
 
@@ -198,7 +236,7 @@ def _decode() -> list[bytes]:
         ev("nonsense", "a", base, "u1"),
         ev("deletion_completed", "a", {"checkpoint_paths": []}, "dc1", version=2),
         ev("deletion_completed", "a", {"checkpoint_path": 5}, "dc2", version=1),
-        ev("deletion_completed", "a", {"checkpoint_paths": ["x"]}, "dc3", version=3),
+        ev("deletion_completed", "a", {"checkpoint_paths": ["x"]}, "dc3", version=9),
         ev("validation_result", "a", {"checkpoint_path": "x", "status": "OK"}, "vr1"),
         rep("a", "file:///r/a/deep", {"d": nest_fixed(8, 1)}),  # nested to the fast path's bound
         rep("a", "file:///r/a/deeper", {"d": nest_fixed(9, 1)}),  # one past: pydantic decides

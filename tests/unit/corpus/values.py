@@ -256,7 +256,7 @@ UNKNOWN_TYPES: list[Any] = [
     "com.example.report",
     "ckptlog.Report.v1",
     "ckptlog.run_started.v2",
-    "ckptlog.deletion_completed.v3",
+    "ckptlog.deletion_completed.v9",
     "ckptlog.deletion_completed.v0",
     "ckptlog.report.v1 ",
     "ckptlog.report",

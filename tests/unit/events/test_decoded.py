@@ -66,6 +66,7 @@ def test_from_model_copies_nested_models_and_checks_the_kind() -> None:
 def test_an_upcast_event_is_a_struct_and_its_key_is_checked() -> None:
     raw = f.deleted("r", "file:///data/r/a")  # v1, upcast to v2 before validation
     event = decode_event(raw, b"r")
-    assert isinstance(event, decoded.DeletionCompleted) and event.data.checkpoint_paths == ["file:///data/r/a"]
+    assert isinstance(event, decoded.DeletionCompleted)
+    assert event.data.deleted == [decoded.CompletedPath("file:///data/r/a", None)]
     mismatch = decode_event(raw, b"other")
     assert isinstance(mismatch, Rejection) and mismatch.reason == Reason.KEY_MISMATCH

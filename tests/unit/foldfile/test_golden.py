@@ -59,7 +59,8 @@ def test_stdin_and_indent_write_the_same_document(tmp_path: Path, name: str) -> 
 
 def test_the_corpus_reaches_every_rejection_and_rule() -> None:
     """The hand-written logs alone reach every reason a file can be rejected for (a file has no
-    Kafka key, so never `key_mismatch`), evictions and every status."""
+    Kafka key, so never `key_mismatch`; `internal_error` needs a fault, tests/unit/core/test_faults.py
+    injects them), evictions and every status."""
     reasons, statuses, evicted = set(), set(), 0
     for name in corpus.NASTY:
         document = json.loads(paths(name)[0].read_text())
@@ -67,7 +68,7 @@ def test_the_corpus_reaches_every_rejection_and_rule() -> None:
         for view in document["runs"].values():
             statuses |= {c["status"] for c in view["checkpoints"]}
             evicted += len(view["evicted"])
-    assert reasons == {str(r) for r in Reason} - {Reason.KEY_MISMATCH}
+    assert reasons == {str(r) for r in Reason} - {Reason.KEY_MISMATCH, Reason.INTERNAL_ERROR}
     assert statuses == {"COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"}
     assert evicted > 10
 

@@ -158,7 +158,7 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     seed, _, _, _ = make_task(tmp_path)
     await seed.process(records(LINES))
     await idle(seed)
-    outstanding = {p for run in seed.fold.runs.values() for p in run.outstanding.values()}
+    outstanding = {e.path for run in seed.fold.runs.values() for e in run.outstanding.values()}
     assert outstanding
     task, _, deleter, _ = make_task(tmp_path / "again", start=len(LINES), publish_from=len(LINES), fold=seed.fold)
     await asyncio.sleep(0.2)  # resubmission and the existence check run in the background

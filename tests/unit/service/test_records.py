@@ -69,8 +69,8 @@ def test_deletion_completed_is_a_valid_input_event_for_the_same_partition() -> N
     record = FACTORY.deletion_completed("run-1", paths)
     assert (record.topic, record.partition, record.key) == ("in", 2, b"run-1")
     event = decode_event(record.value, record.key)
-    assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v2"
-    assert event.data.checkpoint_paths == paths
+    assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v3"
+    assert [entry.checkpoint_path for entry in event.data.deleted] == paths
     same_set = FACTORY.deletion_completed("run-1", paths[::-1])  # a retried send of the same confirmations
     assert decode_event(same_set.value).id == event.id and event.id.startswith("deleted:run-1:")  # type: ignore[union-attr]
     assert decode_event(FACTORY.deletion_completed("run-1", paths[:1]).value).id != event.id  # type: ignore[union-attr]

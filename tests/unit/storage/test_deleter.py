@@ -248,7 +248,7 @@ async def test_one_failing_path_in_a_batch_is_retried_alone(flaky: type[FlakyFS]
     deleter = Deleter(
         concurrency=1, retry=RetryPolicy(max_attempts=5, base_delay=0.01), on_done=lambda keys: calls.append(list(keys))
     )
-    assert deleter.submit_many([Deletion("r1", path, ROOT) for path in paths]) == 5
+    assert deleter.submit_many([Deletion("r1", path, ROOT, 0) for path in paths]) == 5
     assert await deleter.drain(timeout=10)
     tried = [p.rsplit("/", 1)[1] for p in flaky.rm_paths]
     assert sorted(tried) == sorted([f"ckpt_{i}" for i in range(5)] + ["ckpt_2", "ckpt_2"])
@@ -265,12 +265,12 @@ async def test_confinement_is_checked_per_path_in_a_batch(tmp_path: Path) -> Non
     done: list[tuple[str, str]] = []
     deleter = Deleter(outer_root=f"file://{tmp_path}/runs", on_done=done.extend)
     requests = [
-        Deletion("r1", f"{root}/ok_1", root),
-        Deletion("r1", f"{tmp_path}/runs/r2/ckpt", root),
-        Deletion("r1", f"{root}/../r2/ckpt", root),
-        Deletion("r1", f"file://{root}/ok_2", root),
-        Deletion("r3", f"{tmp_path}/elsewhere/r3/ckpt", f"{tmp_path}/elsewhere/r3"),
-        Deletion("r1", f"{root}/ok_*", root),
+        Deletion("r1", f"{root}/ok_1", root, 0),
+        Deletion("r1", f"{tmp_path}/runs/r2/ckpt", root, 0),
+        Deletion("r1", f"{root}/../r2/ckpt", root, 0),
+        Deletion("r1", f"file://{root}/ok_2", root, 0),
+        Deletion("r3", f"{tmp_path}/elsewhere/r3/ckpt", f"{tmp_path}/elsewhere/r3", 0),
+        Deletion("r1", f"{root}/ok_*", root, 0),
     ]
     assert deleter.submit_many(requests) == 2
     assert await deleter.drain(timeout=10)
@@ -312,7 +312,7 @@ async def test_resubmitting_while_queued_or_backing_off_deletes_once(flaky: type
     flaky.fail_paths = {"/r1/ckpt_1": 1}
     done: list[tuple[str, str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.2), on_done=done.extend)
-    requests = [Deletion("r1", f"{ROOT}/ckpt_1", ROOT), Deletion("r1", f"{ROOT}/ckpt_2", ROOT)]
+    requests = [Deletion("r1", f"{ROOT}/ckpt_1", ROOT, 0), Deletion("r1", f"{ROOT}/ckpt_2", ROOT, 0)]
     assert deleter.submit_many(requests + requests) == 4  # the second copies are already queued
     await asyncio.sleep(0.1)  # ckpt_2 gone, ckpt_1 failed once and is backing off
     assert deleter.submit_many(requests[:1]) == 1
@@ -477,9 +477,9 @@ def test_delete_now_deletes_and_reports_refusals_and_failures(flaky: type[FlakyF
     flaky.failures_left = 1000
     messages = delete_now(
         [
-            Deletion("r1", f"{tmp_path}/runs/r1/ckpt_1", f"{tmp_path}/runs/r1"),
-            Deletion("r1", f"{tmp_path}/runs/r2/ckpt_1", f"{tmp_path}/runs/r1"),
-            Deletion("r1", f"{ROOT}/ckpt_9", ROOT),
+            Deletion("r1", f"{tmp_path}/runs/r1/ckpt_1", f"{tmp_path}/runs/r1", 0),
+            Deletion("r1", f"{tmp_path}/runs/r2/ckpt_1", f"{tmp_path}/runs/r1", 0),
+            Deletion("r1", f"{ROOT}/ckpt_9", ROOT, 0),
         ],
         retry=RetryPolicy(max_attempts=2, base_delay=0.001),
     )
