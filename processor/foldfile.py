@@ -134,7 +134,9 @@ def fold_file(
     progress: bool = False,
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
-    document and (unless `with_deletions` is False: a dry run needs none) the deletions.
+    document and (unless `with_deletions` is False: a dry run needs none) the deletions the
+    final state still owes — never a path live at the end of the log (SPEC §9), not every
+    eviction in the file's history.
     One worker folds in this process. `progress`: report on stderr how much of the file is read."""
     job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
     runs, rejected, deletions = _fold_workers(path, job, workers)
@@ -278,7 +280,7 @@ def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shar
         (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
         for run_id, view in result.document()["runs"].items()
     ]
-    return runs, result.rejected, result.deletions if job.with_deletions else []
+    return runs, result.rejected, result.fold.owed() if job.with_deletions else []
 
 
 def fold_stream_text(
@@ -291,7 +293,7 @@ def fold_stream_text(
 ) -> tuple[str, list[Deletion]]:
     """Fold lines read once (stdin) into the document text."""
     result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
-    return json.dumps(result.document(), indent=indent), result.deletions
+    return json.dumps(result.document(), indent=indent), result.fold.owed()
 
 
 def _document_text(runs: list[tuple[int, str, Any]], rejected: list[dict[str, Any]]) -> str:

@@ -53,6 +53,11 @@ def fold_command(
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
         settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
+        if apply and storage_root is None:
+            raise ConfigError(
+                "--apply deletes from storage, so it needs --storage-root: the directory (or bucket prefix) every "
+                "run's checkpoints live under, the outer bound no deletion may leave (SPEC §9)"
+            )
     if file == "-":
         text, deletions = fold_stream_text(
             sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth, indent=indent

@@ -98,8 +98,6 @@ def _undo_kept(checkpoints: SortedRecords, kind: int, record: Any) -> bool:
 
 
 def _rebuilt(run: RunState) -> SortedRecords:
-    """The kept list anew from the kept records."""
-    rebuilt = SortedRecords()
-    for record in sorted(run.by_key.values(), key=lambda r: r.sort_key):
-        rebuilt.add(record)
-    return rebuilt
+    """The kept list anew from the kept records, loaded in one go (not by the insert path that
+    may have been at fault)."""
+    return SortedRecords.loaded(sorted(run.by_key.values(), key=lambda r: r.sort_key))

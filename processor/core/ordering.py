@@ -178,6 +178,16 @@ class SortedRecords:
             self._keys, self._items = [], []
         return size
 
+    @classmethod
+    def loaded(cls, records: list[CheckpointRecord]) -> SortedRecords:
+        """A list holding `records` (already in sort order), built in one go: no insert path."""
+        loaded = cls()
+        if len(records) > PROMOTE_AT:
+            loaded._big = _Blocks(records, exact=not all(fits_double(r.sort_key[1]) for r in records))
+        else:
+            loaded._keys, loaded._items = [r.sort_key for r in records], list(records)
+        return loaded
+
     def remove(self, record: CheckpointRecord) -> None:
         if self._big is not None:
             self._big.remove(record)

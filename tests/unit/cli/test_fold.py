@@ -95,10 +95,42 @@ def test_dry_run_deletes_nothing_apply_deletes_only_evicted(tmp_path: Path) -> N
     lines = [f.started(root=root, keep=1), *[f.report(path=f"{root}/{n}") for n in names]]
     code, _ = fold(tmp_path, lines)
     assert code == 0 and all((store / "r" / n).exists() for n in names)
-    code, doc = fold(tmp_path, lines, "--apply")
+    code, doc = fold(tmp_path, lines, "--apply", "--storage-root", store.as_uri())
     assert code == 0, doc
     assert not (store / "r" / "a").exists() and not (store / "r" / "b").exists()
     assert (store / "r" / "c" / "model.bin").exists()
+
+
+def test_apply_needs_an_outer_bound(tmp_path: Path) -> None:
+    root = (tmp_path / "r").as_uri()
+    (tmp_path / "r" / "a").mkdir(parents=True)
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"\n".join([f.started(root=root, keep=1), f.report(path=f"{root}/a"), f.report(path=f"{root}/b")]))
+    result = runner.invoke(app, ["fold", str(log), "--apply"])
+    assert result.exit_code == 2 and "--apply deletes from storage, so it needs --storage-root" in result.stderr
+    assert (tmp_path / "r" / "a").is_dir()
+
+
+def test_apply_deletes_only_what_the_final_state_owes(tmp_path: Path) -> None:
+    """A path evicted, deleted, reported again and kept at the end of the log is live: --apply once
+    deleted every eviction in the file's history, this one included."""
+    store = tmp_path / "store"
+    for name in ("A", "B"):
+        (store / "r" / name).mkdir(parents=True)
+        (store / "r" / name / "model.bin").write_bytes(b"w")
+    root = (store / "r").as_uri()
+    lines = [
+        f.started(root=root, keep=1, attr="acc"),
+        f.report(metrics={"acc": 0.1}, path=f"{root}/A"),
+        f.report(metrics={"acc": 0.5}, path=f"{root}/B"),  # evicts A (eviction 0)
+        f.settled("r", deleted=[(f"{root}/A", 0)]),  # A deleted: the name is free again
+        f.report(metrics={"acc": 0.9}, path=f"{root}/A"),  # A again, best and latest: evicts B
+    ]
+    code, doc = fold(tmp_path, lines, "--apply", "--storage-root", store.as_uri())
+    assert code == 0, doc
+    assert doc["runs"]["r"]["evicted"] == [f"{root}/A", f"{root}/B"]  # the history, as ever
+    assert (store / "r" / "A" / "model.bin").exists(), "the kept, latest A was deleted"
+    assert not (store / "r" / "B").exists()
 
 
 def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

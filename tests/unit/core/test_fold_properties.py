@@ -37,7 +37,7 @@ def logs(draw: Any, runs: tuple[str, ...] = ("a", "b")) -> list[bytes]:
             )
     for counter in range(1, draw(st.integers(0, 40)) + 1):
         run = draw(st.sampled_from(runs))
-        kind = draw(st.sampled_from(["ckpt", "ckpt", "ckpt", "metrics", "result", "restart", "dup"]))
+        kind = draw(st.sampled_from(["ckpt", "ckpt", "ckpt", "metrics", "result", "restart", "dup", "done", "again"]))
         if kind == "ckpt":
             value = draw(SCORES)
             metrics = {} if value is None else {"acc": value}
@@ -56,6 +56,12 @@ def logs(draw: Any, runs: tuple[str, ...] = ("a", "b")) -> list[bytes]:
             )
         elif kind == "restart":
             out.append(f.restart(run, event_id=f"e{counter}"))
+        elif kind == "done":  # a deletion completion, naming an eviction that may or may not be the one
+            target, eviction = draw(st.integers(0, counter)), draw(st.integers(0, 3))
+            out.append(f.settled(run, deleted=[(f"{ROOT}/{run}/c{target}", eviction)], event_id=f"e{counter}"))
+        elif kind == "again":  # an earlier path reported again (rejected while live, else reused)
+            target = draw(st.integers(0, counter))
+            out.append(f.report(run, {"acc": 1}, f"{ROOT}/{run}/c{target}", event_id=f"e{counter}"))
         elif out:
             out.append(draw(st.sampled_from(out)))  # an exact redelivery
     return out
