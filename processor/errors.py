@@ -19,6 +19,10 @@ class StorageError(CkptlogError):
     """Object storage (fsspec) failed; the message names the URL."""
 
 
+class ObjectMissing(StorageError):
+    """An object that was listed (or expected) does not exist (any more)."""
+
+
 class SnapshotError(CkptlogError):
     """A snapshot could not be written, read, verified or restored."""
 

@@ -17,7 +17,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from processor.core.paths import unsafe_spelling
-from processor.errors import StorageError
+from processor.errors import ObjectMissing, StorageError
 
 TEMP_PREFIX = ".tmp-"
 """Basename prefix of in-progress local writes; `list()` never shows them."""
@@ -45,7 +45,7 @@ def mapped_errors(url: str, action: str) -> Iterator[None]:
     except StorageError:
         raise
     except FileNotFoundError as exc:
-        raise StorageError(
+        raise ObjectMissing(
             f"could not {action} {url}: it does not exist; it was never written or was "
             "deleted since it was listed — list the prefix to see what is there"
         ) from exc

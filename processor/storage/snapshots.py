@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from processor.errors import SnapshotCorrupt, SnapshotError, StorageError
+from processor.errors import ObjectMissing, SnapshotCorrupt, SnapshotError, StorageError
 from processor.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ _OFFSET_DIGITS = 20  # 2**63 - 1 has 19 digits: every Kafka offset fits.
 _HASH_CHARS = 12
 _NAME = re.compile(rf"^snapshot-(\d{{{_OFFSET_DIGITS}}})-([0-9a-f]{{{_HASH_CHARS}}})\.json$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's own rule for topic names
+_RESCANS = 3  # listings tried when snapshots vanish while being read (pruned by another instance)
 
 
 class SnapshotName(NamedTuple):
@@ -114,15 +115,26 @@ class SnapshotStore:
         """The next offsets of the stored snapshots, oldest first."""
         return [s.next_offset for s in self._snapshots()]
 
-    def load_latest(self, decode: Callable[[bytes], T]) -> T | None:
-        """The newest snapshot that verifies and decodes, or None when there is none.
+    def load_latest(self, decode: Callable[[bytes], T], max_offset: int | None = None) -> T | None:
+        """The newest snapshot (at most at `max_offset`) that verifies and decodes, or None.
 
         A hash mismatch (truncated or altered object) or `SnapshotCorrupt` from `decode`
         skips to the next older snapshot with a WARNING; `SnapshotVersionError` propagates,
-        because a snapshot from a newer build must stop this one from starting. A storage
-        failure (`StorageError`) propagates too: the restart should retry, not start empty.
+        because a snapshot from a newer build must stop this one from starting. An object that
+        vanished since it was listed (another instance pruned it) makes the scan start over.
+        Any other storage failure (`StorageError`) propagates: the restore should retry, not
+        start empty. `max_offset`: snapshots beyond it are passed over (SPEC §7: a restore never
+        starts ahead of what the group has committed, or the outputs between would be lost).
         """
-        candidates = self._snapshots()
+        for _ in range(_RESCANS):
+            try:
+                return self._load_newest(decode, max_offset)
+            except ObjectMissing as exc:
+                log.warning("a snapshot under %s vanished while it was read (%s); listing again", self.url, exc)
+        return self._load_newest(decode, max_offset)
+
+    def _load_newest(self, decode: Callable[[bytes], T], max_offset: int | None) -> T | None:
+        candidates = [s for s in self._snapshots() if max_offset is None or s.next_offset <= max_offset]
         for snap in reversed(candidates):
             name = self._prefix + snap.filename
             try:
