@@ -28,13 +28,29 @@ logger.broker.level = info
 
 
 @dataclass(frozen=True)
+class BrokerSecurity:
+    """A SASL_SSL listener beside the plaintext one, for clients that must encrypt and
+    authenticate (SASL/PLAIN): the broker's PKCS12 keystore and the users it accepts."""
+
+    port: int
+    keystore: Path
+    password: str  # of the keystore and its key
+    users: tuple[tuple[str, str], ...]  # (name, password)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+
+@dataclass(frozen=True)
 class BrokerConfig:
-    """What varies between local brokers: ports and the data directory."""
+    """What varies between local brokers: ports, the data directory, an optional secure listener."""
 
     port: int
     controller_port: int
     data_dir: Path
     node_id: int = 1
+    security: BrokerSecurity | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -66,7 +82,28 @@ def render_server_properties(cfg: BrokerConfig) -> str:
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
     }
+    if cfg.security is not None:
+        props.update(_secure_listener(cfg, cfg.security))
     return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def _secure_listener(cfg: BrokerConfig, security: BrokerSecurity) -> dict[str, str]:
+    """The properties adding a SASL_SSL (PLAIN) listener; the broker itself keeps PLAINTEXT."""
+    users = " ".join(f'user_{name}="{password}"' for name, password in security.users)
+    jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+    return {
+        "listeners": f"PLAINTEXT://{HOST}:{cfg.port},SASL_SSL://{security.bootstrap},"
+        f"CONTROLLER://{HOST}:{cfg.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{cfg.port},SASL_SSL://{security.bootstrap}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(security.keystore),
+        "ssl.keystore.password": security.password,
+        "ssl.key.password": security.password,
+    }
 
 
 def new_cluster_id() -> str:

@@ -25,6 +25,7 @@ from processor.broker.config import (
     DEFAULT_PORT,
     LOG4J2_PROPERTIES,
     BrokerConfig,
+    BrokerSecurity,
     free_port,
     new_cluster_id,
     port_is_free,
@@ -89,8 +90,10 @@ class LocalBroker:
         start_timeout: float = 120.0,
         stop_timeout: float = 30.0,
         log: Log = quiet,
+        security: BrokerSecurity | None = None,
     ) -> None:
         self.dir = Path(dir if dir is not None else default_dir()).expanduser().resolve()
+        self.security = security  # an extra SASL_SSL listener (tests of secure clients)
         self.port = port
         self.kafka_version = kafka_version
         self.cache_root = cache_root
@@ -225,7 +228,7 @@ class LocalBroker:
         ctrl = previous.controller_port if previous is not None else 0
         if ctrl in (0, port) or not port_is_free(ctrl):
             ctrl = free_port(exclude=(port,))
-        return BrokerConfig(port=port, controller_port=ctrl, data_dir=self.data_dir)
+        return BrokerConfig(port=port, controller_port=ctrl, data_dir=self.data_dir, security=self.security)
 
     def _write_config(self, cfg: BrokerConfig) -> None:
         self.props_file.write_text(render_server_properties(cfg))

@@ -6,7 +6,8 @@ every consumer, producer and admin client ckptlog creates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiokafka.errors import KafkaError
@@ -18,6 +19,25 @@ from processor.kafka.errors import KafkaIOError
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+class _RedactSasl(logging.Filter):
+    """aiokafka logs every request it sends at DEBUG, SASL/PLAIN's (user, password) bytes
+    included; a DEBUG log must never carry a secret, so those requests lose their body here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if any(type(arg).__name__.startswith("SaslAuthenticate") for arg in args):
+            record.args = tuple(
+                "<SASL authentication request: redacted by ckptlog>"
+                if type(arg).__name__.startswith("SaslAuthenticate")
+                else arg
+                for arg in args
+            )
+        return True
+
+
+logging.getLogger("aiokafka.conn").addFilter(_RedactSasl())
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaConnection:
     bootstrap_servers: str
@@ -25,7 +45,7 @@ class KafkaConnection:
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_plain_username: str | None = None
-    sasl_plain_password: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)  # never in a log line
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
