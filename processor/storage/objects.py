@@ -18,6 +18,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from processor.core.paths import unsafe_spelling
 from processor.errors import ObjectMissing, StorageError
+from processor.failpoints import crash_point
 
 TEMP_PREFIX = ".tmp-"
 """Basename prefix of in-progress local writes; `list()` never shows them."""
@@ -193,9 +194,12 @@ def _write_local_atomic(path: str, data: bytes) -> None:
     tmp = f"{directory}/{TEMP_PREFIX}{uuid.uuid4().hex}-{base}"
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            f.write(data[: len(data) // 2])
+            crash_point("object.half_written")
+            f.write(data[len(data) // 2 :])
             f.flush()
             os.fsync(f.fileno())
+        crash_point("object.before_rename")
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

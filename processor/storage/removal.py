@@ -29,6 +29,7 @@ from typing import Any
 
 from processor.core.paths import parse_url
 from processor.errors import StorageError
+from processor.failpoints import crash_point
 from processor.storage.objects import mapped_errors, open_protocol
 
 _LOCAL = "file://"
@@ -53,8 +54,12 @@ def remove_all(items: Sequence[tuple[str, str]], options: Options) -> list[Outco
     below `root` (checked by the caller). Already gone counts as deleted. Runs in a worker
     thread; never raises. Local roots are opened once per batch."""
     roots: dict[str, int | Outcome] = {}
+    outcomes: list[Outcome] = []
     try:
-        return [_remove_one(url, root, options, roots) for url, root in items]
+        for url, root in items:
+            outcomes.append(_remove_one(url, root, options, roots))
+            crash_point("deletion.after_one")  # some of a batch deleted, none confirmed
+        return outcomes
     finally:
         for fd in roots.values():
             if isinstance(fd, int):
