@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -40,6 +41,7 @@ from processor.storage.deletion import Deleter, Key, RetryPolicy
 from tests import factories as f
 
 EXAMPLES = int(os.environ.get("CKPTLOG_SAFETY_EXAMPLES", "150"))
+pytestmark = pytest.mark.timeout(max(300, EXAMPLES // 10))  # the long run takes ~30 ms an example
 RUN = "r1"
 NAMES = [
     "A",
