@@ -6,7 +6,7 @@ See docs/clients.md.
 """
 
 from ckptlog.connect import Topics
-from ckptlog.errors import ClientClosed, ClientError, FunctionLoadError, InvalidEvent
+from ckptlog.errors import ClientClosed, ClientError, FunctionLoadError, InvalidEvent, NoKafkaConfigured
 from ckptlog.evaluator import Evaluator
 from ckptlog.invoke import Outcome
 from ckptlog.reader import Reader, WaitResult
@@ -20,6 +20,7 @@ __all__ = [
     "Evaluator",
     "FunctionLoadError",
     "InvalidEvent",
+    "NoKafkaConfigured",
     "Outcome",
     "Reader",
     "ReportedCheckpoint",

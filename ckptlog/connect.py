@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from processor.broker import ensure_bootstrap
+from ckptlog.errors import NoKafkaConfigured
+from processor.broker import find_bootstrap
 from processor.kafka.connection import KafkaConnection
 
 EVENTS_TOPIC = "ckptlog.events"
@@ -29,12 +30,21 @@ class Topics:
         return cls(f"{prefix}.events", f"{prefix}.validations", f"{prefix}.state", f"{prefix}.watermarks")
 
 
+def require_bootstrap(bootstrap_servers: str | None) -> str:
+    """`bootstrap_servers`, else $KAFKA_BOOTSTRAP_SERVERS / $CKPTLOG_BOOTSTRAP_SERVERS, else the
+    already running default local broker (`ckptlog broker start`); else `NoKafkaConfigured`.
+    Never starts a broker."""
+    found = find_bootstrap(bootstrap_servers)
+    if found is None:
+        raise NoKafkaConfigured()
+    return found
+
+
 async def resolve(
     bootstrap_servers: str | None, client_id: str, connection: KafkaConnection | None = None
 ) -> KafkaConnection:
-    """`connection` as given (TLS/SASL), else `bootstrap_servers`, else $KAFKA_BOOTSTRAP_SERVERS,
-    else the embedded local broker (started on first use, progress on stderr)."""
+    """`connection` as given (TLS/SASL), else a connection to `require_bootstrap`'s address."""
     if connection is not None:
         return connection
-    bootstrap = await asyncio.to_thread(ensure_bootstrap, bootstrap_servers)
+    bootstrap = await asyncio.to_thread(require_bootstrap, bootstrap_servers)
     return KafkaConnection(bootstrap, client_id)

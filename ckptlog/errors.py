@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from processor.errors import CkptlogError
+from processor.errors import CkptlogError, ConfigError
+
+NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog broker start`"
 
 
 class ClientError(CkptlogError):
@@ -19,3 +21,12 @@ class ClientClosed(ClientError):
 
 class FunctionLoadError(ClientError):
     """`--fn module:function` does not name an importable callable."""
+
+
+class NoKafkaConfigured(ClientError, ConfigError):
+    """No bootstrap servers given or in the environment, and no default local broker running.
+
+    Clients never start a broker: raised at once, before any connection or process."""
+
+    def __init__(self, message: str = NO_KAFKA) -> None:
+        super().__init__(message)

@@ -253,7 +253,8 @@ class Reporter:
         return self._async.reports_sent
 
     def start(self) -> None:
-        """Connect; no time limit, as the first use may start the embedded broker."""
+        """Connect (no time limit: the Kafka client's own timeouts apply); raises
+        `NoKafkaConfigured` at once when there is no Kafka to connect to."""
         self._thread.call(self._async.start())
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -313,7 +314,11 @@ class Reporter:
             self._thread.close()
 
     def __enter__(self) -> Reporter:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self._thread.close()  # __exit__ will not run: do not leave the loop thread behind
+            raise
         self._started = True
         return self
 

@@ -1,7 +1,8 @@
 """A local, Docker-free Kafka broker for development, tests and CI.
 
-`ensure_bootstrap` is the one entry point other commands need: it returns the
-configured address or starts-or-reuses the default local broker.
+Two entry points decide where Kafka is: `find_bootstrap` (clients) returns the configured
+address or an already running default local broker, else None, and never starts one;
+`ensure_bootstrap` (`ckptlog run`, `ckptlog demo`) starts-or-reuses that broker and says so.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from processor.broker.local import (
     BrokerState,
     BrokerStatus,
     LocalBroker,
+    configured_bootstrap,
     default_dir,
     ensure_bootstrap,
+    find_bootstrap,
+    running_bootstrap,
 )
 from processor.broker.probe import answers
 
@@ -38,8 +42,11 @@ __all__ = [
     "ToolMissingError",
     "answers",
     "cache_root",
+    "configured_bootstrap",
     "default_dir",
     "ensure_bootstrap",
     "fetch_jars",
+    "find_bootstrap",
     "render_server_properties",
+    "running_bootstrap",
 ]

@@ -2,8 +2,9 @@
 
 The directory holds everything: server.properties, log4j2.properties, data/,
 broker.log and broker.json (pid + bootstrap). It lets tests and the CLI share a
-real broker without Docker, and `ensure_bootstrap` lets every ckptlog command
-fall back to it when no broker address is configured.
+real broker without Docker. Where Kafka is gets decided here: `find_bootstrap` (clients:
+the configured address or an already running default broker, never a new one) and
+`ensure_bootstrap` (`ckptlog run` / `demo`: may start the default broker, and says so).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ _LAUNCH = 'log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
 
 
 def default_dir() -> Path:
-    """${CKPTLOG_HOME:-~/.ckptlog}/broker: the broker `ensure_bootstrap` reuses."""
+    """${CKPTLOG_HOME:-~/.ckptlog}/broker: the default broker clients find and `ensure_bootstrap` starts."""
     home = os.environ.get("CKPTLOG_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".ckptlog") / "broker"
 
@@ -319,13 +320,45 @@ class LocalBroker:
             return True
 
 
-def ensure_bootstrap(configured: str | None, *, log: Log = _stderr) -> str:
-    """The Kafka address to use: `configured`, else $KAFKA_BOOTSTRAP_SERVERS /
-    $CKPTLOG_BOOTSTRAP_SERVERS, else the default local broker (started if needed)."""
+def configured_bootstrap(configured: str | None) -> str | None:
+    """`configured`, else $KAFKA_BOOTSTRAP_SERVERS / $CKPTLOG_BOOTSTRAP_SERVERS, else None."""
     if configured:
         return configured
     for name in ENV_BOOTSTRAP:
         value = os.environ.get(name, "").strip()
         if value:
             return value
-    return LocalBroker(default_dir(), log=log).start()
+    return None
+
+
+def running_bootstrap(dir: Path | None = None) -> str | None:
+    """The address of the default local broker if it runs and answers, else None.
+
+    Reads broker.json and probes the broker; never starts one and creates nothing."""
+    status = LocalBroker(dir if dir is not None else default_dir()).status()
+    return status.bootstrap if status.running and status.answering else None
+
+
+def find_bootstrap(configured: str | None) -> str | None:
+    """Where Kafka is, never starting it: `configured_bootstrap`, else the running default
+    local broker, else None. What clients use."""
+    return configured_bootstrap(configured) or running_bootstrap()
+
+
+def ensure_bootstrap(configured: str | None, *, log: Log = _stderr) -> str:
+    """`configured_bootstrap`, else the default local broker, started if needed (only `ckptlog
+    run` and `ckptlog demo` may do that); says on `log` which broker it used and how to stop it."""
+    given = configured_bootstrap(configured)
+    if given:
+        return given
+    broker = LocalBroker(default_dir(), log=log)
+    status = broker.status()
+    if status.running and status.answering and status.bootstrap:
+        bootstrap = status.bootstrap
+    else:
+        bootstrap = broker.start()
+    what = f"reusing the local Kafka broker already running on {bootstrap}"
+    if not status.running:
+        what = f"started a local Kafka broker on {bootstrap}"
+    log(f"{what} (dir {broker.dir}); it keeps running after this command ends: stop it with `ckptlog broker stop`")
+    return bootstrap

@@ -2,7 +2,7 @@
 (a validation worker) and `watch` (a live table). Thin shells over the `ckptlog` library.
 
 Senders print the id of each acknowledged event on stdout, one per line; errors go to stderr
-as one line and exit 1 (2 for bad flags).
+as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never start a broker).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from processor.errors import ConfigError
 T = TypeVar("T")
 Opt = typer.Option
 Bootstrap = Annotated[
-    str | None, Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the embedded local broker).")
+    str | None,
+    Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
 ]
 EventsTopic = Annotated[str, Opt(help="Input topic the processor consumes.")]
 RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]

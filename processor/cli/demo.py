@@ -1,8 +1,10 @@
 """`ckptlog demo`: the README's main command — the whole system on one machine, checked.
 
-Starts (or reuses) the embedded broker, runs the processor and an evaluator in-process, a
-simulated training job of several runs, and shows each run's checkpoints live; it exits 0
-only when the views equal an offline fold of the log and the disk agrees (ckptlog.demo.checks).
+Uses $KAFKA_BOOTSTRAP_SERVERS, else starts (or reuses) the default local broker, which keeps
+running afterwards (it says so, and how to stop it); runs the processor and an evaluator
+in-process, a simulated training job of several runs, and shows each run's checkpoints live;
+it exits 0 only when the views equal an offline fold of the log and the disk agrees
+(ckptlog.demo.checks).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.text import Text
 
 from ckptlog.demo import DemoOptions, DemoResult, run_demo
 from ckptlog.demo.display import DemoState, dashboard, summary
-from processor.broker import ensure_bootstrap
+from processor.broker import configured_bootstrap, ensure_bootstrap
 from processor.cli.main import app
 from processor.errors import CkptlogError
 
@@ -78,16 +80,29 @@ def demo_command(
     pace_s: Annotated[float, Opt(min=0.0, help="Mean pause between reports.")] = 0.12,
     keep_files: Annotated[bool, Opt("--keep-files", help="Keep the temporary storage and logs.")] = False,
     bootstrap_servers: Annotated[
-        str | None, Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the embedded broker).")
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker, started if needed)."),
     ] = None,
 ) -> None:
     """Run processor + evaluator + a simulated training job end to end and check the result."""
-    console = Console()
+    local = configured_bootstrap(bootstrap_servers) is None
     try:  # before the live table: a first start fetches the broker jars, with progress on stderr
         bootstrap = ensure_bootstrap(bootstrap_servers)
     except CkptlogError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    try:
+        _demo(bootstrap, runs, reports, seed, pace_s, keep_files, live)
+    finally:  # the live table may have pushed ensure_bootstrap's note off the screen
+        if local:
+            typer.echo(
+                f"the local Kafka broker on {bootstrap} is still running; stop it with `ckptlog broker stop`", err=True
+            )
+
+
+def _demo(bootstrap: str, runs: int, reports: int, seed: int, pace_s: float, keep_files: bool, live: bool) -> None:
+    """The demo proper, once the broker answers: exit 0 only when every check passed."""
+    console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     _log_to(workdir / "demo.log")
     options = DemoOptions(bootstrap, runs, reports, seed, pace_s, keep_files=keep_files, workdir=workdir)

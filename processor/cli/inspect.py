@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from processor.broker import ensure_bootstrap
+from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.core.view import View
@@ -48,13 +48,16 @@ def inspect_command(
     runs: Annotated[list[str] | None, typer.Argument(help="Run ids (default: every run).")] = None,
     as_json: Annotated[bool, Opt("--json", help='Print {"runs": {RUN_ID: VIEW}}.')] = False,
     config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
+    ] = None,
     state_topic: Annotated[str | None, Opt(help="Compacted state topic (default ckptlog.state).")] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins)."""
     with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, state_topic=state_topic)
-        conn = settings.connection(settings.bootstrap_servers or ensure_bootstrap(None))
+        conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         views = asyncio.run(read_views(conn, settings.state_topic, runs or ()))
     unknown = sorted(set(runs or ()) - set(views))
     if as_json:

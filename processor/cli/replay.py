@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from processor.broker import ensure_bootstrap
+from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.kafka.records import PartitionId
@@ -27,7 +27,10 @@ def replay_command(
         str | None, Opt(help="Start from the newest valid snapshot under this URL instead of the log start.")
     ] = None,
     config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
+    ] = None,
     input_topic: Annotated[str | None, Opt(help="Default ckptlog.events.")] = None,
     storage_root: Annotated[str | None, Opt(help="As for run: must match the service's.")] = None,
     default_num_to_keep: Annotated[int | None, Opt(help="As for run.")] = None,
@@ -47,7 +50,7 @@ def replay_command(
             score_order=score_order,
             allow_data_loss=allow_data_loss,
         )
-        bootstrap = settings.bootstrap_servers or ensure_bootstrap(None)
+        bootstrap = require_bootstrap(settings.bootstrap_servers)
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:

@@ -49,7 +49,10 @@ async def serve(settings: ServiceSettings) -> None:
 @app.command("run")
 def run_command(
     config: Annotated[Path | None, Opt("--config", help="TOML (.toml) or JSON file of settings.")] = None,
-    bootstrap_servers: Annotated[str | None, Opt(help="Kafka host:port list (default: embedded broker).")] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker, started if needed)."),
+    ] = None,
     snapshots: Annotated[str | None, Opt(help="fsspec URL for snapshots (default ~/.ckptlog/snapshots).")] = None,
     storage_root: Annotated[str | None, Opt(help="Default run root and outer bound for deletions.")] = None,
     default_num_to_keep: Annotated[int | None, Opt(help="num_to_keep for runs without run_started.")] = None,

@@ -29,4 +29,5 @@ async def test_demo_runs_end_to_end_and_its_checks_pass(kafka_bootstrap: str) ->
     assert "all checks passed" in output
     assert "views on the state topic == offline fold of the input log" in output
     assert "evicted checkpoints deleted from disk" in output
+    assert "local Kafka broker" not in output, "a configured broker: no local one started, reused or mentioned"
     assert time.monotonic() - started < 60, "the demo should finish well under a minute"
