@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from ckptlog import ids
 from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
-from ckptlog.connect import EVENTS_TOPIC, resolve
+from ckptlog.connect import EVENTS_TOPIC, require_bootstrap, resolve
 from ckptlog.errors import ClientClosed, ClientError, InvalidEvent
 from ckptlog.loop_thread import LoopThread
 from processor.core.paths import is_within
@@ -228,6 +228,8 @@ class Reporter:
         connection: KafkaConnection | None = None,
         timeout_s: float | None = 60.0,
     ) -> None:
+        if connection is None:  # a training script learns now, not at its first report hours later
+            bootstrap_servers = require_bootstrap(bootstrap_servers)
         self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
         self._timeout, self._started = timeout_s, False
         self._async = AsyncReporter(
