@@ -119,11 +119,11 @@ def test_unusable_metrics_become_a_failure_saying_why() -> None:
 
 
 def test_load_function() -> None:
-    assert load_function("tests.unit.test_clients_evaluator:score") is score
+    assert load_function("tests.unit.clients.test_evaluator:score") is score
     for spec, needle in [
         ("nocolon", "module:function"),
         ("no_such_module_xyz:f", "cannot import"),
-        ("tests.unit.test_clients_evaluator:missing", "no callable"),
+        ("tests.unit.clients.test_evaluator:missing", "no callable"),
     ]:
         with pytest.raises(FunctionLoadError, match=needle):
             load_function(spec)
