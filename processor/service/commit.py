@@ -107,6 +107,8 @@ class CommitCycle:
     async def submit(self, records: Sequence[InputRecord]) -> None:
         """Steps 1-2 for `records` (offsets from `folded_offset` on), then 3-5 in the background."""
         await self.snapshot_if_due(drain=True)  # under steady load the only point where the fold is settled
+        if self.broken is not None:  # the commit it may have waited for failed: folding further is moot
+            return
         started = time.perf_counter()
         self._last_batch = time.monotonic()
         batch = self._fold(records)  # 1
