@@ -1,20 +1,37 @@
 """Output events (SPEC §5): their data models and the envelope that gives each a replay-stable id.
 
-The fold produces `(type, data)` pairs; `envelope()` wraps one in CloudEvents with an id
+The fold produces `(type, data)` pairs; `events.envelope` wraps one in CloudEvents with an id
 derived from the input coordinates (topic, partition, offset, sequence), so replaying the
 same log re-emits the very same ids and consumers can deduplicate on them.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from events.envelope import PROCESSOR_SOURCE, encode_json, envelope, output_id
 from events.models import RunId, Status, TerminalStatus
 
-PROCESSOR_SOURCE = "ckptlog/processor"
+__all__ = [  # the envelope and its encoder live in events.envelope; re-exported for readers of outputs
+    "OUTPUT_MODELS",
+    "PROCESSOR_SOURCE",
+    "CheckpointEvicted",
+    "CheckpointRegistered",
+    "CheckpointStatusChanged",
+    "CheckpointsDeleted",
+    "CheckpointsMissing",
+    "OutputEnvelope",
+    "ValidationRequested",
+    "Warning",
+    "Watermark",
+    "WorkerGroupStarted",
+    "encode_json",
+    "envelope",
+    "output_id",
+]
+
 _OUT = ConfigDict(extra="allow", frozen=True)
 
 
@@ -120,27 +137,3 @@ class OutputEnvelope(BaseModel):
     def name(self) -> str:
         """`ckptlog.watermark.v1` -> `watermark`."""
         return self.type.split(".")[1]
-
-
-def output_id(topic: str, partition: int, offset: int, sequence: int) -> str:
-    """Replay-stable: the same input record always yields the same output ids."""
-    return f"ckptlog:{topic}:{partition}:{offset}:{sequence}"
-
-
-def envelope(
-    name: str, run_id: str, data: dict[str, Any], event_id: str, source: str = PROCESSOR_SOURCE
-) -> dict[str, Any]:
-    return {
-        "specversion": "1.0",
-        "id": event_id,
-        "source": source,
-        "type": f"ckptlog.{name}.v1",
-        "subject": run_id,
-        "datacontenttype": "application/json",
-        "data": data,
-    }
-
-
-def encode_json(value: Any) -> bytes:
-    """Compact JSON; NaN/Infinity kept as Python's json writes them (metrics may hold them)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()

@@ -3,6 +3,7 @@
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.consumer import AssignmentListener, GroupConsumer
 from processor.kafka.errors import FencedError, KafkaIOError, TopicSetupError
+from processor.kafka.factory import BrokerClients
 from processor.kafka.producers import IdempotentProducer, TransactionalProducer, produce, transactional_id
 from processor.kafka.reader import Record, TopicReader, read_latest, read_topic
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
@@ -10,6 +11,7 @@ from processor.kafka.topics import TopicSpec, delete_prefix, ensure_topics, topi
 
 __all__ = [
     "AssignmentListener",
+    "BrokerClients",
     "FencedError",
     "GroupConsumer",
     "Header",

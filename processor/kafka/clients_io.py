@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
 
-from processor.kafka.connection import KafkaConnection, start_client
-from processor.kafka.errors import KafkaIOError
+from processor.kafka.connection import CHECK_BROKER, KafkaConnection, start_client
+from processor.kafka.errors import best_effort, map_kafka_errors
 from processor.kafka.reader import Record
 from processor.kafka.topics import admin_client
 
@@ -55,28 +55,22 @@ class EventProducer:
 
     async def has_topic(self, topic: str) -> bool:
         """Whether `topic` exists now (a send to a missing topic would block for the request timeout)."""
-        try:
+        with map_kafka_errors(f"reading metadata from {self._conn.bootstrap_servers} failed", CHECK_BROKER):
             cluster = await self._producer.client.fetch_all_metadata()
-        except KafkaError as exc:
-            raise KafkaIOError(f"reading metadata from {self._conn.bootstrap_servers} failed: {exc!r}") from exc
         return bool(cluster.partitions_for_topic(topic))
 
     async def send(self, topic: str, key: bytes, value: bytes) -> Delivery:
         """Send one record and wait for the broker's acknowledgement."""
-        try:
+        with map_kafka_errors(
+            f"sending to {topic} on {self._conn.bootstrap_servers} failed",
+            "the call can be retried safely (event ids are deterministic)",
+        ):
             meta = await (await self._producer.send(topic, value, key=key))
-        except KafkaError as exc:
-            raise KafkaIOError(
-                f"sending to {topic} on {self._conn.bootstrap_servers} failed: {exc!r}; the "
-                "call can be retried safely (event ids are deterministic)"
-            ) from exc
         return Delivery(meta.topic, meta.partition, meta.offset)
 
     async def stop(self) -> None:
-        try:
+        with best_effort(log, "producer_stop_failed", "stopping the idempotent event producer failed"):
             await self._producer.stop()
-        except KafkaError as exc:
-            log.warning("event=producer_stop_failed error=%r", exc)
 
 
 class TopicTail:
@@ -110,21 +104,30 @@ class TopicTail:
     async def _assign_now(self) -> bool:
         # A full metadata fetch: the consumer's own cache only tracks topics it already uses, so a
         # topic created after start() would never show up there.
-        cluster = await self._consumer._client.fetch_all_metadata()
-        known = cluster.partitions_for_topic(self.topic)
+        with self._reading("the metadata"):
+            cluster = await self._consumer._client.fetch_all_metadata()
+            known = cluster.partitions_for_topic(self.topic)
         if not known:
             return False
         self._tps = [TopicPartition(self.topic, p) for p in sorted(known)]
         self._consumer.assign(self._tps)
-        await self._consumer.seek_to_beginning(*self._tps)
+        with self._reading("the beginning offsets"):
+            await self._consumer.seek_to_beginning(*self._tps)
         return True
+
+    def _reading(self, what: str) -> AbstractContextManager[None]:
+        return map_kafka_errors(
+            f"reading {what} of {self.topic} from {self._conn.bootstrap_servers} failed",
+            "check the broker; the next call retries",
+        )
 
     async def fetch(self, timeout_ms: int = 200, max_records: int = 5000) -> list[Record]:
         """The next records (any partitions), or [] after `timeout_ms`."""
         if not await self._assign():
             await asyncio.sleep(timeout_ms / 1000)
             return []
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        with self._reading("records"):
+            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         return [
             Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
             for records in batches.values()
@@ -133,13 +136,15 @@ class TopicTail:
 
     async def positions(self) -> dict[int, int]:
         """The next offset `fetch` returns, per partition (past any transaction markers)."""
-        return {tp.partition: int(await self._consumer.position(tp)) for tp in self._tps}
+        with self._reading("the positions"):
+            return {tp.partition: int(await self._consumer.position(tp)) for tp in self._tps}
 
     async def end_offsets(self) -> dict[int, int]:
         """Each partition's last stable offset now ({} while the topic does not exist)."""
         if not await self._assign():
             return {}
-        ends = await self._consumer.end_offsets(self._tps)
+        with self._reading("the end offsets"):
+            ends = await self._consumer.end_offsets(self._tps)
         return {tp.partition: int(offset) for tp, offset in ends.items()}
 
     async def stop(self) -> None:
@@ -149,7 +154,5 @@ class TopicTail:
 async def delete_topics(conn: KafkaConnection, names: Sequence[str]) -> None:
     """Delete topics (best effort: a topic that is already gone is fine)."""
     async with admin_client(conn) as admin:
-        try:
+        with best_effort(log, "delete_topics_failed", f"deleting topics {', '.join(names)} failed"):
             await admin.delete_topics(list(names))
-        except KafkaError as exc:
-            log.warning("event=delete_topics_failed topics=%s error=%r", ",".join(names), exc)

@@ -10,11 +10,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from processor.errors import ConfigError
-from processor.kafka.errors import KafkaIOError
+from processor.kafka.errors import KafkaIOError, map_kafka_errors
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -85,14 +84,24 @@ class _Client(Protocol):
     async def stop(self) -> None: ...
 
 
-async def start_client(client: _Client, conn: KafkaConnection, what: str) -> None:
-    """Start an aiokafka client; on failure stop it (releasing its sockets) and raise
-    KafkaIOError naming `what` and the servers."""
+CHECK_BROKER = "check --bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up"
+
+
+async def start_client(
+    client: _Client,
+    conn: KafkaConnection,
+    what: str,
+    *,
+    failure: str | None = None,
+    next_step: str = CHECK_BROKER,
+    fenced: str | None = None,
+) -> None:
+    """Start an aiokafka client; on failure stop it (releasing its sockets) and raise KafkaIOError
+    (FencedError) naming `what` and the servers, or `failure` when given."""
+    failure = failure or f"{what} cannot reach Kafka at {conn.bootstrap_servers}"
     try:
-        await client.start()
-    except KafkaError as exc:
+        with map_kafka_errors(failure, next_step, fenced=fenced):
+            await client.start()
+    except KafkaIOError:
         await client.stop()
-        raise KafkaIOError(
-            f"{what} cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check "
-            "--bootstrap-servers / KAFKA_BOOTSTRAP_SERVERS and that the broker is up"
-        ) from exc
+        raise

@@ -12,11 +12,10 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from processor.kafka.connection import KafkaConnection, start_client
-from processor.kafka.errors import KafkaIOError
+from processor.kafka.errors import map_kafka_errors
 from processor.kafka.records import InputRecord, PartitionId
 
 log = logging.getLogger(__name__)
@@ -37,6 +36,9 @@ class _Bridge(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         await self._listener.partitions_assigned(sorted(PartitionId(*tp) for tp in assigned))
+
+
+_RETRY = "check that the broker is up and the partition has a leader, then retry"
 
 
 def _tp(pid: PartitionId) -> TopicPartition:
@@ -86,13 +88,10 @@ class GroupConsumer:
         self.subscribe()
 
     async def poll(self, timeout_ms: int) -> dict[PartitionId, Sequence[InputRecord]]:
-        try:
+        with map_kafka_errors(
+            f"consuming {self.topic} in group {self.group_id} failed", "check the broker and the group's ACLs"
+        ):
             batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
-        except KafkaError as exc:
-            raise KafkaIOError(
-                f"consuming {self.topic} in group {self.group_id} failed: {exc!r}; check the broker "
-                "and the group's ACLs"
-            ) from exc
         return {PartitionId(*tp): records for tp, records in batches.items()}
 
     def assignment(self) -> set[PartitionId]:
@@ -108,36 +107,35 @@ class GroupConsumer:
         self._consumer.resume(*[_tp(p) for p in pids])
 
     async def position(self, pid: PartitionId) -> int:
-        return int(await self._consumer.position(_tp(pid)))
+        with map_kafka_errors(f"{pid}: reading the position of group {self.group_id} failed", _RETRY):
+            return int(await self._consumer.position(_tp(pid)))
 
     async def committed(self, pid: PartitionId) -> int | None:
         """The group's committed offset of `pid`, None when it has none."""
-        try:
+        with map_kafka_errors(
+            f"{pid}: reading the committed offset of group {self.group_id} failed",
+            "retry once the group coordinator is available",
+        ):
             offset = await self._consumer.committed(_tp(pid))
-        except KafkaError as exc:
-            raise KafkaIOError(
-                f"{pid}: reading the committed offset of group {self.group_id} failed: "
-                f"{exc!r}; retry once the group coordinator is available"
-            ) from exc
         return None if offset is None or offset < 0 else int(offset)
 
     async def log_start(self, pid: PartitionId) -> int:
-        return int((await self._consumer.beginning_offsets([_tp(pid)]))[_tp(pid)])
+        with map_kafka_errors(f"{pid}: reading the log start offset failed", _RETRY):
+            return int((await self._consumer.beginning_offsets([_tp(pid)]))[_tp(pid)])
 
     async def log_end(self, pid: PartitionId) -> int:
         """The last stable offset (read_committed): the end a caught-up reader reaches."""
-        return int((await self._consumer.end_offsets([_tp(pid)]))[_tp(pid)])
+        with map_kafka_errors(f"{pid}: reading the log end offset failed", _RETRY):
+            return int((await self._consumer.end_offsets([_tp(pid)]))[_tp(pid)])
 
     async def commit(self, offsets: dict[PartitionId, int]) -> None:
         """Commit next offsets (at_least_once mode; exactly_once commits inside the transaction)."""
-        try:
+        names = ", ".join(f"{p}@{o}" for p, o in offsets.items())
+        with map_kafka_errors(
+            f"committing {names} for group {self.group_id} failed",
+            "the records will be re-processed (at_least_once) after the next rebalance",
+        ):
             await self._consumer.commit({_tp(p): OffsetAndMetadata(o, "") for p, o in offsets.items()})
-        except KafkaError as exc:
-            names = ", ".join(f"{p}@{o}" for p, o in offsets.items())
-            raise KafkaIOError(
-                f"committing {names} for group {self.group_id} failed: {exc!r}; the records "
-                "will be re-processed (at_least_once) after the next rebalance"
-            ) from exc
 
     async def stop(self) -> None:
         await self._consumer.stop()

@@ -18,24 +18,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import (
-    InvalidProducerEpoch,
-    KafkaError,
-    ProducerFenced,
-    TransactionalIdAuthorizationFailed,
-)
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.errors import FencedError, KafkaIOError
+from processor.kafka.connection import KafkaConnection, start_client
+from processor.kafka.errors import FencedError, KafkaIOError, best_effort, map_kafka_errors
 from processor.kafka.records import OutRecord, PartitionId
 
 log = logging.getLogger(__name__)
 
-_FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 _BATCH_BYTES = 512 * 1024
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated (aiokafka only reads it)
+_FENCED_STEP = "another instance now owns this partition; this instance drops it and rejoins the group"
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Largest record the processor produces (a run VIEW with many checkpoints can be large); the
 state topic is created with max.message.bytes to match."""
@@ -146,7 +140,7 @@ class TransactionalProducer:
     def __init__(
         self, conn: KafkaConnection, prefix: str, pid: PartitionId, group_id: str, transaction_timeout_ms: int = 60_000
     ) -> None:
-        self.pid, self.group_id = pid, group_id
+        self.pid, self.group_id, self._conn = pid, group_id, conn
         self.transactional_id = transactional_id(prefix, pid)
         kwargs = conn.client_kwargs()
         kwargs["client_id"] = f"{kwargs['client_id']}-{pid.topic}-{pid.partition}"
@@ -163,60 +157,49 @@ class TransactionalProducer:
 
     async def start(self) -> None:
         """Connect and run init_transactions: fences every older producer with this id."""
-        try:
-            await self._producer.start()
-        except _FENCED as exc:
-            await self._producer.stop()
-            raise FencedError(self._fenced_message(exc)) from exc
-        except KafkaError as exc:
-            await self._producer.stop()
-            raise KafkaIOError(
-                f"{self.pid}: starting transactional producer {self.transactional_id} failed: "
-                f"{exc!r}; check that the broker supports transactions"
-            ) from exc
+        await start_client(
+            self._producer,
+            self._conn,
+            f"transactional producer {self.transactional_id}",
+            failure=f"{self.pid}: starting transactional producer {self.transactional_id} failed",
+            next_step="check that the broker supports transactions",
+            fenced=_FENCED_STEP,
+        )
         self._started = True
 
     async def commit(self, records: Sequence[OutRecord], offsets: dict[PartitionId, int]) -> None:
         """One transaction: every record plus the group's next offsets, all or nothing."""
         producer = self._producer
         try:
-            await producer.begin_transaction()
-            await self._batcher.send_all(records)
-            if offsets:
-                await producer.send_offsets_to_transaction(
-                    {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id
-                )
-            await producer.commit_transaction()
-        except _FENCED as exc:
-            raise FencedError(self._fenced_message(exc)) from exc
-        except KafkaError as exc:
+            with map_kafka_errors(
+                f"{self.pid}: transaction of {self.transactional_id} with {len(records)} records failed",
+                "the batch is aborted and will be re-processed",
+                fenced=_FENCED_STEP,
+            ):
+                await producer.begin_transaction()
+                await self._batcher.send_all(records)
+                if offsets:
+                    await producer.send_offsets_to_transaction(
+                        {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id
+                    )
+                await producer.commit_transaction()
+        except FencedError:
+            raise
+        except KafkaIOError:
             await self._abort_quietly()
-            raise KafkaIOError(
-                f"{self.pid}: transaction of {self.transactional_id} with {len(records)} records "
-                f"failed: {exc!r}; the batch is aborted and will be re-processed"
-            ) from exc
+            raise
 
     async def _abort_quietly(self) -> None:
-        try:
+        # the producer is closed and rebuilt by the caller anyway
+        with best_effort(log, "abort_failed", f"{self.pid}: aborting a transaction of {self.transactional_id} failed"):
             if self._producer._txn_manager is not None and self._producer._txn_manager.is_in_transaction():
                 await self._producer.abort_transaction()
-        except KafkaError as exc:  # the producer is closed and rebuilt by the caller anyway
-            log.warning(
-                "event=abort_failed partition=%s transactional_id=%s error=%r", self.pid, self.transactional_id, exc
-            )
-
-    def _fenced_message(self, exc: BaseException) -> str:
-        return (
-            f"{self.pid}: transactional id {self.transactional_id} was fenced ({type(exc).__name__}): another "
-            "instance now owns this partition; this instance drops it and rejoins the group"
-        )
 
     async def stop(self) -> None:
         retrieve_failures(self._producer)
-        try:
+        what = f"stopping transactional producer {self.transactional_id} failed"
+        with best_effort(log, "producer_stop_failed", what):
             await self._producer.stop()
-        except KafkaError as exc:
-            log.warning("event=producer_stop_failed transactional_id=%s error=%r", self.transactional_id, exc)
         retrieve_failures(self._producer)
 
 
@@ -224,6 +207,7 @@ class IdempotentProducer:
     """at_least_once: acks=all, idempotent, shared by every partition of the process."""
 
     def __init__(self, conn: KafkaConnection) -> None:
+        self._conn = conn
         self._producer = AIOKafkaProducer(
             **conn.client_kwargs(),
             enable_idempotence=True,
@@ -234,23 +218,21 @@ class IdempotentProducer:
         self._batcher = Batcher(self._producer)
 
     async def start(self) -> None:
-        try:
-            await self._producer.start()
-        except KafkaError as exc:
-            await self._producer.stop()
-            raise KafkaIOError(f"starting the idempotent producer failed: {exc!r}; check the broker") from exc
+        await start_client(self._producer, self._conn, "the idempotent producer")
 
     async def publish(self, records: Sequence[OutRecord]) -> None:
-        try:
+        with map_kafka_errors(
+            f"publishing {len(records)} records to {self._conn.bootstrap_servers} failed",
+            "the batch will be re-processed (same output ids)",
+        ):
             await self._batcher.send_all(records)
-        except KafkaError as exc:
-            raise KafkaIOError(
-                f"publishing {len(records)} records failed: {exc!r}; the batch will be re-processed (same output ids)"
-            ) from exc
 
     async def stop(self) -> None:
         retrieve_failures(self._producer)
-        await self._producer.stop()
+        with map_kafka_errors(
+            "stopping the idempotent producer failed", "records it had not sent are re-processed after a restart"
+        ):
+            await self._producer.stop()
         retrieve_failures(self._producer)
 
 

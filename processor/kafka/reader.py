@@ -8,12 +8,13 @@ never show, and "the end" is each partition's last stable offset taken at the st
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from processor.kafka.connection import KafkaConnection, start_client
-from processor.kafka.errors import TopicSetupError
+from processor.kafka.errors import KafkaIOError, TopicSetupError, map_kafka_errors
 from processor.kafka.records import Header, PartitionId
 from processor.kafka.topics import admin_client, partition_counts
 
@@ -62,8 +63,13 @@ class TopicReader:
         wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
         tps = [TopicPartition(self.topic, p) for p in wanted]
         self._consumer.assign(tps)
-        begins = await self._consumer.beginning_offsets(tps)
-        ends = await self._consumer.end_offsets(tps)
+        try:
+            with self._reading("the offsets"):
+                begins = await self._consumer.beginning_offsets(tps)
+                ends = await self._consumer.end_offsets(tps)
+        except KafkaIOError:
+            await self._consumer.stop()  # no __aexit__ when __aenter__ raises
+            raise
         for tp in tps:
             pid = PartitionId(*tp)
             self.begin[pid], self.end[pid] = int(begins[tp]), int(ends[tp])
@@ -73,20 +79,28 @@ class TopicReader:
     async def __aexit__(self, *exc: object) -> None:
         await self._consumer.stop()
 
+    def _reading(self, what: str) -> AbstractContextManager[None]:
+        return map_kafka_errors(
+            f"reading {what} of {self.topic} from {self._conn.bootstrap_servers} failed",
+            "check the broker and run the command again",
+        )
+
     async def position(self, pid: PartitionId) -> int:
-        return int(await self._consumer.position(TopicPartition(*pid)))
+        with self._reading(f"the position of {pid}"):
+            return int(await self._consumer.position(TopicPartition(*pid)))
 
     async def batches(self, max_records: int = 5000) -> AsyncIterator[list[Record]]:
         """Batches (one partition each, in offset order) until every partition reached its end."""
         remaining = {TopicPartition(*p) for p, end in self.end.items()}
         while remaining:
             for tp in list(remaining):
-                if await self._consumer.position(tp) >= self.end[PartitionId(*tp)]:
+                if await self.position(PartitionId(*tp)) >= self.end[PartitionId(*tp)]:
                     remaining.discard(tp)
                     self._consumer.pause(tp)
             if not remaining:
                 return
-            fetched = await self._consumer.getmany(*remaining, timeout_ms=200, max_records=max_records)
+            with self._reading("records"):
+                fetched = await self._consumer.getmany(*remaining, timeout_ms=200, max_records=max_records)
             for tp, records in fetched.items():
                 end = self.end[PartitionId(*tp)]
                 batch = [

@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError
 
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.errors import KafkaIOError, TopicSetupError
+from processor.kafka.connection import KafkaConnection, start_client
+from processor.kafka.errors import TopicSetupError, map_kafka_errors
 
 log = logging.getLogger(__name__)
 
 _TOPIC_EXISTS = TopicAlreadyExistsError.errno
+_CHECK_ACLS = "check that the broker is up and this principal may describe them"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +33,24 @@ class TopicSpec:
 @asynccontextmanager
 async def admin_client(conn: KafkaConnection) -> AsyncIterator[AIOKafkaAdminClient]:
     admin = AIOKafkaAdminClient(**conn.client_kwargs())
-    try:
-        await admin.start()
-    except KafkaError as exc:
-        await admin.close()
-        raise KafkaIOError(
-            f"cannot reach Kafka at {conn.bootstrap_servers}: {exc!r}; check --bootstrap-servers "
-            "and that the broker is up"
-        ) from exc
+    await start_client(_Admin(admin), conn, "the admin client")
     try:
         yield admin
     finally:
         await admin.close()
 
 
+class _Admin:
+    """The admin client as `start_client` stops a client: its `stop` is `close`."""
+
+    def __init__(self, admin: AIOKafkaAdminClient) -> None:
+        self.start, self.stop = admin.start, admin.close
+
+
 async def partition_counts(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, int]:
     """Partitions per existing topic; topics that do not exist are left out."""
-    described = await admin.describe_topics(list(names))
+    with map_kafka_errors(f"describing topics {', '.join(names)} failed", _CHECK_ACLS, error=TopicSetupError):
+        described = await admin.describe_topics(list(names))
     return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
 
 
@@ -60,33 +62,49 @@ async def ensure_topics(
         existing = await partition_counts(admin, [s.name for s in specs])
         missing = [s for s in specs if s.name not in existing]
         if missing:
-            brokers = len((await admin.describe_cluster())["brokers"])
-            rf = replication_factor or min(3, max(1, brokers))
-            new = [NewTopic(s.name, s.partitions or default_partitions, rf, topic_configs=s.config) for s in missing]
-            response = await admin.create_topics(new)
-            for entry in getattr(response, "topic_errors", []):
-                name, code = entry[0], entry[1]
-                if code and code != _TOPIC_EXISTS:
-                    raise TopicSetupError(
-                        f"creating topic {name} on {conn.bootstrap_servers} failed with error "
-                        f"code {code} ({entry[2] if len(entry) > 2 else ''}); create it by hand "
-                        "or fix the broker's permissions"
-                    )
-            for spec in missing:
-                log.info(
-                    "event=topic_created topic=%s partitions=%d replication_factor=%d config=%s",
-                    spec.name,
-                    spec.partitions or default_partitions,
-                    rf,
-                    spec.config,
-                )
+            await _create(admin, conn, missing, default_partitions, replication_factor)
             existing = await _wait_for(admin, [s.name for s in specs])
         return existing
 
 
+async def _create(
+    admin: AIOKafkaAdminClient,
+    conn: KafkaConnection,
+    missing: Sequence[TopicSpec],
+    default_partitions: int,
+    replication_factor: int | None,
+) -> None:
+    with map_kafka_errors(
+        f"creating topics {', '.join(s.name for s in missing)} on {conn.bootstrap_servers} failed",
+        "create them by hand or fix the broker's permissions",
+        error=TopicSetupError,
+    ):
+        brokers = len((await admin.describe_cluster())["brokers"])
+        rf = replication_factor or min(3, max(1, brokers))
+        new = [NewTopic(s.name, s.partitions or default_partitions, rf, topic_configs=s.config) for s in missing]
+        response = await admin.create_topics(new)
+    for entry in getattr(response, "topic_errors", []):
+        name, code = entry[0], entry[1]
+        if code and code != _TOPIC_EXISTS:
+            raise TopicSetupError(
+                f"creating topic {name} on {conn.bootstrap_servers} failed with error "
+                f"code {code} ({entry[2] if len(entry) > 2 else ''}); create it by hand "
+                "or fix the broker's permissions"
+            )
+    for spec in missing:
+        log.info(
+            "event=topic_created topic=%s partitions=%d replication_factor=%d config=%s",
+            spec.name,
+            spec.partitions or default_partitions,
+            rf,
+            spec.config,
+        )
+
+
 async def _wait_for(admin: AIOKafkaAdminClient, names: list[str], attempts: int = 100) -> dict[str, int]:
     for _ in range(attempts):
-        described = await admin.describe_topics(names)
+        with map_kafka_errors(f"describing topics {', '.join(names)} failed", _CHECK_ACLS, error=TopicSetupError):
+            described = await admin.describe_topics(names)
         ready = {
             t["topic"]: len(t["partitions"])
             for t in described
@@ -114,10 +132,9 @@ async def delete_prefix(conn: KafkaConnection, topic: str, partition: int, befor
     """Delete records below `before_offset` (admin DeleteRecords); returns the new log start offset."""
     async with admin_client(conn) as admin:
         tp = TopicPartition(topic, partition)
-        try:
+        with map_kafka_errors(
+            f"deleting records of {topic}[{partition}] below {before_offset} failed",
+            "check that the topic exists and that this principal may delete records",
+        ):
             result = await admin.delete_records({tp: RecordsToDelete(before_offset)})
-        except KafkaError as exc:
-            raise KafkaIOError(
-                f"deleting records of {topic}[{partition}] below {before_offset} failed: {exc!r}"
-            ) from exc
         return int(result[tp])

@@ -14,14 +14,14 @@ import asyncio
 import logging
 
 from processor.errors import CkptlogError
-from processor.kafka.producers import IdempotentProducer
 from processor.kafka.records import OutRecord
+from processor.service.ports import SharedProducer
 
 log = logging.getLogger(__name__)
 
 
 class CompletionWriter:
-    def __init__(self, producer: IdempotentProducer, interval_s: float = 0.05) -> None:
+    def __init__(self, producer: SharedProducer, interval_s: float = 0.05) -> None:
         self._producer, self._interval_s = producer, interval_s
         self._queue: list[OutRecord] = []
         self._wake = asyncio.Event()

@@ -1,39 +1,39 @@
-"""One assigned input partition: its fold, its publisher, its snapshots, its deletions.
+"""One assigned input partition: its commit cycle, its after-restore work, its deletions.
 
 Exactly one `PartitionTask` writes a partition's outputs, in offset order; the lock makes
-batches, idle flushes and the final close (revocation/shutdown) take turns. A failed commit
-marks the task `broken`: its in-memory fold ran ahead of what is durable, so the processor
-discards it and restores the partition again (snapshot + replay).
+batches, idle flushes and the final close (revocation/shutdown) take turns. What a batch goes
+through (fold, outputs, commit, deletions, snapshot) is `CommitCycle` (commit.py). A failed
+commit marks the task `broken`: its in-memory fold ran ahead of what is durable, so the
+processor discards it and restores the partition again (snapshot + replay).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Any
 
+from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.errors import CkptlogError
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
-from processor.service.batch import Batch, BatchFolder
+from processor.service.batch import BatchFolder
 from processor.service.checks import find_missing
-from processor.service.errors import ServiceError
+from processor.service.commit import CommitCycle, DeletionSink, TaskStats, run_of
 from processor.service.publish import Publisher
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
 
 log = logging.getLogger(__name__)
 
+__all__ = ["DeletionSink", "GapCheck", "PartitionTask", "TaskStats", "run_of"]
 
 IDLE_FLUSH_S = 0.2
 """Extra outputs (checkpoints_missing) ride along with the next batch; without one for this
-long, they get their own transaction."""
-
+long, they get their own commit."""
 
 RESUBMIT_CHUNK = 500
 """Outstanding deletions resubmitted per loop iteration after a restore."""
@@ -42,29 +42,10 @@ COMPLETED_PER_EVENT = 200
 """Paths per deletion_completed event: one event per run per Deleter job (≤ 100 paths) in
 practice; the cap keeps an event far below the payload limit for long paths too."""
 
-
-run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: what evictions and completions group by
 _path_of = itemgetter(1)
-
 
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
 """(pid, expected offset, first offset received): raises when the log lost the records between."""
-
-
-class DeletionSink(Protocol):
-    def submit_many(self, requests: Iterable[Deletion]) -> int: ...
-
-
-@dataclass(slots=True)
-class TaskStats:
-    consumed: int = 0
-    applied: int = 0
-    rejected: int = 0
-    duplicates: int = 0
-    published: int = 0
-    batches: int = 0
-    fold_s: float = 0.0  # time spent decoding, folding and building records
-    commit_s: float = 0.0  # time spent publishing and committing
 
 
 class PartitionTask:
@@ -79,37 +60,64 @@ class PartitionTask:
         storage_options: Mapping[str, Mapping[str, Any]] | None = None,
         gap_check: GapCheck | None = None,
     ) -> None:
-        self.pid, self.publisher, self.folder = pid, publisher, folder
-        self._gap_check = gap_check
-        self.fold = restored.fold
-        self.snapshots, self.deleter, self._options = snapshots, deleter, storage_options
-        self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
-        self.folded_offset = restored.start  # everything below is folded
-        self.publish_from = restored.publish_from  # the group's committed offset at restore
-        self.caught_up = False
-        self.extra: list[OutRecord] = []
+        self.pid, self.deleter, self._options, self._gap_check = pid, deleter, storage_options, gap_check
+        self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up)
+        self.fold: Fold = restored.fold
+        self.folder, self.publisher, self.snapshots = folder, publisher, snapshots
         self.lock = asyncio.Lock()
-        self.closed = False
-        self.broken: CkptlogError | None = None
-        self.stats = TaskStats()
         self._check: asyncio.Task[None] | None = None
-        self._pending: asyncio.Task[None] | None = None
-        self._last_batch = 0.0
+
+    # -- the cycle's state, as the processor, the tests and the benchmarks read it ----------------
 
     @property
     def usable(self) -> bool:
-        return not self.closed and self.broken is None
+        return self.cycle.usable
+
+    @property
+    def broken(self) -> CkptlogError | None:
+        return self.cycle.broken
+
+    @property
+    def closed(self) -> bool:
+        return self.cycle.closed
+
+    @property
+    def stats(self) -> TaskStats:
+        return self.cycle.stats
+
+    @property
+    def next_offset(self) -> int:
+        """Everything below is durable."""
+        return self.cycle.next_offset
+
+    @property
+    def folded_offset(self) -> int:
+        return self.cycle.folded_offset
+
+    @property
+    def caught_up(self) -> bool:
+        return self.cycle.caught_up
+
+    @property
+    def publish_from(self) -> int:
+        """The group's committed offset at restore: outputs are published from here on."""
+        return self.cycle.publish_from
+
+    @property
+    def extra(self) -> list[OutRecord]:
+        return self.cycle.extra
+
+    # -- batches ----------------------------------------------------------------------------------
 
     async def process(self, records: Sequence[InputRecord]) -> None:
-        """Fold a batch, then hand it to a background commit: the next batch folds while this one commits.
-
-        Transactions stay strictly sequential (the previous commit is awaited before the next
-        begins); snapshots are taken only when no folded batch is waiting to commit."""
+        """Check the batch continues the partition, then run it through the commit cycle (which
+        returns once it is folded; its commit runs in the background)."""
         async with self.lock:
             if not self.usable:
                 return
-            if records and records[0].offset < self.folded_offset:  # already folded (defensive)
-                records = [r for r in records if r.offset >= self.folded_offset]
+            expected = self.cycle.folded_offset
+            if records and records[0].offset < expected:  # already folded (defensive)
+                records = [r for r in records if r.offset >= expected]
             if not records:
                 return
             log.debug(
@@ -118,124 +126,41 @@ class PartitionTask:
                 records[0].offset,
                 records[-1].offset,
                 len(records),
-                self.folded_offset,
+                expected,
             )
-            if records[0].offset > self.folded_offset and self._gap_check is not None:
+            if records[0].offset > expected and self._gap_check is not None:
                 try:  # control records, aborted transactions -- or records lost to retention?
-                    await self._gap_check(self.pid, self.folded_offset, records[0].offset)
+                    await self._gap_check(self.pid, expected, records[0].offset)
                 except CkptlogError as exc:
-                    self.broken = exc
+                    self.cycle.broken = exc
                     return
-            if self.snapshots.due(self.next_offset):
-                await self._settle()
-                self._maybe_snapshot()
-            started = time.perf_counter()
-            self._last_batch = time.monotonic()
-            batch = self._fold(records)
-            self.folded_offset = next_offset = records[-1].offset + 1
-            out = batch.records
-            if self.extra:
-                out.extend(self.extra)
-                self.extra = []
-            self.stats.fold_s += time.perf_counter() - started
-            if not await self._settle():
-                return
-            offsets = {self.pid: next_offset} if batch.live else {}
-            self._pending = asyncio.get_running_loop().create_task(self._commit(out, offsets, batch, next_offset))
-
-    def _fold(self, records: Sequence[InputRecord]) -> Batch:
-        if self.caught_up or records[-1].offset < self.publish_from:
-            return self.folder.fold_records(records, self.publish_from)
-        split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
-        batch = self.folder.fold_records(records[:split], self.publish_from)
-        self.catch_up()  # before the first live record: the state equals the durable one
-        batch.merge(self.folder.fold_records(records[split:], self.publish_from))
-        return batch
+            await self.cycle.submit(records)
 
     async def wait_committed(self) -> bool:
         """Wait until the folded batches are committed; False when a commit failed."""
         async with self.lock:
-            return await self._settle()
-
-    async def _settle(self) -> bool:
-        """Wait for the in-flight commit; False when it failed (the task is then broken)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            await asyncio.shield(pending)
-        return self.broken is None
-
-    async def _commit(
-        self, records: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch | None, next_offset: int
-    ) -> None:
-        started = time.perf_counter()
-        try:
-            if records or offsets:
-                await self.publisher.commit(records, offsets)
-        except asyncio.CancelledError:
-            self.broken = ServiceError(
-                f"{self.pid}: cancelled in the middle of a commit; the partition must be "
-                "restored before it is used again"
-            )
-            raise
-        except CkptlogError as exc:
-            self.broken = exc
-            log.error(
-                "event=commit_failed partition=%s next_offset=%d records=%d error=%s",
-                self.pid,
-                next_offset,
-                len(records),
-                exc,
-            )
-            return
-        stats = self.stats
-        stats.commit_s += time.perf_counter() - started
-        log.debug(
-            "event=committed partition=%s next_offset=%d records=%d seconds=%.4f at=%.4f",
-            self.pid,
-            next_offset,
-            len(records),
-            time.perf_counter() - started,
-            time.perf_counter(),
-        )
-        stats.published += len(records)
-        self.next_offset = next_offset
-        if batch is None:
-            return
-        stats.consumed += batch.consumed
-        stats.applied += batch.applied
-        stats.rejected += batch.rejected
-        stats.duplicates += batch.duplicates
-        stats.batches += 1
-        if batch.deletions:  # the evictions are durable now; grouped by run, so that a Deleter job
-            # (≤ 100 paths) mostly serves one run and confirms them in one completion event
-            self.deleter.submit_many(sorted(batch.deletions, key=run_of))
-        self.snapshots.count(batch.consumed)
-
-    def _maybe_snapshot(self) -> None:
-        """Snapshot when due and the fold holds exactly the durable state."""
-        if self.usable and self.folded_offset == self.next_offset and self.snapshots.due(self.next_offset):
-            self.snapshots.start(self.fold, self.next_offset)
+            return await self.cycle.settle()
 
     async def tick(self, position: Callable[[PartitionId], Awaitable[int]]) -> None:
-        """Between polls: collect a finished commit, notice catch-up past control records, time-based
-        snapshots, and flush deletion completions once no batch has carried them for a while.
-        Never waits for an in-flight commit (that would stall the poll loop)."""
-        if self.lock.locked() or (self._pending is not None and not self._pending.done()):
+        """Between polls: collect a finished commit, notice catch-up past control records, flush extra
+        outputs once no batch has carried them for a while, time-based snapshots. Never waits for an
+        in-flight commit (that would stall the poll loop)."""
+        if self.lock.locked() or self.cycle.in_flight:
             return
         async with self.lock:
-            if not await self._settle() or not self.usable:
+            if not await self.cycle.settle() or not self.usable:
                 return
             if not self.caught_up and await position(self.pid) >= self.publish_from:
                 self.catch_up()
-            if self.extra and time.monotonic() - self._last_batch > IDLE_FLUSH_S:
-                extra, self.extra = self.extra, []
-                await self._commit(extra, {}, None, self.next_offset)
-            self._maybe_snapshot()
+            await self.cycle.flush_extra(IDLE_FLUSH_S)
+            await self.cycle.snapshot_if_due()
+
+    # -- after a restore --------------------------------------------------------------------------
 
     def catch_up(self) -> None:
         """State now equals everything durable: resubmit outstanding deletions and check kept
         checkpoints, both in the background so a large backlog never delays processing."""
-        self.caught_up = True
+        self.cycle.caught_up = True
         outstanding = [d for d in self.fold.owed() if d.root]
         for run in self.fold.runs.values():
             if run.storage_root is None and run.outstanding:
@@ -301,23 +226,13 @@ class PartitionTask:
         return run_id in self.fold.runs
 
     async def close(self, graceful: bool) -> None:
-        """Graceful: flush completions, final snapshot. Either way: stop the publisher."""
+        """Graceful: flush extra outputs, final snapshot. Either way: stop the publisher."""
         if self.closed:
             return
         async with self.lock:
-            await self._settle()
-            self.closed = True
             if self._check is not None:
                 self._check.cancel()
-            if graceful and self.broken is None:
-                if self.extra:
-                    extra, self.extra = self.extra, []
-                    await self._commit(extra, {}, None, self.next_offset)
-                if self.broken is None:
-                    await self.snapshots.write_now(self.fold, self.next_offset)
-            else:
-                await self.snapshots.wait()
-            await self.publisher.close()
+            await self.cycle.close(graceful)
             log.info(
                 "event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
                 self.pid,

@@ -11,6 +11,9 @@ Rebalances: revocation closes a partition gracefully (final snapshot); assignmen
 it (snapshot + replay; see restore.py). A fenced producer means another instance owns the
 partition: its task is dropped and the group rejoined. Any other failed commit rebuilds the
 partition in place.
+
+Kafka clients come from a `KafkaClients` factory (ports.py): by default
+`processor.kafka.BrokerClients` over the configured (or embedded) broker; tests pass fakes.
 """
 
 from __future__ import annotations
@@ -25,16 +28,16 @@ from itertools import groupby
 
 from processor.broker import ensure_bootstrap
 from processor.errors import CkptlogError, OffsetOutOfRange
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.consumer import GroupConsumer
 from processor.kafka.errors import FencedError
-from processor.kafka.producers import MAX_RECORD_BYTES, IdempotentProducer, TransactionalProducer
+from processor.kafka.factory import BrokerClients
+from processor.kafka.producers import MAX_RECORD_BYTES
 from processor.kafka.records import InputRecord, PartitionId
-from processor.kafka.topics import TopicSpec, ensure_topics
+from processor.kafka.topics import TopicSpec
 from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
 from processor.service.partition import PartitionTask, TaskStats, run_of
+from processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
 from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import restore
@@ -74,14 +77,21 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
     ]
 
 
-DeleterFactory = Callable[..., Deleter]
+DeleterFactory = Callable[..., DeletionService]
 """Builds the deleter: keyword arguments outer_root, on_done (called with a batch of confirmed (run id, path)
 keys), concurrency, storage_options."""
 
 
 class Processor:
-    def __init__(self, settings: ServiceSettings, *, deleter_factory: DeleterFactory = Deleter) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        clients: KafkaClients | None = None,
+        deleter_factory: DeleterFactory = Deleter,
+    ) -> None:
         self.settings = settings
+        self._clients = clients  # None: BrokerClients, built in run() (the embedded broker may need starting)
         self._deleter_factory = deleter_factory
         self.names = TopicNames(
             settings.input_topic,
@@ -100,11 +110,10 @@ class Processor:
         self._stopping = asyncio.Event()
         self._fatal: BaseException | None = None
         self._rebuilds: dict[PartitionId, list[float]] = {}
-        self._consumer: GroupConsumer | None = None
-        self._shared: IdempotentProducer | None = None
+        self._consumer: InputConsumer | None = None
+        self._shared: SharedProducer | None = None
         self._completions: CompletionWriter | None = None
-        self._deleter: Deleter | None = None
-        self._conn: KafkaConnection | None = None
+        self._deleter: DeletionService | None = None
 
     # -- public API ----------------------------------------------------------------
 
@@ -125,22 +134,8 @@ class Processor:
 
     async def run(self) -> None:
         """Run until `stop()`; raises a CkptlogError when a partition cannot be restored or served."""
-        bootstrap = self.settings.bootstrap_servers
-        if not bootstrap:
-            bootstrap = await asyncio.to_thread(ensure_bootstrap, None)
-        self._conn = conn = self.settings.connection(bootstrap)
-        specs, rf = topic_specs(self.settings), self.settings.replication_factor
-        counts = await ensure_topics(conn, specs[:1], self.settings.topic_partitions or 1, rf)
-        await ensure_topics(conn, specs[1:], self.settings.topic_partitions or counts[self.settings.input_topic], rf)
-        log.info(
-            "event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s",
-            bootstrap,
-            self.settings.group_id,
-            self.settings.guarantee,
-            self.settings.input_topic,
-            counts[self.settings.input_topic],
-            self.settings.snapshots,
-        )
+        clients = self._clients = self._clients or await self._broker_clients()
+        await self._ensure_topics(clients)
         self._deleter = self._deleter_factory(
             outer_root=self.settings.storage_root,
             on_done=self._deletions_done,
@@ -148,13 +143,11 @@ class Processor:
             storage_options=self.settings.checkpoint_storage_options,
         )
         try:
-            self._shared = IdempotentProducer(conn)  # at_least_once outputs, deletion completions
+            self._shared = clients.shared_producer()  # at_least_once outputs, deletion completions
             await self._shared.start()
             self._completions = CompletionWriter(self._shared)
             self._completions.start()
-            self._consumer = GroupConsumer(
-                conn,
-                self.settings.group_id,
+            self._consumer = clients.consumer(
                 self.settings.input_topic,
                 self,
                 max_records=self.settings.max_batch_records,
@@ -166,9 +159,32 @@ class Processor:
         finally:
             await self._shutdown()
 
+    async def _broker_clients(self) -> KafkaClients:
+        """The real clients; without --bootstrap-servers, of the embedded broker (started if needed)."""
+        bootstrap = self.settings.bootstrap_servers
+        if not bootstrap:
+            bootstrap = await asyncio.to_thread(ensure_bootstrap, None)
+        return BrokerClients(self.settings.connection(bootstrap), self.settings.group_id, self.settings.txn_prefix)
+
+    async def _ensure_topics(self, clients: KafkaClients) -> None:
+        """The input topic first: the output topics get as many partitions as it has."""
+        settings = self.settings
+        specs, rf = topic_specs(settings), settings.replication_factor
+        counts = await clients.ensure_topics(specs[:1], settings.topic_partitions or 1, rf)
+        await clients.ensure_topics(specs[1:], settings.topic_partitions or counts[settings.input_topic], rf)
+        log.info(
+            "event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s",
+            clients.servers,
+            settings.group_id,
+            settings.guarantee,
+            settings.input_topic,
+            counts[settings.input_topic],
+            settings.snapshots,
+        )
+
     # -- main loop -----------------------------------------------------------------
 
-    async def _loop(self, consumer: GroupConsumer) -> None:
+    async def _loop(self, consumer: InputConsumer) -> None:
         last_retry = time.monotonic()
         while not self._stopping.is_set():
             polled = await consumer.poll(self.settings.poll_timeout_ms)
@@ -190,7 +206,7 @@ class Processor:
             )
         return task
 
-    async def _housekeeping(self, consumer: GroupConsumer) -> None:
+    async def _housekeeping(self, consumer: InputConsumer) -> None:
         for pid, task in list(self.tasks.items()):
             if isinstance(task.broken, OffsetOutOfRange):
                 raise task.broken
@@ -199,7 +215,7 @@ class Processor:
                 return
             await task.tick(consumer.position)
 
-    async def _recover(self, consumer: GroupConsumer, pid: PartitionId, task: PartitionTask) -> None:
+    async def _recover(self, consumer: InputConsumer, pid: PartitionId, task: PartitionTask) -> None:
         history = [t for t in self._rebuilds.get(pid, []) if time.monotonic() - t < REBUILD_WINDOW_S]
         history.append(time.monotonic())
         self._rebuilds[pid] = history
@@ -248,7 +264,7 @@ class Processor:
                 self._activate(pid, result)
 
     async def _open(self, pid: PartitionId) -> PartitionTask:
-        assert self._consumer is not None and self._conn is not None and self._deleter is not None
+        assert self._consumer is not None and self._deleter is not None
         self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
@@ -311,11 +327,9 @@ class Processor:
         )
 
     def _publisher(self, pid: PartitionId) -> Publisher:
-        assert self._conn is not None and self._consumer is not None
+        assert self._clients is not None and self._consumer is not None
         if self.settings.guarantee == "exactly_once":
-            return ExactlyOncePublisher(
-                TransactionalProducer(self._conn, self.settings.txn_prefix, pid, self.settings.group_id)
-            )
+            return ExactlyOncePublisher(self._clients.transactional_producer(pid))
         assert self._shared is not None
         return AtLeastOncePublisher(self._shared, self._consumer)
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from processor.kafka.consumer import GroupConsumer
-from processor.kafka.producers import IdempotentProducer, TransactionalProducer
 from processor.kafka.records import OutRecord, PartitionId
+from processor.service.ports import InputConsumer, SharedProducer, TransactionalProducer
 
 
 class Publisher(Protocol):
@@ -39,7 +38,7 @@ class ExactlyOncePublisher:
 
 
 class AtLeastOncePublisher:
-    def __init__(self, producer: IdempotentProducer, consumer: GroupConsumer) -> None:
+    def __init__(self, producer: SharedProducer, consumer: InputConsumer) -> None:
         self._producer, self._consumer = producer, consumer
 
     async def start(self) -> None:

@@ -1,9 +1,10 @@
-"""When and how a partition's state is snapshotted: every N events or T seconds, in the background.
+"""How a partition's state is snapshotted: the schedule (every N events or T seconds) and the
+background write.
 
 The state is encoded on the event loop (it must be consistent with `next_offset`); the
 bytes are written by a worker thread, one write at a time per partition, so the fold keeps
-going while storage is slow. Only durable states are snapshotted: the caller passes the
-offset up to which everything is committed.
+going while storage is slow. Whether a snapshot is taken now is decided in one place,
+`CommitCycle.snapshot_if_due` (due, no write in flight, fold equal to the committed state).
 """
 
 from __future__ import annotations
@@ -42,24 +43,28 @@ class SnapshotScheduler:
     def count(self, events: int) -> None:
         self._since_events += events
 
-    def due(self, next_offset: int) -> bool:
-        if next_offset == self.last_offset or (self._since_events == 0 and self.last_offset is not None):
+    def due(self, next_offset: int, final: bool = False) -> bool:
+        """Every N events or T seconds (when something changed); `final`: whenever the state at
+        `next_offset` is not yet the newest snapshot."""
+        if next_offset == self.last_offset:
+            return False
+        if final:
+            return True
+        if self._since_events == 0 and self.last_offset is not None:
             return False
         return self._since_events >= self.every or self._clock() - self._last_time >= self.interval_s
 
+    @property
+    def writing(self) -> bool:
+        return self._inflight is not None and not self._inflight.done()
+
     def start(self, fold: Fold, next_offset: int) -> bool:
         """Encode now and write in the background; False while the previous write is still running."""
-        if self._inflight is not None and not self._inflight.done():
+        if self.writing:
             return False
         data = self._encode(fold, next_offset)
         self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset))
         return True
-
-    async def write_now(self, fold: Fold, next_offset: int) -> None:
-        """The final snapshot (revocation, shutdown): wait for it."""
-        await self.wait()
-        if next_offset != self.last_offset:
-            await self._write(self._encode(fold, next_offset), next_offset)
 
     async def wait(self) -> None:
         if self._inflight is not None:

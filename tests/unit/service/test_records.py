@@ -9,11 +9,15 @@ from pathlib import PosixPath
 from types import SimpleNamespace
 
 from events.codec import decode_event
-from events.outputs import CheckpointsMissing, OutputEnvelope, envelope, output_id
-from events.outputs import encode_json as reference_json
+from events.envelope import deletion_completed_event, encode_json, envelope, output_id
+from events.outputs import CheckpointsMissing, OutputEnvelope
 from events.rejections import Reason, Rejection
+from processor.core.fold import Fold
 from processor.core.outputs import Output
-from processor.kafka.records import PartitionId
+from processor.core.state import FoldSettings
+from processor.kafka.records import OutRecord, PartitionId
+from processor.service.batch import BatchFolder
+from processor.service.harness import workload
 from processor.service.records import (
     H_MESSAGE,
     H_OFFSET,
@@ -23,9 +27,8 @@ from processor.service.records import (
     H_TOPIC,
     RecordFactory,
     TopicNames,
-    deletion_completed_event,
-    encode_json,
 )
+from tests.unit.service.test_batch import records as input_records
 
 NAMES = TopicNames("in", "ckpt", "val", "wm", "state", "dlq")
 FACTORY = RecordFactory(NAMES, PartitionId("in", 2))
@@ -42,9 +45,7 @@ def test_outputs_are_routed_and_enveloped_with_replay_stable_ids() -> None:
     assert [r.topic for r in records] == ["ckpt", "val", "wm"]
     assert all(r.key == b'run-"1"' for r in records)
     for record, (seq, out) in zip([records[0], records[1], records[2]], enumerate(outs), strict=False):
-        assert json.loads(record.value) == json.loads(
-            reference_json(envelope(out.type, 'run-"1"', out.data, output_id("in", 2, 41, seq)))
-        )
+        assert record.value == encode_json(envelope(out.type, 'run-"1"', out.data, output_id("in", 2, 41, seq)))
         parsed = OutputEnvelope.model_validate_json(record.value)
         assert parsed.id == f"ckptlog:in:2:41:{seq}" and parsed.name == out.type
 
@@ -130,3 +131,36 @@ def test_fast_encoding_falls_back_to_literals_for_null_and_non_finite_values() -
     FACTORY.outputs("r", 1, [Output("warning", {"metrics": {"loss": -math.inf}, "step": 2})], records)
     assert b'"data":{"metrics":{"loss":-Infinity},"step":2}}' in records[0].value
     assert encode_json({"p": PosixPath("/a")}) == b'{"p":"/a"}'  # a type only pydantic-core knows
+
+
+def _enveloped(value: bytes) -> bytes:
+    """`value` parsed and rebuilt with `envelope()` (checking its key order), then encoded with the one encoder."""
+    parsed = json.loads(value)
+    name, version = parsed["type"].removeprefix("ckptlog.").rsplit(".v", 1)
+    rebuilt = envelope(name, parsed["subject"], parsed["data"], parsed["id"], version=int(version))
+    assert list(parsed) == list(rebuilt)
+    return encode_json(rebuilt)
+
+
+def test_every_record_the_factory_builds_is_the_one_encoder_applied_to_the_envelope() -> None:
+    """Fold outputs, completions and restore-time outputs all come from the one builder: each record's
+    value is exactly `encode_json(envelope(...))`, also for run ids and topics holding `null` (which
+    send the whole envelope down the exact path) and metrics with NaN, None and large exponents."""
+    odd = ["run-0", 'null-run "q"\\é', "r\u2028"]
+    for topic in ("in", "nullable"):
+        factory = RecordFactory(TopicNames(topic, "c", "v", "w", "s", "d"), PartitionId(topic, 1))
+        folder = BatchFolder(Fold(FoldSettings()), factory, 1 << 20, 64)
+        lines = workload("file:///r", runs=3, reports=60, keep=1, validation_share=0.3)
+        subject = b'"subject":' + json.dumps(odd[1], ensure_ascii=False).encode()
+        lines = [line.replace(b'"subject":"run-1"', subject) for line in lines]
+        built: list[OutRecord] = folder.fold_records(input_records(lines), 0).records
+        for run_id in odd:
+            factory.outputs(run_id, 7, [Output("warning", {"m": {"a": math.nan, "b": None, "c": 1e16}})], built)
+            factory.outputs(run_id, 8, [Output("watermark", {"big": 1e300, "small": 1e-7})], built)
+            built.append(factory.deletion_completed(run_id, ["file:///r/a", "file:///r/null"]))
+            built.append(factory.checkpoints_missing(run_id, ["file:///r/b"], 3))
+        enveloped = [r for r in built if r.topic in ("c", "v", "w", topic)]
+        assert len(enveloped) > 100 and any(odd[1].encode() == r.key for r in enveloped)
+        for record in enveloped:
+            assert record.value is not None
+            assert record.value == _enveloped(record.value), record.value

@@ -1,0 +1,149 @@
+"""CommitCycle through PartitionTask, with commits held open: the order of the five steps, the
+pipelining, and the one decision to snapshot (only ever the committed prefix of the log)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from processor.core.fold import Fold
+from processor.core.snapshot import Snapshot, encode
+from processor.core.state import FoldSettings
+from processor.kafka.records import OutRecord, PartitionId
+from processor.service.batch import BatchFolder
+from processor.service.harness import workload
+from processor.service.partition import PartitionTask
+from processor.service.records import RecordFactory, TopicNames
+from processor.service.restore import Restored
+from processor.service.snapshotting import SnapshotScheduler
+from processor.storage.snapshots import SnapshotStore
+from tests.unit.service.test_batch import records
+from tests.unit.service.test_partition import Deleter
+
+PID = PartitionId("in", 0)
+LINES = workload("file:///nowhere/r", runs=2, reports=60, keep=1, validation_share=0.0)
+NAMES = TopicNames("in", "c", "v", "w", "s", "d")
+
+
+class HeldPublisher:
+    """Each commit waits until the test releases it."""
+
+    def __init__(self) -> None:
+        self.gates: list[asyncio.Event] = []
+        self.commits: list[dict[PartitionId, int]] = []
+
+    async def start(self) -> None:
+        return None
+
+    async def commit(self, out: Sequence[OutRecord], offsets: dict[PartitionId, int]) -> None:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        self.commits.append(dict(offsets))
+
+    async def close(self) -> None:
+        return None
+
+
+class RecordingStore(SnapshotStore):
+    """Keeps every snapshot written; `hold` makes writes wait."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(str(tmp_path / "snaps"), PID.topic, PID.partition)
+        self.written: list[tuple[int, bytes]] = []
+        self.hold: asyncio.Event | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes, next_offset: int) -> str:
+        if self.hold is not None:  # a worker thread: wait for the loop's event
+            asyncio.run_coroutine_threadsafe(self.hold.wait(), self.loop).result()
+        self.written.append((next_offset, data))
+        return super().write(data, next_offset)
+
+
+def task_with(tmp_path: Path, every: int) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
+    fold, store = Fold(FoldSettings()), RecordingStore(tmp_path)
+    publisher, deleter = HeldPublisher(), Deleter()
+    folder = BatchFolder(fold, RecordFactory(NAMES, PID), 1 << 20, 64)
+    snapshots = SnapshotScheduler(PID, store, every, 3600, None)
+    task = PartitionTask(PID, Restored(fold, 0, 0, None), publisher, folder, snapshots, deleter)
+    task.catch_up()
+    return task, publisher, deleter, store
+
+
+def committed_prefix(offset: int) -> bytes:
+    """The snapshot of a fold that applied exactly LINES[:offset]."""
+    fold = Fold(FoldSettings())
+    BatchFolder(fold, RecordFactory(NAMES, PID), 1 << 20, 64).fold_records(records(LINES[:offset]), 0)
+    return encode(Snapshot(PID.topic, PID.partition, offset, fold.settings, fold.runs))
+
+
+async def turn() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_the_next_batch_folds_while_one_commits_and_deletions_wait_for_the_commit(tmp_path: Path) -> None:
+    task, publisher, deleter, _ = task_with(tmp_path, every=10_000)
+    await task.process(records(LINES[:10]))  # folded; its commit is held open
+    second = asyncio.create_task(task.process(records(LINES[10:20], start=10)))
+    await turn()
+    assert task.folded_offset == 20 and task.next_offset == 0  # folded ahead while the first commits
+    assert len(publisher.gates) == 1 and not deleter.submitted  # one transaction at a time; nothing deleted
+    publisher.gates[0].set()
+    await turn()
+    assert task.next_offset == 10 and deleter.submitted  # step 4 follows step 3
+    submitted = len(deleter.submitted)
+    await second
+    assert len(publisher.gates) == 2 and len(deleter.submitted) == submitted  # the second is not yet durable
+    publisher.gates[1].set()
+    assert await task.wait_committed() and publisher.commits == [{PID: 10}, {PID: 20}]
+
+
+async def test_snapshots_hold_exactly_the_committed_prefix(tmp_path: Path) -> None:
+    task, publisher, _, store = task_with(tmp_path, every=5)
+    await task.process(records(LINES[:10]))
+    second = asyncio.create_task(task.process(records(LINES[10:20], start=10)))
+    await turn()
+    publisher.gates[0].set()  # 10 committed and due, but the fold is already at 20: no snapshot at 10
+    await second
+    publisher.gates[1].set()
+    await task.wait_committed()  # 20 committed, fold at 20: the commit's step 5 takes it
+    await task.snapshots.wait()
+    assert [offset for offset, _ in store.written] == [20]
+    third = asyncio.create_task(task.process(records(LINES[20:25], start=20)))
+    await turn()
+    publisher.gates[2].set()
+    await third
+    await task.close(graceful=True)  # the final snapshot
+    assert [offset for offset, _ in store.written] == [20, 25]
+    for offset, data in store.written:
+        assert data == committed_prefix(offset)
+
+
+async def test_a_due_snapshot_with_a_write_in_flight_does_not_stall_the_pipeline(tmp_path: Path) -> None:
+    task, publisher, _, store = task_with(tmp_path, every=5)
+    store.hold = asyncio.Event()
+    await task.process(records(LINES[:10]))
+    await turn()
+    publisher.gates[0].set()  # 10 committed: the commit's step 5 starts a snapshot, whose write is held
+    await turn()
+    await task.process(records(LINES[10:20], start=10))
+    await turn()
+    publisher.gates[1].set()  # 20 committed: due again, but a write is in flight
+    await turn()
+    await task.process(records(LINES[20:30], start=20))  # its commit stays open
+    assert task.snapshots.writing and task.snapshots.due(task.next_offset) and task.next_offset == 20
+    fourth = asyncio.create_task(task.process(records(LINES[30:40], start=30)))
+    await turn()
+    assert task.folded_offset == 40  # folded while 30 commits: no draining for a snapshot it could not take
+    store.hold.set()
+    publisher.gates[2].set()
+    await fourth
+    await turn()
+    publisher.gates[3].set()
+    await task.close(graceful=True)
+    assert store.written[0][0] == 10 and store.written[-1][0] == 40
+    for offset, data in store.written:
+        assert data == committed_prefix(offset)

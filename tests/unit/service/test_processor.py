@@ -1,0 +1,158 @@
+"""`Processor` driven end to end without a broker: in-memory fakes of its Kafka clients and deleter
+(tests/unit/service/fakes.py), real snapshot storage (tmp_path) and the real fold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from processor.kafka.records import OutRecord, PartitionId
+from processor.service.harness import expected_views, workload
+from processor.service.processor import Processor
+from processor.service.settings import ServiceSettings, load_settings
+from processor.storage.snapshots import SnapshotStore
+from tests.unit.service.fakes import FakeDeleter, FakeKafka
+
+INPUT = "ckptlog.events"
+P0, P1 = PartitionId(INPUT, 0), PartitionId(INPUT, 1)
+LINES = workload("file:///nowhere/r", runs=6, reports=300, keep=1, validation_share=0.2, seed=3)
+
+
+def settings(tmp_path: Path, **overrides: Any) -> ServiceSettings:
+    return load_settings(
+        None,
+        bootstrap_servers="unused:9092",
+        snapshots=(tmp_path / "snaps").as_uri(),
+        storage_root="file:///nowhere",
+        topic_partitions=2,
+        snapshot_every=40,
+        max_batch_records=25,
+        poll_timeout_ms=5,
+        **overrides,
+    )
+
+
+def partition_of(line: bytes) -> int:
+    return zlib.crc32(json.loads(line)["subject"].encode()) % 2
+
+
+def produce(kafka: FakeKafka, lines: list[bytes]) -> None:
+    kafka.logs.setdefault(INPUT, [[], []])
+    kafka.append(OutRecord(INPUT, json.loads(line)["subject"].encode(), line) for line in lines)
+
+
+def views(kafka: FakeKafka) -> dict[str, Any]:
+    latest: dict[str, Any] = {}
+    for log in kafka.logs["ckptlog.state"]:
+        for record in log:
+            latest[(record.key or b"").decode()] = json.loads(record.value or b"null")
+    return dict(sorted(latest.items()))
+
+
+async def until(condition: Callable[[], bool], run: asyncio.Task[None], timeout: float = 20.0) -> None:
+    """Wait for `condition`; it must then still hold a moment later (completions flow back meanwhile)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    held = 0
+    while held < 3:
+        if run.done():
+            run.result()
+            raise AssertionError("the processor stopped")
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        held = held + 1 if condition() else 0
+        await asyncio.sleep(0.05)
+
+
+def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(kafka.committed.get(pid) == kafka.end(pid) for pid in processor.assignment) and all(
+            t.usable and not t.cycle.in_flight for t in processor.tasks.values()
+        )
+
+    return check
+
+
+def snapshots(tmp_path: Path, pid: PartitionId) -> list[int]:
+    return SnapshotStore((tmp_path / "snaps").as_uri(), pid.topic, pid.partition).list_offsets()
+
+
+async def test_assign_fold_commit_fail_rebuild_fence_rejoin_revoke_stop(tmp_path: Path) -> None:
+    kafka, deleters = FakeKafka(), []
+
+    def deleter(**kwargs: Any) -> FakeDeleter:
+        deleters.append(FakeDeleter(kafka, kwargs["on_done"]))
+        return deleters[-1]
+
+    config = settings(tmp_path)
+    first, second, third = LINES[:220], LINES[220:300], LINES[300:]
+    assert {partition_of(line) for line in third} == {0, 1}
+    produce(kafka, first)
+    processor = Processor(config, clients=kafka, deleter_factory=deleter)
+    run = asyncio.create_task(processor.run())
+    await asyncio.wait_for(processor.ready.wait(), 5)
+    assert processor.assignment == [P0, P1]
+
+    # assignment -> restore -> batches folded and committed, in order
+    await until(settled(kafka, processor), run)
+    assert views(kafka) == expected_views(first, config)
+    for pid in (P0, P1):
+        offsets = [o for p, o in kafka.commits if p == pid and o is not None]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == kafka.end(pid)
+        assert snapshots(tmp_path, pid) and set(snapshots(tmp_path, pid)) <= set(offsets)  # committed states only
+    (deletions,) = deleters
+    assert deletions.submitted and not deletions.premature  # handed over only once durable
+    assert any(v.get("type") == "ckptlog.deletion_completed.v2" for v in kafka.values(INPUT))  # folded back
+
+    # a failed commit: the task breaks, nothing of that batch is deleted, the partition is rebuilt
+    kafka.fail_commits[P0] = 1
+    produce(kafka, second)
+    await until(lambda: processor.rebuilds == 1 and settled(kafka, processor)(), run)
+    assert views(kafka) == expected_views(first + second, config)
+    assert not deletions.premature and processor.rejoins == 0
+
+    # fenced: another instance's producer took P1's transactional id -> drop every task, rejoin, restore
+    kafka.epochs[P1] += 1
+    produce(kafka, third)
+    await until(lambda: processor.rejoins == 1 and settled(kafka, processor)(), run)
+    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, config)
+    assert not deletions.premature
+
+    # revocation: P1 goes to another instance -> its task closes with a final snapshot
+    kafka.assignable = [P0]
+    kafka.consumers[0].rejoin()
+    await until(lambda: processor.assignment == [P0] and settled(kafka, processor)(), run)
+    assert snapshots(tmp_path, P1)[-1] == kafka.committed[P1]
+
+    # stop: commit, final snapshot, every client stopped
+    processor.stop()
+    await asyncio.wait_for(run, 5)
+    assert snapshots(tmp_path, P0)[-1] == kafka.committed[P0] == kafka.end(P0)
+    assert all(p.stopped for p in kafka.producers) and kafka.consumers[0].stopped and deletions.closed
+    assert processor.stats().consumed > len(LINES)  # the events plus the completions written back
+
+
+async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_the_snapshot(tmp_path: Path) -> None:
+    kafka = FakeKafka()
+    config = settings(tmp_path, guarantee="at_least_once")
+    produce(kafka, LINES[:120])
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    assert views(kafka) == expected_views(LINES[:120], config) and not kafka.commits  # no transactions
+    processor.stop()
+    await run
+    published = sum(len(log) for log in kafka.logs["ckptlog.checkpoints"])
+
+    produce(kafka, LINES[120:])
+    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(again.run())
+    await until(settled(kafka, again), run)
+    assert views(kafka) == expected_views(LINES, config)
+    ids = [v["id"] for v in kafka.values("ckptlog.checkpoints") if str(v["id"]).count(":") == 4]
+    assert len(ids) == len(set(ids))  # resumed after the snapshot and the committed offsets: nothing twice
+    assert sum(len(log) for log in kafka.logs["ckptlog.checkpoints"]) > published
+    again.stop()
+    await run
