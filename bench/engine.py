@@ -132,7 +132,7 @@ async def run_task(
 
     def on_done(keys: Sequence[tuple[str, str]]) -> None:
         if not args.no_foldback:
-            completions.extend(tasks[0].deletions_done(keys))
+            completions.extend(tasks[0].deletions_settled(keys))
 
     deleter: Any = (
         NullDeleter()

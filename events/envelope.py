@@ -18,7 +18,7 @@ import pydantic_core
 
 PROCESSOR_SOURCE = "ckptlog/processor"
 DELETION_COMPLETED = "deletion_completed"
-DELETION_COMPLETED_VERSION = 2
+DELETION_COMPLETED_VERSION = 3
 
 _fast_json = msgspec.json.Encoder().encode
 _exact_json = partial(pydantic_core.to_json, inf_nan_mode="constants")
@@ -69,18 +69,33 @@ def envelope(
     }
 
 
-def deletion_completed_id(run_id: str, paths: Sequence[str]) -> str:
-    """A digest of the paths: a retried send of the same confirmations is a duplicate."""
-    digest = hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:32]
+Settled = Sequence[tuple[str, int]]
+"""(path, eviction number) of evictions confirmed gone."""
+Refused = Sequence[tuple[str, int, str]]
+"""(path, eviction number, why) of evictions the deleter would not carry out."""
+
+
+def deletion_completed_id(run_id: str, deleted: Settled, refused: Refused = ()) -> str:
+    """A digest of the evictions it settles: a retried send of the same confirmations is a
+    duplicate, while a path deleted again after it was reused (another eviction) is not."""
+    entries = sorted([f"{path}\x00{eviction}" for path, eviction in deleted])
+    entries += sorted(f"{path}\x00{eviction}\x00refused" for path, eviction, _ in refused)
+    digest = hashlib.sha256("\n".join(entries).encode()).hexdigest()[:32]
     return f"deleted:{run_id}:{digest}"
 
 
-def deletion_completed_event(run_id: str, paths: Sequence[str]) -> dict[str, Any]:
-    """The internal `ckptlog.deletion_completed.v2` input event confirming that `paths` are gone."""
-    data = {"checkpoint_paths": list(paths)}
-    return envelope(
-        DELETION_COMPLETED, run_id, data, deletion_completed_id(run_id, paths), version=DELETION_COMPLETED_VERSION
-    )
+def deletion_completed_data(deleted: Settled, refused: Refused = ()) -> dict[str, Any]:
+    return {
+        "deleted": [{"checkpoint_path": path, "eviction": eviction} for path, eviction in deleted],
+        "refused": [{"checkpoint_path": p, "eviction": eviction, "reason": why} for p, eviction, why in refused],
+    }
+
+
+def deletion_completed_event(run_id: str, deleted: Settled, refused: Refused = ()) -> dict[str, Any]:
+    """The internal `ckptlog.deletion_completed.v3` input event settling evictions of one run."""
+    data = deletion_completed_data(deleted, refused)
+    event_id = deletion_completed_id(run_id, deleted, refused)
+    return envelope(DELETION_COMPLETED, run_id, data, event_id, version=DELETION_COMPLETED_VERSION)
 
 
 _ID = b'{"specversion":"1.0","id":'

@@ -64,6 +64,13 @@ def replay_command(
         with cli_errors():
             results = asyncio.run(rebuild(settings, bootstrap, snapshots, from_snapshot, progress))
     for r in results:
+        if r.url is None:
+            typer.echo(
+                f"{r.pid}: no snapshot: group {settings.group_id} has no committed offset there, so the processor "
+                "folds it from the log start and publishes every output"
+            )
+            continue
         typer.echo(
-            f"{r.pid}: {r.events} events from offset {r.start} -> snapshot at {r.next_offset} ({r.runs} runs): {r.url}"
+            f"{r.pid}: {r.events} events from offset {r.start} -> snapshot at {r.next_offset} (the group's committed "
+            f"offset; {r.runs} runs): {r.url}"
         )

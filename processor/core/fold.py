@@ -92,11 +92,20 @@ class Fold:
                 seen, event_id = run.seen, event.id
                 seen.append(event_id)
                 run.seen_set.add(event_id)
+                forgotten = []
                 while len(seen) > self._window:
-                    run.seen_set.discard(seen.popleft())
+                    forgotten.append(seen.popleft())
+                    run.seen_set.discard(forgotten[-1])
+                journal.push((undo.SEEN, run, event_id, forgotten))
             if effects.outputs and not self.emit:  # the rare events build theirs anyway
                 return _new(Effects, ((), effects.deletions, None, False))
         return effects
+
+    def rollback_last(self) -> None:
+        """Undo the last `apply` (its journal is kept until the next one): for a caller whose own
+        work on the event's effects failed, so the event is all or nothing end to end."""
+        self.journal.rollback()
+        self.journal.begin(None)
 
     def owed(self) -> list[Deletion]:
         """Every eviction whose deletion is not settled yet, per run in eviction order: what a

@@ -29,6 +29,7 @@ DROPPED = 3  # (DROPPED, record): removed from the kept list
 FIELDS = 4  # (FIELDS, record, status, metrics, sort_key): a record's mutable fields before
 RUN = 5  # (RUN, runs, run_id, run or None): the run object runs[run_id] was
 CALL = 6  # (CALL, function, argument): call to undo (e.g. a registry entry)
+SEEN = 7  # (SEEN, run, event id, ids forgotten): the dedup window remembered the id
 
 _Scalars = tuple[int, int, int, Any, int]
 
@@ -75,6 +76,8 @@ class Journal:
                     runs[run_id] = before
             elif kind == CALL:
                 entry[1](entry[2])
+            elif kind == SEEN:
+                _forget(*entry[1:])
         if run is None or self.saved is None:
             return
         run.report_count, run.index_in_generation, run.generation, run.latest, run.evictions = self.saved
@@ -83,6 +86,15 @@ class Journal:
         run.pending = dict(sorted(run.pending.items(), key=lambda item: item[1].report_index))
         run.outstanding = dict(sorted(run.outstanding.items(), key=lambda item: item[1].eviction))
         run.rebuild_nesting()
+
+
+def _forget(run: RunState, event_id: str, forgotten: list[str]) -> None:
+    """Undo the dedup window's update: drop the id, take back the ids it pushed out."""
+    if run.seen and run.seen[-1] == event_id:
+        run.seen.pop()
+        run.seen_set.discard(event_id)
+    run.seen.extendleft(reversed(forgotten))
+    run.seen_set.update(forgotten)
 
 
 def _undo_kept(checkpoints: SortedRecords, kind: int, record: Any) -> bool:

@@ -149,3 +149,29 @@ def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
     del run.outstanding[key]
     run.nesting.discard(key)
     return True
+
+
+def deletion_problem(run: RunState | None, path: str) -> str | None:
+    """Why the run's current state does not owe deleting `path` now, or None (SPEC §9: the
+    deleter asks immediately before it deletes). Owed means outstanding, not kept again, and
+    nesting with no other live path — the fold refuses nesting, but a state restored from an
+    older build's snapshot may hold it, and a deletion removes a whole tree."""
+    if run is None:
+        return "the run is not in this partition's state"
+    try:
+        key = path if run.is_own_key(path) else normalize(path)
+    except UnsafePath as exc:
+        return f"unsafe path: {exc}"
+    if key in run.by_key:
+        return "it is live again (reported after its eviction)"
+    if key not in run.outstanding:
+        return "the run no longer owes this deletion (already settled)"
+    if key in run.nesting.below:
+        below = next((k for k in run.live_keys() if k.startswith(key + "/")), key + "/…")
+        return f"the live checkpoint {below} lies inside it"
+    at = key.find("/", run.nesting.start)
+    while at > run.nesting.start:
+        if run.is_live(key[:at]):
+            return f"it lies inside the live checkpoint {key[:at]}"
+        at = key.find("/", at + 1)
+    return None

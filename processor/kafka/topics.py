@@ -128,6 +128,19 @@ async def topic_partitions(conn: KafkaConnection, topic: str) -> int:
     return counts[topic]
 
 
+async def committed_offsets(conn: KafkaConnection, group_id: str, topic: str, partitions: int) -> dict[int, int]:
+    """The consumer group's committed offset per partition of `topic` (partitions with none left out)."""
+    async with admin_client(conn) as admin:
+        with map_kafka_errors(
+            f"reading the committed offsets of group {group_id} on {topic} failed",
+            "check that the broker is reachable and this principal may describe the group",
+        ):
+            found = await admin.list_consumer_group_offsets(
+                group_id, partitions=[TopicPartition(topic, p) for p in range(partitions)]
+            )
+    return {tp.partition: int(meta.offset) for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
+
+
 async def delete_prefix(conn: KafkaConnection, topic: str, partition: int, before_offset: int) -> int:
     """Delete records below `before_offset` (admin DeleteRecords); returns the new log start offset."""
     async with admin_client(conn) as admin:

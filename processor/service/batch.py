@@ -15,6 +15,7 @@ from events.decoded import DecodedEvent
 from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
+from processor.core.rejections import internal_error
 from processor.core.view import run_view
 from processor.kafka.records import InputRecord, OutRecord
 from processor.service.records import RecordFactory
@@ -77,8 +78,14 @@ class BatchFolder:
             applied += 1
             if live:
                 if effects.outputs:
-                    subject = event.subject
-                    factory.outputs(subject, offset, effects.outputs, out)
+                    subject, mark = event.subject, len(out)
+                    try:
+                        factory.outputs(subject, offset, effects.outputs, out)
+                    except Exception as exc:  # the outputs cannot be written: the event is not applied either
+                        del out[mark:]
+                        applied -= 1
+                        self._unapply(batch, record, event, exc, live)
+                        continue
                     changed[subject] = None
                 if effects.deletions:
                     deletions.extend(effects.deletions)
@@ -87,6 +94,11 @@ class BatchFolder:
         for run_id in changed:
             out.append(factory.view(run_id, run_view(runs[run_id])))
         return batch
+
+    def _unapply(self, batch: Batch, record: InputRecord, event: DecodedEvent, exc: Exception, live: bool) -> None:
+        """Roll the fold back over an event whose outputs failed, and dead-letter it (SPEC §7)."""
+        self.fold.rollback_last()
+        self._reject(batch, record, internal_error(event.subject, event.type, exc), "fold", live)
 
     def _reject(self, batch: Batch, record: InputRecord, rejection: Rejection, stage: str, live: bool) -> None:
         batch.rejected += 1

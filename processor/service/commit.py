@@ -111,7 +111,15 @@ class CommitCycle:
             return
         started = time.perf_counter()
         self._last_batch = time.monotonic()
-        batch = self._fold(records)  # 1
+        try:
+            batch = self._fold(records)  # 1
+        except Exception as exc:  # a fault outside the fold's own all-or-nothing: never snapshot this state
+            log.exception("event=fold_failed partition=%s first=%d", self.pid, records[0].offset)
+            self.broken = ServiceError(
+                f"{self.pid}: folding offsets {records[0].offset}..{records[-1].offset} raised {exc!r}; the "
+                "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
+            )
+            return
         self.folded_offset = next_offset = records[-1].offset + 1
         out = batch.records  # 2
         if self.extra:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
 from processor.core.fold import Fold
+from processor.core.lifecycle import deletion_problem
 from processor.core.outputs import Deletion
+from processor.core.paths import UnsafePath, normalize
 from processor.errors import CkptlogError
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import BatchFolder
@@ -42,7 +42,13 @@ COMPLETED_PER_EVENT = 200
 """Paths per deletion_completed event: one event per run per Deleter job (≤ 100 paths) in
 practice; the cap keeps an event far below the payload limit for long paths too."""
 
-_path_of = itemgetter(1)
+
+def _canonical(path: str) -> str:
+    try:
+        return normalize(path)
+    except UnsafePath:
+        return path
+
 
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
 """(pid, expected offset, first offset received): raises when the log lost the records between."""
@@ -66,6 +72,8 @@ class PartitionTask:
         self.folder, self.publisher, self.snapshots = folder, publisher, snapshots
         self.lock = asyncio.Lock()
         self._check: asyncio.Task[None] | None = None
+        self._redrive_at: int | None = restored.log_end  # None once the owed deletions are re-driven
+        self._redriving: asyncio.Task[None] | None = None
 
     # -- the cycle's state, as the processor, the tests and the benchmarks read it ----------------
 
@@ -150,18 +158,38 @@ class PartitionTask:
         async with self.lock:
             if not await self.cycle.settle() or not self.usable:
                 return
-            if not self.caught_up and await position(self.pid) >= self.publish_from:
+            reached = await position(self.pid)
+            if not self.caught_up and reached >= self.publish_from:
                 self.catch_up()
+            self._maybe_redrive(max(reached, self.cycle.folded_offset))
             await self.cycle.flush_extra(IDLE_FLUSH_S)
             await self.cycle.snapshot_if_due()
 
     # -- after a restore --------------------------------------------------------------------------
 
     def catch_up(self) -> None:
-        """State now equals everything durable: resubmit outstanding deletions and check kept
-        checkpoints, both in the background so a large backlog never delays processing."""
+        """State now equals everything durable: check the kept checkpoints, in the background so a
+        large state never delays processing. (The deletions owed wait for `_maybe_redrive`.)"""
         self.cycle.caught_up = True
-        outstanding = [d for d in self.fold.owed() if d.root]
+        kept = {
+            run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
+        }
+        log.info("event=caught_up partition=%s offset=%d runs=%d", self.pid, self.publish_from, len(self.fold.runs))
+        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
+
+    def _maybe_redrive(self, reached: int) -> None:
+        """Once the fold has read what the log held at restore, hand the deletions the state still
+        owes to the deleter (SPEC §9). Not sooner: a path evicted before the crash may have been
+        settled and reported again since — only the log says so — and the deleter's re-check can
+        only see what the fold has read. And only while the fold holds exactly the durable state,
+        so that no eviction still waiting for its commit is handed over."""
+        cycle = self.cycle
+        if self._redrive_at is None or reached < self._redrive_at or not self.caught_up or not self.usable:
+            return
+        if cycle.in_flight or cycle.folded_offset != cycle.next_offset:
+            return  # only evictions that are durable may be deleted: wait until nothing awaits its commit
+        self._redrive_at = None
+        owed = [d for d in self.fold.owed() if d.root]
         for run in self.fold.runs.values():
             if run.storage_root is None and run.outstanding:
                 log.error(
@@ -170,26 +198,16 @@ class PartitionTask:
                     run.run_id,
                     len(run.outstanding),
                 )
-        kept = {
-            run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
-        }
-        log.info(
-            "event=caught_up partition=%s offset=%d runs=%d outstanding_deletions=%d",
-            self.pid,
-            self.publish_from,
-            len(self.fold.runs),
-            len(outstanding),
-        )
-        self._check = asyncio.get_running_loop().create_task(self._after_restore(outstanding, kept))
+        log.info("event=redrive partition=%s at=%d outstanding_deletions=%d", self.pid, reached, len(owed))
+        self._redriving = asyncio.get_running_loop().create_task(self._redrive(owed))
 
-    async def _after_restore(self, outstanding: list[Deletion], kept: dict[str, list[str]]) -> None:
-        for start in range(0, len(outstanding), RESUBMIT_CHUNK):
+    async def _redrive(self, owed: list[Deletion]) -> None:
+        for start in range(0, len(owed), RESUBMIT_CHUNK):
             if start:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
             if not self.usable:
                 return
-            self.deleter.submit_many(outstanding[start : start + RESUBMIT_CHUNK])
-        await self._check_kept(kept, self.publish_from)
+            self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK])
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
         missing = await find_missing(kept, self._options)
@@ -206,21 +224,39 @@ class PartitionTask:
             )
             self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
 
-    def deletions_done(self, done: Iterable[tuple[str, str]]) -> list[OutRecord]:
-        """The completion events to write back for confirmed (run id, path) deletions of this partition's
-        runs; none once the task is closed (the next owner resubmits what is still outstanding)."""
+    def deletions_settled(
+        self, done: Iterable[tuple[str, str]], refused: Iterable[tuple[tuple[str, str], str]] = ()
+    ) -> list[OutRecord]:
+        """The completion events to write back for settled deletions of this partition's runs:
+        (run id, path) keys confirmed gone (`done`) or refused by the deleter (`refused`, with why).
+        Each names the eviction the run's state owes for the path (SPEC §9: a confirmed deletion is
+        a fact about one eviction). None once the task is closed: the next owner re-drives what is
+        still outstanding."""
         if not self.usable:
             return []
-        runs, completed = self.fold.runs, self.folder.factory.deletion_completed
-        by_run: dict[str, list[str]] = {}
-        for run_id, keys in groupby(done, run_of):  # keys come grouped by run: move them in slices
-            if run_id in runs:
-                by_run.setdefault(run_id, []).extend(map(_path_of, keys))
+        by_run: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int, str]]]] = {}
+        for (run_id, path), why in [*((key, None) for key in done), *refused]:
+            run = self.fold.runs.get(run_id)
+            evicted = None if run is None else run.outstanding.get(path if run.is_own_key(path) else _canonical(path))
+            if evicted is None:
+                continue  # not this partition's run, or settled meanwhile (a retried confirmation)
+            deleted, refusals = by_run.setdefault(run_id, ([], []))
+            if why is None:
+                deleted.append((path, evicted.eviction))
+            else:
+                refusals.append((path, evicted.eviction, why))
+        completed = self.folder.factory.deletion_completed
         return [
-            completed(run_id, paths[at : at + COMPLETED_PER_EVENT])
-            for run_id, paths in by_run.items()
-            for at in range(0, len(paths), COMPLETED_PER_EVENT)
+            completed(run_id, deleted[at : at + COMPLETED_PER_EVENT], refusals[at : at + COMPLETED_PER_EVENT])
+            for run_id, (deleted, refusals) in by_run.items()
+            for at in range(0, max(len(deleted), len(refusals)), COMPLETED_PER_EVENT)
         ]
+
+    def still_owed(self, run_id: str, path: str) -> str | None:
+        """Why this partition's current state does not owe deleting `path` now (None: it does)."""
+        if not self.usable:
+            return f"{self.pid} is closed here; its next owner re-drives what is still owed"
+        return deletion_problem(self.fold.runs.get(run_id), path)
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs
@@ -230,8 +266,9 @@ class PartitionTask:
         if self.closed:
             return
         async with self.lock:
-            if self._check is not None:
-                self._check.cancel()
+            for background in (self._check, self._redriving):
+                if background is not None:
+                    background.cancel()
             await self.cycle.close(graceful)
             log.info(
                 "event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",

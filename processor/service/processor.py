@@ -27,8 +27,8 @@ from dataclasses import asdict
 from itertools import groupby
 
 from processor.broker import ensure_bootstrap
-from processor.errors import CkptlogError, OffsetOutOfRange
-from processor.kafka.errors import FencedError
+from processor.errors import CkptlogError, OffsetOutOfRange, StorageError
+from processor.kafka.errors import FencedError, KafkaIOError
 from processor.kafka.factory import BrokerClients
 from processor.kafka.producers import MAX_RECORD_BYTES
 from processor.kafka.records import InputRecord, PartitionId
@@ -51,6 +51,15 @@ log = logging.getLogger(__name__)
 MAX_REBUILDS = 5
 REBUILD_WINDOW_S = 60.0
 RETRY_FAILED_DELETIONS_S = 30.0
+REOPEN_FIRST_S, REOPEN_MAX_S = 0.5, 30.0
+"""Backoff of a partition whose restore failed for a transient reason (Kafka or storage I/O)."""
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth retrying the restore: I/O that may work next time, or another instance still holding
+    the partition's producer. Not: a snapshot or log the operator must fix (RestoreError,
+    OffsetOutOfRange, SnapshotVersionError), a bad setting, or a bug."""
+    return isinstance(error, KafkaIOError | StorageError)
 
 
 def tune_gc() -> None:
@@ -79,7 +88,8 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
 
 DeleterFactory = Callable[..., DeletionService]
 """Builds the deleter: keyword arguments outer_root, on_done (called with a batch of confirmed (run id, path)
-keys), concurrency, storage_options."""
+keys), on_refused (with (key, why) of deletions refused for good), recheck (asked for each key right before
+it is deleted: why not, or None), concurrency, storage_options."""
 
 
 class Processor:
@@ -110,6 +120,8 @@ class Processor:
         self._stopping = asyncio.Event()
         self._fatal: BaseException | None = None
         self._rebuilds: dict[PartitionId, list[float]] = {}
+        self._assigned: set[PartitionId] = set()
+        self._reopen: dict[PartitionId, tuple[int, float]] = {}  # restores to retry: (attempts, when)
         self._consumer: InputConsumer | None = None
         self._shared: SharedProducer | None = None
         self._completions: CompletionWriter | None = None
@@ -139,6 +151,8 @@ class Processor:
         self._deleter = self._deleter_factory(
             outer_root=self.settings.storage_root,
             on_done=self._deletions_done,
+            on_refused=self._deletions_refused,
+            recheck=self._still_owed,
             concurrency=self.settings.deletion_concurrency,
             storage_options=self.settings.checkpoint_storage_options,
         )
@@ -207,6 +221,10 @@ class Processor:
         return task
 
     async def _housekeeping(self, consumer: InputConsumer) -> None:
+        now = time.monotonic()
+        due = [pid for pid, (_, at) in self._reopen.items() if at <= now]
+        if due:
+            await self._open_all([pid for pid in due if pid in self._assigned and pid not in self.tasks])
         for pid, task in list(self.tasks.items()):
             if isinstance(task.broken, OffsetOutOfRange):
                 raise task.broken
@@ -242,26 +260,47 @@ class Processor:
     # -- rebalance listener --------------------------------------------------------
 
     async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
+        self._assigned.difference_update(partitions)
+        for pid in partitions:
+            self._reopen.pop(pid, None)
         owned = [p for p in partitions if p in self.tasks]
         log.info("event=partitions_revoked partitions=%s", ",".join(map(str, owned)) or "-")
         await asyncio.gather(*(self._close(pid, graceful=True) for pid in owned))
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
         log.info("event=partitions_assigned partitions=%s", ",".join(map(str, partitions)) or "-")
+        self._assigned.update(partitions)
         await self._open_all([p for p in partitions if p not in self.tasks])
         self.ready.set()
 
     async def _open_all(self, pids: Sequence[PartitionId]) -> None:
         results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
-        for pid, result in zip(pids, results, strict=False):
-            if isinstance(result, BaseException):
+        for pid, result in zip(pids, results, strict=True):
+            if isinstance(result, BaseException) and _transient(result):
+                self._retry_open(pid, result)
+            elif isinstance(result, BaseException):
                 if not isinstance(result, CkptlogError):
                     log.exception("event=open_failed partition=%s", pid, exc_info=result)
                     result = ServiceError(f"{pid}: unexpected error while restoring: {result!r}; see the log")
                 self._fatal = self._fatal or result
                 self._stopping.set()
             else:
+                self._reopen.pop(pid, None)
                 self._activate(pid, result)
+
+    def _retry_open(self, pid: PartitionId, error: BaseException) -> None:
+        """A transient failure to restore one partition: retry it with backoff while the others go on
+        (issue 13: it used to stop the whole processor). The partition stays paused meanwhile."""
+        attempts = self._reopen.get(pid, (0, 0.0))[0] + 1
+        delay = min(REOPEN_FIRST_S * 2 ** (attempts - 1), REOPEN_MAX_S)
+        self._reopen[pid] = (attempts, time.monotonic() + delay)
+        log.warning(
+            "event=restore_failed partition=%s attempt=%d retry_in_s=%.1f error=%s; the other partitions go on",
+            pid,
+            attempts,
+            delay,
+            error,
+        )
 
     async def _open(self, pid: PartitionId) -> PartitionTask:
         assert self._consumer is not None and self._deleter is not None
@@ -349,6 +388,10 @@ class Processor:
             *(self._close(pid, graceful and self.tasks[pid].broken is None) for pid in list(self.tasks))
         )
 
+    def _owner(self, run_id: str) -> PartitionTask | None:
+        """The task of the partition whose state holds the run (None: not this instance's)."""
+        return next((task for task in self.tasks.values() if task.owns(run_id)), None)
+
     def _deletions_done(self, done: Sequence[tuple[str, str]]) -> None:
         """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.
 
@@ -356,16 +399,28 @@ class Processor:
         owner is looked up once per run and the keys are moved in slices, not one by one."""
         if self._completions is None:
             return
-        owners: dict[str, PartitionId | None] = {}
-        by_task: dict[PartitionId, list[tuple[str, str]]] = {}
+        by_owner: dict[int, tuple[PartitionTask, list[tuple[str, str]]]] = {}
         for run_id, keys in groupby(done, run_of):
-            if run_id not in owners:
-                owners[run_id] = next((pid for pid, task in self.tasks.items() if task.owns(run_id)), None)
-            owner = owners[run_id]
+            owner = self._owner(run_id)
             if owner is not None:
-                by_task.setdefault(owner, []).extend(keys)
-        for pid, owned in by_task.items():
-            self._completions.extend(self.tasks[pid].deletions_done(owned))
+                by_owner.setdefault(id(owner), (owner, []))[1].extend(keys)
+        for owner, owned in by_owner.values():
+            self._completions.extend(owner.deletions_settled(owned))
+
+    def _deletions_refused(self, refused: Sequence[tuple[tuple[str, str], str]]) -> None:
+        """Deletions the deleter will never carry out (SPEC §9) are settled too, so the run's state
+        says so (a `deletion_refused` warning) instead of owing them forever."""
+        for key, why in refused:
+            owner = self._owner(key[0])
+            if owner is not None and self._completions is not None:
+                self._completions.extend(owner.deletions_settled((), [(key, why)]))
+
+    def _still_owed(self, key: tuple[str, str]) -> str | None:
+        """The deleter's last-moment re-check (SPEC §9): why not to delete now, or None."""
+        owner = self._owner(key[0])
+        if owner is None:
+            return "its partition is not owned by this instance any more (the new owner re-drives it)"
+        return owner.still_owed(*key)
 
     async def _shutdown(self) -> None:
         if self._deleter is not None and self._fatal is None:

@@ -18,6 +18,9 @@ from events.envelope import (
     DELETION_COMPLETED,
     DELETION_COMPLETED_VERSION,
     EnvelopeBuilder,
+    Refused,
+    Settled,
+    deletion_completed_data,
     deletion_completed_id,
     encode_json,
     restore_id,
@@ -77,20 +80,20 @@ class RecordFactory:
             (H_PARTITION, str(record.partition).encode()),
             (H_OFFSET, str(record.offset).encode()),
             (H_STAGE, stage.encode()),
-            (H_CLASS, f"ckptlog.{rejection.reason}".encode()),
+            (H_CLASS, (rejection.exception or f"ckptlog.{rejection.reason}").encode()),
             (H_MESSAGE, rejection.message.encode()),
             (H_REASON, str(rejection.reason).encode()),
             (H_VERSION, __version__.encode()),
         ]
         return OutRecord(self.names.dlq, record.key, record.value, tuple(headers))
 
-    def deletion_completed(self, run_id: str, paths: Sequence[str]) -> OutRecord:
-        """Written back to this input partition so the fold drops the paths from `outstanding`."""
+    def deletion_completed(self, run_id: str, deleted: Settled, refused: Refused = ()) -> OutRecord:
+        """Written back to this input partition so the fold settles these evictions."""
         value = self.envelopes.encode(
             DELETION_COMPLETED,
             run_id,
-            {"checkpoint_paths": list(paths)},
-            deletion_completed_id(run_id, paths),
+            deletion_completed_data(deleted, refused),
+            deletion_completed_id(run_id, deleted, refused),
             DELETION_COMPLETED_VERSION,
         )
         return OutRecord(self.pid.topic, run_id.encode(), value, _NO_HEADERS, self.pid.partition)

@@ -1,8 +1,14 @@
 """`ckptlog replay`: rebuild every input partition's state into a fresh snapshot set, publishing nothing.
 
 From the start of the log, or from the newest valid snapshot under `--from-snapshot URL`;
-each partition is read (read_committed) up to its end offset at the time of the call, folded
+each partition is read (read_committed) up to the processor group's committed offset, folded
 exactly as the service folds it, and written as one snapshot under `--snapshots URL`.
+
+Not further: a snapshot holds the state of exactly the committed prefix of the log (SPEC §7).
+The processor publishes the outputs of everything from the group's committed offset on, so a
+snapshot beyond it would make a restore skip them (validation requests, dead letters). A
+partition the group has no committed offset for gets no snapshot: the processor folds it from
+the log's start and publishes everything.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from dataclasses import dataclass
 from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot, decode, encode
 from processor.errors import OffsetOutOfRange
+from processor.failpoints import crash_point
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader
 from processor.kafka.records import PartitionId
-from processor.kafka.topics import topic_partitions
+from processor.kafka.topics import committed_offsets, topic_partitions
 from processor.service.batch import BatchFolder
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import check_snapshot, lost_message
@@ -33,12 +40,15 @@ Progress = Callable[[PartitionId, int, int, int], None]  # pid, position, begin,
 
 @dataclass(frozen=True, slots=True)
 class Rebuilt:
+    """One partition's new snapshot; `next_offset` and `url` None: the processor's group has no
+    committed offset there, so no snapshot was written (the processor folds it from the start)."""
+
     pid: PartitionId
     start: int
-    next_offset: int
+    next_offset: int | None
     runs: int
     events: int
-    url: str
+    url: str | None
 
 
 async def rebuild(
@@ -50,23 +60,33 @@ async def rebuild(
 ) -> list[Rebuilt]:
     conn = settings.connection(bootstrap)
     count = await topic_partitions(conn, settings.input_topic)
-    pids = [PartitionId(settings.input_topic, p) for p in range(count)]
-    return [await _rebuild_one(settings, conn, pid, out_url, from_snapshot, progress) for pid in pids]
+    committed = await committed_offsets(conn, settings.group_id, settings.input_topic, count)
+    rebuilt: list[Rebuilt] = []
+    for partition in range(count):
+        pid = PartitionId(settings.input_topic, partition)
+        if partition not in committed:
+            rebuilt.append(Rebuilt(pid, 0, None, 0, 0, None))
+            continue
+        until = committed[partition]
+        rebuilt.append(await _rebuild_one(settings, conn, pid, until, out_url, from_snapshot, progress))
+    return rebuilt
 
 
 async def _rebuild_one(
     settings: ServiceSettings,
     conn: KafkaConnection,
     pid: PartitionId,
+    until: int,
     out_url: str,
     from_snapshot: str | None,
     progress: Progress | None,
 ) -> Rebuilt:
+    """Fold offsets [start, until) of one partition and snapshot the state at `until`."""
     fold_settings = settings.fold_settings()
     fold, start, snapshot = Fold(fold_settings, emit=False), 0, None
     if from_snapshot is not None:
         source = SnapshotStore(from_snapshot, pid.topic, pid.partition)
-        snapshot = await asyncio.to_thread(source.load_latest, decode)
+        snapshot = await asyncio.to_thread(source.load_latest, decode, until)
         if snapshot is not None:
             check_snapshot(pid, snapshot, fold_settings, source.url)
             fold, start = Fold(fold_settings, snapshot.runs, emit=False), snapshot.next_offset
@@ -81,7 +101,7 @@ async def _rebuild_one(
     folder = BatchFolder(fold, RecordFactory(names, pid), settings.max_payload_bytes, settings.max_depth)
     events = 0
     async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
-        begin, end = reader.begin[pid], reader.end[pid]
+        begin, end = reader.begin[pid], min(reader.end[pid], until)
         if start < begin:
             if not settings.allow_data_loss:
                 raise OffsetOutOfRange(lost_message(pid, start, begin, from_snapshot or "(none)", snapshot))
@@ -89,11 +109,16 @@ async def _rebuild_one(
         if progress is not None:
             progress(pid, max(start, begin), begin, end)
         async for batch in reader.batches():
-            folder.fold_records(batch, NEVER)
-            events += len(batch)
-            if progress is not None:
-                progress(pid, batch[-1].offset + 1, begin, end)
-        next_offset = max(await reader.position(pid), start)
+            batch = [record for record in batch if record.offset < until]
+            if batch:
+                crash_point("replay.batch")
+                folder.fold_records(batch, NEVER)
+                events += len(batch)
+                if progress is not None:
+                    progress(pid, batch[-1].offset + 1, begin, end)
+            if not batch or batch[-1].offset + 1 >= until:
+                break
+        next_offset = max(until, start)
     store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
     data = encode(Snapshot(pid.topic, pid.partition, next_offset, fold_settings, fold.runs))
     url = await asyncio.to_thread(store.write, data, next_offset)

@@ -2,7 +2,10 @@
 
 Decides where to seek (`start`) and from which offset outputs are published again
 (`publish_from`: the group's committed offset; everything before it was published by an
-earlier owner and is only replayed into state).
+earlier owner and is only replayed into state). A snapshot ahead of the committed offset
+(`ckptlog replay` of an older build wrote them at the log end) is passed over: restoring from
+it would skip publishing the outputs between (SPEC §7). Without a committed offset nothing is
+known to be published, so the fold starts from the log's start and publishes everything.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Restored:
     start: int
     publish_from: int
     snapshot_offset: int | None
+    log_end: int = 0  # the log's end at restore: deletions owed are re-driven once folded this far
 
 
 def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> None:
@@ -70,11 +74,20 @@ def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot
 async def restore(
     pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings, allow_data_loss: bool
 ) -> Restored:
-    snapshot = await asyncio.to_thread(store.load_latest, decode)
+    committed = await offsets.committed(pid)
+    snapshot = await asyncio.to_thread(store.load_latest, decode, committed or 0)
+    ahead = [o for o in await asyncio.to_thread(store.list_offsets) if o > (committed or 0)]
+    if ahead:
+        log.warning(
+            "event=snapshot_ahead_of_committed partition=%s committed=%s snapshots=%s; restoring from an older "
+            "one (a snapshot beyond the group's committed offset would skip publishing the outputs between)",
+            pid,
+            committed,
+            ahead,
+        )
     if snapshot is not None:
         check_snapshot(pid, snapshot, settings, store.url)
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
-    committed = await offsets.committed(pid)
     need = snapshot.next_offset if snapshot is not None else 0
     fold = Fold(settings, snapshot.runs) if snapshot is not None else Fold(settings)
     if need > log_end:
@@ -117,4 +130,4 @@ async def restore(
         len(fold.runs),
         max(0, publish_from - start),
     )
-    return Restored(fold, start, publish_from, snapshot.next_offset if snapshot is not None else None)
+    return Restored(fold, start, publish_from, snapshot.next_offset if snapshot is not None else None, log_end)

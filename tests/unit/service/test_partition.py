@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from events.codec import decode_event
+from events.rejections import Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
@@ -23,6 +25,7 @@ from processor.service.restore import Restored
 from processor.service.settings import load_settings
 from processor.service.snapshotting import SnapshotScheduler
 from processor.storage.snapshots import SnapshotStore
+from tests import factories as f
 from tests.unit.service.test_batch import records
 
 PID = PartitionId("in", 0)
@@ -59,7 +62,12 @@ class Deleter:
 
 
 def make_task(
-    tmp_path: Path, start: int = 0, publish_from: int = 0, every: int = 10_000, fold: Fold | None = None
+    tmp_path: Path,
+    start: int = 0,
+    publish_from: int = 0,
+    every: int = 10_000,
+    fold: Fold | None = None,
+    log_end: int = 0,
 ) -> tuple[PartitionTask, Publisher, Deleter, SnapshotStore]:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
@@ -67,7 +75,7 @@ def make_task(
     folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID), 1 << 20, 64)
     task = PartitionTask(
         PID,
-        Restored(fold, start, publish_from, None),
+        Restored(fold, start, publish_from, None, log_end),
         publisher,
         folder,
         SnapshotScheduler(PID, store, every, 3600, None),
@@ -135,12 +143,17 @@ async def test_snapshot_every_n_events_and_on_graceful_close(tmp_path: Path) -> 
 
 async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: Path) -> None:
     task, _, _, _ = make_task(tmp_path)
-    await task.process(records(LINES[:4]))
+    await task.process(records(LINES[:12]))
     await idle(task)
-    (record,) = task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000000"), ("run-unknown", "file:///x")])
+    evicted = next(iter(task.fold.runs["run-0"].outstanding.values()))
+    (record,) = task.deletions_settled([("run-0", evicted.path), ("run-unknown", "file:///x")])
     assert (record.topic, record.partition, record.key) == ("in", 0, b"run-0")
+    event = decode_event(record.value, record.key)
+    assert not isinstance(event, Rejection)
+    assert [(e.checkpoint_path, e.eviction) for e in event.data.deleted] == [(evicted.path, evicted.eviction)]  # type: ignore[union-attr]
+    assert task.deletions_settled([("run-0", "file:///nowhere/r/run-0/never-evicted")]) == []
     await task.close(graceful=True)
-    assert task.deletions_done([("run-0", "file:///nowhere/r/run-0/ckpt-000001")]) == []
+    assert task.deletions_settled([("run-0", evicted.path)]) == []
 
 
 async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,14 +174,38 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     outstanding = {e.path for run in seed.fold.runs.values() for e in run.outstanding.values()}
     assert outstanding
     task, _, deleter, _ = make_task(tmp_path / "again", start=len(LINES), publish_from=len(LINES), fold=seed.fold)
+    await idle(task)  # the fold is at the log's end at restore: the re-drive starts
     await asyncio.sleep(0.2)  # resubmission and the existence check run in the background
-    assert {p for _, p, _ in deleter.submitted} == outstanding
+    assert {p for _, p, *_ in deleter.submitted} == outstanding
     await idle(task)
     assert any(
         b"checkpoints_missing" in (o.value or b"")
         for out, _ in task.publisher.commits  # type: ignore
         for o in out
     )
+
+
+async def test_owed_deletions_are_re_driven_only_once_the_log_read_at_restore_is_folded(tmp_path: Path) -> None:
+    """Issue 12 case 4: a restore re-drove its deletion list before folding what the log already
+    held, where the path had been settled and reported again: the kept, latest checkpoint was deleted."""
+    seed, _, _, _ = make_task(tmp_path)
+    await seed.process(records(LINES))
+    await idle(seed)
+    run = seed.fold.runs["run-0"]
+    evicted = next(iter(run.outstanding.values()))
+    n = len(LINES)
+    later = [  # what the log holds after the snapshot: the deletion settled, the path reported again
+        f.settled("run-0", deleted=[(evicted.path, evicted.eviction)], event_id="settled"),
+        f.report("run-0", {"score": 99.0}, evicted.path, event_id="again"),
+    ]
+    task, _, deleter, _ = make_task(tmp_path / "again", start=n, publish_from=n, fold=seed.fold, log_end=n + 2)
+    await idle(task)
+    assert deleter.submitted == [], "re-driven before the log read at restore was folded"
+    await task.process(records(later, n))
+    await idle(task)
+    await asyncio.sleep(0.2)
+    assert deleter.submitted and evicted.path not in {p for _, p, *_ in deleter.submitted}
+    assert task.fold.runs["run-0"].latest.path == evicted.path  # type: ignore[union-attr]
 
 
 async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
@@ -217,7 +254,7 @@ class Owner:
     def owns(self, run_id: str) -> bool:
         return run_id in self.runs
 
-    def deletions_done(self, done: Sequence[tuple[str, str]]) -> list[OutRecord]:
+    def deletions_settled(self, done: Sequence[tuple[str, str]]) -> list[OutRecord]:
         self.seen.append(list(done))
         return [OutRecord("in", run.encode(), path.encode()) for run, path in done]
 

@@ -104,7 +104,7 @@ async def test_assign_fold_commit_fail_rebuild_fence_rejoin_revoke_stop(tmp_path
         assert snapshots(tmp_path, pid) and set(snapshots(tmp_path, pid)) <= set(offsets)  # committed states only
     (deletions,) = deleters
     assert deletions.submitted and not deletions.premature  # handed over only once durable
-    assert any(v.get("type") == "ckptlog.deletion_completed.v2" for v in kafka.values(INPUT))  # folded back
+    assert any(v.get("type") == "ckptlog.deletion_completed.v3" for v in kafka.values(INPUT))  # folded back
 
     # a failed commit: the task breaks, nothing of that batch is deleted, the partition is rebuilt
     kafka.fail_commits[P0] = 1
@@ -155,4 +155,70 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     assert len(ids) == len(set(ids))  # resumed after the snapshot and the committed offsets: nothing twice
     assert sum(len(log) for log in kafka.logs["ckptlog.checkpoints"]) > published
     again.stop()
+    await run
+
+
+async def test_a_transient_error_while_restoring_one_partition_is_retried_while_the_other_goes_on(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 13 case 8: a Kafka or storage error during a restore stopped the whole processor."""
+    from processor.kafka.errors import KafkaIOError
+    from tests.unit.service.fakes import FakeConsumer
+
+    kafka = FakeKafka()
+    produce(kafka, LINES[:120])
+    failures = {"left": 3}
+    real_committed = FakeConsumer.committed
+
+    async def flaky_committed(self: FakeConsumer, pid: PartitionId) -> int | None:
+        if pid == P1 and failures["left"]:
+            failures["left"] -= 1
+            raise KafkaIOError(f"{pid}: reading the committed offset failed: injected; retry")
+        return await real_committed(self, pid)
+
+    monkeypatch.setattr(FakeConsumer, "committed", flaky_committed)
+    monkeypatch.setattr("processor.service.processor.REOPEN_FIRST_S", 0.01)
+    config = settings(tmp_path)
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(lambda: processor.assignment == [P0, P1] and settled(kafka, processor)(), run)
+    assert failures["left"] == 0 and views(kafka) == expected_views(LINES[:120], config)
+    processor.stop()
+    await run
+
+
+async def test_a_fault_while_writing_an_events_outputs_dead_letters_it_and_leaves_the_state(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 13 case 1 (beyond the fold): an exception after an event was applied, while its outputs
+    were written, once snapshotted a half-applied state. Now the event is rolled back and
+    dead-lettered (internal_error), and the processor goes on as if it had never been read."""
+    from events.envelope import EnvelopeBuilder
+    from processor.service.records import H_CLASS, H_REASON
+
+    kafka = FakeKafka()
+    lines = LINES[:120]
+    poison = [line for line in lines if partition_of(line) == 0][20]  # offset 20 of partition 0
+    subject = json.loads(poison)["subject"]
+    produce(kafka, lines)
+
+    real_outputs = EnvelopeBuilder.outputs
+
+    def faulty(self: EnvelopeBuilder, run_id: str, offset: int, outputs: Any, into: Any) -> None:
+        if offset == 20 and run_id == subject:
+            into.append(OutRecord("half", b"k", b"written before the fault"))
+            raise RuntimeError("injected while writing outputs")
+        real_outputs(self, run_id, offset, outputs, into)
+
+    monkeypatch.setattr(EnvelopeBuilder, "outputs", faulty)
+    config = settings(tmp_path)
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    assert views(kafka) == expected_views([line for line in lines if line is not poison], config)
+    (dead,) = [record for log in kafka.logs["ckptlog.dlq"] for record in log]
+    headers = dict(dead.headers or ())
+    assert dead.value == poison and headers[H_REASON] == b"internal_error" and headers[H_CLASS] == b"RuntimeError"
+    assert "half" not in kafka.logs
+    processor.stop()
     await run

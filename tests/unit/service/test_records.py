@@ -66,15 +66,26 @@ def test_dead_letter_keeps_original_bytes_and_headers() -> None:
 
 
 def test_deletion_completed_is_a_valid_input_event_for_the_same_partition() -> None:
-    paths = ["file:///r/run-1/c2", "file:///r/run-1/c1"]
-    record = FACTORY.deletion_completed("run-1", paths)
+    deleted = [("file:///r/run-1/c2", 4), ("file:///r/run-1/c1", 3)]
+    refused = [("file:///r/run-1/c0", 1, "a symlink inside the path")]
+    record = FACTORY.deletion_completed("run-1", deleted, refused)
     assert (record.topic, record.partition, record.key) == ("in", 2, b"run-1")
     event = decode_event(record.value, record.key)
     assert not isinstance(event, Rejection) and event.type == "ckptlog.deletion_completed.v3"
-    assert [entry.checkpoint_path for entry in event.data.deleted] == paths
-    same_set = FACTORY.deletion_completed("run-1", paths[::-1])  # a retried send of the same confirmations
+    assert [(e.checkpoint_path, e.eviction) for e in event.data.deleted] == deleted  # type: ignore[union-attr]
+    assert [(e.checkpoint_path, e.eviction, e.reason) for e in event.data.refused] == refused  # type: ignore[union-attr]
+    same_set = FACTORY.deletion_completed("run-1", deleted[::-1], refused)  # a retried send of the same confirmations
     assert decode_event(same_set.value).id == event.id and event.id.startswith("deleted:run-1:")  # type: ignore[union-attr]
-    assert decode_event(FACTORY.deletion_completed("run-1", paths[:1]).value).id != event.id  # type: ignore[union-attr]
+    assert decode_event(FACTORY.deletion_completed("run-1", deleted[:1]).value).id != event.id  # type: ignore[union-attr]
+
+
+def test_a_reused_path_deleted_again_is_not_a_duplicate_completion() -> None:
+    """Issue 12 case 6: completion ids hashed the path set only, so the second deletion of a reused
+    path (another eviction) was dropped as a duplicate and the path stayed owed forever."""
+    first = decode_event(FACTORY.deletion_completed("run-1", [("file:///r/run-1/A", 0)]).value)
+    second = decode_event(FACTORY.deletion_completed("run-1", [("file:///r/run-1/A", 5)]).value)
+    assert not isinstance(first, Rejection) and not isinstance(second, Rejection)
+    assert first.id != second.id
 
 
 def test_checkpoints_missing_names_the_run_and_restore_point() -> None:
@@ -107,9 +118,9 @@ def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() 
             encode_json(envelope(o.type, run_id, o.data, output_id('in"\\é', 3, 12345, seq)))
             for seq, o in enumerate(outs)
         ]
-        paths = ["file:///r/c1", 'file:///r/"c"\\1\té']
-        record = factory.deletion_completed(run_id, paths)
-        assert record.value == encode_json(deletion_completed_event(run_id, paths))
+        deleted = [("file:///r/c1", 0), ('file:///r/"c"\\1\té', 7)]
+        record = factory.deletion_completed(run_id, deleted)
+        assert record.value == encode_json(deletion_completed_event(run_id, deleted))
         assert (record.topic, record.partition, record.key) == ('in"\\é', 3, run_id.encode())
 
 
@@ -157,7 +168,7 @@ def test_every_record_the_factory_builds_is_the_one_encoder_applied_to_the_envel
         for run_id in odd:
             factory.outputs(run_id, 7, [Output("warning", {"m": {"a": math.nan, "b": None, "c": 1e16}})], built)
             factory.outputs(run_id, 8, [Output("watermark", {"big": 1e300, "small": 1e-7})], built)
-            built.append(factory.deletion_completed(run_id, ["file:///r/a", "file:///r/null"]))
+            built.append(factory.deletion_completed(run_id, [("file:///r/a", 0), ("file:///r/null", 1)]))
             built.append(factory.checkpoints_missing(run_id, ["file:///r/b"], 3))
         enveloped = [r for r in built if r.topic in ("c", "v", "w", topic)]
         assert len(enveloped) > 100 and any(odd[1].encode() == r.key for r in enveloped)

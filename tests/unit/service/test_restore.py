@@ -50,7 +50,20 @@ async def test_snapshot_then_replay_up_to_committed(tmp_path: Path) -> None:
     restored = await restore(PID, Offsets(0, 50, 40), store_with(tmp_path, 25), SETTINGS, False)
     assert (restored.start, restored.publish_from, restored.snapshot_offset) == (25, 40, 25)
     no_group = await restore(PID, Offsets(0, 50, None), store_with(tmp_path, 25), SETTINGS, False)
-    assert no_group.publish_from == 25
+    assert (no_group.start, no_group.publish_from, no_group.snapshot_offset) == (0, 0, None)  # nothing is known
+    # to be published: the snapshot would skip outputs, so the fold starts from the log start
+
+
+async def test_a_snapshot_ahead_of_the_committed_offset_is_passed_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13 case 3: `ckptlog replay` wrote its snapshot at the log end, ahead of the group's
+    committed offset, and a restore from it never published the outputs in between."""
+    store = store_with(tmp_path, 10)
+    store.write(encode(Snapshot(PID.topic, PID.partition, 30, SETTINGS, Fold(SETTINGS).runs)), 30)
+    restored = await restore(PID, Offsets(0, 50, 20), store, SETTINGS, False)
+    assert (restored.start, restored.publish_from, restored.snapshot_offset) == (10, 20, 10)
+    assert "snapshot_ahead_of_committed" in caplog.text
 
 
 async def test_truncated_log_is_refused_with_both_offsets(tmp_path: Path) -> None:
@@ -67,7 +80,7 @@ async def test_allow_data_loss_continues_from_the_log_start(tmp_path: Path) -> N
 
 async def test_snapshot_beyond_the_log_or_with_other_settings_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RestoreError, match="beyond the log's end"):
-        await restore(PID, Offsets(0, 10, None), store_with(tmp_path / "a", 25), SETTINGS, False)
+        await restore(PID, Offsets(0, 10, 25), store_with(tmp_path / "a", 25), SETTINGS, False)
     other = FoldSettings(default_config=CheckpointConfig(num_to_keep=2))
     with pytest.raises(RestoreError, match="other processor defaults.*ckptlog replay"):
-        await restore(PID, Offsets(0, 50, None), store_with(tmp_path / "b", 25, other), SETTINGS, False)
+        await restore(PID, Offsets(0, 50, 25), store_with(tmp_path / "b", 25, other), SETTINGS, False)
