@@ -12,6 +12,7 @@ from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
+from processor.core.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
@@ -23,6 +24,9 @@ def settings_from_flags(keep: int | None, attribute: str | None, order: str, roo
         raise ConfigError(f"--default-num-to-keep must be >= 1 (got {keep}); omit it to keep every checkpoint")
     if order not in ("max", "min"):
         raise ConfigError(f"--score-order must be 'max' or 'min' (got {order!r})")
+    problem = root_problem(root) if root is not None else None
+    if problem is not None:
+        raise ConfigError(f"--storage-root {problem}; give the directory every run's checkpoints live under")
     if attribute == "":
         raise ConfigError("--score-attribute must not be empty; omit it to keep checkpoints in report order")
     config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute, checkpoint_score_order=order)  # type: ignore[arg-type]

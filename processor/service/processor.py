@@ -186,6 +186,12 @@ class Processor:
         specs, rf = topic_specs(settings), settings.replication_factor
         counts = await clients.ensure_topics(specs[:1], settings.topic_partitions or 1, rf)
         await clients.ensure_topics(specs[1:], settings.topic_partitions or counts[settings.input_topic], rf)
+        if settings.storage_root is None:
+            log.warning(
+                "event=no_storage_root: without --storage-root any run may declare any storage_path that is not a "
+                "filesystem root or a bucket, and have what lies below it deleted as evictions; set it to the "
+                "directory every run's checkpoints live under (docs/processor.md, Deployment)"
+            )
         log.info(
             "event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s",
             clients.servers,

@@ -13,11 +13,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
+from processor.core.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection
@@ -80,6 +81,16 @@ class ServiceSettings(BaseSettings):
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
+
+    @field_validator("storage_root")
+    @classmethod
+    def _safe_root(cls, value: str | None) -> str | None:
+        """The outer bound of every deletion (SPEC §9) must be a directory: not a filesystem root,
+        a bare bucket, a relative path or an unsafe spelling."""
+        problem = root_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(f"{problem}; give the directory every run's checkpoints live under, e.g. s3://bucket/runs")
+        return value
 
     @model_validator(mode="after")
     def _distinct_topics(self) -> ServiceSettings:
