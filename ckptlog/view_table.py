@@ -7,14 +7,17 @@ to wait on it. Kept apart from the Reader so the waiting rules are tested withou
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
 from ckptlog.errors import ClientError
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView, check_consistency
+from events.view import assemble, parse_page_key
 from processor.kafka.reader import Record
 
 log = logging.getLogger(__name__)
@@ -35,28 +38,49 @@ class WaitResult:
 class ViewTable:
     def __init__(self) -> None:
         self.views: dict[str, RunView] = {}
+        self._parts: dict[str, dict[tuple[int, int], Any]] = {}  # run -> (page, part) -> page record
         self._versions: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._error: BaseException | None = None
 
     async def apply(self, records: Sequence[Record]) -> None:
-        """Take state-topic records (key = run id, value = VIEW JSON) and wake the waiters."""
+        """Take state-topic records and wake the waiters: a VIEW (key = run id), or one part of a
+        page of a run's kept checkpoints (events.view.ViewPage), kept until the run's next head —
+        which comes after every part it names — assembles them (events.view.assemble)."""
         async with self._changed:
             for record in records:
                 if record.key is None:
                     continue
-                run_id = record.key.decode("utf-8", "replace")
-                if record.value is None:  # tombstone: the run was removed
-                    self._bump(run_id, None)
-                    continue
-                try:
-                    view = RunView.model_validate_json(record.value)
-                except ValidationError as exc:
-                    log.warning("event=bad_view run=%s offset=%d error=%s", run_id, record.offset, exc)
-                    continue
-                if view.newer_than(self.views.get(run_id)):
-                    self._bump(run_id, view)
+                name = record.key.decode("utf-8", "replace")
+                page = parse_page_key(name)
+                if page is not None:
+                    self._page(page, record.value)
+                elif record.value is None:  # tombstone: the run was removed
+                    self._parts.pop(name, None)
+                    self._bump(name, None)
+                else:
+                    self._head(name, record.value, record.offset)
             self._changed.notify_all()
+
+    def _page(self, page: tuple[str, int, int], value: bytes | None) -> None:
+        run_id, number, part = page
+        parts = self._parts.setdefault(run_id, {})
+        if value is None:
+            parts.pop((number, part), None)
+            return
+        try:
+            parts[(number, part)] = json.loads(value)
+        except ValueError as exc:
+            log.warning("event=bad_view_page run=%s page=%d part=%d error=%s", run_id, number, part, exc)
+
+    def _head(self, run_id: str, value: bytes, offset: int) -> None:
+        try:
+            view = RunView.model_validate(assemble(json.loads(value), self._parts.get(run_id, {})))
+        except (ValueError, ValidationError) as exc:
+            log.warning("event=bad_view run=%s offset=%d error=%s", run_id, offset, exc)
+            return
+        if view.newer_than(self.views.get(run_id)):
+            self._bump(run_id, view)
 
     def _bump(self, run_id: str, view: RunView | None) -> None:
         if view is None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from events.models import INPUT_TYPES, DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
 from events.outputs import OUTPUT_MODELS, OutputEnvelope
-from events.view import RunView
+from events.view import RunView, ViewPage
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 INPUTS: dict[str, type[BaseModel]] = {
@@ -61,6 +61,7 @@ def documents() -> dict[str, Any]:
         docs[f"output/{name}.v1.json"] = {"title": f"ckptlog.{name}.v1 data", **model.model_json_schema()}
     docs["output/envelope.json"] = OutputEnvelope.model_json_schema()
     docs["view.schema.json"] = RunView.model_json_schema()
+    docs["view_page.schema.json"] = ViewPage.model_json_schema()
     docs["snapshot.json"] = SNAPSHOT_SCHEMA
     docs["asyncapi.json"] = asyncapi()
     return docs
@@ -92,8 +93,13 @@ def asyncapi() -> dict[str, Any]:
             "messages": {"watermark": {"payload": ref("output/watermark.v1.json")}},
         },
         "ckptlog.state": {
-            "description": "Compacted; key = run id; value = the run VIEW.",
-            "messages": {"view": {"payload": ref("view.schema.json")}},
+            "description": "Compacted. Key = run id: the run VIEW (for a run keeping many checkpoints, a head "
+            "with `pages` and no checkpoints). Key = run id, \\x1f, 'page', \\x1f, page, \\x1f, part: one part "
+            "of a page of that run's kept checkpoints, on the head's partition; readers assemble them.",
+            "messages": {
+                "view": {"payload": ref("view.schema.json")},
+                "view_page": {"payload": ref("view_page.schema.json")},
+            },
         },
         "ckptlog.dlq": {
             "description": "Rejected input: original bytes; reason, message and source "

@@ -57,6 +57,14 @@ class RunView(BaseModel):
         "eviction order. Absent on the state topic.",
     )
 
+    pages: ViewPages | SkipJsonSchema[None] = Field(
+        default=None,
+        exclude=True,
+        json_schema_extra=_no_default,
+        description="State topic only, for a run keeping many checkpoints: `checkpoints` is then empty "
+        "here and its kept checkpoints are in page records (ViewPage); readers assemble them.",
+    )
+
     def watermark(self, consistency: Consistency) -> int:
         return self.committed if consistency == "committed" else self.validated
 
@@ -68,3 +76,70 @@ class RunView(BaseModel):
         """False for a VIEW that moves a watermark backwards (an at-least-once replay repeating an
         older VIEW): readers keep the newer one they already have."""
         return other is None or (self.committed >= other.committed and self.validated >= other.validated)
+
+
+# -- bounded views (SPEC §7): a run that keeps many checkpoints is published as a head and pages --
+
+
+PAGE_KEY_SEPARATOR = "\x1f"
+"""Separates a run id from its page coordinates in a page record's key: run ids never hold
+control characters (SPEC §2), so no run id can be mistaken for a page key."""
+
+
+class ViewPages(BaseModel):
+    """On a head whose checkpoints live in page records: each page holds the kept checkpoints
+    whose report index lies in [page * span, (page + 1) * span)."""
+
+    model_config = _VIEW
+    span: int = Field(description="Report indices per page.")
+
+
+class PageEntry(ReportedCheckpoint):
+    """A kept checkpoint in a page, with the value it sorts by."""
+
+    sort: Any = Field(
+        description="Its score as the fold orders by it (negated under `min`; a JSON number, "
+        "±Infinity included), or null when it has none: those rank below every score."
+    )
+
+
+class ViewPage(BaseModel):
+    """A state-topic record keyed `{run}\\x1fpage\\x1f{page}\\x1f{part}`: one part of one page of a
+    run's kept checkpoints, in report order. A page too large for one record is split in parts,
+    part 0 written last and naming how many there are; a page with nothing kept is a tombstone."""
+
+    model_config = _VIEW
+    run: str
+    page: int
+    part: int
+    parts: int
+    checkpoints: list[PageEntry]
+
+
+def page_key(run_id: str, page: int, part: int) -> str:
+    sep = PAGE_KEY_SEPARATOR
+    return f"{run_id}{sep}page{sep}{page}{sep}{part}"
+
+
+def parse_page_key(key: str) -> tuple[str, int, int] | None:
+    """(run id, page, part) of a page record's key; None for a head's key (a run id)."""
+    pieces = key.split(PAGE_KEY_SEPARATOR)
+    if len(pieces) != 4 or pieces[1] != "page" or not pieces[2].isdigit() or not pieces[3].isdigit():
+        return None
+    return pieces[0], int(pieces[2]), int(pieces[3])
+
+
+def assemble(head: dict[str, Any], parts: dict[tuple[int, int], dict[str, Any]]) -> dict[str, Any]:
+    """A run's full VIEW from its head and the latest values of its page parts (`(page, part) ->
+    page record`): the shape `ckptlog fold` prints. A head without `pages` is the whole view."""
+    if not head.get("pages"):
+        return head
+    entries: list[dict[str, Any]] = []
+    for (page, part), record in sorted(parts.items()):
+        first = parts.get((page, 0))
+        if first is not None and part < int(first.get("parts", 1)):
+            entries.extend(record.get("checkpoints", ()))
+    entries.sort(key=lambda e: (e.get("sort") is not None, e.get("sort") or 0, e["report_index"]))
+    view = {k: v for k, v in head.items() if k != "pages"}
+    view["checkpoints"] = [{k: v for k, v in e.items() if k != "sort"} for e in entries]
+    return view

@@ -1,5 +1,6 @@
 """The run VIEW: the public JSON shape shared by `ckptlog fold`, inspect, the state topic
-and readers (kept checkpoints in sort order, best last; latest; best; watermarks)."""
+and readers (kept checkpoints in sort order, best last; latest; best; watermarks). Its
+contract is events/view.py."""
 
 from __future__ import annotations
 
@@ -23,4 +24,20 @@ def run_view(run: RunState) -> View:
         "validated": run.validated,
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
+    }
+
+
+def view_head(run: RunState, span: int) -> View:
+    """The VIEW of a run whose kept checkpoints are published in pages of `span` report indices:
+    the same fields, `checkpoints` empty, and `pages` saying how to find them. O(1), not O(kept)."""
+    best = run.checkpoints.last()
+    return {
+        "checkpoints": [],
+        "latest": run.latest.path if run.latest is not None else None,
+        "best": best.path if best is not None else None,
+        "committed": run.report_count,
+        "validated": run.validated,
+        "generation": run.generation,
+        "index_in_generation": run.index_in_generation,
+        "pages": {"span": span},
     }

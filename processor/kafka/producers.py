@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _BATCH_BYTES = 512 * 1024
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated (aiokafka only reads it)
+PAGE_SEPARATOR = b"\x1f"  # events.view.PAGE_KEY_SEPARATOR: a key holding it is partitioned by what precedes it
 _FENCED_STEP = "another instance now owns this partition; this instance drops it and rejoins the group"
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Largest record the processor produces (a run VIEW with many checkpoints can be large); the
@@ -76,7 +77,8 @@ class Batcher:
     """Appends records straight into per-partition batches (no coroutine and future per record).
 
     Keys are partitioned with Kafka's default murmur2 partitioner, as Java and aiokafka do,
-    with a cache (run ids repeat); a record with `partition` set goes there. Records of one
+    with a cache (run ids repeat); a record with `partition` set goes there. A VIEW page's key
+    (`{run}\x1fpage\x1f…`) is partitioned by its run id, so pages share their head's partition. Records of one
     `send_all` share one CreateTime (aiokafka would read the clock per record).
     """
 
@@ -96,7 +98,8 @@ class Batcher:
             return int(self._partitioner(None, partitions, partitions))
         if len(self._cache) > self._CACHE_LIMIT:
             self._cache.clear()
-        partition = self._cache[(topic, key)] = int(self._partitioner(key, partitions, partitions))
+        route = key.split(PAGE_SEPARATOR, 1)[0]  # a VIEW page goes where its run's head goes
+        partition = self._cache[(topic, key)] = int(self._partitioner(route, partitions, partitions))
         return partition
 
     async def send_all(self, records: Sequence[OutRecord]) -> None:

@@ -16,8 +16,8 @@ from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.rejections import internal_error
-from processor.core.view import run_view
 from processor.kafka.records import InputRecord, OutRecord
+from processor.service.pages import ViewPager
 from processor.service.records import RecordFactory
 
 log = logging.getLogger(__name__)
@@ -47,11 +47,12 @@ class BatchFolder:
     def __init__(self, fold: Fold, factory: RecordFactory, max_bytes: int, max_depth: int) -> None:
         self.fold, self.factory = fold, factory
         self.max_bytes, self.max_depth = max_bytes, max_depth
+        self.pager = ViewPager(factory.names.state)  # each changed run's VIEW, bounded in size
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
         batch = Batch(consumed=len(records), live=bool(records) and records[-1].offset >= publish_from)
         out, changed = batch.records, dict[str, None]()
-        apply, factory = self.fold.apply, self.factory
+        apply, factory, note, runs = self.fold.apply, self.factory, self.pager.note, self.fold.runs
         max_bytes, max_depth = self.max_bytes, self.max_depth
         applied, deletions = 0, batch.deletions
         for record in records:
@@ -87,12 +88,12 @@ class BatchFolder:
                         self._unapply(batch, record, event, exc, live)
                         continue
                     changed[subject] = None
+                    note(runs[subject], effects.outputs)
                 if effects.deletions:
                     deletions.extend(effects.deletions)
         batch.applied += applied
-        runs = self.fold.runs
         for run_id in changed:
-            out.append(factory.view(run_id, run_view(runs[run_id])))
+            out.extend(self.pager.records(runs[run_id]))
         return batch
 
     def _unapply(self, batch: Batch, record: InputRecord, event: DecodedEvent, exc: Exception, live: bool) -> None:

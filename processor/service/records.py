@@ -22,12 +22,10 @@ from events.envelope import (
     Settled,
     deletion_completed_data,
     deletion_completed_id,
-    encode_json,
     restore_id,
 )
 from events.rejections import Rejection
 from processor import __version__
-from processor.core.view import View
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
 
 DLQ_PREFIX = "__connect.errors."
@@ -68,9 +66,6 @@ class RecordFactory:
         self.outputs = self.envelopes.outputs
         """Append the records of one applied event's outputs (sequence = index in `outputs`), keyed by
         run and routed: `outputs(run_id, offset, outputs, into)`."""
-
-    def view(self, run_id: str, view: View) -> OutRecord:
-        return OutRecord(self.names.state, run_id.encode(), encode_json(view))
 
     def dead_letter(self, record: InputRecord, rejection: Rejection, stage: str) -> OutRecord:
         """The original key, value and headers plus Connect-style error headers."""

@@ -96,15 +96,6 @@ def test_checkpoints_missing_names_the_run_and_restore_point() -> None:
     assert "run-1" in data.message and "in[2]" in data.message
 
 
-def test_view_goes_to_the_state_topic_keyed_by_run() -> None:
-    record = FACTORY.view("run-1", {"checkpoints": [], "latest": None})
-    assert (record.topic, record.key, json.loads(record.value)) == (
-        "state",
-        b"run-1",
-        {"checkpoints": [], "latest": None},
-    )
-
-
 def test_pre_encoded_envelopes_are_byte_identical_to_encoding_the_whole_event() -> None:
     """outputs() splices pre-encoded pieces; the result must be what encoding the
     whole dict gives, for escaped run ids, paths and topic names and for sequence numbers past the cache."""

@@ -1,0 +1,137 @@
+"""The records that carry a run's VIEW on the state topic, bounded in size (SPEC §7).
+
+A run keeping few checkpoints is one record, its whole VIEW (key = run id). A run keeping
+many — keep-all is Ray's default, and a long job keeps hundreds of thousands — would make that
+record larger than any broker accepts, and rewriting it after every report would cost O(n). So
+past `PAGED_FROM` kept checkpoints (or a VIEW over `BUDGET` bytes) a run is published as a
+*head* (the VIEW with `checkpoints: []` and `pages: {span}`) plus *page records*: page k holds
+the kept checkpoints whose report index lies in [k * span, (k + 1) * span), in report order,
+each with the value it sorts by; a page over `BUDGET` bytes is split in parts. After a change
+only the pages it touched are written again (a report touches the last page, an eviction the
+evicted record's page), parts first, then part 0 (naming how many parts there are), then the
+head, all in the batch's transaction and on the head's partition (producers route a page key
+by its run id) — so a reader that reaches a head has read every part it names. A page left
+empty is tombstoned. Readers assemble (events.view.assemble); the contract is events/view.py.
+
+Which kept record lies in which page is an index built from the run's state the first time the
+run is paged here (after a restart, too: all its pages are then written once) and kept up to
+date from the outputs of each event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from events.envelope import encode_json
+from events.view import page_key
+from processor.core.outputs import Output
+from processor.core.state import CheckpointRecord, RunState
+from processor.core.view import run_view, view_head
+from processor.kafka.records import OutRecord
+
+SPAN = 32  # report indices per page: a keep-all run rewrites ~16 entries per report, not its whole view
+PAGED_FROM = 256  # kept checkpoints past which a run is paged
+BUDGET = 512 * 1024  # bytes of one record's value beyond which it is split (the broker default max is 1 MiB)
+_TOUCHING = frozenset({"checkpoint_registered", "checkpoint_evicted", "checkpoint_status_changed"})
+
+
+class ViewPager:
+    """The state-topic records of one partition's runs (see the module docstring)."""
+
+    def __init__(self, state_topic: str, span: int = SPAN, paged_from: int = PAGED_FROM, budget: int = BUDGET) -> None:
+        self.topic, self.span, self.paged_from, self.budget = state_topic, span, paged_from, budget
+        self._index: dict[str, dict[int, dict[int, CheckpointRecord]]] = {}  # run -> page -> index -> record
+        self._dirty: dict[str, set[int]] = {}  # run -> pages touched since they were last written
+        self._parts: dict[tuple[str, int], int] = {}  # (run, page) -> parts last written
+
+    def note(self, run: RunState, outputs: Sequence[Output]) -> None:
+        """Keep a paged run's index up to date with one event's outputs (cheap for other runs)."""
+        index = self._index.get(run.run_id)
+        if index is None:
+            return
+        dirty = self._dirty.setdefault(run.run_id, set())
+        for kind, data in outputs:
+            if kind not in _TOUCHING:
+                continue
+            report_index = data["report_index"]
+            page = report_index // self.span
+            dirty.add(page)
+            entries = index.setdefault(page, {})
+            if kind == "checkpoint_evicted":
+                entries.pop(report_index, None)
+            elif kind == "checkpoint_registered" and run.latest is not None:
+                record = run.latest if run.latest.report_index == report_index else None
+                if record is not None:
+                    entries[report_index] = record
+
+    def records(self, run: RunState) -> list[OutRecord]:
+        """The records publishing the run's current VIEW."""
+        run_id, key = run.run_id, run.run_id.encode()
+        if len(run.checkpoints) <= self.paged_from and run.run_id not in self._index:
+            value = encode_json(run_view(run))
+            if len(value) <= self.budget:
+                return [OutRecord(self.topic, key, value)]
+        if run_id not in self._index:
+            self._start_paging(run)
+        out = self._pages(run)
+        out.append(OutRecord(self.topic, key, encode_json(view_head(run, self.span))))
+        return out
+
+    def _start_paging(self, run: RunState) -> None:
+        index: dict[int, dict[int, CheckpointRecord]] = {}
+        for record in run.checkpoints:
+            index.setdefault(record.report_index // self.span, {})[record.report_index] = record
+        self._index[run.run_id] = index
+        self._dirty[run.run_id] = set(index)
+
+    def _pages(self, run: RunState) -> list[OutRecord]:
+        """The records of every page touched since it was last written: parts, then part 0; a
+        tombstone for a page with nothing kept."""
+        run_id, index = run.run_id, self._index[run.run_id]
+        out: list[OutRecord] = []
+        for page in sorted(self._dirty.pop(run_id, ())):
+            records = sorted(index.get(page, {}).values(), key=lambda r: r.report_index)
+            if not records:
+                index.pop(page, None)
+                for part in range(self._parts.pop((run_id, page), 1)):
+                    out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), None))
+                continue
+            out.extend(self._parts_of(run, page, records))
+        return out
+
+    def _parts_of(self, run: RunState, page: int, records: list[CheckpointRecord]) -> list[OutRecord]:
+        entries = [encode_json(_entry(record)) for record in records]
+        chunks: list[list[bytes]] = [[]]
+        size = 0
+        for entry in entries:
+            if chunks[-1] and size + len(entry) > self.budget:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(entry)
+            size += len(entry) + 1
+        run_id, parts = run.run_id, len(chunks)
+        previous = self._parts.get((run_id, page), 1)
+        self._parts[(run_id, page)] = parts
+        out = [OutRecord(self.topic, page_key(run_id, page, part).encode(), None) for part in range(parts, previous)]
+        for part in [*range(1, parts), 0]:  # part 0 last: it names how many parts there are
+            head = encode_json({"run": run_id, "page": page, "part": part, "parts": parts})
+            value = head[:-1] + b',"checkpoints":[' + b",".join(chunks[part]) + b"]}"
+            out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), value))
+        return out
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is kept about a run (its partition was closed)."""
+        self._index.pop(run_id, None)
+        self._dirty.pop(run_id, None)
+
+
+def _entry(record: CheckpointRecord) -> dict[str, Any]:
+    has, value, _ = record.sort_key
+    return {
+        "path": record.path,
+        "metrics": record.metrics,
+        "status": record.status,
+        "report_index": record.report_index,
+        "sort": value if has else None,
+    }
