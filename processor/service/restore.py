@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from processor.core.fold import Fold
+from processor.core.settings_diff import describe, differences
 from processor.core.snapshot import Snapshot, decode
 from processor.core.state import FoldSettings
 from processor.errors import OffsetOutOfRange
@@ -43,19 +44,23 @@ class Restored:
     log_end: int = 0  # the log's end at restore: deletions owed are re-driven once folded this far
 
 
-def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> None:
+def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> FoldSettings:
+    """Refuse a snapshot of another partition or made with other processor defaults; returns the
+    settings to fold on with: the snapshot's own when they differ from this run's only in spelling
+    (compared in canonical form, processor.core.settings_diff), so the fold goes on exactly as it was."""
     if (snapshot.topic, snapshot.partition) != tuple(pid):
         raise RestoreError(
             f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
             "--snapshots at this input topic's snapshots"
         )
-    if snapshot.settings != settings:
+    found = differences(snapshot.settings, settings)
+    if found:
         raise RestoreError(
-            f"{pid}: snapshot at offset {snapshot.next_offset} under {url} was made with other "
-            f"processor defaults ({snapshot.settings}) than this run ({settings}); restart with the "
-            "same --storage-root/--default-num-to-keep/--score-* flags, or rebuild snapshots for "
-            "the new ones with `ckptlog replay --snapshots NEW_URL` and run with that URL"
+            f"{pid}: the snapshot at offset {snapshot.next_offset} under {url} was made with other processor "
+            f"defaults: {describe(found)}. Restart with the snapshot's value, or rebuild snapshots for the new "
+            "one with `ckptlog replay --snapshots NEW_URL` and run with that URL"
         )
+    return snapshot.settings
 
 
 def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:
@@ -86,7 +91,7 @@ async def restore(
             ahead,
         )
     if snapshot is not None:
-        check_snapshot(pid, snapshot, settings, store.url)
+        settings = check_snapshot(pid, snapshot, settings, store.url)
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
     need = snapshot.next_offset if snapshot is not None else 0
     fold = Fold(settings, snapshot.runs) if snapshot is not None else Fold(settings)

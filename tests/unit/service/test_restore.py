@@ -82,5 +82,33 @@ async def test_snapshot_beyond_the_log_or_with_other_settings_is_refused(tmp_pat
     with pytest.raises(RestoreError, match="beyond the log's end"):
         await restore(PID, Offsets(0, 10, 25), store_with(tmp_path / "a", 25), SETTINGS, False)
     other = FoldSettings(default_config=CheckpointConfig(num_to_keep=2))
-    with pytest.raises(RestoreError, match="other processor defaults.*ckptlog replay"):
+    with pytest.raises(RestoreError, match="other processor defaults: --default-num-to-keep.*ckptlog replay"):
         await restore(PID, Offsets(0, 50, 25), store_with(tmp_path / "b", 25, other), SETTINGS, False)
+
+
+async def test_the_same_storage_root_spelled_differently_restores(tmp_path: Path) -> None:
+    """Issue 17 item 2: `/tmp/x/runs` after `file:///tmp/x/runs` is the same directory; the fold goes
+    on with the snapshot's spelling, so it continues exactly as it was."""
+    before = FoldSettings(default_root="file:///tmp/x/runs", outer_root="file:///tmp/x/runs")
+    now = FoldSettings(default_root="/tmp/x//runs/", outer_root="/tmp/x//runs/")
+    restored = await restore(PID, Offsets(0, 50, 25), store_with(tmp_path, 25, before), now, False)
+    assert restored.snapshot_offset == 25 and restored.fold.settings == before
+
+
+async def test_other_settings_name_only_the_field_that_differs(tmp_path: Path) -> None:
+    before = FoldSettings(default_root="file:///tmp/x/runs", outer_root="file:///tmp/x/runs")
+    now = FoldSettings(
+        default_config=CheckpointConfig(checkpoint_score_order="min"),
+        default_root="/tmp/x/runs",
+        outer_root="/tmp/x/runs",
+    )
+    with pytest.raises(RestoreError) as caught:
+        await restore(PID, Offsets(0, 50, 25), store_with(tmp_path, 25, before), now, False)
+    message = str(caught.value)
+    assert "--score-order 'max' in the snapshot, 'min' now" in message
+    assert "storage-root" not in message and "FoldSettings" not in message and len(message) < 400
+    moved = FoldSettings(default_root="/tmp/y", outer_root="/tmp/y")
+    with pytest.raises(RestoreError) as caught:
+        await restore(PID, Offsets(0, 50, 25), store_with(tmp_path, 25, before), moved, False)
+    assert "--storage-root 'file:///tmp/x/runs' in the snapshot, 'file:///tmp/y' now." in str(caught.value)
+    assert "outer bound" not in str(caught.value)
