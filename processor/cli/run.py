@@ -61,6 +61,10 @@ def run_command(
     guarantee: Annotated[str | None, Opt(help="exactly_once (default) or at_least_once.")] = None,
     group_id: Annotated[str | None, Opt(help="Consumer group (default ckptlog).")] = None,
     group_instance_id: Annotated[str | None, Opt(help="Static group membership id (e.g. the pod name).")] = None,
+    session_timeout_ms: Annotated[
+        int | None,
+        Opt(help="Group session timeout, 6000..1800000 ms (default 10000): how soon a dead member's partitions move."),
+    ] = None,
     transactional_id_prefix: Annotated[str | None, Opt(help="Default: the group id.")] = None,
     input_topic: Annotated[str | None, Opt(help="Default ckptlog.events.")] = None,
     checkpoints_topic: Annotated[str | None, Opt(help="Default ckptlog.checkpoints.")] = None,

@@ -12,8 +12,10 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import InvalidSessionTimeoutError
 from aiokafka.structs import OffsetAndMetadata
 
+from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection, start_client
 from processor.kafka.errors import map_kafka_errors
 from processor.kafka.records import InputRecord, PartitionId
@@ -38,6 +40,22 @@ class _Bridge(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._listener.partitions_assigned(sorted(PartitionId(*tp) for tp in assigned))
 
 
+MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 6_000, 1_800_000
+"""The broker's default group.min.session.timeout.ms and group.max.session.timeout.ms: a member
+asking for a session timeout outside them is refused when it joins the group."""
+
+
+def session_timeout_problem(ms: int, flag: str = "session_timeout_ms") -> str | None:
+    """Why the broker would refuse this session timeout at join (with its default bounds), else None."""
+    if MIN_SESSION_TIMEOUT_MS <= ms <= MAX_SESSION_TIMEOUT_MS:
+        return None
+    return (
+        f"{flag}={ms} lies outside {MIN_SESSION_TIMEOUT_MS}..{MAX_SESSION_TIMEOUT_MS} ms, the broker's default "
+        "group.min/max.session.timeout.ms: the group would refuse the consumer when it joins; give a value in "
+        "that range (10000 by default)"
+    )
+
+
 _RETRY = "check that the broker is up and the partition has a leader, then retry"
 
 
@@ -60,7 +78,7 @@ class GroupConsumer:
     ) -> None:
         self._conn, self.group_id, self.topic = conn, group_id, topic
         self._bridge = _Bridge(listener)
-        self._max_records = max_records
+        self._max_records, self._session_timeout_ms = max_records, session_timeout_ms
         self._consumer = AIOKafkaConsumer(
             **conn.client_kwargs(),
             group_id=group_id,
@@ -91,7 +109,14 @@ class GroupConsumer:
         with map_kafka_errors(
             f"consuming {self.topic} in group {self.group_id} failed", "check the broker and the group's ACLs"
         ):
-            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+            try:
+                batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+            except InvalidSessionTimeoutError:
+                raise ConfigError(
+                    f"the broker refused group {self.group_id}'s session timeout of {self._session_timeout_ms} ms: "
+                    "it lies outside the broker's group.min.session.timeout.ms..group.max.session.timeout.ms; "
+                    "set --session-timeout-ms (CKPTLOG_SESSION_TIMEOUT_MS) within them"
+                ) from None
         return {PartitionId(*tp): records for tp, records in batches.items()}
 
     def assignment(self) -> set[PartitionId]:

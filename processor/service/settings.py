@@ -22,6 +22,8 @@ from processor.core.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection
+from processor.kafka.consumer import session_timeout_problem
+from processor.service.environment import unknown_message, unknown_variables
 
 Guarantee = Literal["exactly_once", "at_least_once"]
 
@@ -78,7 +80,7 @@ class ServiceSettings(BaseSettings):
     # loop
     max_batch_records: int = Field(default=20_000, ge=1)
     poll_timeout_ms: int = Field(default=100, ge=1)
-    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    session_timeout_ms: int = 10_000  # within the broker's bounds: _session_timeout
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
 
@@ -90,6 +92,15 @@ class ServiceSettings(BaseSettings):
         problem = root_problem(value) if value is not None else None
         if problem is not None:
             raise ValueError(f"{problem}; give the directory every run's checkpoints live under, e.g. s3://bucket/runs")
+        return value
+
+    @field_validator("session_timeout_ms")
+    @classmethod
+    def _session_timeout(cls, value: int) -> int:
+        """Outside the broker's bounds the group refuses the processor at join (issue 17)."""
+        problem = session_timeout_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -152,6 +163,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
 def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceSettings:
     """Merge defaults < config file < CKPTLOG_* environment < overrides (None = not given)."""
     file_values = read_config_file(config_file) if config_file is not None else {}
+    unknown = unknown_variables(os.environ, ServiceSettings.model_fields)
+    if unknown:
+        raise ConfigError(unknown_message(unknown, ServiceSettings.model_fields))
     try:
         from_env = ServiceSettings()
         env_values = {name: getattr(from_env, name) for name in from_env.model_fields_set}

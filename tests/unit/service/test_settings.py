@@ -75,3 +75,52 @@ def test_an_unsafe_storage_root_is_refused(root: str) -> None:
     with pytest.raises(ConfigError, match="invalid setting storage_root"):
         load_settings(None, storage_root=root)
     assert load_settings(None, storage_root="s3://bucket/runs").storage_root == "s3://bucket/runs"
+
+
+@pytest.mark.parametrize("ms", [3000, 5999, 1_800_001])
+def test_a_session_timeout_the_broker_refuses_is_refused_up_front(ms: int) -> None:
+    """Issue 17 item 7: below the broker's group.min.session.timeout.ms (6000 by default) the group
+    refused the processor at join, and it exited with an unrelated-looking Kafka error."""
+    with pytest.raises(ConfigError, match=rf"session_timeout_ms={ms} lies outside 6000..1800000"):
+        load_settings(None, session_timeout_ms=ms)
+    assert load_settings(None, session_timeout_ms=6000).session_timeout_ms == 6000
+
+
+def test_run_has_a_session_timeout_flag() -> None:
+    from typer.testing import CliRunner
+
+    from processor.cli.main import _register, app
+
+    _register(["run"])
+    result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert "--session-timeout-ms" in result.output and "--group-instance-id" in result.output
+
+
+def test_a_misspelt_environment_variable_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17 item 6: `snapshot_evry` in a config file is refused; the same typo in the
+    environment was silently ignored."""
+    monkeypatch.setenv("CKPTLOG_SNAPSHOT_EVRY", "5")
+    with pytest.raises(ConfigError, match=r"CKPTLOG_SNAPSHOT_EVRY \(did you mean CKPTLOG_SNAPSHOT_EVERY\?\)"):
+        load_settings(None)
+    monkeypatch.delenv("CKPTLOG_SNAPSHOT_EVRY")
+    for name in ("CKPTLOG_HOME", "CKPTLOG_CACHE", "CKPTLOG_TEST_ANYTHING", "ckptlog_group_id"):
+        monkeypatch.setenv(name, "x")
+    assert load_settings(None).group_id == "x"  # pydantic-settings reads names case-insensitively
+
+
+def test_every_ckptlog_variable_the_repository_uses_is_a_setting_or_known() -> None:
+    """A variable added elsewhere (a test knob, a deploy file) must be listed in NOT_SETTINGS, or
+    `ckptlog run` refuses to start where it is set."""
+    import re
+
+    from processor.service.environment import unknown_variables
+    from processor.service.settings import ServiceSettings
+
+    repo = Path(__file__).resolve().parents[3]
+    names: set[str] = set()
+    tops = [p for p in repo.iterdir() if not p.name.startswith(".")]
+    for path in (f for top in tops for f in ([top] if top.is_file() else top.rglob("*"))):
+        if path.suffix in {".py", ".md", ".yml", ".toml"} and path.is_file():
+            names |= set(re.findall(r"\bCKPTLOG_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
+    names -= {"CKPTLOG_SNAPSHOT_EVRY", "CKPTLOG_TEST_ANYTHING"}  # this file's own examples
+    assert unknown_variables(dict.fromkeys(names, ""), ServiceSettings.model_fields) == []
