@@ -1,32 +1,51 @@
 """ckptlog's client library: report from training jobs, validate checkpoints, read the state.
 
-    from ckptlog import Reporter, AsyncReporter, Evaluator, Reader
+    from ckptlog import Reporter, AsyncReporter, Evaluator, Reader, SyncReader
 
 See docs/clients.md.
 """
 
 from ckptlog.connect import Topics
-from ckptlog.errors import ClientClosed, ClientError, FunctionLoadError, InvalidEvent, NoKafkaConfigured
+from ckptlog.dead_letters import DeadLetter
+from ckptlog.errors import (
+    ClientClosed,
+    ClientError,
+    EventRejected,
+    FunctionLoadError,
+    InvalidEvent,
+    NoKafkaConfigured,
+    NotConfirmed,
+)
 from ckptlog.evaluator import Evaluator
 from ckptlog.invoke import Outcome
 from ckptlog.reader import Reader, WaitResult
-from ckptlog.reporter import AsyncReporter, Reporter, SentEvent
+from ckptlog.reporter import AsyncReporter, SentEvent
+from ckptlog.sync_clients import Reporter, SyncReader
 from ckptlog.views import ReportedCheckpoint, RunView
+from processor.errors import CkptlogError, ConfigError
+from processor.kafka.errors import KafkaIOError
 
 __all__ = [
     "AsyncReporter",
+    "CkptlogError",
     "ClientClosed",
     "ClientError",
+    "ConfigError",
+    "DeadLetter",
     "Evaluator",
+    "EventRejected",
     "FunctionLoadError",
     "InvalidEvent",
+    "KafkaIOError",
     "NoKafkaConfigured",
+    "NotConfirmed",
     "Outcome",
     "Reader",
     "ReportedCheckpoint",
     "Reporter",
     "RunView",
     "SentEvent",
+    "SyncReader",
     "Topics",
     "WaitResult",
 ]

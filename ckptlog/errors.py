@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from processor.errors import CkptlogError, ConfigError
+
+if TYPE_CHECKING:
+    from ckptlog.dead_letters import DeadLetter
 
 NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog broker start`"
 
@@ -30,3 +35,16 @@ class NoKafkaConfigured(ClientError, ConfigError):
 
     def __init__(self, message: str = NO_KAFKA) -> None:
         super().__init__(message)
+
+
+class EventRejected(ClientError):
+    """The processor dead-lettered an event (a Reporter call with `confirm=True`): `reason` is the
+    reason code (events/rejections.py), `message` says what to fix, `letter` has the coordinates."""
+
+    def __init__(self, message: str, letter: DeadLetter) -> None:
+        super().__init__(message)
+        self.reason, self.letter = letter.reason, letter
+
+
+class NotConfirmed(ClientError):
+    """The processor did not commit past an event within the time limit (is `ckptlog run` running?)."""

@@ -30,9 +30,10 @@ from ckptlog.errors import FunctionLoadError, InvalidEvent
 from ckptlog.invoke import Outcome, ValidationFn, invoke
 from ckptlog.offsets import PartitionProgress
 from events.outputs import OutputEnvelope, ValidationRequested
+from processor.errors import ConfigError
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
-from processor.kafka.consumer import GroupConsumer
+from processor.kafka.consumer import GroupConsumer, session_timeout_problem
 from processor.kafka.errors import KafkaIOError
 from processor.kafka.records import InputRecord, PartitionId
 
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = "ckptlog/evaluator"
 DEFAULT_GROUP = "ckptlog-evaluators"
+TOPIC_POLL_S = 1.0
 ResultHook = Callable[[str, ValidationRequested, Outcome], None]
 
 
@@ -110,6 +112,9 @@ class Evaluator:
     ) -> None:
         if concurrency < 1:
             raise FunctionLoadError(f"concurrency must be >= 1 (got {concurrency})")
+        problem = session_timeout_problem(session_timeout_ms)
+        if problem is not None:
+            raise ConfigError(problem)
         self.fn, self.topics, self.group_id = fn, topics or Topics(), group_id
         self.concurrency, self.default_timeout_s = concurrency, default_timeout_s
         self.results: Counter[str] = Counter()
@@ -138,6 +143,8 @@ class Evaluator:
         await producer.start()
         self._producer = producer
         try:
+            if not await self._wait_for_topic(producer):
+                return
             self._consumer = GroupConsumer(
                 conn,
                 self.group_id,
@@ -151,6 +158,28 @@ class Evaluator:
             await self._loop(self._consumer)
         finally:
             await self._shutdown()
+
+    async def _wait_for_topic(self, producer: EventProducer) -> bool:
+        """Subscribe only once the validations topic exists (False: stopped first). A consumer
+        subscribed to a missing topic sees it only at its next metadata refresh, ~5 minutes later."""
+        topic, waited = self.topics.validations, False
+        while not await producer.has_topic(topic):
+            if not waited:
+                log.warning(
+                    "event=waiting_for_topic topic=%s: it does not exist yet; the processor creates it when it "
+                    "starts (`ckptlog run`). Checking every %.0f s",
+                    topic,
+                    TOPIC_POLL_S,
+                )
+                waited = True
+            try:
+                await asyncio.wait_for(self._stopping.wait(), TOPIC_POLL_S)
+                return False
+            except TimeoutError:
+                pass
+        if waited:
+            log.info("event=topic_found topic=%s", topic)
+        return True
 
     async def _loop(self, consumer: GroupConsumer) -> None:
         while not self._stopping.is_set():

@@ -9,27 +9,31 @@ the top — sends the same ids and the processor ignores the repeats.
 A job that *resumes* (continues reporting after a crash without a worker-group restart)
 must continue the numbering: pass `generation=` and `first_index=` (e.g. the run view's
 `generation` / `index_in_generation`, see `Reader.view`).
+
+By default a call returns once the broker acknowledged the event: whether the processor applies
+or rejects it is known only later (its dead-letter topic says so). With `confirm=True` (for the
+reporter, or per call) a call returns only once the processor has committed the event, and raises
+`EventRejected` with the reason code and message when it was rejected (ckptlog.confirm).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from ckptlog import ids
 from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
-from ckptlog.connect import EVENTS_TOPIC, require_bootstrap, resolve
-from ckptlog.errors import ClientClosed, ClientError, InvalidEvent
-from ckptlog.loop_thread import LoopThread
+from ckptlog.confirm import PROCESSOR_GROUP, Confirmer
+from ckptlog.connect import EVENTS_TOPIC, resolve
+from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
 from processor.core.paths import is_within
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
 
 SOURCE = "ckptlog/reporter"
-T = TypeVar("T")
 ReportIds = Literal["sequence", "content"]
 """How `report` names events without index=/event_id=: by the reporter's counter, or (one-shot
 senders such as the CLI, which have no counter) by a hash of the report's data."""
@@ -48,7 +52,11 @@ class SentEvent:
 
 
 class AsyncReporter:
-    """Reports of one run. `async with AsyncReporter("run-1") as r: await r.report({...})`."""
+    """Reports of one run. `async with AsyncReporter("run-1") as r: await r.report({...})`.
+
+    `confirm=True`: every call waits until the processor (consumer group `processor_group`) has
+    committed its event, up to `confirm_timeout_s`, and raises `EventRejected` when the processor
+    dead-lettered it (on `dlq_topic`); each call's `confirm=` overrides it."""
 
     def __init__(
         self,
@@ -61,14 +69,22 @@ class AsyncReporter:
         source: str = SOURCE,
         connection: KafkaConnection | None = None,
         report_ids: ReportIds = "sequence",
+        confirm: bool = False,
+        confirm_timeout_s: float | None = 60.0,
+        processor_group: str = PROCESSOR_GROUP,
+        dlq_topic: str = DLQ_TOPIC,
     ) -> None:
         self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
+        self.confirm_by_default, self.confirm_timeout_s = confirm, confirm_timeout_s
+        self._processor_group, self._dlq_topic = processor_group, dlq_topic
+        self._confirmer: Confirmer | None = None
         self.generation = generation
         self.reports_sent = 0
         self._next_index: dict[int, int] = {generation or 0: first_index}
         self._storage_path: str | None = None
         self._bootstrap, self._connection = bootstrap_servers, connection
         self._producer: EventProducer | None = None
+        self._conn: KafkaConnection | None = None
         self._lock = asyncio.Lock()  # start/close
         self._order = asyncio.Lock()  # one event at a time: indices and order on the partition
         self._closed = False
@@ -91,11 +107,24 @@ class AsyncReporter:
                 except BaseException:
                     await producer.stop()
                     raise
-                self._producer = producer
+                self._producer, self._conn = producer, conn
+            if self.confirm_by_default:
+                await self._start_confirmer()
+
+    async def _start_confirmer(self) -> Confirmer:
+        if self._confirmer is None:
+            assert self._conn is not None
+            confirmer = Confirmer(self._conn, self.run_id, group_id=self._processor_group, dlq_topic=self._dlq_topic)
+            await confirmer.start()
+            self._confirmer = confirmer
+        return self._confirmer
 
     async def close(self) -> None:
         async with self._lock:
             self._closed = True
+            if self._confirmer is not None:
+                await self._confirmer.close()
+                self._confirmer = None
             if self._producer is not None:
                 await self._producer.stop()
                 self._producer = None
@@ -116,6 +145,7 @@ class AsyncReporter:
         validation: ValidationArg | None = None,
         *,
         event_id: str | None = None,
+        confirm: bool | None = None,
     ) -> SentEvent:
         """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint)."""
         root = as_url(storage_path, "storage_path")
@@ -131,9 +161,12 @@ class AsyncReporter:
             spec = validation_body(validation)
             data["validation"] = {} if spec is True else spec
         async with self._order:
-            sent = await self._send("run_started", data, event_id or ids.run_started_id(self.run_id, data))
-            self._storage_path = root
-            return sent
+
+            def started() -> None:
+                self._storage_path = root
+
+            event_id = event_id or ids.run_started_id(self.run_id, data)
+            return await self._send("run_started", data, event_id, confirm, started)
 
     async def report(
         self,
@@ -144,11 +177,12 @@ class AsyncReporter:
         *,
         index: int | None = None,
         event_id: str | None = None,
+        confirm: bool | None = None,
     ) -> SentEvent:
         """Ray's `train.report(metrics, checkpoint)`; `validation` asks an evaluator to score the
         checkpoint first (True = the run's default spec, or {"fn_kwargs": ..., "timeout_s": ...})."""
         async with self._order:  # concurrent calls must not pick the same index, and keep their order
-            return await self._report(metrics, checkpoint_path, validation, generation, index, event_id)
+            return await self._report(metrics, checkpoint_path, validation, generation, index, event_id, confirm)
 
     async def _report(
         self,
@@ -158,6 +192,7 @@ class AsyncReporter:
         generation: int | None,
         index: int | None,
         event_id: str | None,
+        confirm: bool | None,
     ) -> SentEvent:
         gen = generation if generation is not None else self.generation
         slot = gen or 0
@@ -172,25 +207,28 @@ class AsyncReporter:
             event_id = (
                 ids.report_content_id(self.run_id, data) if content else ids.report_id(self.run_id, gen, position)
             )
-        sent = await self._send("report", data, event_id)
-        self._next_index[slot] = max(self._next_index.get(slot, 0), position + 1)
-        self.reports_sent += 1
-        return sent
+
+        def counted() -> None:
+            self._next_index[slot] = max(self._next_index.get(slot, 0), position + 1)
+            self.reports_sent += 1
+
+        return await self._send("report", data, event_id, confirm, counted)
 
     async def worker_group_restart(
-        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None
+        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None, confirm: bool | None = None
     ) -> SentEvent:
         """A new worker group starts: generation + 1, report index back to 0 (as the fold does);
         later reports carry the new generation so reports from the old workers are rejected."""
         async with self._order:
             new_generation = (self.generation or 0) + 1
             data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
-            sent = await self._send(
-                "worker_group_restart", data, event_id or ids.restart_id(self.run_id, new_generation)
-            )
-            self.generation = new_generation
-            self._next_index[new_generation] = 0
-            return sent
+
+            def restarted() -> None:
+                self.generation = new_generation
+                self._next_index[new_generation] = 0
+
+            event_id = event_id or ids.restart_id(self.run_id, new_generation)
+            return await self._send("worker_group_restart", data, event_id, confirm, restarted)
 
     def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
         url = as_url(checkpoint_path, "checkpoint_path")
@@ -202,129 +240,42 @@ class AsyncReporter:
             )
         return url
 
-    async def _send(self, kind: str, data: dict[str, Any], event_id: str) -> SentEvent:
+    async def _send(
+        self, kind: str, data: dict[str, Any], event_id: str, confirm: bool | None, sent_hook: Callable[[], None]
+    ) -> SentEvent:
+        """Check, send, and (confirming) wait for the processor. `sent_hook` moves the reporter on (its
+        index, generation, root) once the event is sent — unless the processor rejected it: a rejected
+        event counts for nothing in the run (and its id is free for a corrected resend)."""
         raw = encode_checked(envelope(kind, self.run_id, data, event_id, self.source))
         if self._producer is None:
             await self.start()
         producer = self._producer
         if producer is None:
             raise ClientClosed(f"reporter of run {self.run_id!r} is closed; create a new one")
+        confirming = self.confirm_by_default if confirm is None else confirm
+        confirmer = await self._start_confirmer() if confirming else None
         where = await producer.send(self.topic, self.run_id.encode(), raw)
-        return SentEvent(event_id, f"ckptlog.{kind}.v1", self.run_id, where.topic, where.partition, where.offset)
-
-
-class Reporter:
-    """The synchronous flavour: the same API, run on a private event-loop thread."""
-
-    def __init__(
-        self,
-        run_id: str,
-        *,
-        bootstrap_servers: str | None = None,
-        topic: str = EVENTS_TOPIC,
-        generation: int | None = None,
-        first_index: int = 0,
-        source: str = SOURCE,
-        connection: KafkaConnection | None = None,
-        timeout_s: float | None = 60.0,
-    ) -> None:
-        if connection is None:  # a training script learns now, not at its first report hours later
-            bootstrap_servers = require_bootstrap(bootstrap_servers)
-        self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
-        self._timeout, self._started = timeout_s, False
-        self._async = AsyncReporter(
-            run_id,
-            bootstrap_servers=bootstrap_servers,
-            topic=topic,
-            generation=generation,
-            first_index=first_index,
-            source=source,
-            connection=connection,
-        )
-
-    @property
-    def run_id(self) -> str:
-        return self._async.run_id
-
-    @property
-    def generation(self) -> int | None:
-        return self._async.generation
-
-    @property
-    def reports_sent(self) -> int:
-        return self._async.reports_sent
-
-    def start(self) -> None:
-        """Connect (no time limit: the Kafka client's own timeouts apply); raises
-        `NoKafkaConfigured` at once when there is no Kafka to connect to."""
-        self._thread.call(self._async.start())
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        if not self._started:
+        sent = SentEvent(event_id, f"ckptlog.{kind}.v1", self.run_id, where.topic, where.partition, where.offset)
+        if confirmer is not None:
+            confirmer.sent(sent.offset)
             try:
-                self.start()
-            except BaseException:
-                coro.close()
+                await self._confirm(confirmer, sent, self.confirm_timeout_s)
+            except EventRejected:
                 raise
-            self._started = True
-        return self._thread.call(coro, self._timeout)
+            except BaseException:
+                sent_hook()  # not known to be rejected: it may still be applied
+                raise
+        sent_hook()
+        return sent
 
-    def run_started(
-        self,
-        storage_path: PathLike,
-        num_to_keep: int | None = None,
-        checkpoint_score_attribute: str | None = None,
-        checkpoint_score_order: Literal["max", "min"] = "max",
-        validation: ValidationArg | None = None,
-        *,
-        event_id: str | None = None,
-    ) -> SentEvent:
-        return self._call(
-            self._async.run_started(
-                storage_path,
-                num_to_keep,
-                checkpoint_score_attribute,
-                checkpoint_score_order,
-                validation,
-                event_id=event_id,
-            )
-        )
+    async def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
+        """Wait until the processor committed `sent` (an event this reporter sent while confirming, i.e.
+        with `confirm=True`); raise `EventRejected` if it was rejected, `NotConfirmed` at `timeout_s`
+        (default: the reporter's `confirm_timeout_s`)."""
+        if self._confirmer is None:
+            raise ClientError("nothing to confirm: create the reporter with confirm=True (or pass confirm=True)")
+        await self._confirm(self._confirmer, sent, self.confirm_timeout_s if timeout_s is None else timeout_s)
 
-    def report(
-        self,
-        metrics: Mapping[str, Any],
-        checkpoint_path: PathLike | None = None,
-        validation: ValidationArg = False,
-        generation: int | None = None,
-        *,
-        index: int | None = None,
-        event_id: str | None = None,
-    ) -> SentEvent:
-        return self._call(
-            self._async.report(metrics, checkpoint_path, validation, generation, index=index, event_id=event_id)
-        )
-
-    def worker_group_restart(
-        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None
-    ) -> SentEvent:
-        return self._call(self._async.worker_group_restart(num_workers, reason, event_id=event_id))
-
-    def close(self) -> None:
-        try:
-            self._thread.call(self._async.close(), self._timeout)
-        finally:
-            self._thread.close()
-
-    def __enter__(self) -> Reporter:
-        try:
-            self.start()
-        except BaseException:
-            self._thread.close()  # __exit__ will not run: do not leave the loop thread behind
-            raise
-        self._started = True
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    async def _confirm(self, confirmer: Confirmer, sent: SentEvent, timeout_s: float | None) -> None:
+        what = f"{sent.type} {sent.event_id} of run {sent.run_id!r}"
+        await confirmer.confirm(what, sent.topic, sent.partition, sent.offset, timeout_s)

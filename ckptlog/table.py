@@ -47,8 +47,22 @@ def _metrics_text(metrics: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_table(run_id: str, view: RunView | None, score_attribute: str | None = None, title: str | None = None) -> Table:
-    """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest."""
+def rejected_text(run_id: str, rejected: int) -> str:
+    """`3 events rejected: ckptlog rejections RUN` (empty for none)."""
+    if not rejected:
+        return ""
+    return f"{rejected} event{'s' if rejected > 1 else ''} rejected: `ckptlog rejections {run_id}`"
+
+
+def run_table(
+    run_id: str,
+    view: RunView | None,
+    score_attribute: str | None = None,
+    title: str | None = None,
+    rejected: int = 0,
+) -> Table:
+    """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest; the caption
+    counts the run's rejected events (its dead letters), if any."""
     table = Table(title=title or f"run {run_id}", title_justify="left", expand=False, pad_edge=False)
     table.add_column("#", justify="right", style="dim")
     table.add_column("checkpoint")
@@ -56,7 +70,11 @@ def run_table(run_id: str, view: RunView | None, score_attribute: str | None = N
     table.add_column(score_attribute or "metrics", justify="right" if score_attribute else "left")
     table.add_column("", no_wrap=True)
     if view is None:
-        table.caption = "no view yet (waiting for the processor)"
+        table.caption = (
+            f"no view yet — {rejected_text(run_id, rejected)}"
+            if rejected
+            else "no view yet (waiting for the processor)"
+        )
         return table
     for ckpt in view.checkpoints:
         marks = Text()
@@ -73,4 +91,6 @@ def run_table(run_id: str, view: RunView | None, score_attribute: str | None = N
             marks,
         )
     table.caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
+    if rejected:
+        table.caption += f" · {rejected_text(run_id, rejected)}"
     return table

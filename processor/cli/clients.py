@@ -17,12 +17,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
-from ckptlog.errors import ClientError
+from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
 from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
-from ckptlog.table import run_table
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.errors import ConfigError
@@ -40,6 +40,16 @@ ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (neste
 ScoreOrder = Annotated[str, Opt(help="max or min.")]
 ValKwargs = Annotated[str | None, Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
 ValTimeout = Annotated[float | None, Opt(help="Evaluator time limit in seconds (implies --validate).")]
+Confirm = Annotated[
+    bool,
+    Opt(
+        "--confirm",
+        help="Wait until the processor committed the event; exit 1 with its reason if it rejected it.",
+    ),
+]
+ConfirmTimeout = Annotated[float, Opt(help="With --confirm: how long to wait for the processor.")]
+ProcessorGroup = Annotated[str, Opt(help="With --confirm: the processor's consumer group (`ckptlog run --group-id`).")]
+DlqTopic = Annotated[str, Opt(help="With --confirm: the processor's dead-letter topic.")]
 
 
 class UsageError(ConfigError):
@@ -84,6 +94,11 @@ def validation_flag(validate: bool, kwargs: str | None, timeout_s: float | None)
     if kwargs is None and timeout_s is None:
         return validate
     return {"fn_kwargs": _json_object(kwargs, "--validate-kwargs") if kwargs else {}, "timeout_s": timeout_s}
+
+
+def confirming(confirm: bool, timeout_s: float, group: str, dlq_topic: str) -> dict[str, Any]:
+    """AsyncReporter keyword arguments for the --confirm flags."""
+    return {"confirm": confirm, "confirm_timeout_s": timeout_s, "processor_group": group, "dlq_topic": dlq_topic}
 
 
 def _print(sent: SentEvent) -> None:
@@ -139,6 +154,10 @@ def report_command(
     score_order: ScoreOrder = "max",
     bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = PROCESSOR_GROUP,
+    dlq_topic: DlqTopic = DLQ_TOPIC,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless."""
@@ -147,7 +166,11 @@ def report_command(
         metrics = parse_metrics(metric, metrics_json)
         spec = validation_flag(validate, validate_kwargs, validate_timeout_s)
         async with AsyncReporter(
-            run_id, bootstrap_servers=bootstrap_servers, topic=topic, report_ids="content"
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            report_ids="content",
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
         ) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
@@ -167,12 +190,21 @@ def start_run_command(
     validate_timeout_s: ValTimeout = None,
     bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = PROCESSOR_GROUP,
+    dlq_topic: DlqTopic = DLQ_TOPIC,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
-        async with AsyncReporter(run_id, bootstrap_servers=bootstrap_servers, topic=topic) as reporter:
+        async with AsyncReporter(
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+        ) as reporter:
             await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec)
 
     _run(main())
@@ -189,6 +221,10 @@ def restart_command(
     bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = PROCESSOR_GROUP,
+    dlq_topic: DlqTopic = DLQ_TOPIC,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
 
@@ -199,7 +235,11 @@ def restart_command(
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
         async with AsyncReporter(
-            run_id, bootstrap_servers=bootstrap_servers, topic=topic, generation=current
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            generation=current,
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
         ) as reporter:
             _print(await reporter.worker_group_restart(num_workers, reason))
 
@@ -251,29 +291,16 @@ def watch_command(
     once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
     bootstrap_servers: Bootstrap = None,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
+    dlq_topic: Annotated[str, Opt(help="Dead-letter topic (its rejections of RUN are counted).")] = DLQ_TOPIC,
 ) -> None:
-    """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) until Ctrl-C."""
+    """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) and its rejected
+    events, until Ctrl-C."""
     from rich.console import Console
-    from rich.live import Live
 
-    console = Console()
+    from processor.cli.watching import watch
 
-    async def main() -> None:
-        async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
-            if once:
-                view = await reader.view(run_id)
-                if view is None:
-                    raise ClientError(
-                        f"no view of run {run_id!r} on {state_topic}; check the run id and topic, "
-                        "or that the processor is running"
-                    )
-                console.print(run_table(run_id, view, score_attribute))
-                return
-            with Live(run_table(run_id, None, score_attribute), console=console, auto_refresh=False) as live:
-                async for view in reader.watch(run_id):
-                    live.update(run_table(run_id, view, score_attribute), refresh=True)
-
+    topics = Topics(state=state_topic)
     try:
-        _run(main())
+        _run(watch(Console(), run_id, score_attribute, once, bootstrap_servers, topics, dlq_topic))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

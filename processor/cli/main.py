@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "run": "run",
     "inspect": "inspect",
     "replay": "replay",
+    "rejections": "rejections",
     "report": "clients",
     "start-run": "clients",
     "worker-group-restart": "clients",

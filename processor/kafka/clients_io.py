@@ -16,11 +16,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from processor.kafka.connection import CHECK_BROKER, KafkaConnection, start_client
 from processor.kafka.errors import best_effort, map_kafka_errors
 from processor.kafka.reader import Record
-from processor.kafka.topics import admin_client
+from processor.kafka.topics import _Admin, admin_client
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,12 @@ class TopicTail:
     """Follow every partition of `topic` from its beginning, forever (no consumer group).
 
     A topic that does not exist yet (the processor creates it on first start) is waited
-    for: `fetch` returns nothing until it appears.
+    for: `fetch` returns nothing until it appears. `from_end`: start at the end the topic has when
+    `start()` returns instead (a topic that appears later is read from its beginning: all of it is new).
     """
 
-    def __init__(self, conn: KafkaConnection, topic: str) -> None:
-        self._conn, self.topic = conn, topic
+    def __init__(self, conn: KafkaConnection, topic: str, *, from_end: bool = False) -> None:
+        self._conn, self.topic, self._from_end = conn, topic, from_end
         self._consumer = AIOKafkaConsumer(
             **conn.client_kwargs(),
             group_id=None,
@@ -95,13 +97,14 @@ class TopicTail:
 
     async def start(self) -> None:
         await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
-        await self._assign()
+        async with self._assigning:
+            await self._assign_now(at_end=self._from_end)
 
     async def _assign(self) -> bool:
         async with self._assigning:  # fetch and end_offsets may both get here first
             return bool(self._tps) or await self._assign_now()
 
-    async def _assign_now(self) -> bool:
+    async def _assign_now(self, at_end: bool = False) -> bool:
         # A full metadata fetch: the consumer's own cache only tracks topics it already uses, so a
         # topic created after start() would never show up there.
         with self._reading("the metadata"):
@@ -111,8 +114,14 @@ class TopicTail:
             return False
         self._tps = [TopicPartition(self.topic, p) for p in sorted(known)]
         self._consumer.assign(self._tps)
-        with self._reading("the beginning offsets"):
-            await self._consumer.seek_to_beginning(*self._tps)
+        if not at_end:
+            with self._reading("the beginning offsets"):
+                await self._consumer.seek_to_beginning(*self._tps)
+            return True
+        with self._reading("the end offsets"):
+            await self._consumer.seek_to_end(*self._tps)
+            for tp in self._tps:  # resolve the end now: a lazy seek would land past records written meanwhile
+                await self._consumer.position(tp)
         return True
 
     def _reading(self, what: str) -> AbstractContextManager[None]:
@@ -129,7 +138,7 @@ class TopicTail:
         with self._reading("records"):
             batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         return [
-            Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+            Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
             for records in batches.values()
             for r in records
         ]
@@ -149,6 +158,33 @@ class TopicTail:
 
     async def stop(self) -> None:
         await self._consumer.stop()
+
+
+class GroupOffsets:
+    """A consumer group's committed offsets, read through one long-lived admin client (never joins
+    the group): how a client tells whether the processor has committed past a record."""
+
+    def __init__(self, conn: KafkaConnection, group_id: str) -> None:
+        self._conn, self.group_id = conn, group_id
+        self._admin = AIOKafkaAdminClient(**conn.client_kwargs())
+
+    async def start(self) -> None:
+        await start_client(_Admin(self._admin), self._conn, "the admin client")
+
+    async def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset of topic[partition] (the next offset it will read), None when it has none."""
+        tp = TopicPartition(topic, partition)
+        with map_kafka_errors(
+            f"reading the committed offset of group {self.group_id} on {topic}[{partition}] failed",
+            "check the broker and that this principal may describe the group",
+        ):
+            found = await self._admin.list_consumer_group_offsets(self.group_id, partitions=[tp])
+        meta = found.get(tp)
+        return int(meta.offset) if meta is not None and meta.offset >= 0 else None
+
+    async def stop(self) -> None:
+        with best_effort(log, "admin_stop_failed", "closing the admin client failed"):
+            await self._admin.close()
 
 
 async def delete_topics(conn: KafkaConnection, names: Sequence[str]) -> None:

@@ -31,6 +31,10 @@ class TopicSetupError(KafkaIOError):
     """A topic could not be created or described."""
 
 
+class TopicMissing(TopicSetupError):
+    """A topic that was to be read does not exist."""
+
+
 @contextmanager
 def map_kafka_errors(
     what: str,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from processor.kafka.connection import KafkaConnection, start_client
-from processor.kafka.errors import KafkaIOError, TopicSetupError, map_kafka_errors
+from processor.kafka.errors import KafkaIOError, TopicMissing, map_kafka_errors
 from processor.kafka.records import Header, PartitionId
 from processor.kafka.topics import admin_client, partition_counts
 
@@ -27,6 +27,7 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    timestamp: int | None = None  # milliseconds since the epoch, as the broker stored it
 
 
 class TopicReader:
@@ -56,7 +57,7 @@ class TopicReader:
         async with admin_client(self._conn) as admin:
             counts = await partition_counts(admin, [self.topic])
         if self.topic not in counts:
-            raise TopicSetupError(
+            raise TopicMissing(
                 f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check the topic name"
             )
         await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
@@ -104,7 +105,7 @@ class TopicReader:
             for tp, records in fetched.items():
                 end = self.end[PartitionId(*tp)]
                 batch = [
-                    Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                    Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
                     for r in records
                     if r.offset < end
                 ]

@@ -33,6 +33,7 @@ from processor.kafka.factory import BrokerClients
 from processor.kafka.producers import MAX_RECORD_BYTES
 from processor.kafka.records import InputRecord, PartitionId
 from processor.kafka.topics import TopicSpec
+from processor.service.advice import idle_message, start_advice
 from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
@@ -192,6 +193,8 @@ class Processor:
                 "filesystem root or a bucket, and have what lies below it deleted as evictions; set it to the "
                 "directory every run's checkpoints live under (docs/processor.md, Deployment)"
             )
+        for advice in start_advice(settings):
+            log.warning(advice)
         log.info(
             "event=starting bootstrap=%s group=%s guarantee=%s input=%s partitions=%d snapshots=%s",
             clients.servers,
@@ -275,6 +278,8 @@ class Processor:
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
         log.info("event=partitions_assigned partitions=%s", ",".join(map(str, partitions)) or "-")
+        if not partitions:
+            log.warning(idle_message(self.settings))
         self._assigned.update(partitions)
         await self._open_all([p for p in partitions if p not in self.tasks])
         self.ready.set()

@@ -125,6 +125,17 @@ async def restore(
             committed,
             start - 1,
         )
+    if snapshot is None and log_end > start:
+        why = "no snapshot under " + store.url if committed is not None else "the group has no committed offset"
+        log.warning(
+            "event=full_replay partition=%s records=%d snapshots=%s: %s, so the fold starts from offset %d "
+            "and reads the whole log (see --snapshots, docs/processor.md Restore)",
+            pid,
+            log_end - start,
+            store.url,
+            why,
+            start,
+        )
     log.info(
         "event=restored partition=%s snapshot_offset=%s log_start=%d log_end=%d committed=%s runs=%d replay=%d",
         pid,

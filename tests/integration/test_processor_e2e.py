@@ -97,12 +97,14 @@ async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
             kafka_bootstrap,
             "--state-topic",
             settings.state_topic,
+            "--dlq-topic",
+            settings.dlq_topic,
         ],
         capture_output=True,
         check=True,
         timeout=60,
     )
-    assert json.loads(out.stdout) == {"runs": expected}
+    assert json.loads(out.stdout) == {"runs": expected, "rejections": {}}
 
 
 def _evicted(lines: list[bytes], settings: ServiceSettings) -> dict[str, list[str]]:

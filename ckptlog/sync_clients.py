@@ -1,0 +1,253 @@
+"""The synchronous flavours, for training scripts: `Reporter` and `SyncReader`.
+
+Training code is often synchronous (or runs its own loop, e.g. inside Jupyter), so these never
+touch the caller's event loop: each wraps its async counterpart (`AsyncReporter`, `Reader`) on a
+private event-loop thread (ckptlog.loop_thread) and waits for every call.
+
+    with Reporter("run-42") as reporter:
+        reporter.report({"loss": 0.1}, "s3://bucket/run-42/ckpt-1")
+    with SyncReader() as reader:
+        kept = reader.get_all_reported_checkpoints("run-42", report_index=1, timeout_s=60)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from ckptlog.bodies import PathLike, ValidationArg
+from ckptlog.confirm import PROCESSOR_GROUP
+from ckptlog.connect import EVENTS_TOPIC, Topics, require_bootstrap
+from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.loop_thread import LoopThread
+from ckptlog.reader import Reader, WaitResult
+from ckptlog.reporter import SOURCE, AsyncReporter, SentEvent
+from ckptlog.views import Consistency, ReportedCheckpoint, RunView
+from processor.kafka.connection import KafkaConnection
+
+T = TypeVar("T")
+
+
+class Reporter:
+    """The synchronous `AsyncReporter`: the same API, run on a private event-loop thread.
+
+    `timeout_s` bounds each call's send; a confirmed call (`confirm=True`) may in addition wait up
+    to `confirm_timeout_s` for the processor."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        bootstrap_servers: str | None = None,
+        topic: str = EVENTS_TOPIC,
+        generation: int | None = None,
+        first_index: int = 0,
+        source: str = SOURCE,
+        connection: KafkaConnection | None = None,
+        timeout_s: float | None = 60.0,
+        confirm: bool = False,
+        confirm_timeout_s: float | None = 60.0,
+        processor_group: str = PROCESSOR_GROUP,
+        dlq_topic: str = DLQ_TOPIC,
+    ) -> None:
+        if connection is None:  # a training script learns now, not at its first report hours later
+            bootstrap_servers = require_bootstrap(bootstrap_servers)
+        self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
+        self._timeout, self._started = timeout_s, False
+        self._async = AsyncReporter(
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            generation=generation,
+            first_index=first_index,
+            source=source,
+            connection=connection,
+            confirm=confirm,
+            confirm_timeout_s=confirm_timeout_s,
+            processor_group=processor_group,
+            dlq_topic=dlq_topic,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self._async.run_id
+
+    @property
+    def generation(self) -> int | None:
+        return self._async.generation
+
+    @property
+    def reports_sent(self) -> int:
+        return self._async.reports_sent
+
+    def start(self) -> None:
+        """Connect (no time limit: the Kafka client's own timeouts apply); raises
+        `NoKafkaConfigured` at once when there is no Kafka to connect to."""
+        self._thread.call(self._async.start())
+
+    def _limit(self, confirm: bool | None) -> float | None:
+        confirming = self._async.confirm_by_default if confirm is None else confirm
+        extra = self._async.confirm_timeout_s if confirming else 0.0
+        return None if self._timeout is None or extra is None else self._timeout + extra
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
+        if not self._started:
+            try:
+                self.start()
+            except BaseException:
+                coro.close()
+                raise
+            self._started = True
+        return self._thread.call(coro, timeout_s)
+
+    def run_started(
+        self,
+        storage_path: PathLike,
+        num_to_keep: int | None = None,
+        checkpoint_score_attribute: str | None = None,
+        checkpoint_score_order: Literal["max", "min"] = "max",
+        validation: ValidationArg | None = None,
+        *,
+        event_id: str | None = None,
+        confirm: bool | None = None,
+    ) -> SentEvent:
+        coro = self._async.run_started(
+            storage_path,
+            num_to_keep,
+            checkpoint_score_attribute,
+            checkpoint_score_order,
+            validation,
+            event_id=event_id,
+            confirm=confirm,
+        )
+        return self._call(coro, self._limit(confirm))
+
+    def report(
+        self,
+        metrics: Mapping[str, Any],
+        checkpoint_path: PathLike | None = None,
+        validation: ValidationArg = False,
+        generation: int | None = None,
+        *,
+        index: int | None = None,
+        event_id: str | None = None,
+        confirm: bool | None = None,
+    ) -> SentEvent:
+        coro = self._async.report(
+            metrics, checkpoint_path, validation, generation, index=index, event_id=event_id, confirm=confirm
+        )
+        return self._call(coro, self._limit(confirm))
+
+    def worker_group_restart(
+        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None, confirm: bool | None = None
+    ) -> SentEvent:
+        coro = self._async.worker_group_restart(num_workers, reason, event_id=event_id, confirm=confirm)
+        return self._call(coro, self._limit(confirm))
+
+    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
+        """See `AsyncReporter.confirm`."""
+        self._call(self._async.confirm(sent, timeout_s), None)
+
+    def close(self) -> None:
+        try:
+            self._thread.call(self._async.close(), self._timeout)
+        finally:
+            self._thread.close()
+
+    def __enter__(self) -> Reporter:
+        try:
+            self.start()
+        except BaseException:
+            self._thread.close()  # __exit__ will not run: do not leave the loop thread behind
+            raise
+        self._started = True
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class SyncReader:
+    """The synchronous `Reader`: `view`, `runs`, `get_all_reported_checkpoints`, `wait_for` and
+    `watch` (a plain iterator), each run on a private event-loop thread.
+
+    `with SyncReader() as reader: reader.get_all_reported_checkpoints("run-42", 10, timeout_s=60)`."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | None = None,
+        topics: Topics | None = None,
+        connection: KafkaConnection | None = None,
+    ) -> None:
+        if connection is None:  # learn now that there is no Kafka, as the Reporter does
+            bootstrap_servers = require_bootstrap(bootstrap_servers)
+        self._thread = LoopThread("ckptlog-reader")
+        self._async = Reader(bootstrap_servers=bootstrap_servers, topics=topics, connection=connection)
+
+    def start(self) -> None:
+        self._thread.call(self._async.start())
+
+    def close(self) -> None:
+        try:
+            self._thread.call(self._async.close())
+        finally:
+            self._thread.close()
+
+    def __enter__(self) -> SyncReader:
+        try:
+            self.start()
+        except BaseException:
+            self._thread.close()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def view(self, run_id: str) -> RunView | None:
+        """The run's newest VIEW as of now (None: the processor has published none)."""
+        return self._thread.call(self._async.view(run_id))
+
+    def runs(self) -> dict[str, RunView]:
+        return self._thread.call(self._async.runs())
+
+    def get_all_reported_checkpoints(
+        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
+    ) -> list[ReportedCheckpoint]:
+        """Ray's `get_all_reported_checkpoints`: see `Reader.get_all_reported_checkpoints`."""
+        return self._thread.call(self._async.get_all_reported_checkpoints(run_id, report_index, consistency, timeout_s))
+
+    def wait_for(
+        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
+    ) -> WaitResult:
+        return self._thread.call(self._async.wait_for(run_id, report_index, consistency, timeout_s))
+
+    def watch(self, run_id: str, timeout_s: float | None = None) -> Iterator[RunView]:
+        """The run's current VIEW, then each newer one; stops when no change came for `timeout_s`."""
+        changes = self._async.watch(run_id)
+        try:
+            while (view := self._thread.call(_next(changes, timeout_s))) is not None:
+                yield view
+        finally:
+            self._thread.call(_close(changes))
+
+
+async def _next(changes: AsyncIterator[RunView], timeout_s: float | None) -> RunView | None:
+    """The next VIEW, or None after `timeout_s` without one."""
+    try:
+        return await asyncio.wait_for(anext(changes), timeout_s)
+    except TimeoutError:
+        return None
+
+
+async def _close(changes: AsyncIterator[RunView]) -> None:
+    close = getattr(changes, "aclose", None)
+    if close is not None:
+        await close()

@@ -1,0 +1,71 @@
+"""`ckptlog rejections [RUN]`: the events the processor rejected, read back from its dead-letter topic.
+
+A rejected event is acknowledged by the broker like any other (the sender gets its `SentEvent`,
+exit 0): the rejection exists only in the processor's log and the DLQ. This command reads the DLQ
+from its beginning to its end (read_committed) and prints, per rejected event, when, the reason
+code, the message (what to fix) and where the original record is (`topic[partition]@offset`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ckptlog.connect import require_bootstrap
+from ckptlog.dead_letters import DeadLetter, read_dead_letters
+from processor.cli.errors import cli_errors
+from processor.cli.main import app
+from processor.service.settings import load_settings
+
+Opt = typer.Option
+
+
+def rejections_table(letters: list[DeadLetter], title: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in ("time", "run", "reason", "message", "event", "source"):
+        table.add_column(column, overflow="fold")
+    for letter in letters:
+        kind = (letter.event_type or "").removeprefix("ckptlog.")
+        event = f"{kind} {letter.event_id}" if letter.event_id else kind or "—"
+        table.add_row(
+            letter.time or "—", letter.run_id or "—", letter.reason, letter.message, event.strip(), letter.source
+        )
+    return table
+
+
+@app.command("rejections")
+def rejections_command(
+    run_id: Annotated[str | None, typer.Argument(help="Only this run's rejections (default: every run's).")] = None,
+    as_json: Annotated[bool, Opt("--json", help="One JSON object per rejection, with the original bytes.")] = False,
+    last: Annotated[int | None, Opt(min=1, help="Only the newest N (per DLQ partition order).")] = None,
+    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
+    ] = None,
+    dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
+) -> None:
+    """List rejected events (reason, message, source topic[partition]@offset) from the dead-letter topic."""
+    with cli_errors():
+        settings = load_settings(config, bootstrap_servers=bootstrap_servers, dlq_topic=dlq_topic)
+        conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+        letters = asyncio.run(read_dead_letters(conn, settings.dlq_topic, run_id))
+    letters.sort(key=lambda d: (d.timestamp or 0, d.dlq_partition, d.dlq_offset))
+    if last is not None:
+        letters = letters[-last:]
+    if as_json:
+        for letter in letters:
+            sys.stdout.write(json.dumps(letter.to_json()) + "\n")
+        return
+    whose = f"run {run_id!r}" if run_id is not None else "any run"
+    if not letters:
+        typer.echo(f"no rejections of {whose} on {settings.dlq_topic}")
+        return
+    Console().print(rejections_table(letters, f"{len(letters)} rejection(s) of {whose} on {settings.dlq_topic}"))

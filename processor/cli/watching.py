@@ -1,0 +1,85 @@
+"""What `ckptlog watch RUN` shows: the run's VIEW from the state topic, and how many of its events
+the processor rejected (its dead letters), so a run whose reports are all refused says so instead
+of looking like a processor that is not running."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ckptlog.connect import Topics, resolve
+from ckptlog.dead_letters import DeadLetterFeed
+from ckptlog.errors import ClientError
+from ckptlog.reader import Reader
+from ckptlog.table import run_table
+from ckptlog.views import RunView
+
+
+def no_view_message(run_id: str, state_topic: str, feed: DeadLetterFeed) -> str:
+    rejected = feed.counts[run_id]
+    if not rejected:
+        return (
+            f"no view of run {run_id!r} on {state_topic}; check the run id and topic, or that the processor is running"
+        )
+    newest = max(feed.letters.values(), key=lambda d: (d.timestamp or 0, d.dlq_offset), default=None)
+    why = f" (the newest: {newest.reason}: {newest.message})" if newest is not None else ""
+    return (
+        f"no view of run {run_id!r} on {state_topic}: the processor rejected {rejected} of its "
+        f"events{why}; `ckptlog rejections {run_id}` lists them"
+    )
+
+
+async def watch(
+    console: Console,
+    run_id: str,
+    score_attribute: str | None,
+    once: bool,
+    bootstrap_servers: str | None,
+    topics: Topics,
+    dlq_topic: str,
+) -> None:
+    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled."""
+    conn = await resolve(bootstrap_servers, "ckptlog-watch")
+    feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
+    async with Reader(connection=conn, topics=topics) as reader:
+        await feed.start()
+        try:
+            if once:
+                view = await reader.view(run_id)
+                await feed.catch_up()
+                if view is None:
+                    raise ClientError(no_view_message(run_id, topics.state, feed))
+                console.print(run_table(run_id, view, score_attribute, rejected=feed.counts[run_id]))
+                return
+            await _live(console, run_id, score_attribute, reader, feed)
+        finally:
+            await feed.close()
+
+
+async def _live(
+    console: Console, run_id: str, score_attribute: str | None, reader: Reader, feed: DeadLetterFeed
+) -> None:
+    latest: list[RunView | None] = [None]
+
+    def table() -> Table:
+        return run_table(run_id, latest[0], score_attribute, rejected=feed.counts[run_id])
+
+    with Live(table(), console=console, auto_refresh=False) as live:
+
+        async def on_rejections() -> None:
+            while True:
+                await feed.changed.wait()
+                feed.changed.clear()
+                live.update(table(), refresh=True)
+
+        task = asyncio.create_task(on_rejections())
+        try:
+            async for view in reader.watch(run_id):
+                latest[0] = view
+                live.update(table(), refresh=True)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
