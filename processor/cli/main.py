@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "inspect": "inspect",
     "replay": "replay",
     "rejections": "rejections",
+    "export": "export",
     "report": "clients",
     "start-run": "clients",
     "worker-group-restart": "clients",

@@ -39,9 +39,10 @@ class TopicReader:
         topic: str,
         partitions: Sequence[int] | None = None,
         start: dict[int, int] | None = None,
+        stop: dict[int, int] | None = None,
     ) -> None:
         self._conn, self.topic = conn, topic
-        self._partitions, self._start = partitions, start or {}
+        self._partitions, self._start, self._stop = partitions, start or {}, stop or {}
         self._consumer = AIOKafkaConsumer(
             **conn.client_kwargs(),
             group_id=None,
@@ -73,7 +74,7 @@ class TopicReader:
             raise
         for tp in tps:
             pid = PartitionId(*tp)
-            self.begin[pid], self.end[pid] = int(begins[tp]), int(ends[tp])
+            self.begin[pid], self.end[pid] = int(begins[tp]), min(int(ends[tp]), self._stop.get(tp.partition, ends[tp]))
             self._consumer.seek(tp, max(self._start.get(tp.partition, 0), self.begin[pid]))
         return self
 
@@ -111,6 +112,20 @@ class TopicReader:
                 ]
                 if batch:
                     yield batch
+
+
+async def offsets_at(conn: KafkaConnection, topic: str, when_ms: int) -> dict[int, int]:
+    """Per partition of `topic`, the first offset whose record is not older than `when_ms` (ms since
+    the epoch); the partition's end where every record is older."""
+    async with TopicReader(conn, topic) as reader:
+        consumer = reader._consumer
+        tps = [TopicPartition(topic, pid.partition) for pid in reader.end]
+        with reader._reading("the offsets by time"):
+            found = await consumer.offsets_for_times(dict.fromkeys(tps, when_ms))
+        return {
+            tp.partition: int(meta.offset) if meta is not None else reader.end[PartitionId(*tp)]
+            for tp, meta in found.items()
+        }
 
 
 async def read_topic(conn: KafkaConnection, topic: str) -> list[Record]:

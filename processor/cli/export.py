@@ -1,0 +1,170 @@
+"""`ckptlog export FILE`: the input log as CloudEvents JSON lines, for `ckptlog fold`.
+
+Reads the input topic (or `--topic`) read_committed, from its start (or `--from`) to its end now
+(or `--to`), every partition in offset order, and writes each record's value as one line — the
+processor's own `deletion_completed` records included, since the fold reads them too. What-if
+questions are then answered offline: `ckptlog fold FILE --default-num-to-keep 5` shows what other
+processor defaults would keep, with no broker and nothing deleted (docs/processor.md, "What if").
+
+So that the fold of the file equals what the processor folded, records that cannot be a line as
+they are get fixed or left out, and are counted on stderr: a tombstone (no value: the processor
+dead-letters it) is left out, as is a record whose key is not its event's `subject` (the processor
+rejects it as `key_mismatch`; the file has no keys to check); a JSON value spread over several lines
+is re-encoded on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, BinaryIO
+
+import typer
+
+from ckptlog.connect import require_bootstrap
+from processor.cli.errors import cli_errors
+from processor.cli.main import app
+from processor.errors import ConfigError
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.reader import Record, TopicReader, offsets_at
+from processor.kafka.topics import topic_partitions
+from processor.service.settings import load_settings
+
+Opt = typer.Option
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """`--from`/`--to`: an offset (the same in every partition) or a time (ms since the epoch)."""
+
+    offset: int | None = None
+    time_ms: int | None = None
+
+
+def parse_bound(text: str | None, flag: str) -> Bound | None:
+    """`120` is an offset; `2026-01-31T12:00:00Z` (ISO 8601, UTC when no zone is given) is a time."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return Bound(offset=int(text))
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} {text!r} is neither an offset nor an ISO 8601 time; give e.g. 1200 or 2026-01-31T12:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return Bound(time_ms=int(when.timestamp() * 1000))
+
+
+@dataclass(slots=True)
+class Exported:
+    lines: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> [first, end)
+
+
+def as_line(record: Record, tally: Counter[str]) -> bytes | None:
+    """The record's value as one line (no newline), or None when it is left out (`tally` says why)."""
+    value = record.value
+    if value is None:
+        tally["tombstone"] += 1
+        return None
+    if record.key is not None and not _subject_is(value, record.key):
+        tally["key_mismatch"] += 1
+        return None
+    if b"\n" in value or b"\r" in value:
+        try:
+            value = json.dumps(json.loads(value), separators=(",", ":"), ensure_ascii=False).encode()
+        except (ValueError, UnicodeDecodeError):
+            value = value.replace(b"\r", b" ").replace(b"\n", b" ")  # not JSON: rejected offline as online
+        tally["reencoded"] += 1
+    return value
+
+
+def _subject_is(value: bytes, key: bytes) -> bool:
+    """Whether the event's `subject` is `key` — a byte search first, a parse only when unsure."""
+    if b'"subject":"' + key + b'"' in value and value.count(b'"subject"') == 1:
+        return True
+    try:
+        body = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return True  # not JSON: the processor dead-letters it before any key check; so does the fold
+    subject = body.get("subject") if isinstance(body, dict) else None
+    return not isinstance(subject, str) or subject.encode() == key
+
+
+async def _bounds(conn: KafkaConnection, topic: str, bound: Bound | None) -> dict[int, int] | None:
+    """Per partition, the offset a bound stands for."""
+    if bound is None:
+        return None
+    if bound.time_ms is not None:
+        return await offsets_at(conn, topic, bound.time_ms)
+    return dict.fromkeys(range(await topic_partitions(conn, topic)), bound.offset or 0)
+
+
+async def export(
+    conn: KafkaConnection,
+    topic: str,
+    out: BinaryIO,
+    start: Bound | None = None,
+    stop: Bound | None = None,
+    partitions: list[int] | None = None,
+) -> Exported:
+    """Write `topic`'s records in [start, stop) as lines to `out`; returns what was written and left out."""
+    result = Exported()
+    first, end = await _bounds(conn, topic, start), await _bounds(conn, topic, stop)
+    async with TopicReader(conn, topic, partitions or None, first, end) as reader:
+        for pid, last in reader.end.items():
+            result.ranges[pid.partition] = (await reader.position(pid), last)
+        async for batch in reader.batches():
+            for record in batch:
+                line = as_line(record, result.skipped)
+                if line is not None:
+                    out.write(line + b"\n")
+                    result.lines += 1
+    return result
+
+
+def summary(result: Exported, topic: str, file: str) -> str:
+    ranges = ", ".join(f"[{p}] {a}..{max(a, b) - 1}" if b > a else f"[{p}] none" for p, (a, b) in result.ranges.items())
+    text = f"exported {result.lines} records of {topic} ({ranges}) to {file}"
+    notes = {
+        "tombstone": "tombstones left out (no event)",
+        "key_mismatch": "left out: key is not the event's subject (the processor rejects them as key_mismatch)",
+        "reencoded": "re-encoded on one line",
+    }
+    return text + "".join(f"; {n} {notes[why]}" for why, n in result.skipped.items())
+
+
+@app.command("export")
+def export_command(
+    file: Annotated[str, typer.Argument(help="Output file of JSON lines, or - for stdout.")],
+    topic: Annotated[str | None, Opt(help="Topic to export (default: the input topic, ckptlog.events).")] = None,
+    from_: Annotated[str | None, Opt("--from", help="First offset (every partition) or ISO 8601 time.")] = None,
+    to: Annotated[str | None, Opt("--to", help="Stop before this offset (every partition) or time.")] = None,
+    partition: Annotated[list[int] | None, Opt(help="Only this partition (repeatable).")] = None,
+    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
+    ] = None,
+) -> None:
+    """Write the input log (read_committed, the processor's own records included) as JSON lines for `ckptlog fold`."""
+    with cli_errors():
+        start, stop = parse_bound(from_, "--from"), parse_bound(to, "--to")
+        settings = load_settings(config, bootstrap_servers=bootstrap_servers)
+        conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+        name = topic or settings.input_topic
+        if file == "-":
+            result = asyncio.run(export(conn, name, sys.stdout.buffer, start, stop, partition))
+        else:
+            with open(file, "wb") as out:
+                result = asyncio.run(export(conn, name, out, start, stop, partition))
+    typer.echo(summary(result, name, file), err=True)
