@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "replay": "replay",
     "rejections": "rejections",
     "export": "export",
+    "topics": "topics",
     "report": "clients",
     "start-run": "clients",
     "worker-group-restart": "clients",

@@ -151,3 +151,24 @@ async def delete_prefix(conn: KafkaConnection, topic: str, partition: int, befor
         ):
             result = await admin.delete_records({tp: RecordsToDelete(before_offset)})
         return int(result[tp])
+
+
+async def existing_topics(conn: KafkaConnection, names: Sequence[str]) -> dict[str, int]:
+    """Partitions of each topic in `names` that exists (missing ones are left out)."""
+    async with admin_client(conn) as admin:
+        return await partition_counts(admin, names)
+
+
+async def group_members(conn: KafkaConnection, group_id: str) -> tuple[str, int]:
+    """A consumer group's state (`Stable`, `Empty`, `Dead`, ...) and how many members it has now."""
+    async with admin_client(conn) as admin:
+        with map_kafka_errors(
+            f"describing consumer group {group_id} on {conn.bootstrap_servers} failed",
+            "check that the broker is up and this principal may describe the group",
+        ):
+            responses = await admin.describe_consumer_groups([group_id])
+    for response in responses:
+        for group in response.groups:  # (error_code, group_id, state, protocol_type, protocol, members, ...)
+            if group[1] == group_id:
+                return str(group[2]), len(group[5])
+    return "Dead", 0

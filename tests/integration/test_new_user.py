@@ -96,6 +96,19 @@ async def test_rejections_reach_the_sender_and_the_export_folds_to_the_views(
         assert "'lost' has no view" in inspected.stderr and "ckptlog rejections lost" in inspected.stderr
 
         await _export_folds_to_the_views(settings, tmp_path, common)
+        await _topics_check_sees_the_processor(settings, tmp_path, common)
+
+
+async def _topics_check_sees_the_processor(settings: ServiceSettings, tmp_path: Path, common: list[str]) -> None:
+    """`ckptlog topics --check`, the compose file's health check of the processor."""
+    config = tmp_path / "topics.json"
+    names = ("group_id", "input_topic", "checkpoints_topic", "validations_topic", "watermarks_topic", "state_topic")
+    config.write_text(json.dumps({name: getattr(settings, name) for name in (*names, "dlq_topic")}))
+    healthy = await cli("topics", "--check", "--config", str(config), *common)
+    assert healthy.exit_code == 0, healthy.output
+    assert f"group {settings.group_id}: Stable, 1 member(s)" in healthy.stdout
+    unknown = await cli("topics", "--check", "--config", str(config), "--group-id", "nobody", *common)
+    assert unknown.exit_code == 1 and "no processor in group nobody" in unknown.stderr
 
 
 async def _export_folds_to_the_views(settings: ServiceSettings, tmp_path: Path, common: list[str]) -> None:

@@ -1,5 +1,8 @@
 """deploy/ stays in step with the CLI: the compose file parses and only invokes
-ckptlog subcommands the project documents; those that exist accept its flags."""
+ckptlog subcommands the project documents; those that exist accept its flags. There is no Docker
+engine here, so everything the compose file references is checked statically: images are pinned,
+every command and health check names a real subcommand with real flags, the evaluator's default
+function exists and runs, and services wait only on health checks that exist."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from processor.cli.main import _register, app
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # Subcommands the CLI must provide (docs + compose). `broker` is checked against the
 # real CLI; `run` and `evaluate` are checked in full once they are registered.
-DOCUMENTED = {"run", "evaluate", "broker"}
+DOCUMENTED = {"run", "evaluate", "broker", "topics"}
 
 
 def _compose() -> dict[str, Any]:
@@ -27,12 +30,18 @@ def _compose() -> dict[str, Any]:
     return data
 
 
-def _ckptlog_calls() -> dict[str, list[str]]:
-    """service name -> argv after `ckptlog`, for every service that runs ckptlog."""
+def _argv(command: str | list[Any]) -> list[str]:
+    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    return argv[1:] if argv[:1] in (["CMD"], ["CMD-SHELL"]) else argv
+
+
+def _ckptlog_calls(kind: str = "command") -> dict[str, list[str]]:
+    """service name -> argv after `ckptlog`, for every service that runs ckptlog as its command
+    (or, kind="healthcheck", as its health check)."""
     calls = {}
     for name, service in _compose()["services"].items():
-        command = service.get("command", [])
-        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+        command = service.get("command", []) if kind == "command" else service.get("healthcheck", {}).get("test", [])
+        argv = _argv(command)
         if argv[:1] == ["ckptlog"]:
             calls[name] = argv[1:]
     return calls
@@ -93,3 +102,81 @@ def test_implemented_subcommands_accept_the_compose_flags(service: str) -> None:
     out = _help(argv[0])
     for flag in (a for a in argv if a.startswith("--")):
         assert flag in out, f"`ckptlog {argv[0]}` has no {flag}, but deploy/docker-compose.yml uses it"
+
+
+def test_health_checks_name_real_subcommands_and_flags() -> None:
+    checks = _ckptlog_calls("healthcheck")
+    assert checks["processor"][:2] == ["topics", "--check"], "the processor's health check"
+    for service, argv in checks.items():
+        assert argv[0] in _registered(), f"{service}: `ckptlog {argv[0]}` does not exist"
+        out = _help(argv[0])
+        for flag in (a for a in argv if a.startswith("--")):
+            assert flag in out, f"{service}'s health check passes {flag}, which `ckptlog {argv[0]}` lacks"
+
+
+def test_images_are_pinned() -> None:
+    """`latest` (or no tag) changes under a deployment; only the locally built image is exempt."""
+    services = _compose()["services"]
+    built = {s["image"] for s in services.values() if "build" in s}
+    for name, service in services.items():
+        image = service.get("image", "")
+        if image in built:
+            continue
+        tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+        assert tag and tag != "latest", f"{name}: image {image!r} is not pinned to a release"
+        if image.startswith("minio/"):
+            assert re.fullmatch(r"RELEASE\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ", tag), image
+
+
+def test_services_wait_on_health_checks_that_exist() -> None:
+    services = _compose()["services"]
+    for name, service in services.items():
+        for target, rule in service.get("depends_on", {}).items():
+            assert target in services, f"{name} depends on unknown service {target}"
+            if rule.get("condition") == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target} to be healthy: it has no check"
+    assert services["evaluator"]["depends_on"]["processor"]["condition"] == "service_healthy", (
+        "the evaluator subscribes to the validations topic: it must wait until the processor created it"
+    )
+
+
+def _default(expression: str) -> str:
+    found = re.fullmatch(r"\$\{\w+:-(.+)\}", expression)
+    assert found, expression
+    return found.group(1)
+
+
+def test_the_default_evaluator_exists_and_validates_a_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compose file's default `--fn evaluator:evaluate` named a module nobody shipped."""
+    from ckptlog.evaluator import load_function
+
+    evaluator = _compose()["services"]["evaluator"]
+    fn = _default(_ckptlog_calls()["evaluator"][_ckptlog_calls()["evaluator"].index("--fn") + 1])
+    volume = re.fullmatch(r"(\$\{[^}]*\}|[^:]+):([^:]+)(?::ro)?", evaluator["volumes"][0])
+    assert volume, evaluator["volumes"]
+    host_dir, mount = volume.groups()
+    assert evaluator["environment"]["PYTHONPATH"] == mount
+    source = DEPLOY / _default(host_dir)
+    assert (source / f"{fn.partition(':')[0]}.py").is_file()
+    monkeypatch.syspath_prepend(str(source))
+    evaluate = load_function(fn)
+    checkpoint = tmp_path / "ckpt-1"
+    checkpoint.mkdir()
+    (checkpoint / "model.pt").write_bytes(b"weights")
+    assert evaluate(checkpoint.as_uri(), split="val") == {"eval": {"files": 1, "bytes": 7}}
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError):
+        evaluate((tmp_path / "empty").as_uri())
+
+
+def test_the_readme_says_how_a_job_on_the_host_reaches_kafka_and_minio() -> None:
+    readme = (DEPLOY / "README.md").read_text()
+    services = _compose()["services"]
+    published = {port.split(":")[-2] for s in services.values() for port in s.get("ports", [])}
+    assert {"29092", "9000"} <= published
+    for needle in ("localhost:29092", "http://localhost:9000", "FSSPEC_S3_ENDPOINT_URL", "s3://ckptlog/checkpoints/"):
+        assert needle in readme, needle
+    storage_root = _ckptlog_calls()["processor"][_ckptlog_calls()["processor"].index("--storage-root") + 1]
+    assert storage_root == "s3://ckptlog/checkpoints"
