@@ -1,6 +1,6 @@
 """Deterministic event ids: the same logical event always gets the same id, so a retry is a no-op.
 
-The processor drops an event whose id it already applied to that run (SPEC §2), so the id
+The processor drops an event whose id it already applied to that run (contract §2), so the id
 must name *what happened*, never *when it was sent*. Each id is a UUIDv5 in `NAMESPACE`
 of a newline-joined name (run ids hold no control characters, so the join is unambiguous):
 

@@ -1,4 +1,4 @@
-"""The run VIEW as typed objects, and the watermark rule readers wait on (SPEC §4). Pure.
+"""The run VIEW as typed objects, and the watermark rule readers wait on (contract §4). Pure.
 
 The model is the contract's (events/view.py), re-exported here for the clients. The processor
 publishes, per run, a VIEW on the compacted state topic after every change; it carries the very

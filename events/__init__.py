@@ -1,4 +1,4 @@
-"""Event models and their (de)serialisation: the wire contract of SPEC §2 and §5.
+"""Event models and their (de)serialisation: the wire contract of contract §2 and §5.
 
 The names below are the pydantic models (the contract); `decode_event` yields the Structs of
 events/decoded.py (`DecodedEvent`), the one shape the fold reads. The run view's model is in

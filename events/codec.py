@@ -162,7 +162,7 @@ def _hint(loc: list[str], error: Any) -> str:
     if error["type"] == "missing":
         return "; add the field"
     if error["type"] == "extra_forbidden":
-        return "; remove it (check the spelling against SPEC §2)"
+        return "; remove it (check the spelling against docs/contract.md §2)"
     if "num_to_keep" in loc:
         return "; use an int >= 1, or null to keep every checkpoint"
     return ""

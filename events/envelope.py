@@ -1,4 +1,4 @@
-"""The processor's output envelope (SPEC §5) and the one JSON encoder, down to the bytes.
+"""The processor's output envelope (contract §5) and the one JSON encoder, down to the bytes.
 
 Every CloudEvents record the processor writes — fold outputs, `checkpoints_missing`, and the
 `deletion_completed` events it writes back to its input — is `encode_json(envelope(...))`.

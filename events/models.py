@@ -1,4 +1,4 @@
-"""Pydantic v2 models of every input event (SPEC §2) in the CloudEvents 1.0 envelope.
+"""Pydantic v2 models of every input event (contract §2) in the CloudEvents 1.0 envelope.
 
 Validation is strict (no "5" for 5, no unknown `data` fields) because a silently ignored
 typo such as `num_to_kep` would change retention without anyone noticing.
@@ -73,7 +73,7 @@ class ValidationResultData(BaseModel):
 
 class WorkerGroupRestartData(BaseModel):
     """`generation`: the generation this restart starts (absent: the current one + 1); a restart
-    for a generation the run already reached is a no-op with a warning (SPEC §3)."""
+    for a generation the run already reached is a no-op with a warning (contract §3)."""
 
     model_config = _STRICT
     num_workers: Annotated[int, Field(ge=1)]
@@ -95,7 +95,7 @@ class CompletedPath(BaseModel):
 
 
 class RefusedPath(BaseModel):
-    """One eviction the deleter refused to carry out (SPEC §9): final, nothing was touched."""
+    """One eviction the deleter refused to carry out (contract §9): final, nothing was touched."""
 
     model_config = _STRICT
     checkpoint_path: NonEmpty

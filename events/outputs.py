@@ -1,4 +1,4 @@
-"""Output events (SPEC §5): their data models and the envelope that gives each a replay-stable id.
+"""Output events (contract §5): their data models and the envelope that gives each a replay-stable id.
 
 The fold produces `(type, data)` pairs; `events.envelope` wraps one in CloudEvents with an id
 derived from the input coordinates (topic, partition, offset, sequence), so replaying the

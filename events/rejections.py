@@ -1,4 +1,4 @@
-"""Reason codes for rejected input (SPEC §8). Stable strings: dashboards and the DLQ key on them."""
+"""Reason codes for rejected input (contract §8). Stable strings: dashboards and the DLQ key on them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run VIEW (SPEC §4): a run's kept checkpoints, latest, best and watermarks.
+"""The run VIEW (contract §4): a run's kept checkpoints, latest, best and watermarks.
 
 One shape for every place a view appears: the processor publishes it on the compacted state
 topic, `ckptlog fold` and `ckptlog inspect` print it per run, and readers (ckptlog.Reader)
@@ -78,12 +78,12 @@ class RunView(BaseModel):
         return other is None or (self.committed >= other.committed and self.validated >= other.validated)
 
 
-# -- bounded views (SPEC §7): a run that keeps many checkpoints is published as a head and pages --
+# -- bounded views (contract §7): a run that keeps many checkpoints is published as a head and pages --
 
 
 PAGE_KEY_SEPARATOR = "\x1f"
 """Separates a run id from its page coordinates in a page record's key: run ids never hold
-control characters (SPEC §2), so no run id can be mistaken for a page key."""
+control characters (contract §2), so no run id can be mistaken for a page key."""
 
 
 class ViewPages(BaseModel):

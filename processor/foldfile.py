@@ -135,7 +135,7 @@ def fold_file(
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
     document and (unless `with_deletions` is False: a dry run needs none) the deletions the
-    final state still owes — never a path live at the end of the log (SPEC §9), not every
+    final state still owes — never a path live at the end of the log (contract §9), not every
     eviction in the file's history.
     One worker folds in this process. `progress`: report on stderr how much of the file is read."""
     job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
@@ -192,7 +192,7 @@ def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
     if workers > 1 and roots_nest(path):
         sys.stderr.write(
             "ckptlog fold: some runs' storage roots nest, and only one fold sees every run's root to refuse "
-            "that (SPEC §9): folding in one process\n"
+            "that (contract §9): folding in one process\n"
         )
         workers = 1
     if workers <= 1:

@@ -219,7 +219,7 @@ class StorageContract:
         assert "not strictly under the run's storage root" in deleter.refused[("r", target)]
         assert len(deleter.refused) == 2 and deleter.outstanding == frozenset()
 
-    # --- Deleter: deletion safety (SPEC §9), on every backend -----------------------------
+    # --- Deleter: deletion safety (contract §9), on every backend -----------------------------
 
     async def test_url_chaining_in_a_path_deletes_nothing(self, backend: Backend) -> None:
         """`root/::memory` once went through fsspec's URL chaining and removed the whole root."""

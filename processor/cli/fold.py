@@ -60,7 +60,7 @@ def fold_command(
         if apply and storage_root is None:
             raise ConfigError(
                 "--apply deletes from storage, so it needs --storage-root: the directory (or bucket prefix) every "
-                "run's checkpoints live under, the outer bound no deletion may leave (SPEC §9)"
+                "run's checkpoints live under, the outer bound no deletion may leave (contract §9)"
             )
     if file == "-":
         text, deletions = fold_stream_text(

@@ -1,4 +1,4 @@
-"""The fold: a deterministic state machine over input events (SPEC §3–4, §7, §9).
+"""The fold: a deterministic state machine over input events (contract §3–4, §7, §9).
 
 `Fold.apply(event)` mutates only the run states it owns and returns `Effects`. No I/O,
 no clock, no randomness: the same log always yields the same states and outputs, which
@@ -83,7 +83,7 @@ class Fold:
         journal.begin(run)
         try:
             effects = self._handlers[type(event)](event, run)
-        except Exception as exc:  # any fault while applying one record: all or nothing (SPEC §7)
+        except Exception as exc:  # any fault while applying one record: all or nothing (contract §7)
             journal.rollback()
             return rejected(internal_error(subject, event.type, exc))
         if effects.rejection is None:
@@ -109,7 +109,7 @@ class Fold:
 
     def owed(self) -> list[Deletion]:
         """Every eviction whose deletion is not settled yet, per run in eviction order: what a
-        restore re-drives and `ckptlog fold --apply` deletes (SPEC §9: never a live path)."""
+        restore re-drives and `ckptlog fold --apply` deletes (contract §9: never a live path)."""
         return [
             Deletion(run.run_id, evicted.path, run.storage_root or "", evicted.eviction)
             for run in self.runs.values()

@@ -1,4 +1,4 @@
-"""Folding one record is all or nothing (SPEC §7): the undo log of one event's mutations.
+"""Folding one record is all or nothing (contract §7): the undo log of one event's mutations.
 
 The fold's handlers decide every rejection before they mutate anything, but a fault while
 applying an accepted event (a bug, a value no rule foresaw) could still leave a run half

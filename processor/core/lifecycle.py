@@ -1,5 +1,5 @@
 """A run's lifecycle in the fold: run_started, worker-group restarts (explicit, and implicit by a
-newer generation's report), and the settling of evictions in storage (SPEC §2–3, §9).
+newer generation's report), and the settling of evictions in storage (contract §2–3, §9).
 
 These events are rare next to reports; they live here so that processor/core/fold.py holds
 the hot path. Like every handler they decide each rejection before mutating anything and push
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 class Roots:
     """The storage roots of the runs started explicitly in this fold (canonical -> run id): no
-    two may nest (SPEC §9). Runs without run_started share the processor's --storage-root and
+    two may nest (contract §9). Runs without run_started share the processor's --storage-root and
     are not registered (docs/processor.md says what that means for a deployment)."""
 
     __slots__ = ("nesting", "owners")
@@ -61,7 +61,7 @@ def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
     if problem is not None:
         return rejected(problem)
     if run is not None and run.started == data:
-        return NOTHING  # identical repeat: a no-op (SPEC §2)
+        return NOTHING  # identical repeat: a no-op (contract §2)
     if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
         return rejected(conflict(run_id, run.started is not None))
     root = normalize(data.storage_path)
@@ -81,7 +81,7 @@ def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
 
 
 def restart(fold: Fold, event: WorkerGroupRestart, run: RunState | None) -> Effects:
-    """SPEC §3: a restart for a generation the run already reached is a no-op with a warning."""
+    """contract §3: a restart for a generation the run already reached is a no-op with a warning."""
     data, run_id = event.data, event.subject
     if run is not None and data.generation is not None and data.generation <= run.generation:
         message = (
@@ -152,7 +152,7 @@ def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
 
 
 def deletion_problem(run: RunState | None, path: str) -> str | None:
-    """Why the run's current state does not owe deleting `path` now, or None (SPEC §9: the
+    """Why the run's current state does not owe deleting `path` now, or None (contract §9: the
     deleter asks immediately before it deletes). Owed means outstanding, not kept again, and
     nesting with no other live path — the fold refuses nesting, but a state restored from an
     older build's snapshot may hold it, and a deletion removes a whole tree."""

@@ -1,4 +1,4 @@
-"""Which canonical paths nest: equal to, above or below one another (SPEC §9).
+"""Which canonical paths nest: equal to, above or below one another (contract §9).
 
 Deleting a checkpoint removes its whole tree, so a live path nested inside (or around) an
 evicted one would go with it. `Nesting` answers "does this new path nest with a live one?" in

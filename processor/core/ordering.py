@@ -13,7 +13,7 @@ becomes `(-inf, report_index)` and a score becomes `(value, 2**62 | report_index
 -inf still ranks above no score and equal values order by report index. Keys are unique
 (they end in the report index), so a record is found exactly by its key.
 
-Scores compare exactly, as Python compares ints and floats (SPEC §3): a double holds every
+Scores compare exactly, as Python compares ints and floats (contract §3): a double holds every
 float and every int up to 2**53 exactly, so those are stored unboxed; the first score that
 does not fit (an int beyond 2**53, or beyond the float range) turns the blocks *exact*: values
 kept as Python numbers in lists, compared by Python. Order never depends on the list's size.

@@ -53,7 +53,7 @@ def rejected(rejection: Rejection) -> Effects:
 
 
 def watermark(run: RunState) -> Output:
-    """SPEC §4: the run's watermarks after a change (`validated` read from the run)."""
+    """contract §4: the run's watermarks after a change (`validated` read from the run)."""
     data = {
         "committed": run.report_count,
         "validated": run.validated,

@@ -1,4 +1,4 @@
-"""Pure URL arithmetic for storage confinement (SPEC §9): no fsspec, no I/O.
+"""Pure URL arithmetic for storage confinement (contract §9): no fsspec, no I/O.
 
 fsspec URLs are compared as (protocol, path segments). A local path and `file://` are the
 same protocol. Spellings that a filesystem or fsspec could resolve to another place than
@@ -73,7 +73,7 @@ def parse_url(url: str) -> ParsedUrl:
 
 
 def root_problem(url: str) -> str | None:
-    """Why `url` cannot be a run's storage root (SPEC §9 `unsafe_storage_root`), else None:
+    """Why `url` cannot be a run's storage root (contract §9 `unsafe_storage_root`), else None:
     unparseable, or a filesystem root or bare bucket (`/`, `file:///`, `s3://bucket`)."""
     try:
         parsed = parse_url(url)

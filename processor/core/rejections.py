@@ -1,4 +1,4 @@
-"""The fold's rejections (SPEC §8), each naming the run and object and saying what to do."""
+"""The fold's rejections (contract §8), each naming the run and object and saying what to do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Top-K retention (SPEC §3 "Retention"): evict `checkpoints[:-num_to_keep]` minus the
+"""Top-K retention (contract §3 "Retention"): evict `checkpoints[:-num_to_keep]` minus the
 latest and every pending checkpoint.
 
 Only the first `len - num_to_keep` records are looked at, and each eviction is an

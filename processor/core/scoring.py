@@ -1,4 +1,4 @@
-"""Sort keys for kept checkpoints (SPEC §3 "Sort order"): ascending, best last.
+"""Sort keys for kept checkpoints (contract §3 "Sort order"): ascending, best last.
 
 A key is `(has_score, value, report_index)`. Missing, NaN and non-numeric scores get
 `(False, -inf)` — the worst in both orders (Ray ranks a missing score best under `min`;

@@ -1,10 +1,10 @@
-"""Snapshot codec (SPEC §6): every run's state of one input partition plus its next offset,
+"""Snapshot codec (contract §6): every run's state of one input partition plus its next offset,
 as versioned canonical JSON with a SHA-256 checksum. Pure: bytes in, bytes out.
 
 Canonical = keys in the order they are written, no whitespace, UTF-8, Python's float repr
 (NaN/Infinity literals kept, since metrics may hold them). The checksum covers the canonical
 encoding of `snapshot`, so any flipped byte or truncation is caught before a state is trusted.
-Key order is data (SPEC §3): a metric's flattened lookup depends on the order its keys arrived
+Key order is data (contract §3): a metric's flattened lookup depends on the order its keys arrived
 in (`{"a/b": 1, "a": {"b": 2}}`), so a restored fold must see the very order a clean one does;
 schema version 1 sorted every object's keys and lost it (v1 snapshots are still read: their
 metrics come back sorted, and their outstanding evictions are numbered in the order stored).

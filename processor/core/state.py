@@ -92,7 +92,7 @@ class RunState:
         return [*self.by_key, *self.outstanding]
 
     def nested(self, key: str) -> str | None:
-        """A live key equal to, above or below `key` (SPEC §9 `nested_checkpoint_path`)."""
+        """A live key equal to, above or below `key` (contract §9 `nested_checkpoint_path`)."""
         return self.nesting.nested(key, self.is_live, self.live_keys)
 
     def rebuild_nesting(self) -> None:
@@ -101,7 +101,7 @@ class RunState:
 
     @property
     def validated(self) -> int:
-        """SPEC §4: the smallest pending report index, else `report_count`. The one place it is
+        """contract §4: the smallest pending report index, else `report_count`. The one place it is
         computed: the watermark output and the view both read it. `pending` holds records in
         report order (they are only ever added as reported), so the first is the smallest."""
         if self.pending:

@@ -97,7 +97,7 @@ class BatchFolder:
         return batch
 
     def _unapply(self, batch: Batch, record: InputRecord, event: DecodedEvent, exc: Exception, live: bool) -> None:
-        """Roll the fold back over an event whose outputs failed, and dead-letter it (SPEC §7)."""
+        """Roll the fold back over an event whose outputs failed, and dead-letter it (contract §7)."""
         self.fold.rollback_last()
         self._reject(batch, record, internal_error(event.subject, event.type, exc), "fold", live)
 

@@ -1,4 +1,4 @@
-"""The records that carry a run's VIEW on the state topic, bounded in size (SPEC §7).
+"""The records that carry a run's VIEW on the state topic, bounded in size (contract §7).
 
 A run keeping few checkpoints is one record, its whole VIEW (key = run id). A run keeping
 many — keep-all is Ray's default, and a long job keeps hundreds of thousands — would make that

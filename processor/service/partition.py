@@ -179,7 +179,7 @@ class PartitionTask:
 
     def _maybe_redrive(self, reached: int) -> None:
         """Once the fold has read what the log held at restore, hand the deletions the state still
-        owes to the deleter (SPEC §9). Not sooner: a path evicted before the crash may have been
+        owes to the deleter (contract §9). Not sooner: a path evicted before the crash may have been
         settled and reported again since — only the log says so — and the deleter's re-check can
         only see what the fold has read. And only while the fold holds exactly the durable state,
         so that no eviction still waiting for its commit is handed over."""
@@ -229,7 +229,7 @@ class PartitionTask:
     ) -> list[OutRecord]:
         """The completion events to write back for settled deletions of this partition's runs:
         (run id, path) keys confirmed gone (`done`) or refused by the deleter (`refused`, with why).
-        Each names the eviction the run's state owes for the path (SPEC §9: a confirmed deletion is
+        Each names the eviction the run's state owes for the path (contract §9: a confirmed deletion is
         a fact about one eviction). None once the task is closed: the next owner re-drives what is
         still outstanding."""
         if not self.usable:

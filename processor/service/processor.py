@@ -419,7 +419,7 @@ class Processor:
             self._completions.extend(owner.deletions_settled(owned))
 
     def _deletions_refused(self, refused: Sequence[tuple[tuple[str, str], str]]) -> None:
-        """Deletions the deleter will never carry out (SPEC §9) are settled too, so the run's state
+        """Deletions the deleter will never carry out (contract §9) are settled too, so the run's state
         says so (a `deletion_refused` warning) instead of owing them forever."""
         for key, why in refused:
             owner = self._owner(key[0])
@@ -427,7 +427,7 @@ class Processor:
                 self._completions.extend(owner.deletions_settled((), [(key, why)]))
 
     def _still_owed(self, key: tuple[str, str]) -> str | None:
-        """The deleter's last-moment re-check (SPEC §9): why not to delete now, or None."""
+        """The deleter's last-moment re-check (contract §9): why not to delete now, or None."""
         owner = self._owner(key[0])
         if owner is None:
             return "its partition is not owned by this instance any more (the new owner re-drives it)"

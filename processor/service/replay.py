@@ -4,7 +4,7 @@ From the start of the log, or from the newest valid snapshot under `--from-snaps
 each partition is read (read_committed) up to the processor group's committed offset, folded
 exactly as the service folds it, and written as one snapshot under `--snapshots URL`.
 
-Not further: a snapshot holds the state of exactly the committed prefix of the log (SPEC §7).
+Not further: a snapshot holds the state of exactly the committed prefix of the log (contract §7).
 The processor publishes the outputs of everything from the group's committed offset on, so a
 snapshot beyond it would make a restore skip them (validation requests, dead letters). A
 partition the group has no committed offset for gets no snapshot: the processor folds it from

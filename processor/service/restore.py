@@ -4,7 +4,7 @@ Decides where to seek (`start`) and from which offset outputs are published agai
 (`publish_from`: the group's committed offset; everything before it was published by an
 earlier owner and is only replayed into state). A snapshot ahead of the committed offset
 (`ckptlog replay` of an older build wrote them at the log end) is passed over: restoring from
-it would skip publishing the outputs between (SPEC §7). Without a committed offset nothing is
+it would skip publishing the outputs between (contract §7). Without a committed offset nothing is
 known to be published, so the fold starts from the log's start and publishes everything.
 """
 

@@ -87,7 +87,7 @@ class ServiceSettings(BaseSettings):
     @field_validator("storage_root")
     @classmethod
     def _safe_root(cls, value: str | None) -> str | None:
-        """The outer bound of every deletion (SPEC §9) must be a directory: not a filesystem root,
+        """The outer bound of every deletion (contract §9) must be a directory: not a filesystem root,
         a bare bucket, a relative path or an unsafe spelling."""
         problem = root_problem(value) if value is not None else None
         if problem is not None:

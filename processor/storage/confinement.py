@@ -1,4 +1,4 @@
-"""Which checkpoint paths the Deleter may touch (SPEC §9, the deleter's half): strictly under the
+"""Which checkpoint paths the Deleter may touch (contract §9, the deleter's half): strictly under the
 run's storage root and under the processor-wide outer bound, in a spelling no filesystem could
 resolve elsewhere (processor.core.paths: no `..`, `::`, globs, escapes, relative local paths),
 with roots that are neither a filesystem root nor a bare bucket.

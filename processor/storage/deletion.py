@@ -1,4 +1,4 @@
-"""Background deletion of evicted checkpoint directories (SPEC §3 "Retention", §9).
+"""Background deletion of evicted checkpoint directories (contract §3 "Retention", §9).
 
 The fold decides *what* to delete and records it as outstanding state; this module only
 carries deletions out: off the caller's path, idempotently, retried with a deterministic

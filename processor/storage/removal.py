@@ -1,4 +1,4 @@
-"""Deleting a batch of canonical checkpoint URLs in one worker-thread call (SPEC §9).
+"""Deleting a batch of canonical checkpoint URLs in one worker-thread call (contract §9).
 
 One call per batch, not per path: a thread hop per path cost more than deleting a missing
 local path. Every path gets its own outcome, so one failing path never fails, or repeats,

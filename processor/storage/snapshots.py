@@ -1,4 +1,4 @@
-"""Snapshot objects of one input partition: immutable, content-named, newest K kept (SPEC §6).
+"""Snapshot objects of one input partition: immutable, content-named, newest K kept (contract §6).
 
 Each snapshot is its own object, `snapshot-{next_offset:020d}-{sha256[:12]}.json`, under
 `{base}/{topic}/{partition}/`. Zero-padding makes lexical order offset order; the content
@@ -123,7 +123,7 @@ class SnapshotStore:
         because a snapshot from a newer build must stop this one from starting. An object that
         vanished since it was listed (another instance pruned it) makes the scan start over.
         Any other storage failure (`StorageError`) propagates: the restore should retry, not
-        start empty. `max_offset`: snapshots beyond it are passed over (SPEC §7: a restore never
+        start empty. `max_offset`: snapshots beyond it are passed over (contract §7: a restore never
         starts ahead of what the group has committed, or the outputs between would be lost).
         """
         for _ in range(_RESCANS):

@@ -1,4 +1,4 @@
-"""`faulty://`: an in-memory fsspec filesystem that injects storage faults (SPEC §6–7 under stress).
+"""`faulty://`: an in-memory fsspec filesystem that injects storage faults (contract §6–7 under stress).
 
 Each operation class — `write`, `read`, `list`, `delete` — has a plan: fail the next N calls
 (transient), fail every call (persistent), corrupt what is read (flip a byte or cut it short),

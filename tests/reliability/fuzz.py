@@ -1,4 +1,4 @@
-"""A mutation fuzzer for the input path: bytes -> decode -> fold (SPEC §8: never a crash).
+"""A mutation fuzzer for the input path: bytes -> decode -> fold (contract §8: never a crash).
 
 Seeds are the hand-written corpus logs (every decode path and fold rule), the benchmark's
 workload and a few factory events; each input is a seed mutated 1-4 times (byte flips,

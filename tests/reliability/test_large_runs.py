@@ -1,4 +1,4 @@
-"""No run's size stops the processor (SPEC §7, issue 13 case 5): a keep-all run with 300,000 kept
+"""No run's size stops the processor (contract §7, issue 13 case 5): a keep-all run with 300,000 kept
 checkpoints is served, every state-topic record stays far below the broker's limit, and a Reader
 gets every kept checkpoint back, best last.
 

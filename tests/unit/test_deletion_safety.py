@@ -1,4 +1,4 @@
-"""Deletion safety (SPEC §9) end to end on a real directory tree, attacked by hypothesis.
+"""Deletion safety (contract §9) end to end on a real directory tree, attacked by hypothesis.
 
 A state machine plays a training job, an evaluator, an attacker and the processor's deleter
 against one fold: reports with hostile path spellings (`::`, `..`, `.`, `//`, percent-escapes,

@@ -1,4 +1,4 @@
-"""Folding one record is all or nothing (SPEC §7): a fault part-way through applying an event is
+"""Folding one record is all or nothing (contract §7): a fault part-way through applying an event is
 rolled back, the event is rejected as `internal_error`, and the fold goes on exactly as a clean
 fold of the log without that event.
 

@@ -1,4 +1,4 @@
-"""Hypothesis properties of the fold (SPEC §3–4, §6)."""
+"""Hypothesis properties of the fold (contract §3–4, §6)."""
 
 from __future__ import annotations
 
@@ -162,13 +162,13 @@ def test_other_runs_interleaved_change_nothing(mine: list[bytes], others: list[b
         assert state_bytes(Fold(SETTINGS, {"a": mixed.runs["a"]})) == state_bytes(alone)
 
 
-# -- a direct transcription of SPEC §3 retention, O(n) like Ray, to check the fast one --
+# -- a direct transcription of contract §3 retention, O(n) like Ray, to check the fast one --
 
 
 @PROFILE
 @given(logs())
 def test_matches_naive_model(lines: list[bytes]) -> None:
-    """A naive model of the whole SPEC: lists, full sorts, full retention passes."""
+    """A naive model of the whole contract (docs/contract.md §3): lists, full sorts, full retention passes."""
     model: dict[str, dict[str, Any]] = {}
     fold = Fold(SETTINGS)
     for raw in lines:

@@ -1,4 +1,4 @@
-"""One test per rule of SPEC §3–4 (and the §8 rejections the fold decides)."""
+"""One test per rule of contract §3–4 (and the §8 rejections the fold decides)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fold rules added for deletion safety (SPEC §9) and crash consistency (SPEC §3, §7), each a
+"""Fold rules added for deletion safety (contract §9) and crash consistency (contract §3, §7), each a
 regression test of a case the review reproduced (issues 12 and 13)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def reason(fold: Fold, raw: bytes) -> str | None:
     return None if effects.rejection is None else str(effects.rejection.reason)
 
 
-# -- SPEC §9: what the fold refuses ---------------------------------------------------------
+# -- contract §9: what the fold refuses ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_a_refused_deletion_is_settled_with_a_warning() -> None:
     assert "a symlink inside the path" in warning.data["message"] and not fold.runs["r1"].outstanding
 
 
-# -- SPEC §3: numbers, key order, generations, validation ---------------------------------
+# -- contract §3: numbers, key order, generations, validation ---------------------------------
 
 
 BIG = [10**400, -(10**400), 2**53 + 1, 2**53, float(2**53), 2**64 + 1, 2**64, float(2**64), 1e308, -(2**63) - 1]

@@ -139,7 +139,7 @@ def _rules() -> list[bytes]:
 
 
 def _safety() -> list[bytes]:
-    """SPEC §9 and the generation rules of §3, told as run e's story."""
+    """contract §9 and the generation rules of §3, told as run e's story."""
     e = f"{ROOT}/e"
     return [
         started("e", "file:///", keep=1, eid="se-root"),  # a filesystem root: unsafe_storage_root

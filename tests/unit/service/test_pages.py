@@ -1,4 +1,4 @@
-"""Bounded views (SPEC §7): what a reader assembles from the state topic is always the fold's VIEW,
+"""Bounded views (contract §7): what a reader assembles from the state topic is always the fold's VIEW,
 no record is larger than the budget, and a change costs the pages it touched, not the run."""
 
 from __future__ import annotations

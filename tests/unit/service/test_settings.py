@@ -71,7 +71,7 @@ def test_unreadable_or_invalid_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("root", ["/", "file:///", "s3://bucket", "runs/here", "file:///runs/::memory"])
 def test_an_unsafe_storage_root_is_refused(root: str) -> None:
-    """The outer bound of every deletion (SPEC §9) must be a directory."""
+    """The outer bound of every deletion (contract §9) must be a directory."""
     with pytest.raises(ConfigError, match="invalid setting storage_root"):
         load_settings(None, storage_root=root)
     assert load_settings(None, storage_root="s3://bucket/runs").storage_root == "s3://bucket/runs"

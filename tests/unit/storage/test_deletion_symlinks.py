@@ -1,4 +1,4 @@
-"""Local deletion never follows a symlink (SPEC §9), tried on a real directory tree.
+"""Local deletion never follows a symlink (contract §9), tried on a real directory tree.
 
 Each case builds `tmp/runs/r1` (the run root) beside `tmp/outside` (what an attacker would like
 deleted), submits one eviction and checks, file by file, that nothing outside what was meant
