@@ -15,7 +15,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from typer.testing import CliRunner, Result
 
-from ckptlog import AsyncReporter, Evaluator, EventRejected, Topics
+from ckptlog import AsyncReporter, Evaluator, EventRejected, SyncReader, Topics
 from processor.cli.main import _register, app
 from processor.errors import ConfigError
 from processor.foldfile import fold_lines
@@ -86,6 +86,13 @@ async def test_rejections_reach_the_sender_and_the_export_folds_to_the_views(
             "watch", "good", "--once", "--state-topic", settings.state_topic, "--dlq-topic", settings.dlq_topic, *common
         )
         assert shown.exit_code == 0 and "1 event rejected" in " ".join(shown.stdout.split())
+
+        def read_synchronously() -> list[int]:  # a training script's loop: no event loop of its own
+            with SyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=settings.state_topic)) as sync:
+                kept = sync.get_all_reported_checkpoints("good", 4, "committed", timeout_s=20)
+                return [c.report_index for c in kept]
+
+        assert await asyncio.to_thread(read_synchronously) == [2]  # num_to_keep=1: the best (and latest)
 
         inspected = await cli(
             "inspect", "--json", "--state-topic", settings.state_topic, "--dlq-topic", settings.dlq_topic, *common

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ckptlog import AsyncReporter, Evaluator, NoKafkaConfigured, Reader, Reporter
+from ckptlog import AsyncReporter, Evaluator, NoKafkaConfigured, Reader, Reporter, SyncReader
 from ckptlog.errors import ClientError
 from processor.broker import LocalBroker
 from processor.broker.local import ENV_BOOTSTRAP
@@ -117,6 +117,12 @@ async def test_reader_fails_at_once(no_kafka: Path) -> None:
     assert str(info.value) == NO_KAFKA
 
 
+def test_sync_reader_fails_at_once(no_kafka: Path) -> None:
+    with at_once(), pytest.raises(NoKafkaConfigured) as info:
+        SyncReader()
+    assert str(info.value) == NO_KAFKA
+
+
 async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
     evaluator = Evaluator(lambda path: {"ok": 1})
     with at_once(), pytest.raises(NoKafkaConfigured) as info:
@@ -135,6 +141,10 @@ async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
         ["watch", "r", "--once"],
         ["inspect"],
         ["replay", "--snapshots", "memory://ckptlog-no-kafka"],
+        ["rejections"],
+        ["export", "-"],
+        ["topics", "--check"],
+        ["report", "r", "-m", "loss=1", "--confirm"],
     ],
     ids=lambda args: "-".join(args[:2]),
 )
