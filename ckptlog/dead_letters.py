@@ -2,7 +2,7 @@
 
 The processor writes each rejected input record to the DLQ with its original key (the run id)
 and bytes, plus Kafka Connect-style headers naming the source topic/partition/offset, the stage
-and the message, and `__ckptlog.errors.reason` (processor/service/records.py, docs/processor.md
+and the message, and `__ckptlog.errors.reason` (events/dead_letters.py, docs/processor.md
 "Dead-letter records"). `parse` turns such a record into a `DeadLetter`; `read_dead_letters`
 reads the topic once (`ckptlog rejections`, `ckptlog inspect`); `DeadLetterFeed` follows it
 (`ckptlog watch`, the Reporter's `confirm=True`).
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
 from processor.kafka.clients_io import TopicTail
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.errors import TopicMissing
 from processor.kafka.reader import Record, TopicReader
-from processor.service.records import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
 
 DLQ_TOPIC = "ckptlog.dlq"
 CATCH_UP_POLL_S = 0.05

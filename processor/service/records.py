@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC, H_VERSION
 from events.envelope import (
     DELETION_COMPLETED,
     DELETION_COMPLETED_VERSION,
@@ -28,16 +29,18 @@ from events.rejections import Rejection
 from processor import __version__
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
 
-DLQ_PREFIX = "__connect.errors."
-"""Kafka Connect's dead-letter header names, so Connect-aware tools show our errors too."""
-H_TOPIC = DLQ_PREFIX + "topic"
-H_PARTITION = DLQ_PREFIX + "partition"
-H_OFFSET = DLQ_PREFIX + "offset"
-H_STAGE = DLQ_PREFIX + "stage"
-H_CLASS = DLQ_PREFIX + "exception.class.name"
-H_MESSAGE = DLQ_PREFIX + "exception.message"
-H_REASON = "__ckptlog.errors.reason"
-H_VERSION = "__ckptlog.errors.processor.version"
+__all__ = [
+    "H_CLASS",
+    "H_MESSAGE",
+    "H_OFFSET",
+    "H_PARTITION",
+    "H_REASON",
+    "H_STAGE",
+    "H_TOPIC",
+    "H_VERSION",
+    "RecordFactory",
+    "TopicNames",
+]  # the header names live in events/dead_letters.py
 _NO_HEADERS: tuple[Header, ...] = ()
 
 
