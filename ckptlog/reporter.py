@@ -256,8 +256,9 @@ class AsyncReporter:
         confirmer = await self._start_confirmer() if confirming else None
         where = await producer.send(self.topic, self.run_id.encode(), raw)
         sent = SentEvent(event_id, f"ckptlog.{kind}.v1", self.run_id, where.topic, where.partition, where.offset)
+        if self._confirmer is not None:
+            self._confirmer.sent(sent.offset)  # sent while following the DLQ: confirmable later too
         if confirmer is not None:
-            confirmer.sent(sent.offset)
             try:
                 await self._confirm(confirmer, sent, self.confirm_timeout_s)
             except EventRejected:

@@ -76,6 +76,20 @@ def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot
     )
 
 
+def warn_full_replay(pid: PartitionId, records: int, url: str, start: int, committed: int | None) -> None:
+    """A restore without a snapshot folds the whole log: say so, and why (issue 17)."""
+    why = f"no snapshot under {url}" if committed is not None else "the group has no committed offset"
+    log.warning(
+        "event=full_replay partition=%s records=%d snapshots=%s: %s, so the fold starts from offset %d "
+        "and reads the whole log (see --snapshots, docs/processor.md Restore)",
+        pid,
+        records,
+        url,
+        why,
+        start,
+    )
+
+
 async def restore(
     pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings, allow_data_loss: bool
 ) -> Restored:
@@ -126,16 +140,7 @@ async def restore(
             start - 1,
         )
     if snapshot is None and log_end > start:
-        why = "no snapshot under " + store.url if committed is not None else "the group has no committed offset"
-        log.warning(
-            "event=full_replay partition=%s records=%d snapshots=%s: %s, so the fold starts from offset %d "
-            "and reads the whole log (see --snapshots, docs/processor.md Restore)",
-            pid,
-            log_end - start,
-            store.url,
-            why,
-            start,
-        )
+        warn_full_replay(pid, log_end - start, store.url, start, committed)
     log.info(
         "event=restored partition=%s snapshot_offset=%s log_start=%d log_end=%d committed=%s runs=%d replay=%d",
         pid,
