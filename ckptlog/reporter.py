@@ -25,6 +25,7 @@ from ckptlog.connect import EVENTS_TOPIC, require_bootstrap, resolve
 from ckptlog.errors import ClientClosed, ClientError, InvalidEvent
 from ckptlog.loop_thread import LoopThread
 from processor.core.paths import is_within
+from processor.core.rejections import validation_without_checkpoint
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
 
@@ -115,18 +116,29 @@ class AsyncReporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
+        keep_every_n_steps: int | None = None,
+        step_attribute: str | None = None,
+        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
     ) -> SentEvent:
-        """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint)."""
+        """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint).
+        Beyond Ray: `keep_every_n_steps` preserves every checkpoint whose step (the metric
+        `step_attribute`, default the report's 1-based number) is a multiple of N, and
+        `keep_time_interval_s` one checkpoint per interval of report time; preserved checkpoints
+        are never evicted and do not count against `num_to_keep`."""
         root = as_url(storage_path, "storage_path")
-        data: dict[str, Any] = {
-            "storage_path": root,
-            "checkpoint_config": {
-                "num_to_keep": num_to_keep,
-                "checkpoint_score_attribute": checkpoint_score_attribute,
-                "checkpoint_score_order": checkpoint_score_order,
-            },
+        config: dict[str, Any] = {
+            "num_to_keep": num_to_keep,
+            "checkpoint_score_attribute": checkpoint_score_attribute,
+            "checkpoint_score_order": checkpoint_score_order,
         }
+        beyond = {
+            "keep_every_n_steps": keep_every_n_steps,
+            "step_attribute": step_attribute,
+            "keep_time_interval_s": keep_time_interval_s,
+        }
+        config.update({name: value for name, value in beyond.items() if value is not None})  # same ids as before
+        data: dict[str, Any] = {"storage_path": root, "checkpoint_config": config}
         if validation is not None and validation is not False:
             spec = validation_body(validation)
             data["validation"] = {} if spec is True else spec
@@ -163,6 +175,8 @@ class AsyncReporter:
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)
         data: dict[str, Any] = {"metrics": dict(metrics), "checkpoint": None, "validation": validation_body(validation)}
+        if checkpoint_path is None and data["validation"] is not False:  # the fold would refuse it: say so now
+            raise InvalidEvent(validation_without_checkpoint(self.run_id).message)
         if checkpoint_path is not None:
             data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
         if gen is not None:
@@ -277,6 +291,9 @@ class Reporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
+        keep_every_n_steps: int | None = None,
+        step_attribute: str | None = None,
+        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
     ) -> SentEvent:
         return self._call(
@@ -286,6 +303,9 @@ class Reporter:
                 checkpoint_score_attribute,
                 checkpoint_score_order,
                 validation,
+                keep_every_n_steps=keep_every_n_steps,
+                step_attribute=step_attribute,
+                keep_time_interval_s=keep_time_interval_s,
                 event_id=event_id,
             )
         )
