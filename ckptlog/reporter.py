@@ -216,6 +216,28 @@ class AsyncReporter:
             )
         return url
 
+    async def validation_result(
+        self,
+        checkpoint_path: PathLike,
+        status: Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
+        metrics: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        *,
+        event_id: str | None = None,
+    ) -> SentEvent:
+        """A validation result the caller obtained itself (e.g. Ray's own validation, forwarded by
+        ckptlog.integrations.ray), rather than through ckptlog's Evaluator: merged into the
+        checkpoint's metrics when VALIDATED, as the fold does for any result."""
+        data: dict[str, Any] = {
+            "checkpoint_path": as_url(checkpoint_path, "checkpoint_path"),
+            "status": status,
+            "metrics": dict(metrics or {}),
+        }
+        if error is not None:
+            data["error"] = error
+        async with self._order:
+            return await self._send("validation_result", data, event_id or ids.forwarded_result_id(self.run_id, data))
+
     async def _send(self, kind: str, data: dict[str, Any], event_id: str) -> SentEvent:
         raw = encode_checked(envelope(kind, self.run_id, data, event_id, self.source))
         if self._producer is None:
@@ -309,6 +331,17 @@ class Reporter:
                 event_id=event_id,
             )
         )
+
+    def validation_result(
+        self,
+        checkpoint_path: PathLike,
+        status: Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
+        metrics: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        *,
+        event_id: str | None = None,
+    ) -> SentEvent:
+        return self._call(self._async.validation_result(checkpoint_path, status, metrics, error, event_id=event_id))
 
     def report(
         self,
