@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/ckptlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[test,s3]"
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[test,s3,ray]"
 	touch $(BIN)/ckptlog
 
 venv: $(BIN)/ckptlog

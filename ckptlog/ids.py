@@ -11,6 +11,7 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | report, CLI without --index | `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
+| validation_result, forwarded | `run\\nforwarded_result\\n<sha256 of the canonical data, 16 hex>` |
 
 run_started hashes its body: an identical repeat is deduplicated, a different body gets a
 new id and is rejected by the processor as a conflict (instead of being silently dropped).
@@ -51,6 +52,11 @@ def report_content_id(run_id: str, data: dict[str, Any]) -> str:
 
 def restart_id(run_id: str, new_generation: int) -> str:
     return _id(run_id, "worker_group_restart", new_generation)
+
+
+def forwarded_result_id(run_id: str, data: dict[str, Any]) -> str:
+    """A result obtained outside ckptlog (Ray's own validation): the same result sent twice is one."""
+    return _id(run_id, "forwarded_result", _digest(data))
 
 
 def validation_result_id(run_id: str, request_id: str) -> str:

@@ -30,6 +30,7 @@ from ckptlog.connect import EVENTS_TOPIC, resolve
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
 from processor.core.paths import is_within
+from processor.core.rejections import validation_without_checkpoint
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
 
@@ -144,19 +145,30 @@ class AsyncReporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
+        keep_every_n_steps: int | None = None,
+        step_attribute: str | None = None,
+        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
         confirm: bool | None = None,
     ) -> SentEvent:
-        """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint)."""
+        """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint).
+        Beyond Ray: `keep_every_n_steps` preserves every checkpoint whose step (the metric
+        `step_attribute`, default the report's 1-based number) is a multiple of N, and
+        `keep_time_interval_s` one checkpoint per interval of report time; preserved checkpoints
+        are never evicted and do not count against `num_to_keep`."""
         root = as_url(storage_path, "storage_path")
-        data: dict[str, Any] = {
-            "storage_path": root,
-            "checkpoint_config": {
-                "num_to_keep": num_to_keep,
-                "checkpoint_score_attribute": checkpoint_score_attribute,
-                "checkpoint_score_order": checkpoint_score_order,
-            },
+        config: dict[str, Any] = {
+            "num_to_keep": num_to_keep,
+            "checkpoint_score_attribute": checkpoint_score_attribute,
+            "checkpoint_score_order": checkpoint_score_order,
         }
+        beyond = {
+            "keep_every_n_steps": keep_every_n_steps,
+            "step_attribute": step_attribute,
+            "keep_time_interval_s": keep_time_interval_s,
+        }
+        config.update({name: value for name, value in beyond.items() if value is not None})  # same ids as before
+        data: dict[str, Any] = {"storage_path": root, "checkpoint_config": config}
         if validation is not None and validation is not False:
             spec = validation_body(validation)
             data["validation"] = {} if spec is True else spec
@@ -198,6 +210,8 @@ class AsyncReporter:
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)
         data: dict[str, Any] = {"metrics": dict(metrics), "checkpoint": None, "validation": validation_body(validation)}
+        if checkpoint_path is None and data["validation"] is not False:  # the fold would refuse it: say so now
+            raise InvalidEvent(validation_without_checkpoint(self.run_id).message)
         if checkpoint_path is not None:
             data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
         if gen is not None:
@@ -240,6 +254,30 @@ class AsyncReporter:
             )
         return url
 
+    async def validation_result(
+        self,
+        checkpoint_path: PathLike,
+        status: Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
+        metrics: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        *,
+        event_id: str | None = None,
+        confirm: bool | None = None,
+    ) -> SentEvent:
+        """A validation result the caller obtained itself (e.g. Ray's own validation, forwarded by
+        ckptlog.integrations.ray), rather than through ckptlog's Evaluator: merged into the
+        checkpoint's metrics when VALIDATED, as the fold does for any result."""
+        data: dict[str, Any] = {
+            "checkpoint_path": as_url(checkpoint_path, "checkpoint_path"),
+            "status": status,
+            "metrics": dict(metrics or {}),
+        }
+        if error is not None:
+            data["error"] = error
+        async with self._order:
+            event_id = event_id or ids.forwarded_result_id(self.run_id, data)
+            return await self._send("validation_result", data, event_id, confirm, lambda: None)
+
     async def _send(
         self, kind: str, data: dict[str, Any], event_id: str, confirm: bool | None, sent_hook: Callable[[], None]
     ) -> SentEvent:
@@ -280,3 +318,12 @@ class AsyncReporter:
     async def _confirm(self, confirmer: Confirmer, sent: SentEvent, timeout_s: float | None) -> None:
         what = f"{sent.type} {sent.event_id} of run {sent.run_id!r}"
         await confirmer.confirm(what, sent.topic, sent.partition, sent.offset, timeout_s)
+
+
+def __getattr__(name: str) -> Any:
+    """`ckptlog.reporter.Reporter` still resolves: the sync Reporter lives in ckptlog.sync_clients."""
+    if name == "Reporter":
+        from ckptlog.sync_clients import Reporter
+
+        return Reporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -110,6 +110,9 @@ class Reporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
+        keep_every_n_steps: int | None = None,
+        step_attribute: str | None = None,
+        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
         confirm: bool | None = None,
     ) -> SentEvent:
@@ -119,8 +122,26 @@ class Reporter:
             checkpoint_score_attribute,
             checkpoint_score_order,
             validation,
+            keep_every_n_steps=keep_every_n_steps,
+            step_attribute=step_attribute,
+            keep_time_interval_s=keep_time_interval_s,
             event_id=event_id,
             confirm=confirm,
+        )
+        return self._call(coro, self._limit(confirm))
+
+    def validation_result(
+        self,
+        checkpoint_path: PathLike,
+        status: Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
+        metrics: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        *,
+        event_id: str | None = None,
+        confirm: bool | None = None,
+    ) -> SentEvent:
+        coro = self._async.validation_result(
+            checkpoint_path, status, metrics, error, event_id=event_id, confirm=confirm
         )
         return self._call(coro, self._limit(confirm))
 

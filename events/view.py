@@ -36,6 +36,13 @@ class ReportedCheckpoint(BaseModel):
     metrics: dict[str, Any] = Field(description="As reported, merged with the metrics of a VALIDATED result.")
     status: Status
     report_index: int = Field(description="0-based position of its report in the run's log.")
+    preserved: Literal["steps", "time"] | SkipJsonSchema[None] = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        json_schema_extra=_no_default,
+        description="Kept for good by a retention rule beyond Ray (`steps`: keep_every_n_steps, `time`: "
+        "keep_time_interval_s; `steps` when both): exempt from eviction. Absent on other checkpoints.",
+    )
 
 
 class RunView(BaseModel):

@@ -113,7 +113,9 @@ async def _start_run(
     attr: str | None,
     order: str,
     validation: bool | dict[str, Any],
+    **beyond: Any,
 ) -> None:
+    """run_started; `beyond`: keep_every_n_steps, step_attribute, keep_time_interval_s."""
     if order not in ("max", "min"):
         raise UsageError(f"--score-order must be max or min (got {order!r})")
     _print(
@@ -123,6 +125,7 @@ async def _start_run(
             attr,
             order,  # type: ignore[arg-type]
             validation if validation is not True else {},
+            **beyond,
         )
     )
 
@@ -188,6 +191,15 @@ def start_run_command(
     score_order: ScoreOrder = "max",
     validate_kwargs: ValKwargs = None,
     validate_timeout_s: ValTimeout = None,
+    keep_every_n_steps: Annotated[
+        int | None, Opt(help="Preserve for good every checkpoint whose step is a multiple of N.")
+    ] = None,
+    step_attribute: Annotated[
+        str | None, Opt(help="Metric holding the step (default: the report's 1-based number).")
+    ] = None,
+    keep_time_interval_s: Annotated[
+        float | None, Opt(help="Preserve for good one checkpoint per this many seconds of report time.")
+    ] = None,
     bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     confirm: Confirm = False,
@@ -199,13 +211,18 @@ def start_run_command(
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
+        beyond = {
+            "keep_every_n_steps": keep_every_n_steps,
+            "step_attribute": step_attribute,
+            "keep_time_interval_s": keep_time_interval_s,
+        }
         async with AsyncReporter(
             run_id,
             bootstrap_servers=bootstrap_servers,
             topic=topic,
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
         ) as reporter:
-            await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec)
+            await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec, **beyond)
 
     _run(main())
 

@@ -30,7 +30,17 @@ from events.decoded import (
 from events.rejections import Rejection
 from processor.core import journal as undo
 from processor.core import lifecycle
-from processor.core.outputs import DUPLICATE, Deletion, Effects, Output, not_pending, rejected, score_warning, watermark
+from processor.core.outputs import (
+    DUPLICATE,
+    Deletion,
+    Effects,
+    Output,
+    not_pending,
+    rejected,
+    score_warning,
+    step_warning,
+    watermark,
+)
 from processor.core.paths import UnsafePath, normalize
 from processor.core.rejections import (
     checkpoint_key,
@@ -40,7 +50,7 @@ from processor.core.rejections import (
     stale_generation,
     validation_without_checkpoint,
 )
-from processor.core.retention import apply_retention
+from processor.core.retention import NOT_PRESERVED, Preservation, apply_retention, preservation
 from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
 
@@ -153,7 +163,8 @@ class Fold:
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
-        return self._register(run, path, key, data.metrics, report_index, data.validation, outputs)
+        kept = NOT_PRESERVED if run.preserving is False else preservation(run, data.metrics, report_index, event.time)
+        return self._register(run, path, key, data.metrics, report_index, data.validation, outputs, kept)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
         root = run.storage_root if run is not None else self.settings.default_root
@@ -177,6 +188,7 @@ class Fold:
         report_index: int,
         validation: bool | ValidationSpec,
         outputs: list[Output],
+        kept: Preservation,
     ) -> Effects:
         attribute = run.score_attribute
         if attribute is None:
@@ -186,6 +198,11 @@ class Fold:
         spec = None if validation is False else run.default_validation if validation is True else validation
         status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
         record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
+        if kept is not NOT_PRESERVED:  # retention beyond Ray (the journal saved both counters)
+            record.preserved, run.preserved_at = kept.label, kept.preserved_at
+            run.preserved_count += kept.label is not None
+            if kept.problem is not None:
+                outputs.append(step_warning(run, path, kept.problem))
         push = self.journal.push
         push((undo.ADDED, record))
         size = run.checkpoints.add(record)
@@ -214,6 +231,7 @@ class Fold:
     def _retain(self, run: RunState, outputs: list[Output], size: int) -> Effects:
         keep = run.keep
         emit = self.emit
+        size -= run.preserved_count  # preserved checkpoints do not count against num_to_keep
         if keep is None or size <= keep:
             if emit:
                 outputs.append(watermark(run))

@@ -31,11 +31,19 @@ RUN = 5  # (RUN, runs, run_id, run or None): the run object runs[run_id] was
 CALL = 6  # (CALL, function, argument): call to undo (e.g. a registry entry)
 SEEN = 7  # (SEEN, run, event id, ids forgotten): the dedup window remembered the id
 
-_Scalars = tuple[int, int, int, Any, int]
+_Scalars = tuple[int, int, int, Any, int, float | None, int]
 
 
 def scalars(run: RunState) -> _Scalars:
-    return run.report_count, run.index_in_generation, run.generation, run.latest, run.evictions
+    return (
+        run.report_count,
+        run.index_in_generation,
+        run.generation,
+        run.latest,
+        run.evictions,
+        run.preserved_at,
+        run.preserved_count,
+    )
 
 
 class Journal:
@@ -80,7 +88,15 @@ class Journal:
                 _forget(*entry[1:])
         if run is None or self.saved is None:
             return
-        run.report_count, run.index_in_generation, run.generation, run.latest, run.evictions = self.saved
+        (
+            run.report_count,
+            run.index_in_generation,
+            run.generation,
+            run.latest,
+            run.evictions,
+            run.preserved_at,
+            run.preserved_count,
+        ) = self.saved
         if not kept_ok or len(run.checkpoints) != len(run.by_key):
             run.checkpoints = _rebuilt(run)
         run.pending = dict(sorted(run.pending.items(), key=lambda item: item[1].report_index))

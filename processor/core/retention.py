@@ -1,42 +1,100 @@
 """Top-K retention (contract §3 "Retention"): evict `checkpoints[:-num_to_keep]` minus the
-latest and every pending checkpoint.
+latest and every pending checkpoint — and, beyond Ray, minus the checkpoints preserved for good
+by `keep_every_n_steps` (Orbax's keep_period) or `keep_time_interval_s` (Orbax's
+keep_time_interval), which do not count against `num_to_keep` either.
 
-Only the first `len - num_to_keep` records are looked at, and each eviction is an
-O(log n) removal, so the cost per event is O(log n + exempt), not Ray's O(n) rebuild.
-An evicted path stays live (outstanding) until its deletion is settled, so it keeps its
-place in the run's nesting index until then.
+Only the head of the sorted list is looked at, up to `excess` records that count, and each
+eviction is an O(log n) removal, so the cost per event is O(log n + exempt), not Ray's O(n)
+rebuild. An evicted path stays live (outstanding) until its deletion is settled, so it keeps
+its place in the run's nesting index until then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from processor.core import journal as undo
+from processor.core.scoring import MISSING, lookup
 from processor.core.state import CheckpointRecord, Evicted, RunState
+
+
+class Preservation(NamedTuple):
+    """What the rules say of one new checkpoint: its label (None: not preserved), the time rule's
+    new reference time, and a warning's code when its step could not be read."""
+
+    label: str | None
+    preserved_at: float | None
+    problem: str | None
+
+
+NOT_PRESERVED = Preservation(None, None, None)
+
+
+def preservation(run: RunState, metrics: dict[str, Any], report_index: int, time: str | None) -> Preservation:
+    """Whether a checkpoint registered now is preserved, and by which rule (`steps` wins when
+    both do); pure. The time rule looks at every timed checkpoint, also one the step rule keeps."""
+    config = run.config
+    every, interval = config.keep_every_n_steps, config.keep_time_interval_s
+    label = problem = None
+    if every is not None:
+        step = report_index + 1 if config.step_attribute is None else lookup(metrics, config.step_attribute)
+        if step is MISSING:
+            problem = "step_missing"
+        elif isinstance(step, bool) or not isinstance(step, int | float) or step != step or step % 1:
+            problem = "step_not_integral"
+        elif step % every == 0:
+            label = "steps"
+    at = run.preserved_at
+    if interval is not None and time is not None:
+        seconds = _epoch(time)
+        if at is None or seconds - at >= interval:
+            label, at = label or "time", seconds
+    return Preservation(label, at, problem)
+
+
+def _epoch(time: str) -> float:
+    """A CloudEvents `time` (RFC 3339) as epoch seconds; a time without offset counts as UTC
+    (never the machine's own zone: the fold must not depend on where it runs)."""
+    parsed = datetime.fromisoformat(time)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
 
 
 def apply_retention(
     run: RunState, excess: int, push: Callable[[tuple[Any, ...]], None]
 ) -> list[tuple[CheckpointRecord, int]]:
-    """Evict what falls outside the top `num_to_keep` (`excess` = kept - num_to_keep > 0);
-    returns the evicted records in order, each with its eviction number. `push` records the
-    inverse of each change (processor/core/journal.py).
+    """Evict what falls outside the top `num_to_keep` among the checkpoints that count (`excess`
+    = counted kept - num_to_keep > 0); returns the evicted records in order, each with its
+    eviction number. `push` records the inverse of each change (processor/core/journal.py).
 
-    Exempt records stay where they are, so the i-th victim is popped at the position of the
-    exempt records before it: no search per victim.
+    Exempt records (latest, pending, preserved) stay where they are, so the i-th victim is popped
+    at the position of the exempt records before it: no search per victim.
     """
     checkpoints = run.checkpoints
     latest, pending = run.latest, run.pending
-    victims = []
-    at = 0  # exempt records seen so far, all still at the head of the list
-    for record in checkpoints.head(excess):
-        if record is latest or record.key in pending:
-            at += 1
-        else:
-            push((undo.DROPPED, record))
-            checkpoints.pop(at)
-            victims.append(record)
+    victims: list[tuple[int, CheckpointRecord]] = []  # (position in the list as it was, record)
+    counted = 0
+    # without preserved records the first `excess` are all that can go (a copy: popped below)
+    for position, record in enumerate(checkpoints.head(excess) if not run.preserved_count else checkpoints):
+        if record.preserved is not None:
+            continue
+        if counted == excess:
+            break
+        counted += 1
+        if record is not latest and record.key not in pending:
+            victims.append((position, record))
+    for popped, (position, record) in enumerate(victims):
+        push((undo.DROPPED, record))
+        checkpoints.pop(position - popped)
+    return _evict(run, [record for _, record in victims], push)
+
+
+def _evict(
+    run: RunState, victims: list[CheckpointRecord], push: Callable[[tuple[Any, ...]], None]
+) -> list[tuple[CheckpointRecord, int]]:
     by_key, outstanding = run.by_key, run.outstanding
     evicted = []
     for record in victims:

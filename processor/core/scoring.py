@@ -13,7 +13,7 @@ from operator import getitem
 from typing import Any
 
 SortKey = tuple[bool, float, int]
-_MISSING = object()
+MISSING = _MISSING = object()  # what `lookup` returns for an absent attribute
 _PARTS: dict[str, tuple[str, ...]] = {}  # "val/acc" -> ("val", "acc"): split once per attribute name
 
 

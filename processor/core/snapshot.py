@@ -130,6 +130,7 @@ def run_out(run: RunState) -> dict[str, Any]:
                 "report_index": r.report_index,
                 "status": r.status,
                 "validation": _out(r.validation) if r.validation is not None else None,
+                "preserved": r.preserved,
             }
             for r in run.checkpoints
         ],
@@ -141,6 +142,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "seen": list(run.seen),
         "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
         "evictions": run.evictions,
+        "preserved_at": run.preserved_at,
     }
 
 
@@ -156,7 +158,14 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
         has, value, _ = score(c["metrics"], config.checkpoint_score_attribute, config.checkpoint_score_order)
         spec = _in(c["validation"], ValidationSpec) if c["validation"] is not None else None
         record = CheckpointRecord(
-            c["path"], c["key"], c["metrics"], c["report_index"], c["status"], spec, (has, value, c["report_index"])
+            c["path"],
+            c["key"],
+            c["metrics"],
+            c["report_index"],
+            c["status"],
+            spec,
+            (has, value, c["report_index"]),
+            c.get("preserved"),
         )
         run.checkpoints.add(record)
         run.by_key[record.key] = record
@@ -169,6 +178,8 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     outstanding = d["outstanding"]  # version 1: [key, path] pairs, numbered here in the order stored
     run.outstanding = {e[0]: Evicted(e[1], e[2] if len(e) > 2 else n) for n, e in enumerate(outstanding)}
     run.evictions = int(d.get("evictions", len(outstanding)))
+    run.preserved_at = d.get("preserved_at")
+    run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
     return run
 

@@ -39,6 +39,7 @@ class CheckpointRecord:
     status: str
     validation: ValidationSpec | None
     sort_key: SortKey
+    preserved: str | None = None  # "steps" or "time": kept for good (retention beyond Ray)
 
 
 def new_checkpoint_list() -> SortedRecords:
@@ -73,14 +74,18 @@ class RunState:
     # normalised key -> eviction not yet settled, in eviction order (additions only ever append)
     outstanding: dict[str, Evicted] = field(default_factory=dict)
     evictions: int = 0  # evictions so far: the next one's number
+    preserved_at: float | None = None  # the `time` (epoch s) of the last checkpoint the time rule preserved
+    preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
+    preserving: bool = field(init=False)  # a retention rule beyond Ray is set
     is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
     nesting: Nesting = field(init=False)  # derived from the live keys (kept and outstanding)
 
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
         self.score_attribute = self.config.checkpoint_score_attribute
+        self.preserving = self.config.keep_every_n_steps is not None or self.config.keep_time_interval_s is not None
         self.is_own_key = canonical_below(self.root_prefix)
         self.rebuild_nesting()
 

@@ -16,6 +16,10 @@ def run_view(run: RunState) -> View:
         {"path": r.path, "metrics": r.metrics, "status": r.status, "report_index": r.report_index}
         for r in run.checkpoints
     ]
+    if run.preserved_count:  # retention beyond Ray: mark what is kept for good (absent on the others)
+        for entry, record in zip(checkpoints, run.checkpoints, strict=True):
+            if record.preserved is not None:
+                entry["preserved"] = record.preserved
     return {
         "checkpoints": checkpoints,
         "latest": run.latest.path if run.latest is not None else None,

@@ -128,10 +128,13 @@ class ViewPager:
 
 def _entry(record: CheckpointRecord) -> dict[str, Any]:
     has, value, _ = record.sort_key
-    return {
+    entry = {
         "path": record.path,
         "metrics": record.metrics,
         "status": record.status,
         "report_index": record.report_index,
         "sort": value if has else None,
     }
+    if record.preserved is not None:
+        entry["preserved"] = record.preserved
+    return entry

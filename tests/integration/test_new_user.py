@@ -15,7 +15,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from typer.testing import CliRunner, Result
 
-from ckptlog import AsyncReporter, Evaluator, EventRejected, SyncReader, Topics
+from ckptlog import AsyncReporter, Evaluator, EventRejected, SyncReader, Topics, ids
 from processor.cli.main import _register, app
 from processor.errors import ConfigError
 from processor.foldfile import fold_lines
@@ -58,13 +58,15 @@ async def test_rejections_reach_the_sender_and_the_export_folds_to_the_views(
             for i in range(3):
                 (runs / "good" / f"c{i}").mkdir(parents=True)
                 await good.report({"loss": 1.0 / (i + 1)}, runs / "good" / f"c{i}")
-            with pytest.raises(EventRejected) as no_checkpoint:
-                await good.report({"loss": 0.1}, validation=True)
+            await good.worker_group_restart(2, "preempted")
+            with pytest.raises(EventRejected) as stale:
+                await good.report({"loss": 0.1}, generation=0)  # from the replaced worker group
             sent = await good.report({"loss": 0.2})  # takes the index the rejected report never used
+            assert sent.event_id == ids.report_id("good", 1, 0)
         async with reporter(settings, "lost") as lost:
             with pytest.raises(EventRejected) as outside:
                 await lost.run_started(tmp_path / "elsewhere")
-        assert no_checkpoint.value.reason == "validation_without_checkpoint"
+        assert stale.value.reason == "stale_generation"
         assert outside.value.reason == "path_outside_root" and "outside" in str(outside.value)
         assert outside.value.letter.topic == settings.input_topic
 
@@ -75,7 +77,7 @@ async def test_rejections_reach_the_sender_and_the_export_folds_to_the_views(
         assert letter["source"]["offset"] == outside.value.letter.offset
         assert letter["type"] == "ckptlog.run_started.v1" and letter["message"]
         table = await cli("rejections", "--dlq-topic", settings.dlq_topic, *common)
-        assert "2 rejection(s) of any run" in table.stdout and "validation_without_checkpoint" in table.stdout
+        assert "2 rejection(s) of any run" in table.stdout and "stale_generation" in table.stdout
 
         watched = await cli(
             "watch", "lost", "--once", "--state-topic", settings.state_topic, "--dlq-topic", settings.dlq_topic, *common
@@ -135,7 +137,7 @@ async def _export_folds_to_the_views(settings: ServiceSettings, tmp_path: Path, 
         if (views == expected and completions) or time.monotonic() > deadline:
             break
     assert views == expected and completions
-    assert [r["reason"] for r in folded["rejected"]] == ["validation_without_checkpoint", "path_outside_root"]
+    assert [r["reason"] for r in folded["rejected"]] == ["stale_generation", "path_outside_root"]
     partial = await cli("export", "-", "--topic", settings.input_topic, "--to", "2", *common)
     assert partial.stdout.splitlines() == [line.decode() for line in lines[:2]]
     what_if = await cli(

@@ -1,0 +1,191 @@
+"""Ray Train (v2) → ckptlog: every `ray.train.report`, validation result and worker-group restart.
+
+    from ray.train import CheckpointConfig, RunConfig
+    from ckptlog.integrations.ray import CkptlogCallback
+
+    trainer = DataParallelTrainer(train_fn, scaling_config=..., run_config=RunConfig(
+        name="my-run", storage_path="/mnt/ckpts",
+        checkpoint_config=CheckpointConfig(num_to_keep=None),  # ckptlog owns deletions (below)
+        callbacks=[CkptlogCallback(num_to_keep=3, checkpoint_score_attribute="val/loss",
+                                   checkpoint_score_order="min", bootstrap_servers="kafka:9092")]))
+
+What it forwards, from the controller actor, after Ray's own CheckpointManager has seen it:
+
+- `run_started` when the controller starts: the run id (default: `RunConfig.name`), its root
+  (the experiment directory Ray writes checkpoints into) and ckptlog's retention config
+  (default score attribute/order: Ray's `CheckpointConfig`), including the rules beyond Ray
+  (`keep_every_n_steps`, `step_attribute`, `keep_time_interval_s`);
+- a `report` per `ray.train.report` (rank 0's metrics, the checkpoint's URL, the validation
+  request as Ray got it: `True` or a `ValidationTaskConfig`'s fn_kwargs and timeout), tagged
+  with the worker group's generation, so reports of a replaced group are refused;
+- a `worker_group_restart` for every worker group after the first (generation 1, 2, …);
+- Ray's own validation results (`DataParallelTrainer(validation_config=...)`), as
+  `validation_result` events: Ray has no hook for them, so the callback wraps
+  `CheckpointManager.update_checkpoints_with_validation_result` in the controller process.
+
+**Who deletes.** Ray's `CheckpointConfig(num_to_keep=N)` makes Ray delete what it evicts;
+ckptlog's `num_to_keep` makes the ckptlog processor delete what it evicts, only once that is
+durable, never a kept, latest or pending checkpoint. Let exactly one side delete: set Ray's
+`num_to_keep=None` and give the retention to this callback (recommended: ckptlog then also
+serves the kept set to other jobs and readers, survives the controller, and can preserve
+checkpoints beyond Ray's rules), or give ckptlog `num_to_keep=None` to keep Ray's behaviour.
+
+The callback is pickled into the controller actor, so its Kafka producer is created there,
+lazily. It uses DeveloperAPI interfaces of `ray.train.v2` (ReportCallback, WorkerGroupCallback,
+ControllerCallback): `pip install 'ckptlog[ray]'` pins the tested Ray range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ckptlog.connect import EVENTS_TOPIC
+from ckptlog.sync_clients import Reporter
+
+try:
+    from ray.train.v2._internal.execution.callback import ControllerCallback, ReportCallback, WorkerGroupCallback
+    from ray.train.v2._internal.execution.checkpoint.checkpoint_manager import CheckpointManager
+except ImportError as exc:  # pragma: no cover - exercised only without Ray
+    raise ImportError(
+        "ckptlog.integrations.ray needs Ray Train v2: pip install 'ckptlog[ray]' (or 'ray[train]')"
+    ) from exc
+
+_SCHEMES = {"local": "", "s3": "s3://", "gcs": "gs://", "hdfs": "hdfs://", "abfs": "abfs://"}
+_FORWARDING: list[Callable[[Any, dict[Any, Any]], None]] = []  # validation-result listeners in this process
+_STATUSES: dict[str, Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]] = {
+    "VALIDATED": "VALIDATED",
+    "VALIDATION_FAILED": "VALIDATION_FAILED",
+    "VALIDATION_TIMEOUT": "VALIDATION_TIMEOUT",
+}
+
+
+def fs_url(path: str, filesystem: Any) -> str:
+    """A path on a pyarrow filesystem (what Ray's checkpoints and storage carry) as an fsspec URL."""
+    if "://" in path:
+        return path
+    kind = getattr(filesystem, "type_name", "local") if filesystem is not None else "local"
+    if kind not in _SCHEMES:
+        raise ValueError(f"Ray filesystem {kind!r} has no fsspec scheme known to ckptlog; use local, s3, gcs or abfs")
+    return _SCHEMES[kind] + path.lstrip("/") if _SCHEMES[kind] else path
+
+
+def checkpoint_url(checkpoint: Any) -> str:
+    """`ray.train.Checkpoint` (a path on a pyarrow filesystem) as an fsspec URL ckptlog can delete."""
+    return fs_url(str(checkpoint.path), getattr(checkpoint, "filesystem", None))
+
+
+def validation_body(validation: Any) -> bool | dict[str, Any]:
+    """Ray's report validation (`False`, `True` or a ValidationTaskConfig) as ckptlog's."""
+    if validation is None or isinstance(validation, bool):
+        return bool(validation)
+    return {"fn_kwargs": dict(getattr(validation, "fn_kwargs", None) or {}), "timeout_s": validation.timeout_s}
+
+
+class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
+    """See the module docstring. Construct it where the trainer is built; it does nothing until
+    Ray runs it in the controller."""
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        *,
+        num_to_keep: int | None = None,
+        checkpoint_score_attribute: str | None = None,
+        checkpoint_score_order: str | None = None,
+        keep_every_n_steps: int | None = None,
+        step_attribute: str | None = None,
+        keep_time_interval_s: float | None = None,
+        bootstrap_servers: str | None = None,
+        topic: str = EVENTS_TOPIC,
+    ) -> None:
+        self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
+        self.retention: dict[str, Any] = {
+            "num_to_keep": num_to_keep,
+            "checkpoint_score_attribute": checkpoint_score_attribute,
+            "checkpoint_score_order": checkpoint_score_order,
+            "keep_every_n_steps": keep_every_n_steps,
+            "step_attribute": step_attribute,
+            "keep_time_interval_s": keep_time_interval_s,
+        }
+        self.groups = 0  # worker groups started: the generation is groups - 1
+        self._reporter: Reporter | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_reporter": None}  # a producer never travels: one is made where it runs
+
+    # -- the controller ---------------------------------------------------------------------------
+
+    def after_controller_start(self, train_run_context: Any) -> None:
+        """Announce the run: its root (Ray's experiment directory) and retention."""
+        run_config = train_run_context.run_config
+        storage = run_config.storage_context
+        self.run_id = self.run_id or run_config.name or storage.experiment_dir_name
+        root = fs_url(storage.experiment_fs_path, storage.storage_filesystem)
+        ray_config = run_config.checkpoint_config
+        retention = dict(self.retention)
+        retention["checkpoint_score_attribute"] = retention["checkpoint_score_attribute"] or getattr(
+            ray_config, "checkpoint_score_attribute", None
+        )
+        retention["checkpoint_score_order"] = (
+            retention["checkpoint_score_order"] or getattr(ray_config, "checkpoint_score_order", None) or "max"
+        )
+        self._reporter = Reporter(self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic)
+        self._reporter.run_started(root, **retention)
+        _FORWARDING.append(self._validated)
+
+    def after_controller_finish(self, result: Any = None) -> None:
+        if self._validated in _FORWARDING:
+            _FORWARDING.remove(self._validated)
+        if self._reporter is not None:
+            self._reporter.close()
+            self._reporter = None
+
+    # -- worker groups and reports ----------------------------------------------------------------
+
+    def after_worker_group_start(self, worker_group: Any) -> None:
+        """A worker group after the first is a restart: the next generation."""
+        self.groups += 1
+        if self.groups > 1 and self._reporter is not None:
+            workers = len(worker_group.get_workers())
+            self._reporter.worker_group_restart(workers, reason="Ray Train started a new worker group")
+
+    def after_report(self, training_report: Any, metrics: list[dict[str, Any]]) -> None:
+        if self._reporter is None:
+            return
+        checkpoint = training_report.checkpoint
+        path = checkpoint_url(checkpoint) if checkpoint is not None else None
+        validation = validation_body(training_report.validation) if path is not None else False
+        generation = self.groups - 1 if self.groups > 1 else None
+        self._reporter.report(dict(training_report.metrics or {}), path, validation, generation)
+
+    def _validated(self, manager: Any, updates: dict[Any, Any]) -> None:
+        """Ray's validation results, as they reach its CheckpointManager."""
+        if self._reporter is None:
+            return
+        for checkpoint, (metrics, status) in updates.items():
+            name = _STATUSES.get(getattr(status, "name", str(status)))
+            if name is not None:
+                self._reporter.validation_result(
+                    checkpoint_url(checkpoint), name, metrics if name == "VALIDATED" else {}
+                )
+
+
+def _wrap_validation_results() -> None:
+    """Ray applies validation results in `CheckpointManager.update_checkpoints_with_validation_result`
+    and offers no hook; wrap it (once per process) so every callback here hears them."""
+    original = CheckpointManager.update_checkpoints_with_validation_result
+    if getattr(original, "_ckptlog", False):
+        return
+
+    def update(self: Any, checkpoint_updates: dict[Any, Any]) -> Any:
+        result = original(self, checkpoint_updates)
+        for listener in list(_FORWARDING):
+            listener(self, checkpoint_updates)
+        return result
+
+    update._ckptlog = True  # type: ignore[attr-defined]
+    CheckpointManager.update_checkpoints_with_validation_result = update  # type: ignore[method-assign]
+
+
+_wrap_validation_results()
