@@ -11,6 +11,7 @@ checkpoint ckptlog's `worker_group_started` names.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -102,8 +103,6 @@ def fit(settings: ServiceSettings, storage: Path, name: str, config: dict[str, A
 
 async def view_of(settings: ServiceSettings, run_id: str, reports: int, timeout_s: float = 60.0) -> dict[str, Any]:
     """The run's VIEW once every report and validation is in."""
-    import asyncio
-
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         view = (await read_views(conn_of(settings), settings.state_topic, [run_id])).get(run_id)
@@ -111,6 +110,17 @@ async def view_of(settings: ServiceSettings, run_id: str, reports: int, timeout_
             return view
         assert asyncio.get_running_loop().time() < deadline, f"the view never caught up: {view}"
         await asyncio.sleep(0.5)
+
+
+async def disk_settles(directory: Path, expected: set[str], timeout_s: float = 60.0) -> set[str]:
+    """The checkpoint directories on disk, once they are `expected` (or at the timeout): the
+    processor deletes in the background after each commit, so the last evictions may lag the view."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        on_disk = {p.parent.as_posix() for p in directory.glob("*/state.json")}
+        if on_disk == expected or asyncio.get_running_loop().time() > deadline:
+            return on_disk
+        await asyncio.sleep(0.2)
 
 
 async def test_ckptlog_keeps_what_ray_ranks_best_and_deletes_the_rest(
@@ -121,12 +131,13 @@ async def test_ckptlog_keeps_what_ray_ranks_best_and_deletes_the_rest(
     async with running(settings):
         result = fit(settings, tmp_path / "ray", "job", {"reports": REPORTS})
         view = await view_of(settings, "job", REPORTS)
+        kept = [c["path"] for c in view["checkpoints"]]
+        on_disk = await disk_settles(tmp_path / "ray" / "job", set(kept))  # deletions run after each commit
     assert len(result.best_checkpoints) == REPORTS  # Ray kept every one: ckptlog owns deletion
     loss = {checkpoint.path: metrics["loss"] for checkpoint, metrics in result.best_checkpoints}
     ray_order = sorted(loss, key=lambda path: -loss[path])  # Ray's rank under "min": worst first, best last
     latest = result.checkpoint.path
     expected = sorted({*ray_order[-KEEP:], latest}, key=lambda path: -loss[path])  # top-K, plus the latest
-    kept = [c["path"] for c in view["checkpoints"]]
     assert kept == expected and view["latest"] == latest and view["best"] == ray_order[-1]
     validated = [c for c in view["checkpoints"] if c["status"] == "VALIDATED"]
     assert all("val_loss" in c["metrics"] for c in validated)
@@ -134,7 +145,6 @@ async def test_ckptlog_keeps_what_ray_ranks_best_and_deletes_the_rest(
     results = [o["data"] for o in outputs if o["type"] == "ckptlog.checkpoint_status_changed.v1"]
     assert len(results) == len(range(0, REPORTS, 5)) and {r["status"] for r in results} == {"VALIDATED"}
     assert all(r["metrics"]["val_loss"] == r["metrics"]["step"] / 10 for r in results)  # Ray's own results
-    on_disk = {p.parent.as_posix() for p in (tmp_path / "ray" / "job").glob("*/state.json")}
     assert on_disk == set(kept), "evicted checkpoints must be gone and kept ones there"
 
 
