@@ -28,6 +28,7 @@ from itertools import groupby
 
 from processor.broker import ensure_bootstrap
 from processor.errors import CkptlogError, OffsetOutOfRange, StorageError
+from processor.failpoints import crash_point
 from processor.kafka.errors import FencedError, KafkaIOError
 from processor.kafka.factory import BrokerClients
 from processor.kafka.producers import MAX_RECORD_BYTES
@@ -313,6 +314,7 @@ class Processor:
         self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
+        crash_point("restore.after_fence")
         try:
             store = SnapshotStore(
                 self.settings.snapshots,
@@ -349,6 +351,7 @@ class Processor:
         """Register the task, then seek and resume: records of pid only ever reach its own task."""
         assert self._consumer is not None
         self.tasks[pid] = task
+        crash_point("restore.before_seek")
         self._consumer.seek(pid, task.next_offset)
         self._consumer.resume([pid])
 

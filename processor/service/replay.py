@@ -120,6 +120,7 @@ async def _rebuild_one(
                 break
         next_offset = max(until, start)
     store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
+    crash_point("replay.before_write")
     data = encode(Snapshot(pid.topic, pid.partition, next_offset, fold_settings, fold.runs))
     url = await asyncio.to_thread(store.write, data, next_offset)
     log.info(

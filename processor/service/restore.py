@@ -19,6 +19,7 @@ from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot, decode
 from processor.core.state import FoldSettings
 from processor.errors import OffsetOutOfRange
+from processor.failpoints import crash_point
 from processor.kafka.records import PartitionId
 from processor.service.errors import RestoreError
 from processor.storage.snapshots import SnapshotStore
@@ -76,6 +77,7 @@ async def restore(
 ) -> Restored:
     committed = await offsets.committed(pid)
     snapshot = await asyncio.to_thread(store.load_latest, decode, committed or 0)
+    crash_point("restore.snapshot_loaded")
     ahead = [o for o in await asyncio.to_thread(store.list_offsets) if o > (committed or 0)]
     if ahead:
         log.warning(

@@ -139,6 +139,7 @@ class ObjectStore:
             _write_local_atomic(path, data)
         else:
             # "create" is an exclusive put (S3 If-None-Match) where the backend has one.
+            crash_point("object.before_put")
             self._fs.pipe_file(path, data, mode="create")
 
     def _read_if_exists(self, path: str, url: str) -> bytes | None:
