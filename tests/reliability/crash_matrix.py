@@ -143,6 +143,8 @@ class Chain:
         self.conn = self.settings.connection(bootstrap)
         self.workload = Workload(self.tree, scenario.seed, scenario.runs, scenario.reuse)
         self.feeder = Feeder(self.conn, self.settings.input_topic, self.workload, scenario.rate)
+        self.guarded: dict[str, str] = {}
+        self.instances: list[Instance] = []  # every subprocess started (killed on the way out)
         self._logs = itertools.count()
         self._replays = itertools.count(1)
 
@@ -168,22 +170,29 @@ class Chain:
     def _instance(self, command: str, label: str, crash: str | None, snapshots: str | None = None) -> Instance:
         log = self.workdir / "logs" / f"{next(self._logs):03d}-{label}.log"
         argv = [command, "--config", str(self.config), "--snapshots", snapshots or self.snapshots]
-        return Instance(argv, log, crash)
+        self.instances.append(Instance(argv, log, crash))
+        return self.instances[-1]
 
-    def _processor(self, crash: str | None) -> Instance:
+    def processor(self, crash: str | None = None) -> Instance:
         self.report.instances += 1
         return self._instance("run", crash or "clean", crash)
 
-    async def run(self) -> Report:
-        started = time.monotonic()
+    async def prepare(self) -> None:
+        """Create the topics, note what lies outside the runs root, start the stream."""
         await ensure_topics(self.conn, topic_specs(self.settings), PARTITIONS)
         self.guarded = self.tree.guarded()
         self.feeder.start()
+
+    async def run(self) -> Report:
+        started = time.monotonic()
+        await self.prepare()
         try:
             await self._chain(self._kills())
             await self._check(final=True)
         finally:
             await self.feeder.stop()
+            for instance in self.instances:
+                instance.kill()
             self.report.events = self.feeder.produced
             self.report.seconds = time.monotonic() - started
         return self.report
@@ -197,6 +206,7 @@ class Chain:
 
     async def _chain(self, kills: Iterable[str]) -> None:
         replays: list[str] = []
+        since_check = 0
         for spec in kills:
             self.feeder.failed()
             if trigger(spec.split("@")[0]) == "replay":
@@ -206,13 +216,15 @@ class Chain:
                 await self._replay(replays)
                 replays = []
             await self._kill(spec)
-            if self.scenario.check_every and len(self.report.landed) % self.scenario.check_every == 0:
+            since_check += 1
+            if self.scenario.check_every and since_check >= self.scenario.check_every:
                 await self._check()
+                since_check = 0
         if replays:
             await self._replay(replays)
 
     async def _kill(self, spec: str) -> None:
-        instance = self._processor(spec)
+        instance = self.processor(spec)
         if trigger(spec.split("@")[0]) == "sigterm":
             if not await instance.caught_up(PARTITIONS, STEP_TIMEOUT_S):
                 self._problem(f"{spec}: the instance did not catch up; see {instance.log}")
@@ -250,14 +262,14 @@ class Chain:
 
     async def _check(self, final: bool = False) -> None:
         """Pause the stream, let a clean instance settle, check everything, stop it gracefully."""
-        instance = self._processor(None)
+        instance = self.processor(None)
         if final:
             await self.feeder.until(self.scenario.min_events)
         await self.feeder.pause()
         try:
             if not await instance.caught_up(PARTITIONS, STEP_TIMEOUT_S):
                 self._problem(f"the clean instance did not catch up; see {instance.log}")
-            await self._verify()
+            await self.verify()
         finally:
             if (code := await instance.stop()) != 0:
                 self._problem(f"graceful stop exited {code}; see {instance.log}")
@@ -265,7 +277,7 @@ class Chain:
             self.feeder.resume()
         self.report.checks += 1
 
-    async def _verify(self) -> None:
+    async def verify(self) -> None:
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while True:
             records = await read_topic(self.conn, self.settings.input_topic)
