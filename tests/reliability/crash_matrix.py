@@ -167,9 +167,9 @@ class Chain:
         self.report.problems.append(text)
         print(f"[{self.scenario.name}] PROBLEM {text}", flush=True)
 
-    def _instance(self, command: str, label: str, crash: str | None, snapshots: str | None = None) -> Instance:
+    def _instance(self, command: str, label: str, crash: str | None, *extra: str) -> Instance:
         log = self.workdir / "logs" / f"{next(self._logs):03d}-{label}.log"
-        argv = [command, "--config", str(self.config), "--snapshots", snapshots or self.snapshots]
+        argv = [command, "--config", str(self.config), *(extra or ("--snapshots", self.snapshots))]
         self.instances.append(Instance(argv, log, crash))
         return self.instances[-1]
 
@@ -250,15 +250,19 @@ class Chain:
 
     async def _replay(self, specs: list[str]) -> None:
         """`ckptlog replay` into a new snapshot location, killed at each spec, then once cleanly; the
-        processor restarts on the new snapshots."""
-        target = f"{self.settings.snapshots}-replay{next(self._replays)}"
+        processor restarts on the new snapshots. Every other replay starts from the current snapshots
+        (--from-snapshot), the others from the log start."""
+        number = next(self._replays)
+        flags = ["--snapshots", f"{self.settings.snapshots}-replay{number}"]
+        if number % 2:
+            flags += ["--from-snapshot", self.snapshots]
         for spec in specs:
-            await self._expect_killed(self._instance("replay", spec, spec, target), spec)
-        clean = self._instance("replay", "replay-clean", None, target)
+            await self._expect_killed(self._instance("replay", spec, spec, *flags), spec)
+        clean = self._instance("replay", "replay-clean", None, *flags)
         if (code := await clean.exit_code(STEP_TIMEOUT_S)) != 0:
             self._problem(f"ckptlog replay exited {code}; see {clean.log}")
             return
-        self.snapshots = target
+        self.snapshots = flags[1]
 
     async def _check(self, final: bool = False) -> None:
         """Pause the stream, let a clean instance settle, check everything, stop it gracefully."""
