@@ -179,6 +179,11 @@ async def check_watermarks(
 def check_tree(tree: Tree, views: dict[str, View], expected: Replayed, guarded: dict[str, str]) -> list[str]:
     """Kept, latest and pending checkpoints exist with their files; evicted ones (not written again) are
     gone; nothing outside the runs root changed."""
+    with tree.frozen():
+        return _check_tree(tree, views, expected, guarded)
+
+
+def _check_tree(tree: Tree, views: dict[str, View], expected: Replayed, guarded: dict[str, str]) -> list[str]:
     problems = []
     kept = {c["path"] for view in views.values() for c in view["checkpoints"]}
     latest = {view["latest"] for view in views.values() if view["latest"]}

@@ -50,9 +50,15 @@ STEP_TIMEOUT_S = 45.0
 SETTLE_TIMEOUT_S = 90.0
 
 
+RANDOM = "random"
+"""`random@MS`: not a crash point; the test itself SIGKILLs a clean instance MS milliseconds after it
+caught up, wherever it is (e.g. inside a transaction, which no named point can reach)."""
+
+
 def trigger(point: str) -> str:
-    """How an instance is brought to the point: by the stream, by SIGTERM, or by `ckptlog replay`."""
-    return {"close": "sigterm", "replay": "replay"}.get(point.split(".")[0], "stream")
+    """How an instance is brought to the point: by the stream, by SIGTERM, by `ckptlog replay`, or by
+    the test's own SIGKILL."""
+    return {"close": "sigterm", "replay": "replay", RANDOM: "timer"}.get(point.split(".")[0], "stream")
 
 
 def applicable(point: str, guarantee: str, s3: bool) -> bool:
@@ -112,7 +118,10 @@ def long_kills(guarantee: str, s3: bool, seed: int) -> Iterator[str]:
     most = {"restore": 2, "close": 2, "replay": 2, "snapshot": 3, "object": 3, "completions": 8}
     while True:
         rng.shuffle(points)
-        yield from (f"{p}@{rng.randint(1, most.get(p.split('.')[0], 25))}" for p in points)
+        for i, point in enumerate(points):
+            yield f"{point}@{rng.randint(1, most.get(point.split('.')[0], 25))}"
+            if i % 3 == 2:
+                yield f"{RANDOM}@{rng.randint(20, 3000)}"
 
 
 class Chain:
@@ -173,9 +182,9 @@ class Chain:
         self.instances.append(Instance(argv, log, crash))
         return self.instances[-1]
 
-    def processor(self, crash: str | None = None) -> Instance:
+    def processor(self, crash: str | None = None, label: str | None = None) -> Instance:
         self.report.instances += 1
-        return self._instance("run", crash or "clean", crash)
+        return self._instance("run", label or crash or "clean", crash)
 
     async def prepare(self) -> None:
         """Create the topics, note what lies outside the runs root, start the stream."""
@@ -224,12 +233,16 @@ class Chain:
             await self._replay(replays)
 
     async def _kill(self, spec: str) -> None:
-        instance = self.processor(spec)
-        if trigger(spec.split("@")[0]) == "sigterm":
+        point, _, count = spec.partition("@")
+        how = trigger(point)
+        instance = self.processor(None, spec) if how == "timer" else self.processor(spec)
+        if how in ("sigterm", "timer"):
             if not await instance.caught_up(PARTITIONS, STEP_TIMEOUT_S):
                 self._problem(f"{spec}: the instance did not catch up; see {instance.log}")
-            instance.proc.send_signal(signal.SIGTERM)
+            await asyncio.sleep(int(count) / 1000 if how == "timer" else 0)
+            instance.proc.send_signal(signal.SIGKILL if how == "timer" else signal.SIGTERM)
         await self._expect_killed(instance, spec)
+        print(f"[{self.scenario.name}] {spec}: {self.feeder.produced} events so far", flush=True)
 
     async def _expect_killed(self, instance: Instance, spec: str) -> None:
         code = await instance.exit_code(STEP_TIMEOUT_S)

@@ -16,6 +16,8 @@ import hashlib
 import json
 import os
 import random
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +41,10 @@ def envelope(event_id: str, kind: str, run_id: str, data: dict[str, Any]) -> byt
 
 class Tree(Protocol):
     base: str  # URL of the tree's top: runs/, outside/, runs-sibling/ below it
+
+    def frozen(self) -> AbstractContextManager[None]:
+        """While nothing writes: `gone` and `intact` may answer from one listing."""
+        ...
 
     def write_checkpoint(self, url: str) -> None: ...
 
@@ -65,6 +71,9 @@ class LocalTree:
 
     def _path(self, url: str) -> Path:
         return Path(url.removeprefix("file://"))
+
+    def frozen(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def write_checkpoint(self, url: str) -> None:
         path = self._path(url)
@@ -106,6 +115,7 @@ class RemoteTree:
     def __init__(self, base: str, options: dict[str, Any]) -> None:
         self.base = base.rstrip("/")
         self.fs, _ = fsspec.core.url_to_fs(self.base, **options)
+        self._listing: dict[str, list[str]] | None = None  # directory -> files below it, while frozen
         self.fs.pipe({self._key(f"{self.base}/{area}/keep.bin"): b"not yours" for area in ("outside", "runs-sibling")})
 
     def _key(self, url: str) -> str:
@@ -115,8 +125,25 @@ class RemoteTree:
         key = self._key(url)
         self.fs.pipe({f"{key}/{MODEL}": _content(url), f"{key}/{NESTED}": b"{}"})
 
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """One listing of runs/ answers every question (a request per checkpoint is slow on moto)."""
+        self.fs.invalidate_cache()
+        listing: dict[str, list[str]] = {}
+        for found in self.fs.find(self._key(f"{self.base}/runs")):
+            parts = str(found).split("/")
+            for depth in range(1, len(parts)):
+                listing.setdefault("/".join(parts[:depth]), []).append(str(found))
+        self._listing = listing
+        try:
+            yield
+        finally:
+            self._listing = None
+
     def _files(self, url: str) -> list[str]:
         key = self._key(url)
+        if self._listing is not None:
+            return sorted(self._listing.get(key, []))
         self.fs.invalidate_cache()
         try:
             return sorted(str(p) for p in self.fs.find(key))
