@@ -102,7 +102,8 @@ class SnapshotStore:
         return sorted(n for n in names if n is not None)
 
     def _prune(self, keep_also: SnapshotName) -> None:
-        """Delete all but the newest `keep` snapshots (and the one just written).
+        """Delete all but the newest `keep` snapshots (and the one just written), and the stale temp
+        files of writes killed mid-way.
 
         Best effort: the new snapshot is already durable, so a failed delete is logged and
         left for the next write's prune instead of failing the write.
@@ -112,6 +113,7 @@ class SnapshotStore:
                 if old != keep_also:
                     self._objects.delete(self._prefix + old.filename)
                     crash_point("snapshot.pruned_one")
+            self._objects.sweep_temp(self._prefix.rstrip("/"))  # left by writers killed mid-write
         except StorageError as exc:
             log.warning("pruning old snapshots under %s failed, retrying after the next snapshot: %s", self.url, exc)
 
