@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import random
 import signal
 import sys
@@ -28,20 +27,18 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from processor.broker import LocalBroker
-from processor.broker.config import free_port
 from processor.failpoints import POINTS
 from processor.kafka import ensure_topics, read_topic
+from processor.kafka.topics import committed_offsets
 from processor.service.processor import topic_specs
 from processor.service.settings import ServiceSettings, load_settings
 from processor.service.views import read_views
 from tests.reliability.crash_checks import check_outputs, check_tree, check_watermarks, clean_fold, replay, same
-from tests.reliability.crash_processes import KILLED, Feeder, Instance
+from tests.reliability.crash_processes import KILLED, Feeder, Instance, broker, moto
 from tests.reliability.crash_workload import LocalTree, RemoteTree, Tree, Workload
 from tests.storage_contract import S3Endpoint
 
@@ -83,6 +80,7 @@ class Scenario:
     runs: int = 6
     snapshot_every: int = 40
     reuse: float = 0.05  # share of reports that reuse the path of a checkpoint just deleted
+    from_snapshot: bool = False  # every replay from the current snapshots (default: every second one)
 
 
 @dataclass
@@ -263,11 +261,12 @@ class Chain:
 
     async def _replay(self, specs: list[str]) -> None:
         """`ckptlog replay` into a new snapshot location, killed at each spec, then once cleanly; the
-        processor restarts on the new snapshots. Every other replay starts from the current snapshots
-        (--from-snapshot), the others from the log start."""
+        processor restarts on the new snapshots. Replays start from the log start or (every second
+        one, or all with `from_snapshot`) from the current snapshots (--from-snapshot)."""
+        await self._committed_everywhere()
         number = next(self._replays)
         flags = ["--snapshots", f"{self.settings.snapshots}-replay{number}"]
-        if number % 2:
+        if self.scenario.from_snapshot or number % 2 == 0:
             flags += ["--from-snapshot", self.snapshots]
         for spec in specs:
             await self._expect_killed(self._instance("replay", spec, spec, *flags), spec)
@@ -276,6 +275,22 @@ class Chain:
             self._problem(f"ckptlog replay exited {code}; see {clean.log}")
             return
         self.snapshots = flags[1]
+
+    async def _committed_everywhere(self) -> None:
+        """A replay writes a snapshot only where the group has a committed offset: if a partition has
+        none yet (every instance so far died first), a clean instance runs until it has."""
+        topic, group = self.settings.input_topic, self.settings.group_id
+        if len(await committed_offsets(self.conn, group, topic, PARTITIONS)) == PARTITIONS:
+            return
+        instance = self.processor(None, "until-committed")
+        deadline = time.monotonic() + STEP_TIMEOUT_S
+        while len(await committed_offsets(self.conn, group, topic, PARTITIONS)) < PARTITIONS:
+            if time.monotonic() > deadline:
+                self._problem(f"the group committed no offset on some partition; see {instance.log}")
+                break
+            await asyncio.sleep(0.2)
+        if (code := await instance.stop()) != 0:
+            self._problem(f"graceful stop exited {code}; see {instance.log}")
 
     async def _check(self, final: bool = False) -> None:
         """Pause the stream, let a clean instance settle, check everything, stop it gracefully."""
@@ -335,50 +350,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@contextmanager
-def _broker(workdir: Path) -> Iterator[str]:
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if configured:
-        yield configured
-        return
-    broker = LocalBroker(workdir / "broker", free_port(), log=lambda m: print(f"[kafka] {m}", flush=True))
-    try:
-        yield broker.start()
-    finally:
-        broker.stop()
-
-
-@contextmanager
-def _moto(enabled: bool) -> Iterator[S3Endpoint | None]:
-    if not enabled:
-        yield None
-        return
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url, creds = f"http://{host}:{port}", {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-    client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **creds)
-
-    def make_bucket() -> str:
-        name = f"ckptlog-{uuid.uuid4().hex[:16]}"
-        client.create_bucket(Bucket=name)
-        return f"s3://{name}"
-
-    options = {
-        "endpoint_url": url,
-        "key": "testing",
-        "secret": "testing",
-        "client_kwargs": {"region_name": "us-east-1"},
-    }
-    try:
-        yield S3Endpoint(endpoint_url=url, storage_options=options, make_bucket=make_bucket)
-    finally:
-        server.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="crash-matrix-"))
@@ -388,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         name, kills, args.guarantee, args.s3, args.events, args.rate, args.check_every, True, args.seed, runs=12
     )
     print(f"crash matrix {name}: {args.events} events at {args.rate}/s; logs under {workdir}", flush=True)
-    with _broker(workdir) as bootstrap, _moto(args.s3) as s3:
+    with broker(workdir) as bootstrap, moto(args.s3) as s3:
         report = asyncio.run(Chain(scenario, bootstrap, workdir / "chain", s3).run())
     print(report.summary(), flush=True)
     print("kills:", " ".join(report.landed), flush=True)

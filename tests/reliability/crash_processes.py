@@ -1,4 +1,5 @@
-"""The crash matrix's moving parts: `ckptlog run` / `ckptlog replay` subprocesses and the feeder.
+"""The crash matrix's moving parts: `ckptlog run` / `ckptlog replay` subprocesses, the feeder, and
+(for the command-line version) a broker and an S3 server of its own.
 
 Each subprocess logs to its own file (`logs/NNN-label.log`), so a failure names the instance
 to read. `CKPTLOG_CRASH_AT` is set only for the instance aimed at a point.
@@ -12,12 +13,18 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from processor.broker import LocalBroker
+from processor.broker.config import free_port
 from processor.failpoints import ENV
 from processor.kafka import IdempotentProducer, KafkaConnection
 from processor.service.harness import event_record
 from tests.reliability.crash_workload import Workload
+from tests.storage_contract import S3Endpoint
 
 KILLED = -signal.SIGKILL
 
@@ -121,3 +128,49 @@ class Feeder:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+@contextmanager
+def broker(workdir: Path) -> Iterator[str]:
+    """$KAFKA_BOOTSTRAP_SERVERS, else a LocalBroker of its own under `workdir` (stopped at the end)."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if configured:
+        yield configured
+        return
+    local = LocalBroker(workdir / "broker", free_port(), log=lambda m: print(f"[kafka] {m}", flush=True))
+    try:
+        yield local.start()
+    finally:
+        local.stop()
+
+
+@contextmanager
+def moto(enabled: bool) -> Iterator[S3Endpoint | None]:
+    """moto's S3 server in this process (as the `s3_endpoint` fixture), when `enabled`."""
+    if not enabled:
+        yield None
+        return
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url, creds = f"http://{host}:{port}", {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **creds)
+
+    def make_bucket() -> str:
+        name = f"ckptlog-{uuid.uuid4().hex[:16]}"
+        client.create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    options = {
+        "endpoint_url": url,
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
+    try:
+        yield S3Endpoint(endpoint_url=url, storage_options=options, make_bucket=make_bucket)
+    finally:
+        server.stop()

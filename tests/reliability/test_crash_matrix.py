@@ -82,6 +82,7 @@ QUICK = [
         ),
         s3=True,
         seed=15,
+        from_snapshot=True,
     ),
 ]
 
