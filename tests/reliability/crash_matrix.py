@@ -113,7 +113,7 @@ def long_kills(guarantee: str, s3: bool, seed: int) -> Iterator[str]:
     """Every applicable point, shuffled, with a random count; over and over."""
     rng = random.Random(seed)
     points = [p for p in POINTS if applicable(p, guarantee, s3)]
-    most = {"restore": 2, "close": 2, "replay": 2, "snapshot": 3, "object": 3, "completions": 8}
+    most = {"restore": 2, "close": 2, "replay": 1, "snapshot": 3, "object": 3, "completions": 8}
     while True:
         rng.shuffle(points)
         for i, point in enumerate(points):
