@@ -8,6 +8,7 @@ to read. `CKPTLOG_CRASH_AT` is set only for the instance aimed at a point.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -153,6 +154,7 @@ def moto(enabled: bool) -> Iterator[S3Endpoint | None]:
     import boto3
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
