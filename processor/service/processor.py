@@ -433,6 +433,8 @@ class Processor:
 
     async def _shutdown(self) -> None:
         if self._deleter is not None and self._fatal is None:
+            # the in-flight commits hand their evictions over; delete them while the partitions are ours
+            await asyncio.gather(*(task.wait_committed() for task in list(self.tasks.values())))
             await self._deleter.drain(timeout=1.0)
         await self._close_all(graceful=self._fatal is None)
         if self._deleter is not None:
