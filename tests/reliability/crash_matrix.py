@@ -352,6 +352,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the instances on the way out
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="crash-matrix-"))
     kills = tuple(k for k in args.kills.split(",") if k)
     name = f"long-{args.guarantee}-{'s3' if args.s3 else 'file'}"

@@ -46,7 +46,7 @@ class Tree(Protocol):
         """While nothing writes: `gone` and `intact` may answer from one listing."""
         ...
 
-    def write_checkpoint(self, url: str) -> None: ...
+    def write_checkpoints(self, urls: list[str]) -> None: ...
 
     def gone(self, url: str) -> bool: ...
 
@@ -75,14 +75,15 @@ class LocalTree:
     def frozen(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def write_checkpoint(self, url: str) -> None:
-        path = self._path(url)
-        (path / "optim").mkdir(parents=True, exist_ok=True)
-        (path / MODEL).write_bytes(_content(url))
-        (path / NESTED).write_bytes(b"{}")
-        if int(hashlib.sha256(url.encode()).hexdigest(), 16) % 4 == 0:  # a quarter link outside
-            (path / "shared.bin").symlink_to(self.top / "outside" / "keep.bin")
-            (path / "data").symlink_to(self.top / "outside" / "dir", target_is_directory=True)
+    def write_checkpoints(self, urls: list[str]) -> None:
+        for url in urls:
+            path = self._path(url)
+            (path / "optim").mkdir(parents=True, exist_ok=True)
+            (path / MODEL).write_bytes(_content(url))
+            (path / NESTED).write_bytes(b"{}")
+            if int(hashlib.sha256(url.encode()).hexdigest(), 16) % 4 == 0:  # a quarter link outside
+                (path / "shared.bin").symlink_to(self.top / "outside" / "keep.bin")
+                (path / "data").symlink_to(self.top / "outside" / "dir", target_is_directory=True)
 
     def gone(self, url: str) -> bool:
         return not os.path.lexists(self._path(url))
@@ -121,9 +122,14 @@ class RemoteTree:
     def _key(self, url: str) -> str:
         return str(self.fs._strip_protocol(url))
 
-    def write_checkpoint(self, url: str) -> None:
-        key = self._key(url)
-        self.fs.pipe({f"{key}/{MODEL}": _content(url), f"{key}/{NESTED}": b"{}"})
+    def write_checkpoints(self, urls: list[str]) -> None:
+        """All of a chunk's objects in one call: s3fs puts them concurrently."""
+        files = {}
+        for url in urls:
+            key = self._key(url)
+            files.update({f"{key}/{MODEL}": _content(url), f"{key}/{NESTED}": b"{}"})
+        if files:
+            self.fs.pipe(files)
 
     @contextmanager
     def frozen(self) -> Iterator[None]:
@@ -191,14 +197,17 @@ class Workload:
         self.runs = [Run(f"run-{i}", f"{tree.base}/runs/run-{i}", KEEPS[i % len(KEEPS)]) for i in range(runs)]
         self.step = 0
         self.written: set[str] = set()  # every path whose files a job wrote
+        self._writes: list[str] = []  # the current chunk's checkpoints, written before it is returned
         self.recent: list[bytes] = []
         self.started = False
 
     def chunk(self, size: int) -> list[bytes]:
+        """The next `size` (or a few more) lines; their checkpoints' files are written on return."""
         lines: list[bytes] = [] if self.started else [self._run_started(run) for run in self.runs]
-        self.started = True
+        self.started, self._writes = True, []
         while len(lines) < size:
             lines.extend(self._next())
+        self.tree.write_checkpoints(self._writes)
         self.recent = (self.recent + lines)[-30:]
         return lines
 
@@ -232,7 +241,7 @@ class Workload:
     def _report(self, run: Run, path: str | None, validate: bool) -> bytes:
         metrics = {"acc": round(self.rng.random(), 4), "step": self.step}
         if path is not None:
-            self.tree.write_checkpoint(path)
+            self._writes.append(path)
             self.written.add(path)
             run.paths.append(path)
         if validate and path is not None:
@@ -256,7 +265,7 @@ class Workload:
         what a restore must not get wrong (SPEC §9)."""
         recent = list(dict.fromkeys(reversed(run.paths[-14:-2])))
         for path in recent[:3] + self.rng.sample(recent[3:], min(2, len(recent[3:]))):
-            if self.tree.gone(path):
+            if path not in self._writes and self.tree.gone(path):
                 return path
         return None
 
