@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from aiokafka.helpers import create_ssl_context
 
 from processor.errors import ConfigError
+from processor.kafka import throttle
 from processor.kafka.errors import KafkaIOError, map_kafka_errors
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -35,6 +36,7 @@ class _RedactSasl(logging.Filter):
 
 
 logging.getLogger("aiokafka.conn").addFilter(_RedactSasl())
+throttle.install()  # aiokafka's reconnect errors, thousands a second while a broker is away
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from processor.core.outputs import Deletion
 from processor.errors import CkptlogError
+from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import Batch, BatchFolder
 from processor.service.errors import ServiceError
@@ -121,6 +122,7 @@ class CommitCycle:
             )
             return
         self.folded_offset = next_offset = records[-1].offset + 1
+        crash_point("batch.folded")
         out = batch.records  # 2
         if self.extra:
             out.extend(self.extra)
@@ -149,7 +151,9 @@ class CommitCycle:
         self.stats.add(batch)
         if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
             # run and confirms them in one completion event
+            crash_point("deletions.before_handover")
             self.deleter.submit_many(sorted(batch.deletions, key=run_of))
+            crash_point("deletions.after_handover")
         self.snapshots.count(batch.consumed)
         await self.snapshot_if_due()  # 5
 
@@ -158,7 +162,9 @@ class CommitCycle:
         started = time.perf_counter()
         try:
             if records or offsets:
+                crash_point("commit.before")
                 await self.publisher.commit(records, offsets)
+                crash_point("commit.after")
         except asyncio.CancelledError:
             self.broken = ServiceError(
                 f"{self.pid}: cancelled in the middle of a commit; the partition must be "
@@ -232,7 +238,9 @@ class CommitCycle:
         self.closed = True
         if graceful and self.broken is None:
             await self.flush_extra(0.0)
+            crash_point("close.before_final_snapshot")
             await self.snapshot_if_due(final=True)
+            crash_point("close.after_final_snapshot")
         else:
             await self.snapshots.wait()
         await self.publisher.close()

@@ -14,6 +14,7 @@ import asyncio
 import logging
 
 from processor.errors import CkptlogError
+from processor.failpoints import crash_point
 from processor.kafka.records import OutRecord
 from processor.service.ports import SharedProducer
 
@@ -48,7 +49,9 @@ class CompletionWriter:
         if not batch:
             return
         try:
+            crash_point("completions.before_send")
             await self._producer.publish(batch)
+            crash_point("completions.sent")
         except CkptlogError as exc:
             log.warning("event=completions_failed count=%d error=%s; retrying with the next flush", len(batch), exc)
             self._queue[:0] = batch

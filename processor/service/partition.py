@@ -19,6 +19,7 @@ from processor.core.lifecycle import deletion_problem
 from processor.core.outputs import Deletion
 from processor.core.paths import UnsafePath, normalize
 from processor.errors import CkptlogError
+from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.checks import find_missing
@@ -175,6 +176,7 @@ class PartitionTask:
             run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
         }
         log.info("event=caught_up partition=%s offset=%d runs=%d", self.pid, self.publish_from, len(self.fold.runs))
+        crash_point("restore.caught_up")
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:
@@ -208,6 +210,7 @@ class PartitionTask:
             if not self.usable:
                 return
             self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK])
+        crash_point("restore.redriven")
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
         missing = await find_missing(kept, self._options)

@@ -28,6 +28,7 @@ from itertools import groupby
 
 from processor.broker import ensure_bootstrap
 from processor.errors import CkptlogError, OffsetOutOfRange, StorageError
+from processor.failpoints import crash_point
 from processor.kafka.errors import FencedError, KafkaIOError
 from processor.kafka.factory import BrokerClients
 from processor.kafka.producers import MAX_RECORD_BYTES
@@ -318,6 +319,7 @@ class Processor:
         self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
+        crash_point("restore.after_fence")
         try:
             store = SnapshotStore(
                 self.settings.snapshots,
@@ -354,6 +356,7 @@ class Processor:
         """Register the task, then seek and resume: records of pid only ever reach its own task."""
         assert self._consumer is not None
         self.tasks[pid] = task
+        crash_point("restore.before_seek")
         self._consumer.seek(pid, task.next_offset)
         self._consumer.resume([pid])
 
@@ -435,6 +438,8 @@ class Processor:
 
     async def _shutdown(self) -> None:
         if self._deleter is not None and self._fatal is None:
+            # the in-flight commits hand their evictions over; delete them while the partitions are ours
+            await asyncio.gather(*(task.wait_committed() for task in list(self.tasks.values())))
             await self._deleter.drain(timeout=1.0)
         await self._close_all(graceful=self._fatal is None)
         if self._deleter is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from processor.failpoints import crash_point
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.ports import InputConsumer, SharedProducer, TransactionalProducer
 
@@ -47,6 +48,7 @@ class AtLeastOncePublisher:
     async def commit(self, records: Sequence[OutRecord], offsets: dict[PartitionId, int]) -> None:
         if records:
             await self._producer.publish(records)
+            crash_point("commit.published_not_committed")
         if offsets:
             await self._consumer.commit(offsets)
 

@@ -85,7 +85,9 @@ async def _rebuild_one(
     fold_settings = settings.fold_settings()
     fold, start, snapshot = Fold(fold_settings, emit=False), 0, None
     if from_snapshot is not None:
-        source = SnapshotStore(from_snapshot, pid.topic, pid.partition)
+        source = SnapshotStore(
+            from_snapshot, pid.topic, pid.partition, storage_options=settings.snapshot_storage_options
+        )
         snapshot = await asyncio.to_thread(source.load_latest, decode, until)
         if snapshot is not None:
             check_snapshot(pid, snapshot, fold_settings, source.url)
@@ -120,6 +122,7 @@ async def _rebuild_one(
                 break
         next_offset = max(until, start)
     store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
+    crash_point("replay.before_write")
     data = encode(Snapshot(pid.topic, pid.partition, next_offset, fold_settings, fold.runs))
     url = await asyncio.to_thread(store.write, data, next_offset)
     log.info(

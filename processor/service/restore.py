@@ -20,6 +20,7 @@ from processor.core.settings_diff import describe, differences
 from processor.core.snapshot import Snapshot, decode
 from processor.core.state import FoldSettings
 from processor.errors import OffsetOutOfRange
+from processor.failpoints import crash_point
 from processor.kafka.records import PartitionId
 from processor.service.errors import RestoreError
 from processor.storage.snapshots import SnapshotStore
@@ -95,6 +96,7 @@ async def restore(
 ) -> Restored:
     committed = await offsets.committed(pid)
     snapshot = await asyncio.to_thread(store.load_latest, decode, committed or 0)
+    crash_point("restore.snapshot_loaded")
     ahead = [o for o in await asyncio.to_thread(store.list_offsets) if o > (committed or 0)]
     if ahead:
         log.warning(

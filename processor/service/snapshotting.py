@@ -17,6 +17,7 @@ from collections.abc import Callable
 from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot, encode
 from processor.errors import CkptlogError
+from processor.failpoints import crash_point
 from processor.kafka.records import PartitionId
 from processor.storage.snapshots import SnapshotStore
 
@@ -63,6 +64,7 @@ class SnapshotScheduler:
         if self.writing:
             return False
         data = self._encode(fold, next_offset)
+        crash_point("snapshot.encoded")
         self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset))
         return True
 
@@ -97,6 +99,7 @@ class SnapshotScheduler:
                 exc,
             )
             return
+        crash_point("snapshot.written")
         self.last_offset = next_offset
         log.info(
             "event=snapshot_written partition=%s next_offset=%d bytes=%d url=%s", self.pid, next_offset, len(data), url

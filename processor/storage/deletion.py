@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from processor.errors import StorageError
+from processor.failpoints import crash_point
 from processor.storage.confinement import Confinement, confinement_problem
 from processor.storage.removal import Outcome, Refused, remove_all
 
@@ -247,6 +248,8 @@ class Deleter:
         if self._recheck is not None:
             keys = self._still_owed(keys)
         items = [self._outstanding[key] for key in keys]
+        if items:
+            crash_point("deletion.job_start")
         try:
             outcomes: list[Outcome] = list(await asyncio.to_thread(remove_all, items, self._options)) if items else []
         except Exception as exc:  # e.g. no thread left at shutdown: every path is retried
@@ -263,6 +266,8 @@ class Deleter:
                 elif outcome is not None:
                     self._attempt_failed(key, outcome)
             self._refuse(refused)
+        if done:
+            crash_point("deletion.confirmed")
         self._confirmed(done)
         job = asyncio.current_task()
         if job is not None:

@@ -8,6 +8,7 @@ exception types.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +23,10 @@ from processor.failpoints import crash_point
 
 TEMP_PREFIX = ".tmp-"
 """Basename prefix of in-progress local writes; `list()` never shows them."""
+
+STALE_TEMP_S = 3600.0
+"""A temp file this old is what a killed writer left behind (a write takes seconds), not a write in
+progress: `sweep_temp` removes it."""
 
 
 def backend_errors() -> tuple[type[BaseException], ...]:
@@ -139,6 +144,7 @@ class ObjectStore:
             _write_local_atomic(path, data)
         else:
             # "create" is an exclusive put (S3 If-None-Match) where the backend has one.
+            crash_point("object.before_put")
             self._fs.pipe_file(path, data, mode="create")
 
     def _read_if_exists(self, path: str, url: str) -> bytes | None:
@@ -168,6 +174,24 @@ class ObjectStore:
                 self._fs.rm_file(path)
             except FileNotFoundError:
                 pass
+
+    def sweep_temp(self, directory: str, older_than_s: float = STALE_TEMP_S) -> int:
+        """Remove the temp files of local writes killed mid-way (SIGKILL skips their cleanup) from
+        `directory`, if older than `older_than_s`; how many. Other backends write in one put: none."""
+        if not self._local:
+            return 0
+        path, removed = f"{self._root}/{check_name(directory, self.base_url)}", 0
+        with mapped_errors(f"{self.base_url}/{directory}", "clean up"):
+            try:
+                entries = list(os.scandir(path))
+            except FileNotFoundError:
+                return 0
+            for entry in entries:
+                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > older_than_s
+                if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False) and stale:
+                    os.unlink(entry.path)
+                    removed += 1
+        return removed
 
     def list(self, prefix: str = "") -> list[str]:
         """Sorted names (relative to the base) of every object whose name starts with `prefix`."""

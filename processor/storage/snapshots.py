@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from processor.errors import ObjectMissing, SnapshotCorrupt, SnapshotError, StorageError
+from processor.failpoints import crash_point
 from processor.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,9 @@ class SnapshotStore:
                 f"to {self.url} — pass the offset of the next input record to replay"
             )
         written = SnapshotName(next_offset, content_digest(data))
+        crash_point("snapshot.before_write")
         self._objects.put_immutable(self._prefix + written.filename, data)
+        crash_point("snapshot.before_prune")
         self._prune(keep_also=written)
         return self._objects.url(self._prefix + written.filename)
 
@@ -99,7 +102,8 @@ class SnapshotStore:
         return sorted(n for n in names if n is not None)
 
     def _prune(self, keep_also: SnapshotName) -> None:
-        """Delete all but the newest `keep` snapshots (and the one just written).
+        """Delete all but the newest `keep` snapshots (and the one just written), and the stale temp
+        files of writes killed mid-way.
 
         Best effort: the new snapshot is already durable, so a failed delete is logged and
         left for the next write's prune instead of failing the write.
@@ -108,6 +112,8 @@ class SnapshotStore:
             for old in self._snapshots()[: -self.keep]:
                 if old != keep_also:
                     self._objects.delete(self._prefix + old.filename)
+                    crash_point("snapshot.pruned_one")
+            self._objects.sweep_temp(self._prefix.rstrip("/"))  # left by writers killed mid-write
         except StorageError as exc:
             log.warning("pruning old snapshots under %s failed, retrying after the next snapshot: %s", self.url, exc)
 

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from processor.foldfile import fold_lines
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.harness import expected_views, workload
 from processor.service.processor import Processor
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.snapshots import SnapshotStore
-from tests.unit.service.fakes import FakeDeleter, FakeKafka
+from tests.unit.service.fakes import FakeDeleter, FakeKafka, FakeTransactional
 
 INPUT = "ckptlog.events"
 P0, P1 = PartitionId(INPUT, 0), PartitionId(INPUT, 1)
@@ -222,3 +223,30 @@ async def test_a_fault_while_writing_an_events_outputs_dead_letters_it_and_leave
     assert "half" not in kafka.logs
     processor.stop()
     await run
+
+
+async def test_a_graceful_stop_deletes_what_the_last_batch_evicted(tmp_path: Path, monkeypatch: Any) -> None:
+    """SIGTERM while a batch's commit is in flight: its evictions are deleted (real Deleter, with its
+    re-check) and confirmed before the partitions close, not dropped as "not owned any more" and
+    left owed to the next start (found by the crash matrix's logs)."""
+    slow = FakeTransactional.commit
+
+    async def commit(self: FakeTransactional, records: Any, offsets: Any) -> None:
+        await asyncio.sleep(0.3 if kafka.slow else 0)
+        await slow(self, records, offsets)
+
+    monkeypatch.setattr(FakeTransactional, "commit", commit)
+    kafka = FakeKafka()
+    kafka.slow = False  # type: ignore[attr-defined]
+    produce(kafka, LINES[:100])
+    processor = Processor(settings(tmp_path))  # the real Deleter: file:///nowhere is gone, so deleting "works"
+    processor._clients = kafka
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    kafka.slow = True  # type: ignore[attr-defined]
+    produce(kafka, LINES[100:140])
+    await until(lambda: any(t.cycle.in_flight for t in processor.tasks.values()), run, timeout=5)
+    processor.stop()
+    await run
+    log = [record.value for part in kafka.logs[INPUT] for record in part if record.value]
+    assert fold_lines(log, settings(tmp_path).fold_settings()).fold.owed() == []

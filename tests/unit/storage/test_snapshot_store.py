@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from processor.errors import SnapshotError, StorageError
-from processor.storage.objects import ObjectStore
+from processor.storage.objects import STALE_TEMP_S, TEMP_PREFIX, ObjectStore
 from processor.storage.snapshots import SnapshotName, SnapshotStore, content_digest
 from tests.storage_contract import decode, encode
 
@@ -129,3 +131,20 @@ def test_hash_mismatch_is_skipped_without_calling_decode(tmp_path: Path) -> None
 
     assert snaps.load_latest(counting_decode) == "good"
     assert seen == [encode("good")]
+
+
+def test_temp_files_of_writers_killed_mid_write_are_swept(tmp_path: Path) -> None:
+    """SIGKILL skips a local write's cleanup (crash points object.half_written, object.before_rename):
+    its temp file is removed by a later write once it is stale; one still being written is kept."""
+    snaps = SnapshotStore(str(tmp_path), "t", 0, keep=2)
+    snaps.write(encode("a"), 1)
+    directory = tmp_path / "t" / "0"
+    stale, fresh = directory / f"{TEMP_PREFIX}dead-snapshot.json", directory / f"{TEMP_PREFIX}busy-snapshot.json"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(stale, (time.time() - STALE_TEMP_S - 60,) * 2)
+    snaps.write(encode("b"), 2)
+    assert not stale.exists() and fresh.exists()
+    assert snaps.list_offsets() == [1, 2]
+    assert ObjectStore(str(tmp_path)).sweep_temp("t/0", older_than_s=0) == 1
+    assert not fresh.exists()

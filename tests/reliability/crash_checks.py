@@ -1,0 +1,205 @@
+"""What must hold after any number of crashes (SPEC §7, §9), checked against the log itself.
+
+The input topic is read back as it is (read_committed: the processor's own deletion_completed
+records included) and folded cleanly twice: by `ckptlog fold` (`fold_lines`: the views the
+state topic must hold) and record by record through the service's own `BatchFolder` (the
+output ids the output topics must hold, the inputs the DLQ must hold, and what each
+checkpoint path is at the end of the log: live, evicted, or re-written by its job after an
+eviction and then refused — its job's leftovers, on which nothing is asserted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from processor.core.fold import Fold
+from processor.core.view import View
+from processor.foldfile import fold_lines
+from processor.kafka import KafkaConnection, PartitionId, Record, read_topic
+from processor.service.batch import BatchFolder
+from processor.service.records import H_OFFSET, H_PARTITION, RecordFactory, TopicNames
+from processor.service.settings import ServiceSettings
+from tests.reliability.crash_workload import Tree
+
+LIVE, EVICTED, LEFTOVER = "live", "evicted", "leftover"
+
+
+def names_of(settings: ServiceSettings) -> TopicNames:
+    s = settings
+    return TopicNames(
+        s.input_topic, s.checkpoints_topic, s.validations_topic, s.watermarks_topic, s.state_topic, s.dlq_topic
+    )
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that treats NaN metrics as equal."""
+    return json.dumps(a, sort_keys=True, allow_nan=True) == json.dumps(b, sort_keys=True, allow_nan=True)
+
+
+def clean_fold(records: Sequence[Record], settings: ServiceSettings) -> tuple[dict[str, View], int]:
+    """`ckptlog fold` of the log: the views (without `evicted`) and how many deletions it still owes."""
+    values = [r.value for r in records if r.value is not None]
+    result = fold_lines(
+        values, settings.fold_settings(), max_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
+    )
+    runs = result.document()["runs"]
+    views = {run_id: {k: v for k, v in view.items() if k != "evicted"} for run_id, view in runs.items()}
+    return views, len(result.fold.owed())
+
+
+@dataclass
+class Replayed:
+    ids: set[str] = field(default_factory=set)  # every output id the log must publish
+    dead: set[tuple[int, int]] = field(default_factory=set)  # (partition, offset) of every dead-lettered input
+    paths: dict[str, str] = field(default_factory=dict)  # checkpoint path -> LIVE / EVICTED / LEFTOVER
+    evictions: int = 0
+    reused: int = 0  # reports of a path evicted before, applied (SPEC §9: deleted, then reported again)
+
+
+def _reported(value: bytes | None) -> str | None:
+    try:
+        body = json.loads(value or b"")
+        return str(body["data"]["checkpoint"]["path"]) if body.get("type") == "ckptlog.report.v1" else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def replay(records: Sequence[Record], settings: ServiceSettings, written: set[str]) -> Replayed:
+    """Fold the log record by record as the service does; see the module docstring."""
+    quiet = logging.getLogger("processor.service.batch")  # its dead-letter warnings are the service's to log
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        return _replay(records, settings, written)
+    finally:
+        quiet.setLevel(level)
+
+
+def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[str]) -> Replayed:
+    out, names = Replayed(), names_of(settings)
+    folders: dict[int, BatchFolder] = {}
+    for record in records:
+        folder = folders.get(record.partition)
+        if folder is None:
+            factory = RecordFactory(names, PartitionId(record.topic, record.partition))
+            fold = Fold(settings.fold_settings())
+            folder = folders[record.partition] = BatchFolder(
+                fold, factory, settings.max_payload_bytes, settings.max_depth
+            )
+        batch = folder.fold_records([record], 0)
+        for output in batch.records:
+            if output.topic == names.dlq:
+                out.dead.add((record.partition, record.offset))
+            elif output.topic != names.state:
+                out.ids.add(json.loads(output.value or b"")["id"])
+        path = _reported(record.value)
+        if path in written and batch.applied:
+            out.reused += out.paths.get(path) is not None
+            out.paths[path] = LIVE
+        elif path in written and batch.rejected and out.paths.get(path) != LIVE:
+            out.paths[path] = LEFTOVER  # its job wrote it again, the processor refused the report
+        out.evictions += len(batch.deletions)
+        for deletion in batch.deletions:
+            out.paths[deletion.path] = EVICTED
+    return out
+
+
+def _id(value: bytes | None) -> str:
+    return str(json.loads(value or b"")["id"])
+
+
+async def check_outputs(
+    conn: KafkaConnection, settings: ServiceSettings, expected: Replayed, exactly_once: bool
+) -> list[str]:
+    """Every output id exactly once (at_least_once: at least once), every dead letter likewise."""
+    problems: list[str] = []
+    seen: Counter[str] = Counter()
+    for topic in (settings.checkpoints_topic, settings.validations_topic, settings.watermarks_topic):
+        seen.update(_id(r.value) for r in await read_topic(conn, topic))
+    restored = sorted(i for i in seen if ":restored@" in i)
+    if restored:
+        problems.append(
+            f"checkpoints_missing was published after a restore (a kept checkpoint was gone): {restored[:5]}"
+        )
+    _compare("output id", seen, expected.ids, set(restored), exactly_once, problems)
+    dead: Counter[tuple[int, int]] = Counter()
+    for record in await read_topic(conn, settings.dlq_topic):
+        headers = dict(record.headers)
+        dead[(int(headers[H_PARTITION]), int(headers[H_OFFSET]))] += 1
+    _compare("dead letter of input", dead, expected.dead, set(), exactly_once, problems)
+    return problems
+
+
+def _compare(
+    what: str, seen: Counter[Any], expected: set[Any], ignore: set[Any], once: bool, problems: list[str]
+) -> None:
+    missing = sorted(expected - set(seen))
+    extra = sorted(set(seen) - expected - ignore)
+    twice = sorted(k for k, n in seen.items() if n > 1)
+    if missing:
+        problems.append(f"{len(missing)} {what}s of the log were never published (lost): {missing[:5]}")
+    if extra:
+        problems.append(f"{len(extra)} {what}s published that a clean fold of the log does not make: {extra[:5]}")
+    if once and twice:
+        problems.append(f"exactly_once: {len(twice)} {what}s visible more than once: {twice[:5]}")
+
+
+async def check_watermarks(
+    conn: KafkaConnection, settings: ServiceSettings, views: dict[str, View]
+) -> tuple[list[str], int]:
+    """A read_committed reader, in order, never sees a run's committed or validated watermark go back,
+    and ends at the view's. (at_least_once repeats records after a crash with the same ids: a reader
+    skips ids it has seen.)"""
+    problems, seen, last = [], set(), dict[str, tuple[int, int]]()
+    records = await read_topic(conn, settings.watermarks_topic)
+    for record in records:
+        body = json.loads(record.value or b"")
+        if body["id"] in seen:
+            continue
+        seen.add(body["id"])
+        run, data = body["subject"], body["data"]
+        now = (data["committed"], data["validated"])
+        before = last.get(run, (0, 0))
+        if now[0] < before[0] or now[1] < before[1]:
+            problems.append(
+                f"watermark of {run} went back from {before} to {now} at {record.partition}@{record.offset}"
+            )
+        last[run] = (max(now[0], before[0]), max(now[1], before[1]))
+    final = {run: (view["committed"], view["validated"]) for run, view in views.items()}
+    if last != final:
+        problems.append(f"the last watermarks {last} are not the views' {final}")
+    return problems[:10], len(records)
+
+
+def check_tree(tree: Tree, views: dict[str, View], expected: Replayed, guarded: dict[str, str]) -> list[str]:
+    """Kept, latest and pending checkpoints exist with their files; evicted ones (not written again) are
+    gone; nothing outside the runs root changed."""
+    with tree.frozen():
+        return _check_tree(tree, views, expected, guarded)
+
+
+def _check_tree(tree: Tree, views: dict[str, View], expected: Replayed, guarded: dict[str, str]) -> list[str]:
+    problems = []
+    kept = {c["path"] for view in views.values() for c in view["checkpoints"]}
+    latest = {view["latest"] for view in views.values() if view["latest"]}
+    if not latest <= kept:
+        problems.append(f"latest checkpoints not among the kept ones: {sorted(latest - kept)[:5]}")
+    live = {p for p, state in expected.paths.items() if state == LIVE}
+    if live != kept:
+        problems.append(f"the test's own replay disagrees with the views: {sorted(live ^ kept)[:5]}")
+    damaged = sorted(p for p in kept | latest if not tree.intact(p))
+    if damaged:
+        problems.append(f"{len(damaged)} kept/latest/pending checkpoints were deleted or damaged: {damaged[:5]}")
+    remaining = sorted(p for p, state in expected.paths.items() if state == EVICTED and not tree.gone(p))
+    if remaining:
+        problems.append(f"{len(remaining)} evicted checkpoints were never deleted: {remaining[:5]}")
+    now = tree.guarded()
+    if now != guarded:
+        changed = sorted(set(now.items()) ^ set(guarded.items()))
+        problems.append(f"something outside the runs root changed: {changed[:5]}")
+    return problems
