@@ -20,7 +20,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -272,6 +273,21 @@ class ObserveServer:
 
     async def _readiness(self) -> tuple[bool, str]:
         return self.processor.readiness()
+
+
+@asynccontextmanager
+async def observed(processor: Processor) -> AsyncIterator[ObserveServer | None]:
+    """Serve /metrics, /healthz and /readyz while the block runs, if --metrics-port is set."""
+    settings = processor.settings
+    if settings.metrics_port is None:
+        yield None
+        return
+    server = ObserveServer(processor, processor.metrics, settings.metrics_host, settings.metrics_port)
+    server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def _text(start_response: StartResponse, ok: bool, body: str, status: str | None = None) -> list[bytes]:

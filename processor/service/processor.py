@@ -37,7 +37,7 @@ from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
 from processor.service.metrics import PrometheusMetrics
-from processor.service.observe import ObserveServer
+from processor.service.observe import observed
 from processor.service.partition import PartitionTask, TaskStats, run_of
 from processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
 from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
@@ -177,21 +177,9 @@ class Processor:
 
     async def run(self) -> None:
         """Run until `stop()`; raises a CkptlogError when a partition cannot be restored or served."""
-        server = self._serve_metrics()
-        try:
+        async with observed(self) as server:  # /metrics, /healthz, /readyz on --metrics-port (off by default)
+            self.metrics_url = server.url if server is not None else None
             await self._run()
-        finally:
-            if server is not None:
-                await server.stop()
-
-    def _serve_metrics(self) -> ObserveServer | None:
-        """/metrics, /healthz, /readyz on --metrics-port (off by default)."""
-        if self.settings.metrics_port is None:
-            return None
-        server = ObserveServer(self, self.metrics, self.settings.metrics_host, self.settings.metrics_port)
-        server.start()
-        self.metrics_url = server.url
-        return server
 
     async def _run(self) -> None:
         clients = self._clients = self._clients or await self._broker_clients()
