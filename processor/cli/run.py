@@ -95,8 +95,9 @@ def run_command(
     try:
         asyncio.run(serve(settings))
     except CkptlogError as exc:
-        log.critical("event=fatal error_type=%s message=%s", type(exc).__name__, exc)
-        typer.echo(f"error: {exc}", err=True)
+        log.critical("event=fatal error_type=%s message=%r", type(exc).__name__, str(exc))
+        if settings.log_format != "json":  # JSON logs: the line above already says it, and stays one object
+            typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
