@@ -31,7 +31,7 @@ from prometheus_client import make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from processor.errors import CkptlogError
+from processor.errors import CkptlogError, ConfigError
 from processor.service.metrics import HOOKED, PrometheusMetrics
 
 if TYPE_CHECKING:
@@ -212,7 +212,13 @@ class ObserveServer:
         self._metrics_app = make_wsgi_app(metrics.registry)
         self._loop = asyncio.get_running_loop()
         server_class = _Server6 if ":" in host else _Server
-        self._server = make_server(host, port, self._app, server_class, _QuietHandler)
+        try:
+            self._server = make_server(host, port, self._app, server_class, _QuietHandler)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; choose another --metrics-port "
+                "or --metrics-host"
+            ) from None
         self._thread = threading.Thread(target=self._server.serve_forever, name="ckptlog-metrics", daemon=True)
         self.url = f"http://{host if ':' not in host else f'[{host}]'}:{self._server.server_port}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 import urllib.error
@@ -54,7 +55,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def start(tmp_path: Path, kafka: FakeKafka, **overrides: Any) -> tuple[Processor, asyncio.Task[None]]:
-    config = settings(tmp_path, metrics_port=0, **overrides)
+    config = settings(tmp_path, **{"metrics_port": 0, **overrides})
     processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
     return processor, asyncio.create_task(processor.run())
 
@@ -150,6 +151,17 @@ async def test_healthz_fails_when_the_event_loop_or_the_poll_loop_is_stuck(tmp_p
 def test_metrics_are_off_by_default_and_local_when_on(tmp_path: Path) -> None:
     config = settings(tmp_path)
     assert config.metrics_port is None and config.metrics_host == "127.0.0.1"
+
+
+async def test_a_busy_metrics_port_is_a_clear_error(tmp_path: Path) -> None:
+    from processor.errors import ConfigError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        _, run = start(tmp_path, FakeKafka(), metrics_port=busy.getsockname()[1])
+        with pytest.raises(ConfigError, match="cannot serve metrics on 127.0.0.1"):
+            await run
 
 
 def test_every_exported_metric_is_documented_and_named_by_convention() -> None:
