@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
@@ -113,10 +113,15 @@ NO_METRICS = ServiceMetrics()
 
 
 class PrometheusMetrics(ServiceMetrics):
-    """prometheus-client metrics in their own registry (`registry`)."""
+    """prometheus-client metrics in their own registry (`registry`), with the process's own
+    (`process_*`: CPU, memory, file descriptors; `python_gc_*`, `python_info`)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry = registry or CollectorRegistry()
+        if registry is None:
+            registry = CollectorRegistry()
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                registry.register(collector)
+        self.registry = registry
 
         def counter(name: str, labels: Iterable[str] = ()) -> Counter:
             return Counter(name.removesuffix("_total"), HOOKED[name], list(labels), registry=registry)

@@ -90,6 +90,7 @@ async def test_metrics_count_what_the_processor_did_and_the_probes_answer(tmp_pa
     assert values["ckptlog_committed_offset", p0] == kafka.end(P0) == values["ckptlog_last_folded_offset", p0] + 1
     assert values["ckptlog_kept_checkpoints", p0] > 0 and values["ckptlog_ready", ()] == 1
     assert values["ckptlog_assigned_partitions", ()] == 2 and values["ckptlog_snapshot_age_seconds", p0] >= 0
+    assert values["process_resident_memory_bytes", ()] > 0 and ("python_info" in {name for name, _ in values})
     assert {family(name) for name, _ in values if name.startswith("ckptlog_")} <= {family(n) for n in EXPORTED}
 
     status, _ = await fetch(processor, "/nothing")
