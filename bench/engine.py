@@ -12,6 +12,7 @@ instructions instead, which repeat exactly:
 
 (total - setup-only) / N is the engine's cost per event. Flags take parts away to attribute it:
 `--stub-deleter`, `--no-foldback` (completions dropped), `--no-publish`, `--core-only` (decode + fold only).
+`--metrics` records the processor's Prometheus metrics (as `ckptlog run` does) instead of none.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from processor.core.fold import Fold
 from processor.kafka.producers import Batcher
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.batch import BatchFolder
+from processor.service.metrics import NO_METRICS, PrometheusMetrics
 from processor.service.partition import PartitionTask
 from processor.service.processor import tune_gc
 from processor.service.records import RecordFactory, TopicNames
@@ -140,9 +142,9 @@ async def run_task(
         else Deleter(outer_root="file:///bench/runs", on_done=on_done, concurrency=args.concurrency)
     )
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
-    task = PartitionTask(
-        PID, Restored(fold, 0, 0, None), publisher, folder, SnapshotScheduler(PID, store, 10**9, 10**9, None), deleter
-    )
+    metrics = PrometheusMetrics() if args.metrics else NO_METRICS
+    snapshots = SnapshotScheduler(PID, store, 10**9, 10**9, None, metrics=metrics)
+    task = PartitionTask(PID, Restored(fold, 0, 0, None), publisher, folder, snapshots, deleter, metrics=metrics)
     tasks.append(task)
     task.catch_up()
     started, offset, pending, committed = time.perf_counter(), 0, list(inputs), 0.0
@@ -174,7 +176,7 @@ def main() -> None:
     parser.add_argument("events", type=int, nargs="?", default=20_000)
     parser.add_argument("--batch", type=int, default=5000, help="records per batch (one transaction)")
     parser.add_argument("--concurrency", type=int, default=8, help="Deleter jobs at a time")
-    for flag in ("setup-only", "core-only", "stub-deleter", "no-foldback", "no-publish"):
+    for flag in ("setup-only", "core-only", "stub-deleter", "no-foldback", "no-publish", "metrics"):
         parser.add_argument(f"--{flag}", action="store_true")
     args = parser.parse_args()
     tune_gc()

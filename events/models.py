@@ -25,6 +25,21 @@ TerminalStatus = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]
 _EXTENSION_NAME = re.compile(r"^[a-z0-9]+$")
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 
+# For the JSON Schema only (validation is the validators below): what other languages check.
+_DATE = (
+    r"(?!0000)(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
+    r"|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
+)
+RFC3339 = rf"^{_DATE}[Tt ](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$"
+"""The RFC 3339 timestamps `check_time` accepts, as a pattern (the schema of `time`): valid dates only,
+seconds 00-59, an offset under 24 h, upper-case Z. `check_time` also takes other ISO 8601 spellings."""
+
+
+def _envelope_schema(schema: dict[str, Any]) -> None:
+    """Extension attributes: lower-case alphanumeric names (the `_extension_names` validator)."""
+    schema["patternProperties"] = {_EXTENSION_NAME.pattern: {}}
+    schema["additionalProperties"] = False
+
 
 class ValidationSpec(BaseModel):
     """What an evaluator needs: keyword arguments for the user function and a time limit."""
@@ -122,7 +137,15 @@ class DeletionCompletedData(BaseModel):
     v3 names each eviction (`deleted`, `refused`); v2 listed confirmed paths only
     (`checkpoint_paths`) and v1 one path; older bodies are upcast (events/upcast.py)."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(
+        **_STRICT,
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["deleted"], "properties": {"deleted": {"minItems": 1}}},
+                {"required": ["refused"], "properties": {"refused": {"minItems": 1}}},
+            ]
+        },
+    )
     deleted: Annotated[list[CompletedPath], Field(max_length=MAX_COMPLETED_PATHS)] = Field(default_factory=list)
     refused: Annotated[list[RefusedPath], Field(max_length=MAX_COMPLETED_PATHS)] = Field(default_factory=list)
 
@@ -136,13 +159,13 @@ class DeletionCompletedData(BaseModel):
 class Envelope(BaseModel):
     """CloudEvents 1.0 structured mode. Extension attributes are kept and otherwise ignored."""
 
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, json_schema_extra=_envelope_schema)
     specversion: Literal["1.0"]
     id: NonEmpty
     source: NonEmpty
     type: str
     subject: RunId
-    time: str | None = None
+    time: Annotated[str | None, Field(json_schema_extra={"pattern": RFC3339})] = None
     datacontenttype: Literal["application/json"] | None = None
 
     @field_validator("time")

@@ -2,6 +2,11 @@
 
 `python -m events.schema` rewrites `schemas/`; `python -m events.schema --check` exits 1
 when the committed files differ from what the code generates (CI runs it via a test).
+
+`input-event.schema.json` is the one file a producer in another language needs: every input
+event as one union on `type` (JSON Schema 2020-12), accepting the events the processor accepts
+(docs/schemas.md lists the few differences a schema cannot express). `output-event.schema.json`
+is the same for every output event, envelope included.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from events.codec import INPUT_ADAPTER
 from events.models import INPUT_TYPES, DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
 from events.outputs import OUTPUT_MODELS, OutputEnvelope
 from events.view import RunView, ViewPage
@@ -26,6 +32,7 @@ INPUTS: dict[str, type[BaseModel]] = {
     "worker_group_restart": WorkerGroupRestart,
     "deletion_completed": DeletionCompleted,
 }
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SNAPSHOT_SCHEMA: dict[str, Any] = {
     "title": "Snapshot",
     "type": "object",
@@ -64,7 +71,51 @@ def documents() -> dict[str, Any]:
     docs["view_page.schema.json"] = ViewPage.model_json_schema()
     docs["snapshot.json"] = SNAPSHOT_SCHEMA
     docs["asyncapi.json"] = asyncapi()
+    docs["input-event.schema.json"] = input_event_schema()
+    docs["output-event.schema.json"] = output_event_schema()
     return docs
+
+
+def input_event_schema() -> dict[str, Any]:
+    """Every input event this build reads, one union on `type` (the codec's own TypeAdapter)."""
+    schema = INPUT_ADAPTER.json_schema()
+    return {
+        "$schema": DIALECT,
+        "title": "ckptlog input event",
+        "description": "A CloudEvents 1.0 structured-mode event on the input topic (key = run id = subject).",
+        **schema,
+    }
+
+
+def output_event_schema() -> dict[str, Any]:
+    """Every output event: the envelope with `type` fixed and `data` of that type, one union on `type`."""
+    envelope = OutputEnvelope.model_json_schema()
+    defs: dict[str, Any] = {}
+    variants = []
+    for name, model in OUTPUT_MODELS.items():
+        data = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(data.pop("$defs", {}))
+        defs[model.__name__] = data
+        event = {
+            **envelope,
+            "title": f"ckptlog.{name}.v1",
+            "properties": {
+                **envelope["properties"],
+                "type": {"const": f"ckptlog.{name}.v1", "type": "string"},
+                "data": {"$ref": f"#/$defs/{model.__name__}"},
+            },
+        }
+        event.pop("description", None)
+        defs[f"{model.__name__}Event"] = event
+        variants.append({"$ref": f"#/$defs/{model.__name__}Event"})
+    return {
+        "$schema": DIALECT,
+        "title": "ckptlog output event",
+        "description": "An event on the checkpoints, validations or watermarks topic; `id` is "
+        "ckptlog:{topic}:{partition}:{offset}:{sequence} of the input record that caused it.",
+        "oneOf": variants,
+        "$defs": dict(sorted(defs.items())),
+    }
 
 
 def asyncapi() -> dict[str, Any]:

@@ -82,19 +82,26 @@ def run_command(
     ] = None,
     max_payload_bytes: Annotated[int | None, Opt(help="Reject larger events (default 1 MiB).")] = None,
     max_depth: Annotated[int | None, Opt(help="Reject deeper JSON (default 64).")] = None,
-    log_format: Annotated[str | None, Opt(help="text (key=value) or json.")] = None,
+    log_format: Annotated[str | None, Opt(help="console (key=value lines, the default) or json.")] = None,
     log_level: Annotated[str | None, Opt(help="DEBUG, INFO, WARNING, ...")] = None,
+    metrics_port: Annotated[
+        int | None, Opt(help="Serve /metrics (Prometheus), /healthz and /readyz on this port (default: off).")
+    ] = None,
+    metrics_host: Annotated[
+        str | None, Opt(help="Address for --metrics-port (default 127.0.0.1; 0.0.0.0 for every interface).")
+    ] = None,
 ) -> None:
     """Run the stream processor: consume events, publish checkpoint events, views and watermarks."""
     flags: dict[str, Any] = {k: v for k, v in locals().items() if k != "config"}
     with cli_errors():
         settings = load_settings(config, **flags)
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log_format, settings.log_level, secrets=settings.secrets())
     try:
         asyncio.run(serve(settings))
     except CkptlogError as exc:
-        log.critical("event=fatal error_type=%s message=%s", type(exc).__name__, exc)
-        typer.echo(f"error: {exc}", err=True)
+        log.critical("event=fatal error_type=%s message=%r", type(exc).__name__, str(exc))
+        if settings.log_format != "json":  # JSON logs: the line above already says it, and stays one object
+            typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from events.codec import decode_event
 from events.decoded import DecodedEvent
@@ -22,6 +23,8 @@ from processor.service.records import RecordFactory
 
 log = logging.getLogger(__name__)
 
+K = TypeVar("K")
+
 
 @dataclass(slots=True)
 class Batch:
@@ -32,6 +35,12 @@ class Batch:
     rejected: int = 0
     duplicates: int = 0
     live: bool = False  # the batch reaches publish_from: its offsets must be committed
+    # counted into plain dicts while folding, handed to the metrics once per batch (service/metrics.py):
+    views: int = 0  # state records (views and view pages)
+    kinds: dict[type, int] = field(default_factory=dict)  # decoded event class -> events
+    reasons: dict[tuple[str, str], int] = field(default_factory=dict)  # (reason, stage) -> rejections
+    outputs: dict[str, int] = field(default_factory=dict)  # output type -> records (live ones only)
+    dead: dict[str, int] = field(default_factory=dict)  # reason -> dead letters
 
     def merge(self, other: Batch) -> None:
         self.records.extend(other.records)
@@ -41,6 +50,16 @@ class Batch:
         self.rejected += other.rejected
         self.duplicates += other.duplicates
         self.live |= other.live
+        self.views += other.views
+        _add(self.kinds, other.kinds)
+        _add(self.reasons, other.reasons)
+        _add(self.outputs, other.outputs)
+        _add(self.dead, other.dead)
+
+
+def _add(into: dict[K, int], counts: dict[K, int]) -> None:
+    for key, count in counts.items():
+        into[key] = into.get(key, 0) + count
 
 
 class BatchFolder:
@@ -54,7 +73,8 @@ class BatchFolder:
         out, changed = batch.records, dict[str, None]()
         apply, factory, note, runs = self.fold.apply, self.factory, self.pager.note, self.fold.runs
         max_bytes, max_depth = self.max_bytes, self.max_depth
-        applied, deletions = 0, batch.deletions
+        applied, deletions, kinds, kinds_get = 0, batch.deletions, batch.kinds, batch.kinds.get
+        counts, counts_get = batch.outputs, batch.outputs.get
         for record in records:
             offset, value = record.offset, record.value
             live = offset >= publish_from
@@ -69,6 +89,8 @@ class BatchFolder:
             if isinstance(event, Rejection):
                 self._reject(batch, record, event, "decode", live)
                 continue
+            kind = event.__class__
+            kinds[kind] = kinds_get(kind, 0) + 1
             effects = apply(event)
             if effects.rejection is not None:
                 self._reject(batch, record, effects.rejection, "fold", live)
@@ -89,11 +111,15 @@ class BatchFolder:
                         continue
                     changed[subject] = None
                     note(runs[subject], effects.outputs)
+                    for name, _ in effects.outputs:
+                        counts[name] = counts_get(name, 0) + 1
                 if effects.deletions:
                     deletions.extend(effects.deletions)
         batch.applied += applied
+        before = len(out)
         for run_id in changed:
             out.extend(self.pager.records(runs[run_id]))
+        batch.views = len(out) - before
         return batch
 
     def _unapply(self, batch: Batch, record: InputRecord, event: DecodedEvent, exc: Exception, live: bool) -> None:
@@ -103,14 +129,18 @@ class BatchFolder:
 
     def _reject(self, batch: Batch, record: InputRecord, rejection: Rejection, stage: str, live: bool) -> None:
         batch.rejected += 1
+        reason = str(rejection.reason)
+        batch.reasons[reason, stage] = batch.reasons.get((reason, stage), 0) + 1
         if not live:
             return
+        batch.dead[reason] = batch.dead.get(reason, 0) + 1
         batch.records.append(self.factory.dead_letter(record, rejection, stage))
         log.warning(
-            "event=rejected partition=%s[%d] offset=%d stage=%s reason=%s message=%r",
+            "event=rejected at=%s[%d]@%d run=%r stage=%s reason=%s message=%r",
             record.topic,
             record.partition,
             record.offset,
+            (record.key or b"").decode("utf-8", "replace")[:256],  # the run id, as the producer keyed it
             stage,
             rejection.reason,
             rejection.message,

@@ -21,6 +21,7 @@ from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import Batch, BatchFolder
 from processor.service.errors import ServiceError
+from processor.service.metrics import NO_METRICS, ServiceMetrics
 from processor.service.publish import Publisher
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
@@ -82,8 +83,10 @@ class CommitCycle:
         snapshots: SnapshotScheduler,
         deleter: DeletionSink,
         on_caught_up: Callable[[], None],
+        metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         self.pid, self.publisher, self.folder, self.fold = pid, publisher, folder, restored.fold
+        self.metrics = metrics
         self.snapshots, self.deleter, self._on_caught_up = snapshots, deleter, on_caught_up
         self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
         self.folded_offset = restored.start  # everything below is folded
@@ -115,7 +118,7 @@ class CommitCycle:
         try:
             batch = self._fold(records)  # 1
         except Exception as exc:  # a fault outside the fold's own all-or-nothing: never snapshot this state
-            log.exception("event=fold_failed partition=%s first=%d", self.pid, records[0].offset)
+            log.exception("event=fold_failed at=%s@%d last=%d", self.pid, records[0].offset, records[-1].offset)
             self.broken = ServiceError(
                 f"{self.pid}: folding offsets {records[0].offset}..{records[-1].offset} raised {exc!r}; the "
                 "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
@@ -127,7 +130,9 @@ class CommitCycle:
         if self.extra:
             out.extend(self.extra)
             self.extra = []
-        self.stats.fold_s += time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        self.stats.fold_s += elapsed
+        self.metrics.folded(batch, elapsed)
         if not await self.settle():
             return
         offsets = {self.pid: next_offset} if batch.live else {}
@@ -146,7 +151,7 @@ class CommitCycle:
         self, out: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch, next_offset: int
     ) -> None:
         """Steps 3-5 of one batch."""
-        if not await self._commit(out, offsets, next_offset):  # 3
+        if not await self._commit(out, offsets, next_offset, batch):  # 3
             return
         self.stats.add(batch)
         if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
@@ -157,7 +162,9 @@ class CommitCycle:
         self.snapshots.count(batch.consumed)
         await self.snapshot_if_due()  # 5
 
-    async def _commit(self, records: list[OutRecord], offsets: dict[PartitionId, int], next_offset: int) -> bool:
+    async def _commit(
+        self, records: list[OutRecord], offsets: dict[PartitionId, int], next_offset: int, batch: Batch | None = None
+    ) -> bool:
         """Step 3: make `records` and the consumed offsets durable; False (and broken) when that failed."""
         started = time.perf_counter()
         try:
@@ -165,6 +172,7 @@ class CommitCycle:
                 crash_point("commit.before")
                 await self.publisher.commit(records, offsets)
                 crash_point("commit.after")
+                self.metrics.committed(batch, time.perf_counter() - started)
         except asyncio.CancelledError:
             self.broken = ServiceError(
                 f"{self.pid}: cancelled in the middle of a commit; the partition must be "
@@ -173,8 +181,9 @@ class CommitCycle:
             raise
         except CkptlogError as exc:
             self.broken = exc
+            self.metrics.commit_failed()
             log.error(
-                "event=commit_failed partition=%s next_offset=%d records=%d error=%s",
+                "event=commit_failed at=%s@%d records=%d error=%s",
                 self.pid,
                 next_offset,
                 len(records),

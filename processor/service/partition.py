@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.checks import find_missing
 from processor.service.commit import CommitCycle, DeletionSink, TaskStats, run_of
+from processor.service.metrics import NO_METRICS, ServiceMetrics
 from processor.service.publish import Publisher
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
@@ -66,9 +68,12 @@ class PartitionTask:
         deleter: DeletionSink,
         storage_options: Mapping[str, Mapping[str, Any]] | None = None,
         gap_check: GapCheck | None = None,
+        metrics: ServiceMetrics = NO_METRICS,
+        restore_started: float | None = None,
     ) -> None:
         self.pid, self.deleter, self._options, self._gap_check = pid, deleter, storage_options, gap_check
-        self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up)
+        self.metrics, self._restore_started = metrics, restore_started  # time.monotonic() when the restore began
+        self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up, metrics)
         self.fold: Fold = restored.fold
         self.folder, self.publisher, self.snapshots = folder, publisher, snapshots
         self.lock = asyncio.Lock()
@@ -175,7 +180,9 @@ class PartitionTask:
         kept = {
             run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
         }
-        log.info("event=caught_up partition=%s offset=%d runs=%d", self.pid, self.publish_from, len(self.fold.runs))
+        log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.publish_from, len(self.fold.runs))
+        if self._restore_started is not None:
+            self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
 
@@ -226,6 +233,7 @@ class PartitionTask:
                 still,
             )
             self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
+            self.metrics.extra_outputs("checkpoints_missing", 1)
 
     def deletions_settled(
         self, done: Iterable[tuple[str, str]], refused: Iterable[tuple[tuple[str, str], str]] = ()

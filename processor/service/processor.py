@@ -38,6 +38,8 @@ from processor.service.advice import idle_message, start_advice
 from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
 from processor.service.errors import ServiceError, TooManyRebuilds
+from processor.service.metrics import PrometheusMetrics
+from processor.service.observe import observed
 from processor.service.partition import PartitionTask, TaskStats, run_of
 from processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
 from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
@@ -101,8 +103,12 @@ class Processor:
         *,
         clients: KafkaClients | None = None,
         deleter_factory: DeleterFactory = Deleter,
+        metrics: PrometheusMetrics | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics or PrometheusMetrics()  # served on --metrics-port (observe.py)
+        self.last_poll = time.monotonic()  # the poll loop went round (/healthz)
+        self.metrics_url: str | None = None  # where --metrics-port serves, once run() started it
         self._clients = clients  # None: BrokerClients, built in run() (the embedded broker may need starting)
         self._deleter_factory = deleter_factory
         self.names = TopicNames(
@@ -146,8 +152,38 @@ class Processor:
                 setattr(total, name, getattr(total, name) + value)
         return total
 
+    @property
+    def assigned(self) -> frozenset[PartitionId]:
+        """Partitions the group assigned to this instance (restored or not)."""
+        return frozenset(self._assigned)
+
+    @property
+    def consumer(self) -> InputConsumer | None:
+        return self._consumer
+
+    @property
+    def deleter(self) -> DeletionService | None:
+        return self._deleter
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready (/readyz) once every assigned partition is restored and its fold reached the group's
+        committed offset, i.e. holds exactly the durable state; why not, otherwise."""
+        if self._stopping.is_set():
+            return False, "stopping"
+        if not self.ready.is_set():
+            return False, "waiting for the first partition assignment"
+        waiting = sorted(p for p in self._assigned if not ((t := self.tasks.get(p)) and t.caught_up and t.usable))
+        if waiting:
+            return False, f"not restored and caught up yet: {', '.join(map(str, waiting))}"
+        return True, f"ready: {len(self._assigned)} partition(s) restored and caught up"
+
     async def run(self) -> None:
         """Run until `stop()`; raises a CkptlogError when a partition cannot be restored or served."""
+        async with observed(self) as server:  # /metrics, /healthz, /readyz on --metrics-port (off by default)
+            self.metrics_url = server.url if server is not None else None
+            await self._run()
+
+    async def _run(self) -> None:
         clients = self._clients = self._clients or await self._broker_clients()
         await self._ensure_topics(clients)
         self._deleter = self._deleter_factory(
@@ -211,6 +247,7 @@ class Processor:
     async def _loop(self, consumer: InputConsumer) -> None:
         last_retry = time.monotonic()
         while not self._stopping.is_set():
+            self.last_poll = time.monotonic()
             polled = await consumer.poll(self.settings.poll_timeout_ms)
             self._raise_fatal()
             work = [(task, records) for pid, records in polled.items() if (task := self._task_for(pid, records))]
@@ -306,6 +343,7 @@ class Processor:
         attempts = self._reopen.get(pid, (0, 0.0))[0] + 1
         delay = min(REOPEN_FIRST_S * 2 ** (attempts - 1), REOPEN_MAX_S)
         self._reopen[pid] = (attempts, time.monotonic() + delay)
+        self.metrics.restore_failed()
         log.warning(
             "event=restore_failed partition=%s attempt=%d retry_in_s=%.1f error=%s; the other partitions go on",
             pid,
@@ -316,6 +354,7 @@ class Processor:
 
     async def _open(self, pid: PartitionId) -> PartitionTask:
         assert self._consumer is not None and self._deleter is not None
+        started = time.monotonic()
         self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
         publisher = self._publisher(pid)
         await publisher.start()  # exactly_once: init_transactions fences the previous owner first
@@ -336,7 +375,12 @@ class Processor:
             restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes, self.settings.max_depth
         )
         snapshots = SnapshotScheduler(
-            pid, store, self.settings.snapshot_every, self.settings.snapshot_interval_s, restored.snapshot_offset
+            pid,
+            store,
+            self.settings.snapshot_every,
+            self.settings.snapshot_interval_s,
+            restored.snapshot_offset,
+            metrics=self.metrics,
         )
         task = PartitionTask(
             pid,
@@ -347,7 +391,10 @@ class Processor:
             self._deleter,
             self.settings.checkpoint_storage_options,
             self._check_gap,
+            self.metrics,
+            started,
         )
+        self.metrics.restored(time.monotonic() - started)
         if restored.start >= restored.publish_from:
             task.catch_up()
         return task

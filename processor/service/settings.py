@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from processor.kafka.consumer import session_timeout_problem
 from processor.service.environment import unknown_message, unknown_variables
 
 Guarantee = Literal["exactly_once", "at_least_once"]
+_SECRET_KEY = re.compile(r"(?i)key|secret|token|passw|credential|connection_string|sas")
 
 
 def default_snapshots_dir() -> str:
@@ -81,8 +83,11 @@ class ServiceSettings(BaseSettings):
     max_batch_records: int = Field(default=20_000, ge=1)
     poll_timeout_ms: int = Field(default=100, ge=1)
     session_timeout_ms: int = 10_000  # within the broker's bounds: _session_timeout
-    log_format: Literal["text", "json"] = "text"
+    log_format: Literal["console", "json", "text"] = "console"  # text: the old name of console
     log_level: str = "INFO"
+    # observability (processor/service/observe.py)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="/metrics, /healthz, /readyz")
+    metrics_host: str = Field(default="127.0.0.1", description="0.0.0.0 (or ::) to listen on every interface")
 
     @field_validator("storage_root")
     @classmethod
@@ -142,6 +147,19 @@ class ServiceSettings(BaseSettings):
     @property
     def txn_prefix(self) -> str:
         return self.transactional_id_prefix or self.group_id
+
+    def secrets(self) -> list[str]:
+        """Values no log line may show (processor/service/logs.py masks them): the SASL password and
+        the storage options' keys, secrets, tokens and passwords."""
+        found = [self.sasl_plain_password.get_secret_value()] if self.sasl_plain_password else []
+        stack: list[Any] = [self.snapshot_storage_options, self.checkpoint_storage_options]
+        while stack:
+            for key, value in stack.pop().items():
+                if isinstance(value, dict):
+                    stack.append(value)
+                elif isinstance(value, str) and _SECRET_KEY.search(str(key)):
+                    found.append(value)
+        return found
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from processor.core.snapshot import Snapshot, encode
 from processor.errors import CkptlogError
 from processor.failpoints import crash_point
 from processor.kafka.records import PartitionId
+from processor.service.metrics import NO_METRICS, ServiceMetrics
 from processor.storage.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,13 @@ class SnapshotScheduler:
         interval_s: float,
         last_offset: int | None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
-        self.pid, self.store = pid, store
+        self.pid, self.store, self.metrics = pid, store, metrics
         self.every, self.interval_s, self._clock = every, interval_s, clock
         self.last_offset = last_offset
+        self.written_at = clock()  # of the last snapshot written (until one is: when this partition was assigned)
+        self.last_bytes: int | None = None  # size of the last snapshot written
         self._since_events = 0
         self._last_time = clock()
         self._inflight: asyncio.Task[None] | None = None
@@ -63,9 +67,10 @@ class SnapshotScheduler:
         """Encode now and write in the background; False while the previous write is still running."""
         if self.writing:
             return False
+        started = time.perf_counter()
         data = self._encode(fold, next_offset)
         crash_point("snapshot.encoded")
-        self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset))
+        self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset, started))
         return True
 
     async def wait(self) -> None:
@@ -87,12 +92,13 @@ class SnapshotScheduler:
         )
         return data
 
-    async def _write(self, data: bytes, next_offset: int) -> None:
+    async def _write(self, data: bytes, next_offset: int, started: float) -> None:
         try:
             url = await asyncio.to_thread(self.store.write, data, next_offset)
         except CkptlogError as exc:
+            self.metrics.snapshot_failed()
             log.error(
-                "event=snapshot_failed partition=%s next_offset=%d error=%r; processing continues and a "
+                "event=snapshot_failed at=%s@%d error=%r; processing continues and a "
                 "restart replays from the previous snapshot — check the snapshot storage",
                 self.pid,
                 next_offset,
@@ -100,7 +106,6 @@ class SnapshotScheduler:
             )
             return
         crash_point("snapshot.written")
-        self.last_offset = next_offset
-        log.info(
-            "event=snapshot_written partition=%s next_offset=%d bytes=%d url=%s", self.pid, next_offset, len(data), url
-        )
+        self.last_offset, self.last_bytes, self.written_at = next_offset, len(data), self._clock()
+        self.metrics.snapshot_written(time.perf_counter() - started)
+        log.info("event=snapshot_written at=%s@%d bytes=%d url=%s", self.pid, next_offset, len(data), url)

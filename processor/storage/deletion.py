@@ -34,7 +34,7 @@ from processor.storage.removal import Outcome, Refused, remove_all
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Deleter", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
+__all__ = ["Deleter", "DeletionCounts", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
 
 Key = tuple[str, str]
 """(run id, checkpoint path URL as submitted)."""
@@ -61,6 +61,16 @@ class DeletionRequest(Protocol):
 
     @property
     def root(self) -> str: ...
+
+
+@dataclass(slots=True)
+class DeletionCounts:
+    """Running totals for the metrics (plain ints: the service reads them when it is scraped)."""
+
+    deleted: int = 0  # paths confirmed gone
+    failed: int = 0  # failed attempts (each is retried with backoff, then every 30 s)
+    refused: int = 0  # paths refused for good (confinement, symlinks): never touched
+    dropped: int = 0  # paths the re-check said not to delete (live again, partition no longer owned)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,17 @@ class Deleter:
         self._settled = asyncio.Event()
         self._pump_scheduled = False
         self._closed = False
+        self.counts = DeletionCounts()
+
+    @property
+    def backlog(self) -> int:
+        """Accepted deletions not yet confirmed gone (`len(outstanding)` without the copy)."""
+        return len(self._outstanding)
+
+    @property
+    def failing(self) -> int:
+        """Outstanding deletions whose attempts are exhausted (retried by `retry_failed`)."""
+        return len(self._failed)
 
     @property
     def outstanding(self) -> frozenset[Key]:
@@ -167,13 +188,14 @@ class Deleter:
         return accepted
 
     def _refuse(self, refused: Sequence[tuple[Key, str]]) -> None:
+        self.counts.refused += len(refused)
         for key, problem in refused:
             self._refused[key] = problem
             log.error(
-                "refusing to delete %s for run %s: %s; nothing was deleted — fix the checkpoint path or the "
-                "run's storage root",
-                key[1],
+                "event=deletion_refused run=%r path=%r: refusing to delete it: %s; nothing was deleted — fix the "
+                "checkpoint path or the run's storage root",
                 key[0],
+                key[1],
                 problem,
             )
         if self._on_refused is not None and refused:
@@ -285,18 +307,20 @@ class Deleter:
                 continue
             del self._outstanding[key]
             self._attempts.pop(key, None)
-            log.warning("not deleting %s for run %s: %s", key[1], key[0], why)
+            self.counts.dropped += 1
+            log.warning("event=deletion_dropped run=%r path=%r: not deleting it: %s", key[0], key[1], why)
         return owed
 
     def _attempt_failed(self, key: Key, error: str) -> None:
+        self.counts.failed += 1
         attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
         run_id, path = key
         if attempt < self._retry.max_attempts:
             delay = self._retry.delay(attempt)
             log.warning(
-                "deleting %s for run %s failed (attempt %d of %d): %s; retrying in %.2fs",
-                path,
+                "event=deletion_failed run=%r path=%r: deleting it failed (attempt %d of %d): %s; retrying in %.2fs",
                 run_id,
+                path,
                 attempt,
                 self._retry.max_attempts,
                 error,
@@ -307,10 +331,10 @@ class Deleter:
         del self._attempts[key]
         self._failed[key] = error
         log.error(
-            "could not delete %s for run %s after %d attempts: %s; it stays outstanding — resubmit it or "
-            "call retry_failed()",
-            path,
+            "event=deletion_exhausted run=%r path=%r: could not delete it after %d attempts: %s; it stays "
+            "outstanding — resubmit it or call retry_failed()",
             run_id,
+            path,
             self._retry.max_attempts,
             error,
         )
@@ -321,6 +345,7 @@ class Deleter:
         self._pump()
 
     def _confirmed(self, keys: list[Key]) -> None:
+        self.counts.deleted += len(keys)
         outstanding, attempts = self._outstanding, self._attempts
         for key in keys:
             del outstanding[key]

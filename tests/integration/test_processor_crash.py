@@ -86,6 +86,7 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
             await asyncio.sleep(rng.uniform(0.2, 1.0))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
+            seen = _caught_up(log)
             proc = start(settings, log)
         await feeder
         expected = expected_views(lines, settings)
@@ -103,6 +104,7 @@ async def test_kill_9_at_random_points_then_restart_equals_offline_fold(
         while any(p.exists() for p in evicted):
             assert time.monotonic() < deadline, f"evicted checkpoints still exist; see {log}"
             await asyncio.sleep(0.2)
+        await restored(log, count=seen + 1)  # a SIGTERM before its handlers are installed would just kill it
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, f"graceful stop failed; see {log}"
     finally:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+
+from events import schema as schema_module
 from events.schema import SCHEMAS, documents, main
 from processor.core import Fold, run_view
 from tests import factories as f
@@ -11,6 +18,25 @@ from tests import factories as f
 
 def test_committed_schemas_match_the_code() -> None:
     assert main(["--check"]) == 0
+
+
+def test_the_check_command_passes() -> None:
+    """What CI runs: `python -m events.schema --check`."""
+    checked = subprocess.run([sys.executable, "-m", "events.schema", "--check"], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_the_check_fails_when_a_schema_drifts_from_the_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "schemas"
+    shutil.copytree(SCHEMAS, copy)
+    drifted = json.loads((copy / "input-event.schema.json").read_text())
+    drifted["$defs"]["ReportData"]["properties"].pop("generation")  # as if the model had grown a field
+    (copy / "input-event.schema.json").write_text(json.dumps(drifted))
+    monkeypatch.setattr(schema_module, "SCHEMAS", copy)
+    assert main(["--check"]) == 1
+    assert "input-event.schema.json" in capsys.readouterr().err
 
 
 def test_view_schema_lists_exactly_the_view_fields() -> None:

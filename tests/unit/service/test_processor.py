@@ -68,9 +68,11 @@ async def until(condition: Callable[[], bool], run: asyncio.Task[None], timeout:
 
 
 def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
-    def check() -> bool:
-        return all(kafka.committed.get(pid) == kafka.end(pid) for pid in processor.assignment) and all(
-            t.usable and not t.cycle.in_flight for t in processor.tasks.values()
+    def check() -> bool:  # not before the partitions are restored: under load that takes a while
+        return (
+            bool(processor.assignment)
+            and all(kafka.committed.get(pid) == kafka.end(pid) for pid in processor.assignment)
+            and all(t.usable and not t.cycle.in_flight for t in processor.tasks.values())
         )
 
     return check
