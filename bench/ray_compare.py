@@ -43,6 +43,10 @@ MARKS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
 REPORT_TYPE = b'"type":"ckptlog.report.v1"'
 GC_FREEZE_EVERY = 65_536  # as fold_lines does, on every side: the comparison is of the managers
 YIELD_EVERY = 100  # Ray's `_notify` tasks run when the loop gets control
+# Where Ray writes its state: tmpfs when there is one. On this host's ext4 /tmp rewriting a file
+# costs ~3.4 ms (ext4 flushes a truncated-and-rewritten file on close), which would measure the
+# disk, not Ray; on tmpfs the same write takes ~9 us.
+STATE_DIR = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 @dataclass(slots=True)
@@ -143,13 +147,15 @@ def ckptlog_apply_pass(lines: Sequence[bytes], stamps: Stamps) -> None:
         meter.spent += perf() - started
 
 
-async def ray_pass(lines: Sequence[bytes], stamps: Stamps, persist: bool, budget_s: float) -> Pass:
+async def ray_pass(
+    lines: Sequence[bytes], stamps: Stamps, persist: bool, budget_s: float, state_dir: str | None = STATE_DIR
+) -> Pass:
     """Ray's managers over the lines, the clock running only inside the manager calls (and the
     event loop's turns that run their notifications); stops once `budget_s` is spent."""
     from bench.ray_driver import RayRuns  # Ray is imported only by the passes that need it
 
     result, meter, perf = Pass("ray" if persist else "ray-bare", None), Meter(), time.perf_counter
-    with tempfile.TemporaryDirectory() as tmp, RayRuns(Path(tmp), persist=persist) as ray:
+    with tempfile.TemporaryDirectory(dir=state_dir) as tmp, RayRuns(Path(tmp), persist=persist) as ray:
         gc.freeze()
         for i, line in enumerate(timed(lines, stamps, clock=meter)):
             if not i % GC_FREEZE_EVERY:
@@ -178,9 +184,9 @@ def _stopped(stamps: Stamps, line: int, spent: float) -> tuple[int, float | None
     return reports, ((spent - last_t) / max(reports - done_then, 1)) * 1e6
 
 
-def measure(side: str, keep: int | None, reports: int, budget_s: float, marks: Sequence[int] = MARKS) -> Pass:
+def measure(side: str, keep: int | None, reports: int, budget_s: float, state_dir: str | None = STATE_DIR) -> Pass:
     lines = stream(reports, keep)
-    stamps = Stamps(lines, [m for m in marks if m <= reports])
+    stamps = Stamps(lines, [m for m in MARKS if m <= reports])
     if side == "ckptlog":
         ckptlog_pass(lines, stamps)
         result = Pass(side, keep)
@@ -188,7 +194,7 @@ def measure(side: str, keep: int | None, reports: int, budget_s: float, marks: S
         ckptlog_apply_pass(lines, stamps)
         result = Pass(side, keep)
     elif side in ("ray", "ray-bare"):
-        result = asyncio.run(ray_pass(lines, stamps, side == "ray", budget_s))
+        result = asyncio.run(ray_pass(lines, stamps, side == "ray", budget_s, state_dir))
     else:
         raise ValueError(f"unknown side {side!r}")
     result.keep, result.points = keep, stamps.points()
@@ -210,13 +216,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", type=parse_keep, default=5, help="num_to_keep, or none")
     p.add_argument("--reports", type=int, default=1_000_000)
     p.add_argument("--budget", type=float, default=300.0, help="seconds of manager time before a Ray side stops")
+    p.add_argument("--ray-dir", default=STATE_DIR, help="where Ray's state is written (default: tmpfs if any)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    result = measure(args.side, args.keep, args.reports, args.budget)
+    result = measure(args.side, args.keep, args.reports, args.budget, args.ray_dir)
     if args.json:
         print(json.dumps(asdict(result)))
         return
