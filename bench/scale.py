@@ -47,6 +47,7 @@ from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.settings import load_settings
 
 PARTITIONS = 4
+WINDOW_RUNS = 20  # runs folded past a full dedup window (the steady state of a long-lived run)
 PAUSED_SESSION_MS = 300_000  # the group keeps a paused (SIGSTOPped) member while the events are produced
 
 
@@ -227,9 +228,11 @@ def main() -> None:
     parser.add_argument("--only", default="partitions,memory")
     parser.add_argument("--events", type=int, default=100_000, help="partitions: events produced")
     parser.add_argument("--runs", type=int, default=10_000, help="memory: concurrent runs")
+    parser.add_argument("--reports-per-run", type=int, default=20, help="memory: checkpoint reports per run")
+    parser.add_argument("--window-reports", type=int, default=5_000, help="memory: reports per run past a full window")
     args = parser.parse_args()
     if "memory" in args.only:
-        print(json.dumps(memory(args.runs, 20, 20, 5_000), indent=1))
+        print(json.dumps(memory(args.runs, args.reports_per_run, WINDOW_RUNS, args.window_reports), indent=1))
     if "partitions" in args.only:
         print(json.dumps(asyncio.run(_partitions_cli(args.bootstrap_servers, args.events)), indent=1))
 
