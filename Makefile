@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv bench clean
+.PHONY: demo test lint venv bench bench-report clean
 
 $(BIN)/ckptlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,13 @@ lint: venv
 	$(BIN)/mypy --strict
 
 bench: venv
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[bench]"
 	$(BIN)/python -m bench.fold
+
+# The whole benchmarks report (tables and plots in docs/benchmarks.md); `ARGS=--quick` for a smoke run.
+bench-report: venv
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[bench]"
+	$(BIN)/python -m bench.report $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

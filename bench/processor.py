@@ -208,13 +208,19 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     return count / elapsed, stats.published / max(stats.consumed, 1)
 
 
-async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], workloads: list[str]) -> None:
-    for title, make in (WORKLOADS[w] for w in workloads):
+async def throughput(
+    bootstrap: str, tmp: Path, count: int, created: list[str], workloads: list[str]
+) -> list[dict[str, Any]]:
+    """Prints each workload's rates; returns them too (events/s by label), for bench.report."""
+    results: list[dict[str, Any]] = []
+    for workload, (title, make) in ((w, WORKLOADS[w]) for w in workloads):
         names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
         end = await preload(bootstrap, names["input"], make(count))
         bare = await bare_loop(bootstrap, names["input"], [names["dlq"]], count)
         print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
         print(f"  bare aiokafka consume->produce loop      {bare:>9,.0f} events/s")
+        row: dict[str, Any] = {"workload": workload, "events": count, "bare": bare}
+        results.append(row)
         fanout = 1.0
         for label, extra, kwargs in (
             ("exactly_once", {}, {}),
@@ -223,8 +229,10 @@ async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], 
         ):
             rate, out = await processor_rate(settings_for(bootstrap, names, tmp, **extra), end, count, **kwargs)
             fanout = max(fanout, out)
+            row[label] = rate
             print(f"  processor {label:<31}{rate:>9,.0f} events/s  ({rate / bare:.0%} of bare)", flush=True)
         copies = round(fanout)
+        row["fanout"] = fanout
         if copies > 1:  # the same output volume from the bare loop: what writing it costs on this host
             roles = ("checkpoints", "watermarks", "state", "validations", "dlq")
             same = await bare_loop(bootstrap, names["input"], [names[roles[i % 5]] for i in range(copies)], count)
@@ -233,6 +241,8 @@ async def throughput(bootstrap: str, tmp: Path, count: int, created: list[str], 
                 f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare)",
                 flush=True,
             )
+            row[f"bare, {copies} copies"] = same
+    return results
 
 
 def run_argv(settings: ServiceSettings) -> list[str]:
@@ -257,7 +267,8 @@ async def wait_for_line(log: Path, needle: bytes, count: int = 1, timeout_s: flo
     return time.perf_counter()
 
 
-async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created: list[str]) -> None:
+async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created: list[str]) -> dict[str, float]:
+    """Prints the percentiles; returns them too (seconds), for bench.report."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
     settings = settings_for(bootstrap, names, tmp)
     log = tmp / f"latency-{names['input']}.log"
@@ -282,6 +293,7 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
         f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms",
         flush=True,
     )
+    return {"rate": rate, "p50": p50, "p99": p99, "max": measured[-1], "seen": len(latencies), "sent": len(sent)}
 
 
 async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float]) -> None:
@@ -321,9 +333,12 @@ async def _watermarks(bootstrap: str, topic: str, sent: dict[int, float], latenc
         await consumer.stop()
 
 
-async def restart(bootstrap: str, tmp: Path, history: int, created: list[str]) -> None:
+async def restart(
+    bootstrap: str, tmp: Path, history: int, created: list[str], snapshot_every: int = 10_000
+) -> dict[str, float]:
+    """Prints the restart times; returns them too, for bench.report."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp, snapshot_every=10_000)
+    settings = settings_for(bootstrap, names, tmp, snapshot_every=snapshot_every)
     end = await preload(bootstrap, names["input"], sparse_events(history))
     log = tmp / f"history-{names['input']}.log"
     started = time.perf_counter()
@@ -345,10 +360,18 @@ async def restart(bootstrap: str, tmp: Path, history: int, created: list[str]) -
     proc.wait(timeout=60)
     print(
         f"restart, {history:,} events of history (every 10th report a checkpoint, keep=5; built and settled in "
-        f"{build:.0f}s; snapshot every 10k; SIGKILL): {replayed:,} offsets replayed; caught up in "
-        f"{in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)",
+        f"{build:.0f}s; snapshot every {snapshot_every / 1000:g}k; SIGKILL): {replayed:,} offsets replayed; caught "
+        f"up in {in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)",
         flush=True,
     )
+    return {
+        "history": history,
+        "snapshot_every": snapshot_every,
+        "replayed": replayed,
+        "in_process": in_process,
+        "new_process": whole,
+        "build": build,
+    }
 
 
 async def _wait_committed(bootstrap: str, settings: ServiceSettings, end: int, quiet_s: float = 3.0) -> None:
@@ -406,12 +429,17 @@ async def main(args: argparse.Namespace) -> None:
                 for history in args.history:
                     await restart(bootstrap, Path(tmp), history, created)
     finally:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            await admin.delete_topics(created)
-        finally:
-            await admin.close()
+        await delete_topics(bootstrap, created)
+
+
+async def delete_topics(bootstrap: str, names: list[str]) -> None:
+    """The benchmark's topics, once it is done with them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics(names)
+    finally:
+        await admin.close()
 
 
 def parse() -> argparse.Namespace:
