@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,23 +28,27 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.workload import events
+from bench.workload import ROOT, events
 from processor.broker import ensure_bootstrap
 from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.logs import configure_logging
 from processor.service.processor import Processor, tune_gc
 from processor.service.settings import ServiceSettings, load_settings
+from processor.storage.deletion import Deleter
 
 ROLES = ("input", "checkpoints", "validations", "watermarks", "state", "dlq")
 
 
-def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, seed: int = 7) -> list[bytes]:
+def sparse_events(
+    reports: int, every: int = 10, runs: int = 10, keep: int = 5, seed: int = 7, root: str = ROOT
+) -> list[bytes]:
     """Like bench.workload but only every `every`-th report of a run carries a checkpoint (metrics
     are reported every step, checkpoints saved every N steps, as training loops do)."""
     import random
@@ -58,7 +63,7 @@ def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, 
                 "type": "ckptlog.run_started.v1",
                 "subject": f"run-{r}",
                 "data": {
-                    "storage_path": f"file:///bench/runs/run-{r}",
+                    "storage_path": f"{root}/run-{r}",
                     "checkpoint_config": {"num_to_keep": keep, "checkpoint_score_attribute": "val/acc"},
                 },
             },
@@ -70,7 +75,7 @@ def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, 
         run_id, step = f"run-{i % runs}", i // runs
         data: dict[str, Any] = {"metrics": {"val": {"acc": round(rng.random(), 6)}, "loss": rng.random(), "step": step}}
         if step % every == every - 1:
-            data["checkpoint"] = {"path": f"file:///bench/runs/{run_id}/ckpt-{step:08d}"}
+            data["checkpoint"] = {"path": f"{root}/{run_id}/ckpt-{step:08d}"}
         out.append(
             json.dumps(
                 {
@@ -87,12 +92,32 @@ def sparse_events(reports: int, every: int = 10, runs: int = 10, keep: int = 5, 
     return out
 
 
-def dense_events(reports: int) -> list[bytes]:
+def dense_events(reports: int, root: str = ROOT) -> list[bytes]:
     """bench.workload: every report saves a checkpoint (keep=5, 10% validations)."""
-    return [line.rstrip(b"\n") for line in events(reports, 5, 0.1, runs=10)][:reports]
+    return [line.rstrip(b"\n") for line in events(reports, 5, 0.1, runs=10, root=root)][:reports]
 
 
-WORKLOADS: dict[str, tuple[str, Callable[[int], list[bytes]]]] = {
+def materialize(lines: list[bytes], root: Path) -> int:
+    """Every checkpoint the log reports, as a directory holding one small file under `root` (made
+    afresh), so that the processor's deletions are real ones; how many were made."""
+    shutil.rmtree(root, ignore_errors=True)
+    made = 0
+    for line in lines:
+        checkpoint = json.loads(line)["data"].get("checkpoint")
+        if checkpoint:
+            directory = Path(checkpoint["path"].removeprefix("file://"))
+            directory.mkdir(parents=True)
+            (directory / "model.bin").write_bytes(b"\0" * 256)
+            made += 1
+    return made
+
+
+def on_disk(root: Path) -> int:
+    """Checkpoint directories left under `root` (runs/<run>/<checkpoint>)."""
+    return sum(1 for _ in root.glob("*/*"))
+
+
+WORKLOADS: dict[str, tuple[str, Callable[..., list[bytes]]]] = {
     "dense": ("every report saves a checkpoint (keep=5: each evicts one -> a deletion)", dense_events),
     "sparse": ("every 10th report saves a checkpoint (keep=5)", sparse_events),
 }
@@ -128,14 +153,14 @@ async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]
     return names
 
 
-def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, **extra: Any) -> ServiceSettings:
+def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, root: str = ROOT, **extra: Any) -> ServiceSettings:
     group = f"g-{names['input']}-{uuid.uuid4().hex[:6]}"
     return load_settings(
         None,
         bootstrap_servers=bootstrap,
         group_id=group,
         snapshots=str(tmp / "snapshots" / group),
-        storage_root="file:///bench/runs",
+        storage_root=root,
         **{f"{role}_topic": name for role, name in names.items()},
         **extra,
     )
@@ -183,10 +208,17 @@ async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -
     return count / (time.perf_counter() - started)
 
 
-async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwargs: Any) -> tuple[float, float]:
+@dataclass
+class Measured:
+    rate: float  # events/s, first committed batch -> caught up (the input's end durable)
+    fanout: float  # records published per input record
+    deletions_s: float  # after caught up, until every accepted deletion was carried out
+
+
+async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwargs: Any) -> Measured:
     """Events/s from the first committed batch to the last: the events of that first batch are
     not counted, as the time to process them is not timed (the progress is only visible once a
-    batch is committed). Also returns the records it published per input record consumed."""
+    batch is committed). Then how long the deleter still needed for the evictions."""
     processor = Processor(settings, **kwargs)
     task = asyncio.create_task(processor.run())
     await processor.ready.wait()
@@ -198,39 +230,61 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
         if durable >= end:
             break
         await asyncio.sleep(0.005)
-    elapsed = time.perf_counter() - (started or 0)
+    caught_up = time.perf_counter()
+    elapsed = caught_up - (started or 0)
+    while any(t.cycle.in_flight for t in processor.tasks.values()):  # step 4 hands the last evictions over
+        await asyncio.sleep(0.005)
+    deleter = processor._deleter
+    while isinstance(deleter, Deleter) and len(deleter.outstanding) > len(deleter.failed):
+        await asyncio.sleep(0.005)
+    deletions_s = time.perf_counter() - caught_up
     count = min(count, end - first)
     stats = processor.stats()
     processor.stop()
     await task
     if os.environ.get("BENCH_DEBUG"):
         print(f"    wall={elapsed:.2f}s fold={stats.fold_s:.2f}s commit={stats.commit_s:.2f}s batches={stats.batches}")
-    return count / elapsed, stats.published / max(stats.consumed, 1)
+    return Measured(count / elapsed, stats.published / max(stats.consumed, 1), deletions_s)
+
+
+VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("exactly_once", {}, {}),
+    ("at_least_once", {"guarantee": "at_least_once"}, {}),
+    ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter}),
+]
 
 
 async def throughput(
     bootstrap: str, tmp: Path, count: int, created: list[str], workloads: list[str]
 ) -> list[dict[str, Any]]:
-    """Prints each workload's rates; returns them too (events/s by label), for bench.report."""
+    """Prints each workload's rates; returns them too (events/s by label), for bench.report.
+
+    Each workload's checkpoints exist on local disk (made afresh before each processor run), so
+    that the processor's deletions are real; the stubbed variant separates the engine from them."""
     results: list[dict[str, Any]] = []
+    tree = tmp / "runs"
     for workload, (title, make) in ((w, WORKLOADS[w]) for w in workloads):
         names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-        end = await preload(bootstrap, names["input"], make(count))
+        lines = make(count, root=tree.as_uri())
+        end = await preload(bootstrap, names["input"], lines)
         bare = await bare_loop(bootstrap, names["input"], [names["dlq"]], count)
         print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
         print(f"  bare aiokafka consume->produce loop      {bare:>9,.0f} events/s")
         row: dict[str, Any] = {"workload": workload, "events": count, "bare": bare}
         results.append(row)
         fanout = 1.0
-        for label, extra, kwargs in (
-            ("exactly_once", {}, {}),
-            ("at_least_once", {"guarantee": "at_least_once"}, {}),
-            ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter}),
-        ):
-            rate, out = await processor_rate(settings_for(bootstrap, names, tmp, **extra), end, count, **kwargs)
-            fanout = max(fanout, out)
-            row[label] = rate
-            print(f"  processor {label:<31}{rate:>9,.0f} events/s  ({rate / bare:.0%} of bare)", flush=True)
+        for label, extra, kwargs in VARIANTS:
+            made = materialize(lines, tree)
+            settings = settings_for(bootstrap, names, tmp, root=tree.as_uri(), **extra)
+            measured = await processor_rate(settings, end, count, **kwargs)
+            fanout = max(fanout, measured.fanout)
+            row[label] = measured.rate
+            left = "" if "deleter_factory" in kwargs else f"; {made - on_disk(tree):,} of {made:,} deleted"
+            print(
+                f"  processor {label:<31}{measured.rate:>9,.0f} events/s  ({measured.rate / bare:.0%} of bare)"
+                f"{left}, the last {measured.deletions_s:.2f}s after caught up",
+                flush=True,
+            )
         copies = round(fanout)
         row["fanout"] = fanout
         if copies > 1:  # the same output volume from the bare loop: what writing it costs on this host
@@ -242,6 +296,7 @@ async def throughput(
                 flush=True,
             )
             row[f"bare, {copies} copies"] = same
+    shutil.rmtree(tree, ignore_errors=True)
     return results
 
 

@@ -20,11 +20,15 @@ def _event(eid: str, kind: str, run_id: str, data: dict[str, object]) -> bytes:
     return json.dumps(envelope, separators=(",", ":")).encode() + b"\n"
 
 
-def events(reports: int, keep: int | None, validation_share: float, runs: int = 10, seed: int = 7) -> Iterator[bytes]:
-    """`reports` checkpoint reports spread over `runs`; a share asks for validation, whose
-    result arrives a few reports later (as an evaluator would answer)."""
+ROOT = "file:///bench/runs"
+
+
+def events(
+    reports: int, keep: int | None, validation_share: float, runs: int = 10, seed: int = 7, root: str = ROOT
+) -> Iterator[bytes]:
+    """`reports` checkpoint reports spread over `runs`, under `root`; a share asks for validation,
+    whose result arrives a few reports later (as an evaluator would answer)."""
     rng = random.Random(seed)
-    root = "file:///bench/runs"
     for r in range(runs):
         yield _event(
             f"start-{r}",

@@ -1,4 +1,4 @@
-"""What must hold after any number of crashes (SPEC §7, §9), checked against the log itself.
+"""What must hold after any number of crashes (contract §7, §9), checked against the log itself.
 
 The input topic is read back as it is (read_committed: the processor's own deletion_completed
 records included) and folded cleanly twice: by `ckptlog fold` (`fold_lines`: the views the
@@ -58,7 +58,7 @@ class Replayed:
     dead: set[tuple[int, int]] = field(default_factory=set)  # (partition, offset) of every dead-lettered input
     paths: dict[str, str] = field(default_factory=dict)  # checkpoint path -> LIVE / EVICTED / LEFTOVER
     evictions: int = 0
-    reused: int = 0  # reports of a path evicted before, applied (SPEC §9: deleted, then reported again)
+    reused: int = 0  # reports of a path evicted before, applied (contract §9: deleted, then reported again)
 
 
 def _reported(value: bytes | None) -> str | None:

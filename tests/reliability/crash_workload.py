@@ -7,7 +7,7 @@ runs root's prefix). `Workload` makes the events chunk by chunk, writing each ch
 files before its report: reports (some asking for validation, answered later as VALIDATED or
 VALIDATION_FAILED), reports without a checkpoint, worker-group restarts, keep=K and keep-all
 runs, bad input (dead letters), duplicates, and re-reports of checkpoints already deleted
-(the path is reused: SPEC §9).
+(the path is reused: contract §9).
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ class Workload:
     def _deleted(self, run: Run) -> str | None:
         """A checkpoint of this run the processor just deleted: its path is reported again. Recent ones
         first: a reuse right after the deletion, before the processor committed its completion, is
-        what a restore must not get wrong (SPEC §9)."""
+        what a restore must not get wrong (contract §9)."""
         recent = list(dict.fromkeys(reversed(run.paths[-14:-2])))
         for path in recent[:3] + self.rng.sample(recent[3:], min(2, len(recent[3:]))):
             if path not in self._writes and self.tree.gone(path):
@@ -270,7 +270,7 @@ class Workload:
         return None
 
     def _bad(self, run: Run) -> bytes:
-        """Input that must be dead-lettered and change nothing (SPEC §8, §9)."""
+        """Input that must be dead-lettered and change nothing (contract §8, §9)."""
         kind, step = self.rng.randrange(6), self.step
         if kind == 0:
             return b'{"specversion": "1.0", "id": "broken-%d", ' % step

@@ -100,7 +100,6 @@ def test_render_lists_every_section_with_command_and_commit() -> None:
 
 
 def test_write_report_keeps_the_hand_written_text(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     doc = tmp_path / "docs/benchmarks.md"
     doc.parent.mkdir()
     doc.write_text("# Benchmarks\n\nby hand\n")
