@@ -9,6 +9,7 @@ of a random log (tests/unit/core/test_fold_properties.py's `logs`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -155,3 +156,25 @@ def test_a_kept_list_that_cannot_be_undone_is_rebuilt(monkeypatch: pytest.Monkey
     assert state_bytes(fold) == before
     assert [r.sort_key for r in fold.runs["a"].checkpoints] == sorted(r.sort_key for r in fold.runs["a"].checkpoints)
     assert fold.apply(f.event(f.report("a", {"acc": 50}, "file:///data/a/new", event_id="x"))).deletions
+
+
+@pytest.mark.parametrize("config", [{"keep_every_n_steps": 2}, {"keep_time_interval_s": 60}])
+def test_a_fault_after_preserving_restores_the_preserved_counters(config: dict[str, Any]) -> None:
+    """Retention beyond Ray moves `preserved_at` and `preserved_count` before the kept list is
+    touched; a fault after that (here in the kept list's insert) must put both back. The random
+    logs above never preserve, so this case is spelled out (a mutation skipping them went unseen)."""
+    body = json.loads(f.started("a", "file:///data/a", keep=1, attr="acc"))
+    body["data"]["checkpoint_config"].update(config)
+    lines = [json.dumps(body).encode()]
+    for i in range(4):
+        when = f"2026-11-30T12:{i * 2:02d}:00Z"
+        lines.append(f.report("a", {"acc": i / 10}, f"file:///data/a/c{i}", time=when))
+    fold, _ = run_all(lines[:-1])
+    before, run = state_bytes(fold), fold.runs["a"]
+    counters = (run.preserved_at, run.preserved_count)
+    assert run.preserved_count > 0  # the case is only a test if something was preserved already
+    with fault(SortedRecords, "add", 1):
+        effects = fold.apply(f.event(lines[-1]))
+    assert effects.rejection is not None and effects.rejection.reason == Reason.INTERNAL_ERROR
+    assert (run.preserved_at, run.preserved_count) == counters
+    assert state_bytes(fold) == before
