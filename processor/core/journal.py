@@ -15,6 +15,8 @@ fault may have been inside it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from processor.core.ordering import SortedRecords
@@ -31,19 +33,17 @@ RUN = 5  # (RUN, runs, run_id, run or None): the run object runs[run_id] was
 CALL = 6  # (CALL, function, argument): call to undo (e.g. a registry entry)
 SEEN = 7  # (SEEN, run, event id, ids forgotten): the dedup window remembered the id
 
-_Scalars = tuple[int, int, int, Any, int, float | None, int]
-
-
-def scalars(run: RunState) -> _Scalars:
-    return (
-        run.report_count,
-        run.index_in_generation,
-        run.generation,
-        run.latest,
-        run.evictions,
-        run.preserved_at,
-        run.preserved_count,
-    )
+SCALARS = (
+    "report_count",
+    "index_in_generation",
+    "generation",
+    "latest",
+    "evictions",
+    "preserved_at",
+    "preserved_count",
+)
+"""The run's counters and orders a rollback restores: saved before each event, whatever it changes."""
+scalars: Callable[[RunState], tuple[Any, ...]] = attrgetter(*SCALARS)  # one C call per event
 
 
 class Journal:
@@ -55,7 +55,7 @@ class Journal:
         self.entries: list[tuple[Any, ...]] = []
         self.push = self.entries.append
         self.run: RunState | None = None
-        self.saved: _Scalars | None = None
+        self.saved: tuple[Any, ...] | None = None
 
     def begin(self, run: RunState | None) -> None:
         self.entries.clear()
@@ -88,15 +88,8 @@ class Journal:
                 _forget(*entry[1:])
         if run is None or self.saved is None:
             return
-        (
-            run.report_count,
-            run.index_in_generation,
-            run.generation,
-            run.latest,
-            run.evictions,
-            run.preserved_at,
-            run.preserved_count,
-        ) = self.saved
+        for name, value in zip(SCALARS, self.saved, strict=True):
+            setattr(run, name, value)
         if not kept_ok or len(run.checkpoints) != len(run.by_key):
             run.checkpoints = _rebuilt(run)
         run.pending = dict(sorted(run.pending.items(), key=lambda item: item[1].report_index))
