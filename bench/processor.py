@@ -23,7 +23,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -38,12 +37,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from bench.workload import ROOT, events
 from processor.broker import ensure_bootstrap
 from processor.kafka.topics import TopicSpec, ensure_topics
+from processor.service.harness import ROLES, run_argv
 from processor.service.logs import configure_logging
 from processor.service.processor import Processor, tune_gc
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.deletion import Deleter
-
-ROLES = ("input", "checkpoints", "validations", "watermarks", "state", "dlq")
 
 
 def sparse_events(
@@ -304,17 +302,9 @@ async def throughput(
     return results
 
 
-def run_argv(settings: ServiceSettings) -> list[str]:
-    flags = {
-        "bootstrap-servers": settings.bootstrap_servers,
-        "snapshots": settings.snapshots,
-        "storage-root": settings.storage_root,
-        "group-id": settings.group_id,
-        "snapshot-every": settings.snapshot_every,
-        "log-level": "INFO",
-        **{f"{role}-topic": getattr(settings, f"{role}_topic") for role in ROLES},
-    }
-    return [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+def ckptlog_run(settings: ServiceSettings) -> list[str]:
+    """`ckptlog run` for a benchmark: its snapshot interval, INFO logs (the caught_up line is timed)."""
+    return run_argv(settings, snapshot_every=settings.snapshot_every, log_level="INFO")
 
 
 async def wait_for_line(log: Path, needle: bytes, count: int = 1, timeout_s: float = 600.0) -> float:
@@ -332,7 +322,7 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
     settings = settings_for(bootstrap, names, tmp)
     log = tmp / f"latency-{names['input']}.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
     try:
         await wait_for_line(log, b"event=caught_up", timeout_s=60)
         sent: dict[int, float] = {}
@@ -402,7 +392,7 @@ async def restart(
     log = tmp / f"history-{names['input']}.log"
     started = time.perf_counter()
     with log.open("wb") as out:
-        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
     await _wait_committed(bootstrap, settings, end)  # then steady: deletions done, completions folded
     build = time.perf_counter() - started
     proc.send_signal(signal.SIGKILL)  # a crash: no final snapshot
@@ -413,7 +403,7 @@ async def restart(
     configure_logging("text", "CRITICAL")
     with log.open("ab") as out:
         spawned = time.perf_counter()
-        proc = subprocess.Popen(run_argv(settings), stdout=out, stderr=out)
+        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
     whole = await wait_for_line(log, b"event=caught_up", count=2, timeout_s=120) - spawned
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)

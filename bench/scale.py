@@ -37,13 +37,14 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.processor import ROLES, run_argv, settings_for
+from bench.processor import ckptlog_run, settings_for
 from bench.workload import events
 from events.codec import decode_event
 from events.envelope import deletion_completed_event
 from events.rejections import Rejection
 from processor.core.fold import Fold
 from processor.kafka.topics import TopicSpec, ensure_topics
+from processor.service.harness import ROLES
 from processor.service.settings import load_settings
 
 PARTITIONS = 4
@@ -62,7 +63,7 @@ async def partitions(bootstrap: str, tmp: Path, count: int, instances: int, crea
     created.extend(names.values())
     settings = settings_for(bootstrap, names, tmp)
     logs = [tmp / f"scale-{names['input']}-{i}.log" for i in range(instances)]
-    procs = [_spawn(run_argv(settings), log) for log in logs]
+    procs = [_spawn(ckptlog_run(settings), log) for log in logs]
     try:
         await settled_assignment(logs, PARTITIONS)
         for proc in procs:

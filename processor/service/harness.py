@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -165,3 +166,24 @@ def checkpoint_paths(lines: Iterable[bytes]) -> list[str]:
         if isinstance(checkpoint, dict) and isinstance(checkpoint.get("path"), str):
             paths.append(checkpoint["path"])
     return paths
+
+
+ROLES = ("input", "checkpoints", "validations", "watermarks", "state", "dlq")
+
+
+def run_argv(settings: ServiceSettings, **flags: object) -> list[str]:
+    """`ckptlog run` as a subprocess with these settings' broker, group, roots, snapshots and topics,
+    plus `flags` (`snapshot_every=50` is `--snapshot-every 50`; they win over the settings')."""
+    values: dict[str, object] = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "snapshots": settings.snapshots,
+        "storage_root": settings.storage_root,
+        "group_id": settings.group_id,
+        **{f"{role}_topic": getattr(settings, f"{role}_topic") for role in ROLES},
+        **flags,
+    }
+    argv = [sys.executable, "-m", "processor.cli", "run"]
+    for name, value in values.items():
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from processor.broker.config import free_port
 from processor.kafka.producers import produce
 from processor.kafka.records import OutRecord
-from processor.service.harness import expected_views, produce_events, wait_for_views, workload
+from processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
 from processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
@@ -30,23 +29,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def start(settings: ServiceSettings, port: int, log: Path) -> subprocess.Popen[bytes]:
-    flags = {
-        "bootstrap-servers": settings.bootstrap_servers,
-        "snapshots": settings.snapshots,
-        "storage-root": settings.storage_root,
-        "group-id": settings.group_id,
-        "group-instance-id": "observe-test",
-        "input-topic": settings.input_topic,
-        "checkpoints-topic": settings.checkpoints_topic,
-        "validations-topic": settings.validations_topic,
-        "watermarks-topic": settings.watermarks_topic,
-        "state-topic": settings.state_topic,
-        "dlq-topic": settings.dlq_topic,
-        "snapshot-every": "50",
-        "metrics-port": str(port),
-        "log-format": "json",
-    }
-    argv = [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    argv = run_argv(settings, group_instance_id="observe-test", snapshot_every=50, metrics_port=port, log_format="json")
     env = {**os.environ, "CKPTLOG_POLL_TIMEOUT_MS": "50", "CKPTLOG_SESSION_TIMEOUT_MS": "6000"}
     with log.open("ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=out, env=env)

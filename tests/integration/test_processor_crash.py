@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from processor.foldfile import fold_lines
 from processor.kafka import read_topic
-from processor.service.harness import expected_views, produce_events, wait_for_views, workload
+from processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
 from processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
@@ -32,21 +31,7 @@ KILLS = 3
 
 
 def start(settings: ServiceSettings, log: Path) -> subprocess.Popen[bytes]:
-    flags = {
-        "bootstrap-servers": settings.bootstrap_servers,
-        "snapshots": settings.snapshots,
-        "storage-root": settings.storage_root,
-        "group-id": settings.group_id,
-        "group-instance-id": "crash-test",
-        "input-topic": settings.input_topic,
-        "checkpoints-topic": settings.checkpoints_topic,
-        "validations-topic": settings.validations_topic,
-        "watermarks-topic": settings.watermarks_topic,
-        "state-topic": settings.state_topic,
-        "dlq-topic": settings.dlq_topic,
-        "snapshot-every": "40",
-    }
-    argv = [sys.executable, "-m", "processor.cli", "run"] + [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    argv = run_argv(settings, group_instance_id="crash-test", snapshot_every=40)
     env = {**os.environ, "CKPTLOG_POLL_TIMEOUT_MS": "50", "CKPTLOG_SESSION_TIMEOUT_MS": "6000"}
     with log.open("ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=out, env=env)
