@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from processor.core.fold import Fold
 from processor.core.view import View
 from processor.foldfile import fold_lines
 from processor.kafka import KafkaConnection, PartitionId, Record, read_topic
-from processor.service.batch import BatchFolder
+from processor.service.batch import Batch, BatchFolder
 from processor.service.records import H_OFFSET, H_PARTITION, RecordFactory, TopicNames
 from processor.service.settings import ServiceSettings
 from tests.reliability.crash_workload import Tree
@@ -59,6 +59,16 @@ class Replayed:
     paths: dict[str, str] = field(default_factory=dict)  # checkpoint path -> LIVE / EVICTED / LEFTOVER
     evictions: int = 0
     reused: int = 0  # reports of a path evicted before, applied (contract §9: deleted, then reported again)
+    inputs: dict[tuple[int, int], str] = field(default_factory=dict)  # (partition, offset) -> what it was
+
+    def explain(self, output_id: str) -> str:
+        """An output id (`ckptlog:{topic}:{partition}:{offset}:{seq}`) with what its input record was and
+        what the clean fold made of it: the first thing to know when a processor published it anyway."""
+        try:
+            partition, offset = (int(part) for part in output_id.rsplit(":", 3)[1:3])
+        except ValueError:
+            return output_id
+        return f"{output_id} (input: {self.inputs.get((partition, offset), 'not in the log')})"
 
 
 def _reported(value: bytes | None) -> str | None:
@@ -92,6 +102,7 @@ def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[s
                 fold, factory, settings.max_payload_bytes, settings.max_depth
             )
         batch = folder.fold_records([record], 0)
+        out.inputs[record.partition, record.offset] = _describe(record, batch)
         for output in batch.records:
             if output.topic == names.dlq:
                 out.dead.add((record.partition, record.offset))
@@ -109,8 +120,17 @@ def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[s
     return out
 
 
-def _id(value: bytes | None) -> str:
-    return str(json.loads(value or b"")["id"])
+def _describe(record: Record, batch: Batch) -> str:
+    try:
+        body = json.loads(record.value or b"")
+        what = f"{body.get('type')} id={body.get('id')!r} subject={body.get('subject')!r}"
+    except (ValueError, AttributeError):
+        what = f"{(record.value or b'')[:80]!r}"
+    if batch.duplicates:
+        return f"{what}; clean fold: duplicate"
+    if batch.reasons:
+        return f"{what}; clean fold: rejected {sorted(batch.reasons)}"
+    return f"{what}; clean fold: applied, {len(batch.records)} records"
 
 
 async def check_outputs(
@@ -119,14 +139,19 @@ async def check_outputs(
     """Every output id exactly once (at_least_once: at least once), every dead letter likewise."""
     problems: list[str] = []
     seen: Counter[str] = Counter()
+    kinds: dict[str, str] = {}  # output id -> its type, as published
     for topic in (settings.checkpoints_topic, settings.validations_topic, settings.watermarks_topic):
-        seen.update(_id(r.value) for r in await read_topic(conn, topic))
+        for record in await read_topic(conn, topic):
+            body = json.loads(record.value or b"")
+            seen[body["id"]] += 1
+            kinds[body["id"]] = f"{body['type']} at {record.topic}[{record.partition}]@{record.offset}"
     restored = sorted(i for i in seen if ":restored@" in i)
     if restored:
         problems.append(
             f"checkpoints_missing was published after a restore (a kept checkpoint was gone): {restored[:5]}"
         )
-    _compare("output id", seen, expected.ids, set(restored), exactly_once, problems)
+    explain = lambda i: f"{expected.explain(i)}, published as {kinds.get(i)}"
+    _compare("output id", seen, expected.ids, set(restored), exactly_once, problems, explain)
     dead: Counter[tuple[int, int]] = Counter()
     for record in await read_topic(conn, settings.dlq_topic):
         headers = dict(record.headers)
@@ -136,7 +161,13 @@ async def check_outputs(
 
 
 def _compare(
-    what: str, seen: Counter[Any], expected: set[Any], ignore: set[Any], once: bool, problems: list[str]
+    what: str,
+    seen: Counter[Any],
+    expected: set[Any],
+    ignore: set[Any],
+    once: bool,
+    problems: list[str],
+    explain: Callable[[Any], str] = str,
 ) -> None:
     missing = sorted(expected - set(seen))
     extra = sorted(set(seen) - expected - ignore)
@@ -144,7 +175,10 @@ def _compare(
     if missing:
         problems.append(f"{len(missing)} {what}s of the log were never published (lost): {missing[:5]}")
     if extra:
-        problems.append(f"{len(extra)} {what}s published that a clean fold of the log does not make: {extra[:5]}")
+        problems.append(
+            f"{len(extra)} {what}s published that a clean fold of the log does not make: "
+            + "; ".join(map(explain, extra[:5]))
+        )
     if once and twice:
         problems.append(f"exactly_once: {len(twice)} {what}s visible more than once: {twice[:5]}")
 
