@@ -56,6 +56,9 @@ def _canonical(path: str) -> str:
 GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
 """(pid, expected offset, first offset received): raises when the log lost the records between."""
 
+Reread = Callable[[PartitionId, int], None]
+"""(pid, offset): make the consumer fetch pid from offset again (a seek)."""
+
 
 class PartitionTask:
     def __init__(
@@ -70,8 +73,10 @@ class PartitionTask:
         gap_check: GapCheck | None = None,
         metrics: ServiceMetrics = NO_METRICS,
         restore_started: float | None = None,
+        reread: Reread | None = None,
     ) -> None:
         self.pid, self.deleter, self._options, self._gap_check = pid, deleter, storage_options, gap_check
+        self._reread, self._jump = reread, (-1, -1)  # the last jump in offsets re-read (expected, received)
         self.metrics, self._restore_started = metrics, restore_started  # time.monotonic() when the restore began
         self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up, metrics)
         self.fold: Fold = restored.fold
@@ -142,13 +147,37 @@ class PartitionTask:
                 len(records),
                 expected,
             )
-            if records[0].offset > expected and self._gap_check is not None:
-                try:  # control records, aborted transactions -- or records lost to retention?
-                    await self._gap_check(self.pid, expected, records[0].offset)
-                except CkptlogError as exc:
-                    self.cycle.broken = exc
-                    return
+            if records[0].offset > expected and not await self._jumped(expected, records[0].offset):
+                return
             await self.cycle.submit(records)
+
+    async def _jumped(self, expected: int, received: int) -> bool:
+        """Records start past the fold's offset: may the fold go on from `received`?
+
+        Only over records that are not data: transaction markers and aborted records. A consumer
+        position moved by anything else (a stale seek, an assignment reset to the committed offset)
+        would leave the records between out of the state for good, and nothing downstream could
+        tell. So the first time, the batch is dropped and the partition re-read from `expected`; a
+        jump the broker repeats from there is genuine. Then the log start is checked: records
+        deleted by retention are data loss (`gap_check`)."""
+        if self._reread is not None and self._jump != (expected, received):
+            self._jump = (expected, received)
+            log.warning(
+                "event=offset_jump at=%s@%d received=%d; dropping the batch and re-reading from %d once",
+                self.pid,
+                expected,
+                received,
+                expected,
+            )
+            self._reread(self.pid, expected)
+            return False
+        if self._gap_check is not None:
+            try:
+                await self._gap_check(self.pid, expected, received)
+            except CkptlogError as exc:
+                self.cycle.broken = exc
+                return False
+        return True
 
     async def wait_committed(self) -> bool:
         """Wait until the folded batches are committed; False when a commit failed."""

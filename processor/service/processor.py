@@ -335,7 +335,7 @@ class Processor:
                 self._stopping.set()
             else:
                 self._reopen.pop(pid, None)
-                self._activate(pid, result)
+                await self._activate(pid, result)
 
     def _retry_open(self, pid: PartitionId, error: BaseException) -> None:
         """A transient failure to restore one partition: retry it with backoff while the others go on
@@ -393,15 +393,32 @@ class Processor:
             self._check_gap,
             self.metrics,
             started,
+            self._consumer.seek,
         )
         self.metrics.restored(time.monotonic() - started)
         if restored.start >= restored.publish_from:
             task.catch_up()
         return task
 
-    def _activate(self, pid: PartitionId, task: PartitionTask) -> None:
-        """Register the task, then seek and resume: records of pid only ever reach its own task."""
+    async def _activate(self, pid: PartitionId, task: PartitionTask) -> None:
+        """Register the task, then seek and resume: records of pid only ever reach its own task.
+
+        Only while pid is assigned, and only once. A restore that finishes after pid was revoked —
+        a rebuild (`_recover`) racing a rebalance, in the window between the revocation and the next
+        assignment — is dropped: its seek would land on the outgoing assignment, the next one starts
+        from the group's committed offset, and the task, left registered, would fold on from there
+        over the records between its snapshot and that offset (they would be missing from its state).
+        The assignment that follows restores pid again. A second restore of a partition that already
+        has a task (both racing the same assignment) is dropped too: the first owns the position."""
         assert self._consumer is not None
+        if pid not in self._assigned or pid in self.tasks:
+            log.info(
+                "event=restore_dropped partition=%s reason=%s",
+                pid,
+                "revoked while restoring" if pid not in self._assigned else "restored twice",
+            )
+            await task.close(graceful=False)
+            return
         self.tasks[pid] = task
         crash_point("restore.before_seek")
         self._consumer.seek(pid, task.next_offset)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from processor.core.outputs import Deletion
@@ -109,6 +109,7 @@ class FakeConsumer:
         self.paused: set[PartitionId] = set()
         self.rebalance = False
         self.stopped = False
+        self.between: Callable[[], Awaitable[None]] | None = None  # runs between a revocation and the assignment
 
     async def start(self) -> None:
         self.rebalance = True
@@ -120,6 +121,8 @@ class FakeConsumer:
         if self.rebalance:
             self.rebalance = False
             await self.listener.partitions_revoked(list(self.assigned))
+            if self.between is not None:  # aiokafka: a seek now lands on the outgoing assignment
+                await self.between()
             everything = [PartitionId(self.topic, p) for p in range(len(self.kafka.logs[self.topic]))]
             self.assigned = list(self.kafka.assignable or everything)
             self.positions = {pid: self.kafka.committed.get(pid, 0) for pid in self.assigned}

@@ -222,6 +222,30 @@ async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
     assert calls == [(3, 5)] and isinstance(task.broken, OffsetOutOfRange)
 
 
+async def test_a_jump_in_offsets_is_re_read_once_before_the_fold_goes_over_it(tmp_path: Path) -> None:
+    """A batch starting past the fold's offset is dropped and the partition re-read from there: a
+    moved consumer position must never leave records out of the state. Only a jump the broker
+    repeats (transaction markers, aborted records) is folded over, after the retention check."""
+    rereads: list[tuple[PartitionId, int]] = []
+    checks: list[tuple[int, int]] = []
+
+    async def retained(pid: PartitionId, expected: int, received: int) -> None:
+        checks.append((expected, received))
+
+    task, _, _, _ = make_task(tmp_path)
+    task._gap_check, task._reread = retained, lambda pid, offset: rereads.append((pid, offset))
+    await task.process(records(LINES[:3]))
+    await task.process(records(LINES[5:8], start=5))  # a stale position: 3 and 4 would be lost
+    assert rereads == [(PID, 3)] and checks == [] and task.folded_offset == 3 and task.usable
+    await task.process(records(LINES[3:8], start=3))  # re-read from 3: nothing was missing
+    assert task.folded_offset == 8 and rereads == [(PID, 3)] and checks == []
+    await task.process(records(LINES[10:12], start=10))  # 8 and 9 are markers: the same jump again
+    await task.process(records(LINES[10:12], start=10))
+    assert rereads == [(PID, 3), (PID, 8)] and checks == [(8, 10)] and task.folded_offset == 12
+    await idle(task)
+    assert task.stats.consumed == 10  # 0..7 and 10..11, each once
+
+
 class _Consumer:
     def __init__(self, start: int) -> None:
         self.start = start

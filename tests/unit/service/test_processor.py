@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import shutil
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -158,6 +160,39 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     assert len(ids) == len(set(ids))  # resumed after the snapshot and the committed offsets: nothing twice
     assert sum(len(log) for log in kafka.logs["ckptlog.checkpoints"]) > published
     again.stop()
+    await run
+
+
+async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_is_dropped(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """A rebuild racing a rebalance (seen on a broker restart, at_least_once): the restore finishes after
+    the revocation, before the next assignment. Its seek lands on the outgoing assignment and the next
+    one starts at the committed offset; kept, the task would fold on from there over everything
+    between its snapshot and that offset. It is dropped, and the assignment restores the partition."""
+    kafka = FakeKafka()
+    config = settings(tmp_path, guarantee="at_least_once")
+    produce(kafka, LINES[:150])
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    (consumer,) = kafka.consumers
+
+    async def rebuild_in_the_window() -> None:
+        shutil.rmtree(tmp_path / "snaps")  # no snapshot: the restore starts at 0, far behind the committed offset
+        assert kafka.committed[P0] > 0 and not snapshots(tmp_path, P0)
+        await processor._open_all([P0])
+        consumer.between = None
+
+    consumer.between = rebuild_in_the_window
+    with caplog.at_level(logging.INFO, logger="processor.service.processor"):
+        consumer.rejoin()
+        produce(kafka, LINES[150:])
+        await until(lambda: consumer.between is None and settled(kafka, processor)(), run)
+    assert "event=restore_dropped partition=ckptlog.events[0] reason=revoked while restoring" in caplog.text
+    assert views(kafka) == expected_views(LINES, config)
+    assert processor.tasks[P0].folded_offset == kafka.end(P0)
+    processor.stop()
     await run
 
 
