@@ -129,6 +129,7 @@ class Processor:
         self._fatal: BaseException | None = None
         self._rebuilds: dict[PartitionId, list[float]] = {}
         self._assigned: set[PartitionId] = set()
+        self._revocations = 0  # rebalances seen: a restore begun before the last one is stale (_activate)
         self._reopen: dict[PartitionId, tuple[int, float]] = {}  # restores to retry: (attempts, when)
         self._consumer: InputConsumer | None = None
         self._shared: SharedProducer | None = None
@@ -307,6 +308,7 @@ class Processor:
     # -- rebalance listener --------------------------------------------------------
 
     async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
+        self._revocations += 1
         self._assigned.difference_update(partitions)
         for pid in partitions:
             self._reopen.pop(pid, None)
@@ -323,6 +325,7 @@ class Processor:
         self.ready.set()
 
     async def _open_all(self, pids: Sequence[PartitionId]) -> None:
+        began = self._revocations
         results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
         for pid, result in zip(pids, results, strict=True):
             if isinstance(result, BaseException) and _transient(result):
@@ -335,7 +338,7 @@ class Processor:
                 self._stopping.set()
             else:
                 self._reopen.pop(pid, None)
-                await self._activate(pid, result)
+                await self._activate(pid, result, began)
 
     def _retry_open(self, pid: PartitionId, error: BaseException) -> None:
         """A transient failure to restore one partition: retry it with backoff while the others go on
@@ -400,22 +403,25 @@ class Processor:
             task.catch_up()
         return task
 
-    async def _activate(self, pid: PartitionId, task: PartitionTask) -> None:
+    async def _activate(self, pid: PartitionId, task: PartitionTask, began: int) -> None:
         """Register the task, then seek and resume: records of pid only ever reach its own task.
 
-        Only while pid is assigned, and only once. A restore that finishes after pid was revoked —
-        a rebuild (`_recover`) racing a rebalance, in the window between the revocation and the next
-        assignment — is dropped: its seek would land on the outgoing assignment, the next one starts
-        from the group's committed offset, and the task, left registered, would fold on from there
-        over the records between its snapshot and that offset (they would be missing from its state).
-        The assignment that follows restores pid again. A second restore of a partition that already
-        has a task (both racing the same assignment) is dropped too: the first owns the position."""
+        Only a restore begun in the current assignment (`began`: the rebalances seen when it
+        started), and only once. A restore that a rebalance overtook — a rebuild (`_recover`)
+        racing it — is dropped: finishing between the revocation and the next assignment, its seek
+        would land on the outgoing assignment, the next one starts from the group's committed
+        offset, and the task, left registered, would fold on from there over the records between
+        its snapshot and that offset (they would be missing from its state); finishing later, it
+        read offsets another owner may have moved since. The assignment restores pid again. A
+        second restore of a partition that already has a task (both racing the same assignment) is
+        dropped too: the first owns the position."""
         assert self._consumer is not None
-        if pid not in self._assigned or pid in self.tasks:
+        stale = began != self._revocations or pid not in self._assigned
+        if stale or pid in self.tasks:
             log.info(
                 "event=restore_dropped partition=%s reason=%s",
                 pid,
-                "revoked while restoring" if pid not in self._assigned else "restored twice",
+                "a rebalance overtook the restore" if stale else "restored twice",
             )
             await task.close(graceful=False)
             return
