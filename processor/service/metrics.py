@@ -53,6 +53,10 @@ HOOKED = {
     "group's committed offset (snapshot load plus replay).",
     "ckptlog_restores_total": "Partition restores that succeeded.",
     "ckptlog_restore_failures_total": "Partition restores that failed for a transient reason (retried).",
+    "ckptlog_restores_dropped_total": "Partition restores a rebalance overtook, dropped (the next assignment "
+    "restores the partition again).",
+    "ckptlog_offset_jumps_total": "Batches that started past the fold's offset, dropped and re-read from it once "
+    "(a moved consumer position, or transaction markers at a fetch boundary).",
 }
 """Families updated by the hooks below (name as exposed, with its `_total` suffix)."""
 
@@ -106,6 +110,10 @@ class ServiceMetrics:
 
     def restore_failed(self) -> None: ...
 
+    def restore_dropped(self) -> None: ...
+
+    def offset_jump(self) -> None: ...
+
     def caught_up(self, seconds: float) -> None: ...
 
 
@@ -146,6 +154,8 @@ class PrometheusMetrics(ServiceMetrics):
         self.catch_up_seconds = histogram("ckptlog_catch_up_seconds", SECONDS_BUCKETS)
         self.restores = counter("ckptlog_restores_total")
         self.restore_failures = counter("ckptlog_restore_failures_total")
+        self.restores_dropped = counter("ckptlog_restores_dropped_total")
+        self.offset_jumps = counter("ckptlog_offset_jumps_total")
         self._children: dict[tuple[Counter, tuple[str, ...]], Counter] = {}
 
     def _child(self, metric: Counter, *labels: str) -> Counter:
@@ -201,6 +211,12 @@ class PrometheusMetrics(ServiceMetrics):
 
     def restore_failed(self) -> None:
         self.restore_failures.inc()
+
+    def restore_dropped(self) -> None:
+        self.restores_dropped.inc()
+
+    def offset_jump(self) -> None:
+        self.offset_jumps.inc()
 
     def caught_up(self, seconds: float) -> None:
         self.catch_up_seconds.observe(seconds)

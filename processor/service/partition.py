@@ -170,6 +170,7 @@ class PartitionTask:
                 expected,
             )
             self._reread(self.pid, expected)
+            self.metrics.offset_jump()
             return False
         if self._gap_check is not None:
             try:

@@ -423,6 +423,7 @@ class Processor:
                 pid,
                 "a rebalance overtook the restore" if stale else "restored twice",
             )
+            self.metrics.restore_dropped()
             await task.close(graceful=False)
             return
         self.tasks[pid] = task

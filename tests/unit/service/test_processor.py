@@ -190,6 +190,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
         produce(kafka, LINES[150:])
         await until(lambda: consumer.between is None and settled(kafka, processor)(), run)
     assert "event=restore_dropped partition=ckptlog.events[0] reason=a rebalance overtook the restore" in caplog.text
+    assert processor.metrics.registry.get_sample_value("ckptlog_restores_dropped_total") == 1  # type: ignore[attr-defined]
     assert views(kafka) == expected_views(LINES, config)
     assert processor.tasks[P0].folded_offset == kafka.end(P0)
     processor.stop()
