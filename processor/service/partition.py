@@ -77,6 +77,7 @@ class PartitionTask:
     ) -> None:
         self.pid, self.deleter, self._options, self._gap_check = pid, deleter, storage_options, gap_check
         self._reread, self._jump = reread, (-1, -1)  # the last jump in offsets re-read (expected, received)
+        self._placed = False  # a batch was folded: the consumer's position is this task's own
         self.metrics, self._restore_started = metrics, restore_started  # time.monotonic() when the restore began
         self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up, metrics)
         self.fold: Fold = restored.fold
@@ -149,6 +150,7 @@ class PartitionTask:
             )
             if records[0].offset > expected and not await self._jumped(expected, records[0].offset):
                 return
+            self._placed = True
             await self.cycle.submit(records)
 
     async def _jumped(self, expected: int, received: int) -> bool:
@@ -157,10 +159,12 @@ class PartitionTask:
         Only over records that are not data: transaction markers and aborted records. A consumer
         position moved by anything else (a stale seek, an assignment reset to the committed offset)
         would leave the records between out of the state for good, and nothing downstream could
-        tell. So the first time, the batch is dropped and the partition re-read from `expected`; a
-        jump the broker repeats from there is genuine. Then the log start is checked: records
-        deleted by retention are data loss (`gap_check`)."""
-        if self._reread is not None and self._jump != (expected, received):
+        tell. Such a position shows in the task's first batch, so until one is folded a jump is
+        dropped and the partition re-read from `expected`; a jump the broker repeats from there is
+        genuine. (Later jumps are aiokafka skipping markers at a fetch's end: with input written in
+        transactions, nearly every fetch; re-reading them would double the fetches.) Then the log
+        start is checked: records deleted by retention are data loss (`gap_check`)."""
+        if self._reread is not None and not self._placed and self._jump != (expected, received):
             self._jump = (expected, received)
             log.warning(
                 "event=offset_jump at=%s@%d received=%d; dropping the batch and re-reading from %d once",

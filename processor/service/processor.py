@@ -328,7 +328,9 @@ class Processor:
         began = self._revocations
         results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
         for pid, result in zip(pids, results, strict=True):
-            if isinstance(result, BaseException) and _transient(result):
+            if began != self._revocations:  # overtaken: the assignment since restores pid on its own, and
+                await self._drop(pid, result)  # its retry (`_reopen`) or failure must not be touched by this
+            elif isinstance(result, BaseException) and _transient(result):
                 self._retry_open(pid, result)
             elif isinstance(result, BaseException):
                 if not isinstance(result, CkptlogError):
@@ -339,6 +341,13 @@ class Processor:
             else:
                 self._reopen.pop(pid, None)
                 await self._activate(pid, result, began)
+
+    async def _drop(self, pid: PartitionId, result: PartitionTask | BaseException) -> None:
+        """A restore a rebalance overtook: its outcome, success or failure, is void."""
+        log.info("event=restore_dropped partition=%s reason=a rebalance overtook the restore", pid)
+        self.metrics.restore_dropped()
+        if isinstance(result, PartitionTask):
+            await result.close(graceful=False)
 
     def _retry_open(self, pid: PartitionId, error: BaseException) -> None:
         """A transient failure to restore one partition: retry it with backoff while the others go on

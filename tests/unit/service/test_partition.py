@@ -223,27 +223,31 @@ async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
 
 
 async def test_a_jump_in_offsets_is_re_read_once_before_the_fold_goes_over_it(tmp_path: Path) -> None:
-    """A batch starting past the fold's offset is dropped and the partition re-read from there: a
-    moved consumer position must never leave records out of the state. Only a jump the broker
-    repeats (transaction markers, aborted records) is folded over, after the retention check."""
+    """A first batch starting past the restored offset is dropped and the partition re-read from
+    there: a moved consumer position must never leave records out of the state. Only a jump the
+    broker repeats (transaction markers, aborted records) is folded over, after the retention
+    check; once the task has folded a batch, its position is its own and jumps are markers."""
     rereads: list[tuple[PartitionId, int]] = []
     checks: list[tuple[int, int]] = []
 
     async def retained(pid: PartitionId, expected: int, received: int) -> None:
         checks.append((expected, received))
 
-    task, _, _, _ = make_task(tmp_path)
+    task, _, _, _ = make_task(tmp_path, start=3, publish_from=3)
     task._gap_check, task._reread = retained, lambda pid, offset: rereads.append((pid, offset))
-    await task.process(records(LINES[:3]))
     await task.process(records(LINES[5:8], start=5))  # a stale position: 3 and 4 would be lost
     assert rereads == [(PID, 3)] and checks == [] and task.folded_offset == 3 and task.usable
-    await task.process(records(LINES[3:8], start=3))  # re-read from 3: nothing was missing
-    assert task.folded_offset == 8 and rereads == [(PID, 3)] and checks == []
-    await task.process(records(LINES[10:12], start=10))  # 8 and 9 are markers: the same jump again
-    await task.process(records(LINES[10:12], start=10))
-    assert rereads == [(PID, 3), (PID, 8)] and checks == [(8, 10)] and task.folded_offset == 12
-    await idle(task)
-    assert task.stats.consumed == 10  # 0..7 and 10..11, each once
+    await task.process(records(LINES[5:8], start=5))  # the broker repeats it: 3 and 4 are markers
+    assert rereads == [(PID, 3)] and checks == [(3, 5)] and task.folded_offset == 8
+    await task.process(records(LINES[10:12], start=10))  # after a folded batch: markers, no re-read
+    assert rereads == [(PID, 3)] and checks == [(3, 5), (8, 10)] and task.folded_offset == 12
+    fresh, _, _, _ = make_task(tmp_path / "fresh", start=3, publish_from=3)
+    fresh._gap_check, fresh._reread = retained, lambda pid, offset: rereads.append((pid, offset))
+    await fresh.process(records(LINES[5:8], start=5))
+    await fresh.process(records(LINES[3:8], start=3))  # re-read from 3: nothing was missing after all
+    assert rereads == [(PID, 3), (PID, 3)] and fresh.folded_offset == 8 and fresh.stats.consumed == 0
+    await idle(fresh)
+    assert fresh.stats.consumed == 5
 
 
 class _Consumer:

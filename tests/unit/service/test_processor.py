@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from processor.foldfile import fold_lines
+from processor.kafka.errors import KafkaIOError
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.harness import expected_views, workload
 from processor.service.processor import Processor
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.snapshots import SnapshotStore
-from tests.unit.service.fakes import FakeDeleter, FakeKafka, FakeTransactional
+from tests.unit.service.fakes import FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
 
 INPUT = "ckptlog.events"
 P0, P1 = PartitionId(INPUT, 0), PartitionId(INPUT, 1)
@@ -288,3 +289,51 @@ async def test_a_graceful_stop_deletes_what_the_last_batch_evicted(tmp_path: Pat
     await run
     log = [record.value for part in kafka.logs[INPUT] for record in part if record.value]
     assert fold_lines(log, settings(tmp_path).fold_settings()).fold.owed() == []
+
+
+async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_alone(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A rebuild's slow restore of P0 is overtaken by a rebalance whose own restore of P0 fails
+    transiently (scheduled for a retry). When the rebuild's restore then finishes, its outcome is
+    void: it must neither register a task nor cancel that retry (found by review: the partition
+    stayed assigned and paused, with no task and no retry, until the next rebalance)."""
+    monkeypatch.setattr("processor.service.processor.REOPEN_FIRST_S", 0.01)
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    gate, blocked = asyncio.Event(), asyncio.Event()
+    state = {"slow": False, "fail": False}
+    real = FakeConsumer.committed
+
+    async def committed(self: FakeConsumer, pid: PartitionId) -> int | None:
+        if pid == P0 and state["slow"]:
+            state["slow"] = False
+            blocked.set()
+            await gate.wait()  # the rebuild's restore waits on a broker coming back
+        elif pid == P0 and state["fail"]:
+            state["fail"] = False
+            raise KafkaIOError("injected: committed offset unavailable")
+        return await real(self, pid)
+
+    monkeypatch.setattr(FakeConsumer, "committed", committed)
+    config = settings(tmp_path)
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    (consumer,) = kafka.consumers
+    state["slow"] = True
+    kafka.fail_commits[P0] = 1
+    produce(kafka, LINES[150:220])
+    await asyncio.wait_for(blocked.wait(), 5)  # _recover -> _open_all([P0]) is in flight
+    state["fail"] = True
+    await processor.partitions_revoked(list(consumer.assigned))  # what aiokafka's coordinator does meanwhile
+    consumer.positions = {pid: kafka.committed.get(pid, 0) for pid in consumer.assigned}
+    consumer.paused.clear()
+    await processor.partitions_assigned(list(consumer.assigned))
+    assert P0 in processor._reopen and P0 not in processor.tasks  # the assignment's restore failed: retried
+    gate.set()
+    produce(kafka, LINES[220:])
+    await until(lambda: P0 in processor.tasks and settled(kafka, processor)(), run)
+    assert views(kafka) == expected_views(LINES, config)
+    processor.stop()
+    await run
