@@ -55,8 +55,8 @@ HOOKED = {
     "ckptlog_restore_failures_total": "Partition restores that failed for a transient reason (retried).",
     "ckptlog_restores_dropped_total": "Partition restores a rebalance overtook, dropped (the next assignment "
     "restores the partition again).",
-    "ckptlog_offset_jumps_total": "Batches that started past the fold's offset, dropped and re-read from it once "
-    "(a moved consumer position, or transaction markers at a fetch boundary).",
+    "ckptlog_offset_jumps_total": "First batches of a restored partition that started past the fold's offset, "
+    "dropped and re-read from it once (a moved consumer position, or transaction markers).",
 }
 """Families updated by the hooks below (name as exposed, with its `_total` suffix)."""
 
