@@ -342,9 +342,11 @@ class Processor:
                 self._reopen.pop(pid, None)
                 await self._activate(pid, result, began)
 
-    async def _drop(self, pid: PartitionId, result: PartitionTask | BaseException) -> None:
-        """A restore a rebalance overtook: its outcome, success or failure, is void."""
-        log.info("event=restore_dropped partition=%s reason=a rebalance overtook the restore", pid)
+    async def _drop(
+        self, pid: PartitionId, result: PartitionTask | BaseException, reason: str = "a rebalance overtook the restore"
+    ) -> None:
+        """A restore whose outcome, success or failure, is void (see `_activate`)."""
+        log.info("event=restore_dropped partition=%s reason=%s", pid, reason)
         self.metrics.restore_dropped()
         if isinstance(result, PartitionTask):
             await result.close(graceful=False)
@@ -425,15 +427,11 @@ class Processor:
         second restore of a partition that already has a task (both racing the same assignment) is
         dropped too: the first owns the position."""
         assert self._consumer is not None
-        stale = began != self._revocations or pid not in self._assigned
-        if stale or pid in self.tasks:
-            log.info(
-                "event=restore_dropped partition=%s reason=%s",
-                pid,
-                "a rebalance overtook the restore" if stale else "restored twice",
-            )
-            self.metrics.restore_dropped()
-            await task.close(graceful=False)
+        if began != self._revocations or pid not in self._assigned:
+            await self._drop(pid, task)
+            return
+        if pid in self.tasks:
+            await self._drop(pid, task, "restored twice")
             return
         self.tasks[pid] = task
         crash_point("restore.before_seek")

@@ -81,6 +81,14 @@ def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
     return check
 
 
+async def started(config: ServiceSettings, kafka: FakeKafka) -> tuple[Processor, asyncio.Task[None]]:
+    """A processor on `kafka` with a fake deleter, running until its partitions are settled."""
+    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    run = asyncio.create_task(processor.run())
+    await until(settled(kafka, processor), run)
+    return processor, run
+
+
 def snapshots(tmp_path: Path, pid: PartitionId) -> list[int]:
     return SnapshotStore((tmp_path / "snaps").as_uri(), pid.topic, pid.partition).list_offsets()
 
@@ -144,9 +152,7 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     kafka = FakeKafka()
     config = settings(tmp_path, guarantee="at_least_once")
     produce(kafka, LINES[:120])
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
-    run = asyncio.create_task(processor.run())
-    await until(settled(kafka, processor), run)
+    processor, run = await started(config, kafka)
     assert views(kafka) == expected_views(LINES[:120], config) and not kafka.commits  # no transactions
     processor.stop()
     await run
@@ -174,9 +180,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
     kafka = FakeKafka()
     config = settings(tmp_path, guarantee="at_least_once")
     produce(kafka, LINES[:150])
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
-    run = asyncio.create_task(processor.run())
-    await until(settled(kafka, processor), run)
+    processor, run = await started(config, kafka)
     (consumer,) = kafka.consumers
 
     async def rebuild_in_the_window() -> None:
@@ -252,9 +256,7 @@ async def test_a_fault_while_writing_an_events_outputs_dead_letters_it_and_leave
 
     monkeypatch.setattr(EnvelopeBuilder, "outputs", faulty)
     config = settings(tmp_path)
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
-    run = asyncio.create_task(processor.run())
-    await until(settled(kafka, processor), run)
+    processor, run = await started(config, kafka)
     assert views(kafka) == expected_views([line for line in lines if line is not poison], config)
     (dead,) = [record for log in kafka.logs["ckptlog.dlq"] for record in log]
     headers = dict(dead.headers or ())
@@ -317,9 +319,7 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
 
     monkeypatch.setattr(FakeConsumer, "committed", committed)
     config = settings(tmp_path)
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
-    run = asyncio.create_task(processor.run())
-    await until(settled(kafka, processor), run)
+    processor, run = await started(config, kafka)
     (consumer,) = kafka.consumers
     state["slow"] = True
     kafka.fail_commits[P0] = 1
