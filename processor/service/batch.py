@@ -104,13 +104,16 @@ class BatchFolder:
                     subject, mark = event.subject, len(out)
                     try:
                         factory.outputs(subject, offset, effects.outputs, out)
+                        run = runs.get(subject)  # None: an event that warns about a run it did not create
+                        if run is not None:
+                            note(run, effects.outputs)
                     except Exception as exc:  # the outputs cannot be written: the event is not applied either
                         del out[mark:]
                         applied -= 1
                         self._unapply(batch, record, event, exc, live)
                         continue
-                    changed[subject] = None
-                    note(runs[subject], effects.outputs)
+                    if run is not None:
+                        changed[subject] = None
                     for name, _ in effects.outputs:
                         counts[name] = counts_get(name, 0) + 1
                 if effects.deletions:

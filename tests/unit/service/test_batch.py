@@ -64,3 +64,17 @@ def test_rejections_go_to_the_dead_letter_topic_only_when_live() -> None:
         b"key_mismatch",
     ]
     assert batch.rejected == 3 and batch.live
+
+
+def test_a_result_for_an_unknown_run_is_a_warning_not_a_wedged_partition() -> None:
+    """issue 20 #1: a validation_result naming no known run raised KeyError while the batch's records
+    were built, so the partition was rebuilt until TooManyRebuilds, and the valid events around it
+    were never committed. It is a `not_pending` warning (contract §3), and the batch goes on."""
+    from tests import factories as fx
+
+    lines = [fx.result("typo-run", "file:///r/typo-run/c0"), *LINES[:3]]
+    batch = folder().fold_records(records(lines), publish_from=0)
+    warnings = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "ckpt" and r.key == b"typo-run"]
+    assert [w["data"]["code"] for w in warnings] == ["not_pending"]
+    assert batch.applied == 4 and batch.rejected == 0
+    assert not any(r.topic == "state" and r.key == b"typo-run" for r in batch.records)  # no run, no view
