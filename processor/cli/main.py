@@ -54,5 +54,8 @@ def _register(argv: Sequence[str] = ()) -> None:
 
 
 def main() -> None:
+    from processor.cli.errors import redact_stderr
+
+    redact_stderr()  # every line written to stderr passes through redact, whoever writes it
     _register(sys.argv[1:])
     app()

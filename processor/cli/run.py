@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from processor.cli.errors import cli_errors
+from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.errors import CkptlogError
 from processor.service.logs import configure_logging
@@ -101,7 +101,7 @@ def run_command(
     except CkptlogError as exc:
         log.critical("event=fatal error_type=%s message=%r", type(exc).__name__, str(exc))
         if settings.log_format != "json":  # JSON logs: the line above already says it, and stays one object
-            typer.echo(f"error: {exc}", err=True)
+            echo_err(f"error: {exc}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -8,10 +8,10 @@ formatter lifts them (numbers as numbers, quoted values unquoted) next to `ts`, 
 `event` what happened, `partition` a whole input partition (`topic[p]`), `at` one record or
 offset (`topic[p]@offset`), `run` the run id, `path` a checkpoint path.
 
-No secrets, ever: every line (message, fields, traceback) passes through `redact`, which masks
-URL credentials (`scheme://user:***@`), the values of secret-looking keys (`password=`,
-`'secret': ...`, `token`, `api_key`, ...) and every literal value registered by
-`configure_logging(secrets=...)` (the SASL password, fsspec storage options' keys and secrets).
+No secrets, ever: every line (message, fields, traceback) passes through `redact`
+(processor/redaction.py: URL credentials, secret-looking `key=value`s, and every value registered
+by `configure_logging(secrets=...)`, the short ones where they stand as a whole value). The CLI
+writes every stderr line through it too (processor/cli/errors.py).
 """
 
 from __future__ import annotations
@@ -25,27 +25,21 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from processor.redaction import MASK, clear_secrets, redact, register_secrets
+
+__all__ = [
+    "MASK",
+    "JsonFormatter",
+    "KeyValueFormatter",
+    "clear_secrets",
+    "configure_logging",
+    "redact",
+    "register_secrets",
+]
+
 _PAIR = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s;]+)")
 _INT = re.compile(r"-?\d{1,18}")
-_URL_CREDENTIALS = re.compile(r"(://[^/\s:@'\"]+):[^/\s@'\"]+@")
-_SECRET_VALUE = re.compile(
-    r"(?i)((?:password|passwd|secret|token|credential|api_?key|access_?key|private_?key)\w*"
-    r"['\"]?\s*[:=]\s*['\"]?)([^'\"\s,;}]+)"
-)
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
-MASK = "***"
-
-_secrets: set[str] = set()
-
-
-def redact(text: str) -> str:
-    """`text` without credentials: URL passwords, secret-looking `key=value`s, registered secrets."""
-    text = _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
-    text = _SECRET_VALUE.sub(rf"\1{MASK}", text)
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -96,12 +90,6 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             body["exception"] = redact(self.formatException(record.exc_info))
         return redact(json.dumps(body, ensure_ascii=False, default=str))
-
-
-def register_secrets(secrets: Iterable[str]) -> None:
-    """Mask these values in every line from now on (not those shorter than 4 characters: they would
-    mask ordinary words)."""
-    _secrets.update(s for s in secrets if len(s) >= 4)
 
 
 def configure_logging(fmt: str = "console", level: str = "INFO", secrets: Iterable[str] = ()) -> None:

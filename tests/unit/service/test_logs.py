@@ -22,7 +22,7 @@ def record(message: str, *args: object, **extra: object) -> logging.LogRecord:
 @pytest.fixture(autouse=True)
 def no_registered_secrets() -> Iterator[None]:
     yield
-    logs._secrets.clear()
+    logs.clear_secrets()
 
 
 def test_json_lifts_key_value_pairs_as_typed_fields() -> None:
