@@ -11,14 +11,15 @@ reads the topic once (`ckptlog rejections`, `ckptlog inspect`); `DeadLetterFeed`
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from events.codec import DEFAULT_LIMITS, DecodeLimits, Undecodable, decode_json
 from events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
+from events.rejections import Reason
 from processor.kafka.clients_io import TopicTail
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.errors import TopicMissing
@@ -46,6 +47,8 @@ class DeadLetter:
     dlq_offset: int
     timestamp: int | None
     value: bytes | None
+    undecodable: str | None = None
+    """Why the original value is not shown as text (not UTF-8, over the size or nesting limit), else None."""
 
     @property
     def source(self) -> str:
@@ -60,8 +63,9 @@ class DeadLetter:
         return datetime.fromtimestamp(self.timestamp / 1000, UTC).isoformat(timespec="seconds")
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the original bytes as text, undecodable bytes replaced)."""
-        value = self.value.decode("utf-8", "replace") if self.value is not None else None
+        """A JSON-ready dict: the original bytes as text, or `value: null` and `undecodable` saying why
+        (the record itself is at `dlq`)."""
+        value = self.value.decode("utf-8") if self.value is not None and self.undecodable is None else None
         return {
             "run_id": self.run_id,
             "reason": self.reason,
@@ -73,15 +77,19 @@ class DeadLetter:
             "time": self.time,
             "dlq": {"partition": self.dlq_partition, "offset": self.dlq_offset},
             "value": value,
+            "undecodable": self.undecodable,
         }
 
 
-def parse(record: Record) -> DeadLetter | None:
-    """The dead letter a DLQ record carries; None for a record without ckptlog's headers."""
+def parse(record: Record, limits: DecodeLimits = DEFAULT_LIMITS) -> DeadLetter | None:
+    """The dead letter a DLQ record carries; None for a record without ckptlog's headers. Never
+    raises: the original value is decoded within the processor's `limits` (it may be anything)."""
     headers = {name: raw.decode("utf-8", "replace") for name, raw in record.headers if raw is not None}
     if H_REASON not in headers or H_OFFSET not in headers:
         return None
-    body = _body(record.value)
+    decoded = decode_json(record.value, limits) if record.value else None
+    shown = isinstance(decoded, Undecodable) and decoded.code not in _SHOWN
+    body = decoded if isinstance(decoded, dict) else {}
     subject = body.get("subject")
     run_id = record.key.decode("utf-8", "replace") if record.key is not None else None
     return DeadLetter(
@@ -99,15 +107,12 @@ def parse(record: Record) -> DeadLetter | None:
         dlq_offset=record.offset,
         timestamp=record.timestamp,
         value=record.value,
+        undecodable=str(decoded) if shown else None,
     )
 
 
-def _body(value: bytes | None) -> dict[str, Any]:
-    try:
-        body = json.loads(value) if value else None
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return body if isinstance(body, dict) else {}
+_SHOWN = {Reason.INVALID_JSON, Reason.INVALID_ENVELOPE}
+"""Undecodable values still shown as text: UTF-8 within the limits, only not JSON (or not an object)."""
 
 
 def _text(value: object) -> str | None:
@@ -122,7 +127,7 @@ def _int(text: str | None) -> int:
 
 
 async def read_dead_letters(
-    conn: KafkaConnection, topic: str = DLQ_TOPIC, run_id: str | None = None
+    conn: KafkaConnection, topic: str = DLQ_TOPIC, run_id: str | None = None, limits: DecodeLimits = DEFAULT_LIMITS
 ) -> list[DeadLetter]:
     """Every dead letter on `topic` up to its current end (of `run_id` only, when given), per DLQ
     partition in offset order; [] when the topic does not exist yet."""
@@ -132,7 +137,7 @@ async def read_dead_letters(
             async for batch in reader.batches():
                 letters.extend(
                     letter
-                    for letter in map(parse, batch)
+                    for letter in (parse(record, limits) for record in batch)
                     if letter is not None and (run_id is None or letter.run_id == run_id)
                 )
     except TopicMissing:
@@ -149,9 +154,15 @@ class DeadLetterFeed:
     run and the dead letters of `run_id` (all runs when None) by the coordinates of their original."""
 
     def __init__(
-        self, conn: KafkaConnection, topic: str = DLQ_TOPIC, *, run_id: str | None = None, from_end: bool = False
+        self,
+        conn: KafkaConnection,
+        topic: str = DLQ_TOPIC,
+        *,
+        run_id: str | None = None,
+        from_end: bool = False,
+        limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
-        self.topic, self.run_id = topic, run_id
+        self.topic, self.run_id, self.limits = topic, run_id, limits
         self.counts: Counter[str] = Counter()
         self.letters: dict[tuple[str, int, int], DeadLetter] = {}
         self.changed = asyncio.Event()
@@ -184,7 +195,7 @@ class DeadLetterFeed:
             await asyncio.sleep(CATCH_UP_POLL_S)
 
     def _take(self, records: Sequence[Record]) -> None:
-        for letter in map(parse, records):
+        for letter in (parse(record, self.limits) for record in records):
             if letter is None or letter.run_id is None:
                 continue
             self.counts[letter.run_id] += 1

@@ -7,17 +7,14 @@ to wait on it. Kept apart from the Reader so the waiting rules are tested withou
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import ValidationError
 
 from ckptlog.errors import ClientError
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView, check_consistency
-from events.view import assemble, parse_page_key
+from events.codec import DEFAULT_LIMITS, DecodeLimits
+from events.state import Problem, StateTable, state_limits
 from processor.kafka.reader import Record
 
 log = logging.getLogger(__name__)
@@ -36,51 +33,45 @@ class WaitResult:
 
 
 class ViewTable:
-    def __init__(self) -> None:
+    def __init__(self, limits: DecodeLimits = DEFAULT_LIMITS) -> None:
         self.views: dict[str, RunView] = {}
-        self._parts: dict[str, dict[tuple[int, int], Any]] = {}  # run -> (page, part) -> page record
+        self.state = StateTable(state_limits(limits))  # heads, page parts, what cannot be read
         self._versions: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._error: BaseException | None = None
 
+    @property
+    def problems(self) -> dict[str, Problem]:
+        """Record key (a run id, or a page key) -> its newest record that cannot be read, or the run's
+        VIEW that cannot be assembled (events.state.Problem)."""
+        return self.state.problems
+
     async def apply(self, records: Sequence[Record]) -> None:
         """Take state-topic records and wake the waiters: a VIEW (key = run id), or one part of a
         page of a run's kept checkpoints (events.view.ViewPage), kept until the run's next head —
-        which comes after every part it names — assembles them (events.view.assemble)."""
+        which comes after every part it names — assembles them (events.view.assemble). A record that
+        cannot be read is logged and kept as a problem; it never stops the table (events.state)."""
         async with self._changed:
             for record in records:
-                if record.key is None:
-                    continue
-                name = record.key.decode("utf-8", "replace")
-                page = parse_page_key(name)
-                if page is not None:
-                    self._page(page, record.value)
-                elif record.value is None:  # tombstone: the run was removed
-                    self._parts.pop(name, None)
-                    self._bump(name, None)
-                else:
-                    self._head(name, record.value, record.offset)
+                where = f"{record.topic}[{record.partition}]@{record.offset}"
+                problem = self.state.problems.get(_key_text(record.key))
+                run_id = self.state.take(where, record.key, record.value, record.headers)
+                if run_id is not None:
+                    self._assembled(run_id)
+                found = self.state.problems.get(_key_text(record.key))
+                if found is not None and found is not problem:
+                    log.warning("event=unreadable_state_record at=%s key=%r reason=%r", where, found.key, found.reason)
             self._changed.notify_all()
 
-    def _page(self, page: tuple[str, int, int], value: bytes | None) -> None:
-        run_id, number, part = page
-        parts = self._parts.setdefault(run_id, {})
-        if value is None:
-            parts.pop((number, part), None)
-            return
-        try:
-            parts[(number, part)] = json.loads(value)
-        except ValueError as exc:
-            log.warning("event=bad_view_page run=%s page=%d part=%d error=%s", run_id, number, part, exc)
-
-    def _head(self, run_id: str, value: bytes, offset: int) -> None:
-        try:
-            view = RunView.model_validate(assemble(json.loads(value), self._parts.get(run_id, {})))
-        except (ValueError, ValidationError) as exc:
-            log.warning("event=bad_view run=%s offset=%d error=%s", run_id, offset, exc)
-            return
-        if view.newer_than(self.views.get(run_id)):
-            self._bump(run_id, view)
+    def _assembled(self, run_id: str) -> None:
+        found = self.state.view(run_id)
+        if found is None:  # the run's head was removed
+            self._bump(run_id, None)
+        elif isinstance(found, Problem):
+            self.state.problems[run_id] = found
+            log.warning("event=unreadable_view run=%r at=%s reason=%r", run_id, found.at, found.reason)
+        else:
+            self._bump(run_id, found[1])
 
     def _bump(self, run_id: str, view: RunView | None) -> None:
         if view is None:
@@ -137,3 +128,7 @@ class ViewTable:
                     await self._changed.wait()
                 seen = version
             yield view
+
+
+def _key_text(key: bytes | None) -> str:
+    return "" if key is None else key.decode("utf-8", "backslashreplace")

@@ -9,7 +9,9 @@ precise reason code.
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -24,6 +26,61 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
 INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """How large and how deeply nested a JSON value a reader parses: the processor's
+    `--max-payload-bytes` and `--max-depth` (the defaults, unless it runs with others)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+
+DEFAULT_LIMITS = DecodeLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """Why a value was not decoded, e.g. `too deep (>64)`: what readers show instead of it. `code`
+    is the matching rejection reason: payload_too_large, invalid_utf8, too_deep, invalid_json or
+    invalid_envelope (not an object)."""
+
+    reason: str
+    code: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def decode_json(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
+    """One JSON value (NaN and ±Infinity literals included, as the processor writes them), or an
+    `Undecodable` saying why not. Never raises and never recurses without bound: the size is checked
+    first, then the nesting with the processor's own scan, and only then is the value parsed. Every
+    reader of a topic decodes through here (ckptlog inspect, watch, rejections, export, the Reader)."""
+    if len(raw) > limits.max_bytes:
+        return Undecodable(f"too large ({len(raw)} bytes > {limits.max_bytes})", Reason.PAYLOAD_TOO_LARGE)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return Undecodable(f"not UTF-8 (byte {err.start})", Reason.INVALID_UTF8)
+    if raw.count(b"{") + raw.count(b"[") > limits.max_depth and _depth(raw) > limits.max_depth:
+        return Undecodable(f"too deep (>{limits.max_depth})", Reason.TOO_DEEP)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:  # RecursionError: defensive, the scan bounds the nesting
+        return Undecodable(f"not JSON ({str(err)[:200]})", Reason.INVALID_JSON)
+
+
+def decode_object(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> dict[str, Any] | Undecodable:
+    """`decode_json`, for values that must be a JSON object."""
+    value = decode_json(raw, limits)
+    if isinstance(value, Undecodable | dict):
+        return value
+    return Undecodable(f"not a JSON object (a JSON {_JSON_TYPES[type(value)]})", Reason.INVALID_ENVELOPE)
+
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 _TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
 
 

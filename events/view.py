@@ -129,24 +129,59 @@ def page_key(run_id: str, page: int, part: int) -> str:
 
 
 def parse_page_key(key: str) -> tuple[str, int, int] | None:
-    """(run id, page, part) of a page record's key; None for a head's key (a run id)."""
+    """(run id, page, part) of a page record's key; None for a head's key (a run id) — and for a key
+    that only looks like a page key (its numbers are not decimal, or absurdly long)."""
     pieces = key.split(PAGE_KEY_SEPARATOR)
-    if len(pieces) != 4 or pieces[1] != "page" or not pieces[2].isdigit() or not pieces[3].isdigit():
+    if len(pieces) != 4 or pieces[1] != "page" or not _number(pieces[2]) or not _number(pieces[3]):
         return None
     return pieces[0], int(pieces[2]), int(pieces[3])
 
 
+def _number(text: str) -> bool:
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
+
+
 def assemble(head: dict[str, Any], parts: dict[tuple[int, int], dict[str, Any]]) -> dict[str, Any]:
     """A run's full VIEW from its head and the latest values of its page parts (`(page, part) ->
-    page record`): the shape `ckptlog fold` prints. A head without `pages` is the whole view."""
-    if not head.get("pages"):
+    page record`): the shape `ckptlog fold` prints. A head without `pages` is the whole view.
+
+    Only what the head can own is merged: the parts part 0 names, and of their entries those whose
+    report index lies in their page and below the head's `committed` (every kept checkpoint's does).
+    So a page record an earlier owner left behind for reports the head has not seen yet (under
+    at_least_once, a batch published but not committed) never shows (contract §4)."""
+    pages = head.get("pages")
+    if not pages:
         return head
+    span = pages.get("span") if isinstance(pages, dict) else None
+    committed = head.get("committed")
     entries: list[dict[str, Any]] = []
-    for (page, part), record in sorted(parts.items()):
-        first = parts.get((page, 0))
-        if first is not None and part < int(first.get("parts", 1)):
-            entries.extend(record.get("checkpoints", ()))
-    entries.sort(key=lambda e: (e.get("sort") is not None, e.get("sort") or 0, e["report_index"]))
+    if isinstance(span, int) and isinstance(committed, int):
+        for (page, part), record in sorted(parts.items()):
+            first = parts.get((page, 0))
+            if first is None or not part < _parts_named(first):
+                continue
+            low, high = page * span, min((page + 1) * span, committed)
+            entries.extend(e for e in _entries(record) if low <= e["report_index"] < high)
+    entries.sort(key=_order)
     view = {k: v for k, v in head.items() if k != "pages"}
     view["checkpoints"] = [{k: v for k, v in e.items() if k != "sort"} for e in entries]
     return view
+
+
+def _parts_named(first: dict[str, Any]) -> int:
+    parts = first.get("parts", 1)
+    return parts if isinstance(parts, int) else 0
+
+
+def _entries(record: dict[str, Any]) -> list[dict[str, Any]]:
+    found = record.get("checkpoints")
+    if not isinstance(found, list):
+        return []
+    return [e for e in found if isinstance(e, dict) and type(e.get("report_index")) is int]
+
+
+def _order(entry: dict[str, Any]) -> tuple[bool, Any, int]:
+    """(has a score, the score, report index): ascending, best last, as the fold sorts."""
+    score = entry.get("sort")
+    number = isinstance(score, int | float) and not isinstance(score, bool) and score == score  # not NaN
+    return number, score if number else 0, entry["report_index"]

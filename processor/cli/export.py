@@ -27,12 +27,14 @@ from typing import Annotated, BinaryIO
 import typer
 
 from ckptlog.connect import require_bootstrap
-from processor.cli.errors import cli_errors
+from events.codec import DEFAULT_LIMITS, DecodeLimits, Undecodable, decode_json
+from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import Record, TopicReader, offsets_at
 from processor.kafka.topics import topic_partitions
+from processor.service.logs import register_secrets
 from processor.service.settings import load_settings
 
 Opt = typer.Option
@@ -70,32 +72,33 @@ class Exported:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> [first, end)
 
 
-def as_line(record: Record, tally: Counter[str]) -> bytes | None:
-    """The record's value as one line (no newline), or None when it is left out (`tally` says why)."""
+def as_line(record: Record, tally: Counter[str], limits: DecodeLimits = DEFAULT_LIMITS) -> bytes | None:
+    """The record's value as one line (no newline), or None when it is left out (`tally` says why).
+    Values are parsed within the processor's `limits` (any bytes may be on the topic)."""
     value = record.value
     if value is None:
         tally["tombstone"] += 1
         return None
-    if record.key is not None and not _subject_is(value, record.key):
+    if record.key is not None and not _subject_is(value, record.key, limits):
         tally["key_mismatch"] += 1
         return None
     if b"\n" in value or b"\r" in value:
-        try:
-            value = json.dumps(json.loads(value), separators=(",", ":"), ensure_ascii=False).encode()
-        except (ValueError, UnicodeDecodeError):
-            value = value.replace(b"\r", b" ").replace(b"\n", b" ")  # not JSON: rejected offline as online
+        body = decode_json(value, limits)
+        if isinstance(body, Undecodable):  # rejected offline as online: only its line breaks go
+            value = value.replace(b"\r", b" ").replace(b"\n", b" ")
+        else:
+            value = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         tally["reencoded"] += 1
     return value
 
 
-def _subject_is(value: bytes, key: bytes) -> bool:
+def _subject_is(value: bytes, key: bytes, limits: DecodeLimits) -> bool:
     """Whether the event's `subject` is `key` — a byte search first, a parse only when unsure."""
     if b'"subject":"' + key + b'"' in value and value.count(b'"subject"') == 1:
         return True
-    try:
-        body = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
-        return True  # not JSON: the processor dead-letters it before any key check; so does the fold
+    body = decode_json(value, limits)
+    if isinstance(body, Undecodable):
+        return True  # the processor dead-letters it before any key check; so does the fold
     subject = body.get("subject") if isinstance(body, dict) else None
     return not isinstance(subject, str) or subject.encode() == key
 
@@ -116,6 +119,7 @@ async def export(
     start: Bound | None = None,
     stop: Bound | None = None,
     partitions: list[int] | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> Exported:
     """Write `topic`'s records in [start, stop) as lines to `out`; returns what was written and left out."""
     result = Exported()
@@ -125,7 +129,7 @@ async def export(
             result.ranges[pid.partition] = (await reader.position(pid), last)
         async for batch in reader.batches():
             for record in batch:
-                line = as_line(record, result.skipped)
+                line = as_line(record, result.skipped, limits)
                 if line is not None:
                     out.write(line + b"\n")
                     result.lines += 1
@@ -160,11 +164,12 @@ def export_command(
     with cli_errors():
         start, stop = parse_bound(from_, "--from"), parse_bound(to, "--to")
         settings = load_settings(config, bootstrap_servers=bootstrap_servers)
+        register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
-        name = topic or settings.input_topic
+        name, limits = topic or settings.input_topic, DecodeLimits(settings.max_payload_bytes, settings.max_depth)
         if file == "-":
-            result = asyncio.run(export(conn, name, sys.stdout.buffer, start, stop, partition))
+            result = asyncio.run(export(conn, name, sys.stdout.buffer, start, stop, partition, limits))
         else:
             with open(file, "wb") as out:
-                result = asyncio.run(export(conn, name, out, start, stop, partition))
-    typer.echo(summary(result, name, file), err=True)
+                result = asyncio.run(export(conn, name, out, start, stop, partition, limits))
+    echo_err(summary(result, name, file))

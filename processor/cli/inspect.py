@@ -13,15 +13,19 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import count_by_run, read_dead_letters
-from processor.cli.errors import cli_errors
+from events.codec import DecodeLimits
+from events.state import Problem
+from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.core.view import View
 from processor.kafka.connection import KafkaConnection
+from processor.service.logs import register_secrets
 from processor.service.settings import ServiceSettings, load_settings
-from processor.service.views import read_views
+from processor.service.views import StateRead, read_state_topic
 
 Opt = typer.Option
 
@@ -32,30 +36,46 @@ def _metrics(metrics: dict[str, Any]) -> str:
 
 
 def render(console: Console, run_id: str, view: View, rejected: int = 0) -> None:
-    table = Table(title=f"run {run_id}", title_justify="left", expand=False)
+    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic)."""
+    table = Table(title=Text(f"run {run_id}"), title_justify="left", expand=False)
     for column in ("#", "report", "path", "status", "metrics", ""):
         table.add_column(column)
     for i, ckpt in enumerate(view["checkpoints"]):
         marks = " ".join(
             m for m, hit in (("latest", ckpt["path"] == view["latest"]), ("best", ckpt["path"] == view["best"])) if hit
         )
-        table.add_row(str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]), marks)
+        cells = (str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]), marks)
+        table.add_row(*map(Text, cells))
     console.print(table)
     console.print(
-        f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
-        f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}"
-        + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
-        + "\n"
+        Text(
+            f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
+            f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}"
+            + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
+            + "\n"
+        )
     )
+
+
+def render_problems(console: Console, problems: list[Problem], state_topic: str) -> None:
+    """One row per record (or run) of the state topic that cannot be read."""
+    table = Table(title=Text(f"unreadable records on {state_topic}"), title_justify="left", expand=False)
+    for column in ("record", "key", "why"):
+        table.add_column(column, overflow="fold")
+    for problem in problems:
+        table.add_row(Text(problem.at), Text(repr(problem.key)), Text(problem.reason))
+    console.print(table)
 
 
 async def read_state(
     conn: KafkaConnection, settings: ServiceSettings, runs: list[str]
-) -> tuple[dict[str, View], Counter[str]]:
-    """The runs' VIEWs and the count of each run's dead letters (runs filters both)."""
-    views = await read_views(conn, settings.state_topic, runs)
-    counts = count_by_run(await read_dead_letters(conn, settings.dlq_topic))
-    return views, Counter({r: n for r, n in counts.items() if not runs or r in runs})
+) -> tuple[StateRead, Counter[str]]:
+    """The runs' VIEWs (and what cannot be read) and the count of each run's dead letters (runs
+    filters both); decoded within the processor's limits."""
+    limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
+    state = await read_state_topic(conn, settings.state_topic, runs, limits)
+    counts = count_by_run(await read_dead_letters(conn, settings.dlq_topic, limits=limits))
+    return state, Counter({r: n for r, n in counts.items() if not runs or r in runs})
 
 
 @app.command("inspect")
@@ -71,31 +91,44 @@ def inspect_command(
     dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins) and its rejected events.
-    --json: {"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}}."""
+    --json: {"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}, "undecodable": [...]}."""
     with cli_errors():
         settings = load_settings(
             config, bootstrap_servers=bootstrap_servers, state_topic=state_topic, dlq_topic=dlq_topic
         )
+        register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
-        views, rejected = asyncio.run(read_state(conn, settings, runs or []))
+        state, rejected = asyncio.run(read_state(conn, settings, runs or []))
+    views = state.views
     if as_json:
-        sys.stdout.write(
-            json.dumps({"runs": views, "rejections": dict(sorted(rejected.items()))}, allow_nan=True) + "\n"
-        )
+        body = {
+            "runs": views,
+            "rejections": dict(sorted(rejected.items())),
+            "undecodable": [p.to_json() for p in state.problems],
+        }
+        sys.stdout.write(json.dumps(body, allow_nan=True) + "\n")
     else:
         console = Console()
         for run_id, view in views.items():
             render(console, run_id, view, rejected[run_id])
+        if state.problems:
+            render_problems(console, state.problems, settings.state_topic)
         if not views:
-            console.print(f"no runs on {settings.state_topic}")
-    for run_id in sorted(set(rejected) - set(views)):  # every event of these runs was rejected
-        typer.echo(
-            f"warning: run {run_id!r} has no view on {settings.state_topic}: the processor rejected "
-            f"{rejected[run_id]} of its events; `ckptlog rejections {run_id}` shows why",
-            err=True,
-        )
-    unknown = sorted(set(runs or ()) - set(views) - set(rejected))
-    for run_id in unknown:
-        typer.echo(f"warning: run {run_id!r} has no view on {settings.state_topic}; check the run id", err=True)
+            console.print(Text(f"no runs on {settings.state_topic}"))
+    _warn_missing(runs or [], state, rejected, settings.state_topic)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+def _warn_missing(runs: list[str], state: StateRead, rejected: Counter[str], topic: str) -> None:
+    """On stderr: the runs without a view, and why (every event rejected, unreadable, unknown)."""
+    unreadable = {p.run_id: p for p in state.problems}
+    for run_id in sorted(set(unreadable) - set(state.views)):
+        echo_err(f"warning: run {run_id!r} has no readable view on {topic}: {unreadable[run_id]}")
+    for run_id in sorted(set(rejected) - set(state.views) - set(unreadable)):  # every event was rejected
+        echo_err(
+            f"warning: run {run_id!r} has no view on {topic}: the processor rejected "
+            f"{rejected[run_id]} of its events; `ckptlog rejections {run_id}` shows why"
+        )
+    for run_id in sorted(set(runs) - set(state.views) - set(rejected) - set(unreadable)):
+        echo_err(f"warning: run {run_id!r} has no view on {topic}; check the run id")

@@ -17,26 +17,30 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import DeadLetter, read_dead_letters
+from events.codec import DecodeLimits
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
+from processor.service.logs import register_secrets
 from processor.service.settings import load_settings
 
 Opt = typer.Option
 
 
 def rejections_table(letters: list[DeadLetter], title: str) -> Table:
-    table = Table(title=title, title_justify="left", expand=False)
+    table = Table(title=Text(title), title_justify="left", expand=False)
     for column in ("time", "run", "reason", "message", "event", "source"):
         table.add_column(column, overflow="fold")
     for letter in letters:
         kind = (letter.event_type or "").removeprefix("ckptlog.")
         event = f"{kind} {letter.event_id}" if letter.event_id else kind or "—"
-        table.add_row(
-            letter.time or "—", letter.run_id or "—", letter.reason, letter.message, event.strip(), letter.source
-        )
+        if letter.undecodable is not None:
+            event = f"unreadable: {letter.undecodable}"
+        cells = (letter.time or "—", letter.run_id or "—", letter.reason, letter.message, event.strip(), letter.source)
+        table.add_row(*map(Text, cells))  # plain text: a message from the topic is never markup
     return table
 
 
@@ -55,14 +59,16 @@ def rejections_command(
     """List rejected events (reason, message, source topic[partition]@offset) from the dead-letter topic."""
     with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, dlq_topic=dlq_topic)
+        register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
-        letters = asyncio.run(read_dead_letters(conn, settings.dlq_topic, run_id))
+        limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
+        letters = asyncio.run(read_dead_letters(conn, settings.dlq_topic, run_id, limits))
     letters.sort(key=lambda d: (d.timestamp or 0, d.dlq_partition, d.dlq_offset))
     if last is not None:
         letters = letters[-last:]
     if as_json:
         for letter in letters:
-            sys.stdout.write(json.dumps(letter.to_json()) + "\n")
+            sys.stdout.write(json.dumps(letter.to_json(), allow_nan=True) + "\n")
         return
     whose = f"run {run_id!r}" if run_id is not None else "any run"
     if not letters:

@@ -2,31 +2,55 @@
 
 A run keeping many checkpoints is published as a head and page records (processor/service/
 pages.py); the views returned here are assembled (events.view.assemble): the shape `ckptlog
-fold` prints, whatever records carried them.
+fold` prints, whatever records carried them. Of a run's heads the newest by its input-offset
+header wins (events.state); the pages are their latest values. Records that cannot be read —
+any bytes may sit on the topic — are returned as problems, never raised.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
 
-from events.view import assemble, parse_page_key
+from events.codec import DEFAULT_LIMITS, DecodeLimits
+from events.state import Problem, StateTable, state_limits
 from processor.core.view import View
 from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import read_latest
+from processor.kafka.reader import TopicReader
+
+
+@dataclass(slots=True)
+class StateRead:
+    """What the state topic holds: run id -> VIEW, and the records (or runs) that cannot be read."""
+
+    views: dict[str, View] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+async def read_state_topic(
+    conn: KafkaConnection, state_topic: str, runs: Iterable[str] = (), limits: DecodeLimits = DEFAULT_LIMITS
+) -> StateRead:
+    """Every run's latest VIEW, from the beginning of the state topic to its end offsets (`runs`
+    filters), with what cannot be read."""
+    table = StateTable(state_limits(limits))
+    async with TopicReader(conn, state_topic) as reader:
+        async for batch in reader.batches():
+            for r in batch:
+                table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
+    wanted = set(runs)
+    result = StateRead()
+    for run_id in sorted(table.heads):
+        if wanted and run_id not in wanted:
+            continue
+        found = table.view(run_id)
+        if isinstance(found, Problem):
+            result.problems.append(found)
+        elif found is not None:
+            result.views[run_id] = found[0]
+    result.problems.extend(p for _, p in sorted(table.problems.items()) if not wanted or p.run_id in wanted)
+    return result
 
 
 async def read_views(conn: KafkaConnection, state_topic: str, runs: Iterable[str] = ()) -> dict[str, View]:
-    """run id -> latest VIEW, from the beginning of the state topic to its end offsets; `runs` filters."""
-    wanted = set(runs)
-    heads: dict[str, Any] = {}
-    parts: dict[str, dict[tuple[int, int], Any]] = {}
-    for key, value in (await read_latest(conn, state_topic)).items():
-        name = key.decode("utf-8", "replace")
-        page = parse_page_key(name)
-        if page is not None:
-            parts.setdefault(page[0], {})[page[1:]] = json.loads(value)
-        elif not wanted or name in wanted:
-            heads[name] = json.loads(value)
-    return {run_id: assemble(head, parts.get(run_id, {})) for run_id, head in sorted(heads.items())}
+    """run id -> latest VIEW (see `read_state_topic`; what cannot be read is left out)."""
+    return (await read_state_topic(conn, state_topic, runs)).views
