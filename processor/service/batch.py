@@ -14,6 +14,7 @@ from typing import TypeVar
 from events.codec import decode_event
 from events.decoded import DecodedEvent
 from events.rejections import Reason, Rejection
+from events.state import H_INPUT_OFFSET
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.rejections import internal_error
@@ -120,8 +121,9 @@ class BatchFolder:
                     deletions.extend(effects.deletions)
         batch.applied += applied
         before = len(out)
+        stamp = ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed else ()  # orders heads (events.state)
         for run_id in changed:
-            out.extend(self.pager.records(runs[run_id]))
+            out.extend(self.pager.records(runs[run_id], stamp))
         batch.views = len(out) - before
         return batch
 

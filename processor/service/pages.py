@@ -16,6 +16,19 @@ empty is tombstoned. Readers assemble (events.view.assemble); the contract is ev
 Which kept record lies in which page is an index built from the run's state the first time the
 run is paged here (after a restart, too: all its pages are then written once) and kept up to
 date from the outputs of each event.
+
+A pager that starts paging a run cannot know what page records an earlier owner of the partition
+(or an earlier task of this one) left on the topic: its index starts empty. So that first write
+also tombstones every page below the run's last page that holds nothing kept now. That is exact:
+an earlier owner published only states of a prefix of this log, so its pages cover report
+indices below the report count the new index is built at, except under at_least_once, where a
+batch published but not committed may reach further — and those reports are folded live again,
+so their pages are rewritten or tombstoned by the index (and assemble never merges an entry at or
+above the head's `committed`). The cost, once per run per pager: one tombstone per empty page
+(docs/processor.md, Bounded views).
+
+Every state record carries `__ckptlog.input.offset` (events.state): the offset of the last input
+record of its batch, which orders a run's heads for readers.
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ from events.view import page_key
 from processor.core.outputs import Output
 from processor.core.state import CheckpointRecord, RunState
 from processor.core.view import run_view, view_head
-from processor.kafka.records import OutRecord
+from processor.kafka.records import Header, OutRecord
 
 SPAN = 32  # report indices per page: a keep-all run rewrites ~16 entries per report, not its whole view
 PAGED_FROM = 256  # kept checkpoints past which a run is paged
@@ -65,29 +78,32 @@ class ViewPager:
                 if record is not None:
                     entries[report_index] = record
 
-    def records(self, run: RunState) -> list[OutRecord]:
-        """The records publishing the run's current VIEW."""
+    def records(self, run: RunState, headers: tuple[Header, ...] = ()) -> list[OutRecord]:
+        """The records publishing the run's current VIEW, each with `headers`."""
         run_id, key = run.run_id, run.run_id.encode()
         if len(run.checkpoints) <= self.paged_from and run.run_id not in self._index:
             value = encode_json(run_view(run))
             if len(value) <= self.budget:
-                return [OutRecord(self.topic, key, value)]
+                return [OutRecord(self.topic, key, value, headers)]
         if run_id not in self._index:
             self._start_paging(run)
-        out = self._pages(run)
-        out.append(OutRecord(self.topic, key, encode_json(view_head(run, self.span))))
+        out = self._pages(run, headers)
+        out.append(OutRecord(self.topic, key, encode_json(view_head(run, self.span)), headers))
         return out
 
     def _start_paging(self, run: RunState) -> None:
+        """Index the run's kept checkpoints, and mark every page below its last one dirty: written
+        again if it holds something, else tombstoned (whatever an earlier owner left there)."""
         index: dict[int, dict[int, CheckpointRecord]] = {}
         for record in run.checkpoints:
             index.setdefault(record.report_index // self.span, {})[record.report_index] = record
         self._index[run.run_id] = index
-        self._dirty[run.run_id] = set(index)
+        self._dirty[run.run_id] = set(index).union(range(-(-run.report_count // self.span)))
 
-    def _pages(self, run: RunState) -> list[OutRecord]:
+    def _pages(self, run: RunState, headers: tuple[Header, ...]) -> list[OutRecord]:
         """The records of every page touched since it was last written: parts, then part 0; a
-        tombstone for a page with nothing kept."""
+        tombstone for a page with nothing kept (its part 0 at least: assemble merges no part
+        without one)."""
         run_id, index = run.run_id, self._index[run.run_id]
         out: list[OutRecord] = []
         for page in sorted(self._dirty.pop(run_id, ())):
@@ -95,12 +111,14 @@ class ViewPager:
             if not records:
                 index.pop(page, None)
                 for part in range(self._parts.pop((run_id, page), 1)):
-                    out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), None))
+                    out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), None, headers))
                 continue
-            out.extend(self._parts_of(run, page, records))
+            out.extend(self._parts_of(run, page, records, headers))
         return out
 
-    def _parts_of(self, run: RunState, page: int, records: list[CheckpointRecord]) -> list[OutRecord]:
+    def _parts_of(
+        self, run: RunState, page: int, records: list[CheckpointRecord], headers: tuple[Header, ...]
+    ) -> list[OutRecord]:
         entries = [encode_json(_entry(record)) for record in records]
         chunks: list[list[bytes]] = [[]]
         size = 0
@@ -113,11 +131,14 @@ class ViewPager:
         run_id, parts = run.run_id, len(chunks)
         previous = self._parts.get((run_id, page), 1)
         self._parts[(run_id, page)] = parts
-        out = [OutRecord(self.topic, page_key(run_id, page, part).encode(), None) for part in range(parts, previous)]
+        out = [
+            OutRecord(self.topic, page_key(run_id, page, part).encode(), None, headers)
+            for part in range(parts, previous)
+        ]
         for part in [*range(1, parts), 0]:  # part 0 last: it names how many parts there are
             head = encode_json({"run": run_id, "page": page, "part": part, "parts": parts})
             value = head[:-1] + b',"checkpoints":[' + b",".join(chunks[part]) + b"]}"
-            out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), value))
+            out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), value, headers))
         return out
 
     def forget(self, run_id: str) -> None:
