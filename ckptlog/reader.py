@@ -20,6 +20,8 @@ from ckptlog.connect import Topics, resolve
 from ckptlog.errors import ClientClosed
 from ckptlog.view_table import ViewTable, WaitResult
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView
+from events.codec import DEFAULT_LIMITS, DecodeLimits
+from events.state import Problem
 from processor.kafka.clients_io import TopicTail
 from processor.kafka.connection import KafkaConnection
 
@@ -37,9 +39,12 @@ class Reader:
         bootstrap_servers: str | None = None,
         topics: Topics | None = None,
         connection: KafkaConnection | None = None,
+        limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
+        """`limits`: the processor's --max-payload-bytes and --max-depth, when it runs with others
+        than the defaults (a state record beyond what they allow is shown as unreadable)."""
         self.topics = topics or Topics()
-        self.table = ViewTable()
+        self.table = ViewTable(limits)
         self._bootstrap, self._connection = bootstrap_servers, connection
         self._tail: TopicTail | None = None
         self._task: asyncio.Task[None] | None = None
@@ -74,6 +79,11 @@ class Reader:
         await self.catch_up()
         return self.table.views.get(run_id)
 
+    def problem(self, run_id: str) -> Problem | None:
+        """Why the run's newest state record (or its VIEW) cannot be read, if it cannot; the reader
+        then keeps the last VIEW it could read."""
+        return self.table.problems.get(run_id)
+
     async def runs(self) -> dict[str, RunView]:
         """Every run's newest VIEW as of now."""
         await self.catch_up()
@@ -89,8 +99,17 @@ class Reader:
     async def wait_for(
         self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
     ) -> WaitResult:
+        """Wait until the run's `consistency` watermark is >= `report_index`. The wait first reads
+        everything the state topic holds at the call (as `view` does), so a VIEW already there is
+        found whatever the timeout. `timeout_s` counts from the call; the catch-up is not cut short
+        by it, so the call returns after max(timeout_s, the catch-up) at most (a broken feed raises)."""
         self._require_started()
-        return await self.table.wait_for(run_id, report_index, consistency, timeout_s)
+        self.table.check_wait(report_index, consistency)
+        loop = asyncio.get_running_loop()
+        called = loop.time()
+        await self.catch_up()
+        remaining = None if timeout_s is None else max(0.0, timeout_s - (loop.time() - called))
+        return await self.table.wait_for(run_id, report_index, consistency, remaining)
 
     async def watch(self, run_id: str) -> AsyncIterator[RunView]:
         """Yield the run's current VIEW, then each newer one (a burst yields only its last)."""

@@ -25,6 +25,7 @@ from ckptlog.loop_thread import LoopThread
 from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import SOURCE, AsyncReporter, SentEvent
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView
+from events.codec import DEFAULT_LIMITS, DecodeLimits
 from processor.kafka.connection import KafkaConnection
 
 T = TypeVar("T")
@@ -204,11 +205,12 @@ class SyncReader:
         bootstrap_servers: str | None = None,
         topics: Topics | None = None,
         connection: KafkaConnection | None = None,
+        limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
         if connection is None:  # learn now that there is no Kafka, as the Reporter does
             bootstrap_servers = require_bootstrap(bootstrap_servers)
         self._thread = LoopThread("ckptlog-reader")
-        self._async = Reader(bootstrap_servers=bootstrap_servers, topics=topics, connection=connection)
+        self._async = Reader(bootstrap_servers=bootstrap_servers, topics=topics, connection=connection, limits=limits)
 
     def start(self) -> None:
         self._thread.call(self._async.start())

@@ -60,17 +60,21 @@ def run_table(
     score_attribute: str | None = None,
     title: str | None = None,
     rejected: int = 0,
+    problem: str | None = None,
 ) -> Table:
     """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest; the caption
-    counts the run's rejected events (its dead letters), if any."""
-    table = Table(title=title or f"run {run_id}", title_justify="left", expand=False, pad_edge=False)
+    counts the run's rejected events (its dead letters), if any; `problem`: why the run's newest
+    state record cannot be read (a row says so). Text from the topic is never taken as markup."""
+    table = Table(title=Text(title or f"run {run_id}"), title_justify="left", expand=False, pad_edge=False)
     table.add_column("#", justify="right", style="dim")
     table.add_column("checkpoint")
     table.add_column("status")
     table.add_column(score_attribute or "metrics", justify="right" if score_attribute else "left")
     table.add_column("", no_wrap=True)
+    if problem is not None:
+        table.add_row("!", Text(f"unreadable state record: {problem}", "red"), "", "", "")
     if view is None:
-        table.caption = (
+        table.caption = Text(
             f"no view yet — {rejected_text(run_id, rejected)}"
             if rejected
             else "no view yet (waiting for the processor)"
@@ -85,12 +89,11 @@ def run_table(
         score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
         table.add_row(
             str(ckpt.report_index),
-            short_path(ckpt.path),
+            Text(short_path(ckpt.path)),
             Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")),
-            score,
+            Text(score),
             marks,
         )
-    table.caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
-    if rejected:
-        table.caption += f" · {rejected_text(run_id, rejected)}"
+    caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
+    table.caption = Text(caption + (f" · {rejected_text(run_id, rejected)}" if rejected else ""))
     return table

@@ -92,13 +92,19 @@ class ViewTable:
                 f"following the state topic failed: {self._error!r}; create a new Reader"
             ) from self._error
 
+    @staticmethod
+    def check_wait(report_index: int, consistency: str) -> Consistency:
+        """The arguments of a wait, checked (ClientError naming the fix)."""
+        mode = check_consistency(consistency)
+        if report_index < 0:
+            raise ClientError(f"report_index must be >= 0 (got {report_index}); pass the number of reports made")
+        return mode
+
     async def wait_for(
         self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
     ) -> WaitResult:
         """Return once the run's VIEW has watermark >= report_index, or at timeout (reached=False)."""
-        mode = check_consistency(consistency)
-        if report_index < 0:
-            raise ClientError(f"report_index must be >= 0 (got {report_index}); pass the number of reports made")
+        mode = self.check_wait(report_index, consistency)
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         async with self._changed:

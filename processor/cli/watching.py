@@ -16,9 +16,15 @@ from ckptlog.errors import ClientError
 from ckptlog.reader import Reader
 from ckptlog.table import run_table
 from ckptlog.views import RunView
+from events.state import Problem
 
 
-def no_view_message(run_id: str, state_topic: str, feed: DeadLetterFeed) -> str:
+def no_view_message(run_id: str, state_topic: str, feed: DeadLetterFeed, problem: Problem | None = None) -> str:
+    if problem is not None:
+        return (
+            f"no readable view of run {run_id!r} on {state_topic}: {problem}; the processor's next VIEW of the run "
+            "replaces it (`ckptlog inspect --json` lists every unreadable record)"
+        )
     rejected = feed.counts[run_id]
     if not rejected:
         return (
@@ -50,9 +56,11 @@ async def watch(
             if once:
                 view = await reader.view(run_id)
                 await feed.catch_up()
+                problem = reader.problem(run_id)
                 if view is None:
-                    raise ClientError(no_view_message(run_id, topics.state, feed))
-                console.print(run_table(run_id, view, score_attribute, rejected=feed.counts[run_id]))
+                    raise ClientError(no_view_message(run_id, topics.state, feed, problem))
+                shown = None if problem is None else str(problem)
+                console.print(run_table(run_id, view, score_attribute, rejected=feed.counts[run_id], problem=shown))
                 return
             await _live(console, run_id, score_attribute, reader, feed)
         finally:
@@ -65,7 +73,9 @@ async def _live(
     latest: list[RunView | None] = [None]
 
     def table() -> Table:
-        return run_table(run_id, latest[0], score_attribute, rejected=feed.counts[run_id])
+        problem = reader.problem(run_id)
+        shown = None if problem is None else str(problem)
+        return run_table(run_id, latest[0], score_attribute, rejected=feed.counts[run_id], problem=shown)
 
     with Live(table(), console=console, auto_refresh=False) as live:
 
