@@ -85,6 +85,20 @@ async def test_returns_at_the_timeout_with_what_is_known(kafka_bootstrap: str, t
         assert not result.reached and [c.path for c in result.checkpoints] == ["/a", "/b"]
 
 
+async def test_a_fresh_reader_finds_a_view_already_on_the_topic_whatever_its_timeout(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Issue 20: a fresh Reader's wait started before its tail had read the topic, so a short timeout
+    returned [] for a run whose VIEW was already there. The wait now first catches up."""
+    state = await topic_factory(partitions=3, config={"cleanup.policy": "compact"})
+    async with StateWriter(kafka_bootstrap, state) as writer:
+        await writer.put("r", view(3, 3, ["/a", "/b"]))
+    for timeout_s in (0.0, 0.01):
+        async with Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
+            kept = await reader.get_all_reported_checkpoints("r", 3, "validated", timeout_s=timeout_s)
+            assert [c.path for c in kept] == ["/a", "/b"], timeout_s
+
+
 async def test_watch_follows_changes(kafka_bootstrap: str, topic_factory: TopicFactory) -> None:
     state = await topic_factory()
     async with (
