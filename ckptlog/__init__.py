@@ -22,6 +22,8 @@ from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import AsyncReporter, SentEvent
 from ckptlog.sync_clients import Reporter, SyncReader
 from ckptlog.views import ReportedCheckpoint, RunView
+from events.codec import DecodeLimits
+from events.state import Problem
 from processor.errors import CkptlogError, ConfigError
 from processor.kafka.errors import KafkaIOError
 
@@ -32,6 +34,7 @@ __all__ = [
     "ClientError",
     "ConfigError",
     "DeadLetter",
+    "DecodeLimits",
     "Evaluator",
     "EventRejected",
     "FunctionLoadError",
@@ -40,6 +43,7 @@ __all__ = [
     "NoKafkaConfigured",
     "NotConfirmed",
     "Outcome",
+    "Problem",
     "Reader",
     "ReportedCheckpoint",
     "Reporter",
