@@ -54,13 +54,14 @@ class ViewTable:
         async with self._changed:
             for record in records:
                 where = f"{record.topic}[{record.partition}]@{record.offset}"
-                problem = self.state.problems.get(_key_text(record.key))
                 run_id = self.state.take(where, record.key, record.value, record.headers)
                 if run_id is not None:
                     self._assembled(run_id)
-                found = self.state.problems.get(_key_text(record.key))
-                if found is not None and found is not problem:
-                    log.warning("event=unreadable_state_record at=%s key=%r reason=%r", where, found.key, found.reason)
+            for problem in self.state.fresh:
+                log.warning(
+                    "event=unreadable_state_record at=%s key=%r reason=%r", problem.at, problem.key, problem.reason
+                )
+            self.state.fresh.clear()
             self._changed.notify_all()
 
     def _assembled(self, run_id: str) -> None:
@@ -134,7 +135,3 @@ class ViewTable:
                     await self._changed.wait()
                 seen = version
             yield view
-
-
-def _key_text(key: bytes | None) -> str:
-    return "" if key is None else key.decode("utf-8", "backslashreplace")

@@ -93,6 +93,7 @@ class StateTable:
     heads: dict[str, _Head] = field(default_factory=dict)
     parts: dict[str, dict[tuple[int, int], dict[str, Any] | Problem]] = field(default_factory=dict)
     problems: dict[str, Problem] = field(default_factory=dict)  # key -> the newest unreadable record
+    fresh: list[Problem] = field(default_factory=list)  # problems since the caller last cleared it (to log)
 
     def take(
         self,
@@ -120,7 +121,8 @@ class StateTable:
         return self._head(name, where, value, input_offset(headers))
 
     def _problem(self, name: str, where: str, reason: str) -> None:
-        self.problems[name] = Problem(name, where, reason)
+        self.problems[name] = problem = Problem(name, where, reason)
+        self.fresh.append(problem)
 
     def _page(self, name: str, where: str, page: tuple[str, int, int], value: bytes | None) -> None:
         run_id, number, part = page
@@ -136,8 +138,8 @@ class StateTable:
             except ValidationError as exc:
                 body = Undecodable(f"not a view page ({_first_error(exc)})", "invalid_data")
         if isinstance(body, Undecodable):
-            parts[(number, part)] = Problem(name, where, str(body))
             self._problem(name, where, str(body))
+            parts[(number, part)] = self.problems[name]
         else:
             parts[(number, part)] = body
 

@@ -37,6 +37,7 @@ async def read_state_topic(
         async for batch in reader.batches():
             for r in batch:
                 table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
+            table.fresh.clear()  # all of them are returned in `problems`
     wanted = set(runs)
     result = StateRead()
     for run_id in sorted(table.heads):
