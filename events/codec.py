@@ -64,7 +64,7 @@ def decode_json(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         return Undecodable(f"not UTF-8 (byte {err.start})", Reason.INVALID_UTF8)
-    if raw.count(b"{") + raw.count(b"[") > limits.max_depth and _depth(raw) > limits.max_depth:
+    if raw.count(b"{") + raw.count(b"[") > limits.max_depth and depth_of(raw) > limits.max_depth:
         return Undecodable(f"too deep (>{limits.max_depth})", Reason.TOO_DEEP)
     try:
         return json.loads(text)
@@ -153,6 +153,25 @@ def _depth(raw: bytes) -> int:
             depth += 1
             deepest = max(deepest, depth)
         elif byte in (0x7D, 0x5D):
+            depth -= 1
+    return deepest
+
+
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"{}[]")))
+
+
+def depth_of(raw: bytes) -> int:
+    """`_depth`, exactly, and several times faster for a value without a backslash (most VIEWs and
+    pages): its strings are then the pieces between the 2k-th and (2k+1)-th quote, dropped by a
+    split, and only the brackets left are walked."""
+    if b"\\" in raw:
+        return _depth(raw)
+    depth = deepest = 0
+    for byte in b"".join(raw.split(b'"')[::2]).translate(None, _NOT_BRACKETS):
+        if byte == 0x7B or byte == 0x5B:
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
             depth -= 1
     return deepest
 

@@ -63,3 +63,18 @@ def test_a_paged_run_with_an_unreadable_page_it_needs_is_a_problem_not_a_wrong_v
     table.take("s[0]@3", page_key("r", 0, 0).encode(), None)  # the bad page tombstoned: the run reads again
     found = table.view("r")
     assert isinstance(found, tuple) and [c["path"] for c in found[0]["checkpoints"]] == ["/p"]
+
+
+def test_the_readers_depth_is_the_processors_scan_exactly() -> None:
+    """depth_of takes a shortcut for values without a backslash; it must agree with the scan the
+    processor rejects by, on any bytes (valid JSON or not)."""
+    import random
+
+    from events.codec import _depth, depth_of
+
+    rng = random.Random(7)
+    for alphabet in (b'{}[]"a\n', b'{}[]"\\a'):
+        for _ in range(20_000):
+            raw = bytes(rng.choice(alphabet) for _ in range(rng.randrange(40)))
+            assert depth_of(raw) == _depth(raw), raw
+    assert depth_of(DEEP) == _depth(DEEP) == 20_000
