@@ -153,3 +153,21 @@ async def test_a_second_processor_taking_over_after_a_restore_publishes_the_fold
     finally:
         second.stop()
         await asyncio.wait_for(run, 10)
+
+
+def test_assembly_merges_only_what_the_head_can_own() -> None:
+    """Under at_least_once an earlier owner may have published a batch it never committed: its pages
+    can hold reports the new owner's head has not counted yet. Assembly leaves out every entry at or
+    above the head's `committed`, and any entry outside its page."""
+
+    def entry(index: int) -> dict[str, Any]:
+        return {"path": f"/c{index}", "metrics": {}, "status": "COMMITTED", "report_index": index, "sort": None}
+
+    head = {"checkpoints": [], "latest": "/c33", "best": "/c33", "committed": 34, "validated": 34}
+    head |= {"generation": 0, "index_in_generation": 34, "pages": {"span": 32}}
+    parts = {
+        (0, 0): {"run": "r", "page": 0, "part": 0, "parts": 1, "checkpoints": [entry(5), entry(40)]},
+        (1, 0): {"run": "r", "page": 1, "part": 0, "parts": 1, "checkpoints": [entry(33), entry(34), entry(50)]},
+        (2, 0): {"run": "r", "page": 2, "part": 0, "parts": 1, "checkpoints": [entry(64)]},
+    }
+    assert [c["report_index"] for c in assemble(head, parts)["checkpoints"]] == [5, 33]
