@@ -20,6 +20,8 @@ from aiokafka import AIOKafkaProducer
 from ckptlog import Reader, SyncReader, Topics
 from ckptlog.dead_letters import DeadLetterFeed, read_dead_letters
 from events.dead_letters import H_OFFSET, H_REASON
+from events.state import input_offset
+from processor.kafka.reader import read_topic
 from processor.service.harness import expected_views, produce_events, running, wait_for_views
 from processor.service.views import read_state_topic
 from tests import factories as f
@@ -74,6 +76,8 @@ async def test_every_tool_survives_every_hostile_record(
             if len(await read_dead_letters(conn, settings.dlq_topic)) == len(HOSTILE):
                 break
             await asyncio.sleep(0.1)
+    heads = [r for r in await read_topic(conn, settings.state_topic) if r.key == b"good"]
+    assert heads and all(input_offset(r.headers) is not None for r in heads)  # the order readers keep
     letters = await read_dead_letters(conn, settings.dlq_topic)
     assert sorted(letter.reason for letter in letters) == sorted(
         [
