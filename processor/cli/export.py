@@ -34,7 +34,7 @@ from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import Record, TopicReader, offsets_at
 from processor.kafka.topics import topic_partitions
-from processor.service.logs import register_secrets
+from processor.redaction import register_secrets
 from processor.service.settings import load_settings
 
 Opt = typer.Option

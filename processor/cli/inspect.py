@@ -23,7 +23,7 @@ from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.core.view import View
 from processor.kafka.connection import KafkaConnection
-from processor.service.logs import register_secrets
+from processor.redaction import register_secrets
 from processor.service.settings import ServiceSettings, load_settings
 from processor.service.views import StateRead, read_state_topic
 

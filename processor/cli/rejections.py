@@ -24,7 +24,7 @@ from ckptlog.dead_letters import DeadLetter, read_dead_letters
 from events.codec import DecodeLimits
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
-from processor.service.logs import register_secrets
+from processor.redaction import register_secrets
 from processor.service.settings import load_settings
 
 Opt = typer.Option

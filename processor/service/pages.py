@@ -19,9 +19,9 @@ date from the outputs of each event.
 
 A pager that starts paging a run cannot know what page records an earlier owner of the partition
 (or an earlier task of this one) left on the topic: its index starts empty. So that first write
-also tombstones every page below the run's last page that holds nothing kept now. That is exact:
-an earlier owner published only states of a prefix of this log, so its pages cover report
-indices below the report count the new index is built at, except under at_least_once, where a
+also tombstones every page up to the run's last one (the page of its newest report) that holds
+nothing kept now. That is exact: an earlier owner published only states of a prefix of this log,
+so its pages cover report indices below the report count the new index is built at, except under at_least_once, where a
 batch published but not committed may reach further — and those reports are folded live again,
 so their pages are rewritten or tombstoned by the index (and assemble never merges an entry at or
 above the head's `committed`). The cost, once per run per pager: one tombstone per empty page
@@ -92,7 +92,7 @@ class ViewPager:
         return out
 
     def _start_paging(self, run: RunState) -> None:
-        """Index the run's kept checkpoints, and mark every page below its last one dirty: written
+        """Index the run's kept checkpoints, and mark every page up to its last one dirty: written
         again if it holds something, else tombstoned (whatever an earlier owner left there)."""
         index: dict[int, dict[int, CheckpointRecord]] = {}
         for record in run.checkpoints:
