@@ -124,7 +124,10 @@ def _warn_missing(runs: list[str], state: StateRead, rejected: Counter[str], top
     """On stderr: the runs without a view, and why (every event rejected, unreadable, unknown)."""
     unreadable = {p.run_id: p for p in state.problems}
     for run_id in sorted(set(unreadable) - set(state.views)):
-        echo_err(f"warning: run {run_id!r} has no readable view on {topic}: {unreadable[run_id]}")
+        echo_err(
+            f"warning: run {run_id!r} has no readable view on {topic}: {unreadable[run_id]}; not a record written by "
+            "ckptlog (check what else produces to the topic); the run's next VIEW replaces it"
+        )
     for run_id in sorted(set(rejected) - set(state.views) - set(unreadable)):  # every event was rejected
         echo_err(
             f"warning: run {run_id!r} has no view on {topic}: the processor rejected "
