@@ -63,9 +63,10 @@ def _add(into: dict[K, int], counts: dict[K, int]) -> None:
 
 
 class BatchFolder:
-    def __init__(self, fold: Fold, factory: RecordFactory, max_bytes: int, max_depth: int) -> None:
+    def __init__(self, fold: Fold, factory: RecordFactory) -> None:
         self.fold, self.factory = fold, factory
-        self.max_bytes, self.max_depth = max_bytes, max_depth
+        # the decode limits are fold settings: they decide which records are applied (contract §6)
+        self.max_bytes, self.max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth
         self.pager = ViewPager(factory.names.state)  # each changed run's VIEW, bounded in size
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:

@@ -59,7 +59,7 @@ def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> Non
     root = (tmp_path / "store").as_uri()
     code, doc = fold(
         tmp_path,
-        [f.report(metrics={"loss": x}, path=f"{root}/c{x}") for x in (3, 1, 2)],
+        [f.report(metrics={"loss": x}, path=f"{root}/r/c{x}") for x in (3, 1, 2)],
         "--default-num-to-keep",
         "1",
         "--score-attribute",
@@ -70,7 +70,7 @@ def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> Non
         root,
     )
     assert code == 0
-    assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/c2", f"{root}/c1"]
+    assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/r/c2", f"{root}/r/c1"]
 
 
 def test_invalid_flag_is_a_clear_error(tmp_path: Path) -> None:
