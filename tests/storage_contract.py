@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import pytest
 
+from processor.core.paths import MARKER, normalize
 from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
 from processor.storage.deletion import Deleter, RetryPolicy
 from processor.storage.objects import ObjectStore
@@ -274,3 +275,56 @@ class StorageContract:
         assert await deleter.drain(timeout=30)
         assert store.list() == ["runs/r1/A/model.bin"]
         assert done == [("r1", f"{root}/B")] and deleter.outstanding == frozenset()
+
+    # --- run ownership across partitions (contract §9): markers in run roots ---------------------
+
+    async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
+        """Claim `(relative root, run id)`s through the deleter, as the processor does."""
+        deleter.claim_many([(normalize(f"{backend.base_url}/{root}"), run) for root, run in runs])
+        assert await deleter.claims.drain(timeout=30)
+
+    async def test_a_claim_writes_one_marker_and_never_takes_another_runs_root(self, backend: Backend) -> None:
+        store = backend.store()
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
+        await self.claimed(backend, deleter, ("runs/a", "a"))
+        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}")
+        await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
+        refused = {run for (_, run) in deleter.claims.refused}
+        assert refused == {"b", "b2"}  # the same root, and a root inside it
+        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}") and not store.exists(f"runs/a/b/{MARKER}")
+        await deleter.close()
+
+    async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
+        """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
+        store = backend.store()
+        names = ["runs/a/ok/model.bin", "runs/a/b/kept/model.bin", "runs/a/x/y/c/kept/model.bin", "runs/d/z/m.bin"]
+        for name in names:
+            store.put_immutable(name, b"w")
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend)
+        await self.claimed(backend, deleter, ("runs/a", "a"), ("runs/a/b", "b"), ("runs/a/x/y/c", "c"), ("runs", "e"))
+        a = f"{backend.base_url}/runs/a"
+        for path in (f"{a}/b", f"{a}/x", f"{a}/ok"):  # b's root; a tree holding c's root; a's own
+            assert deleter.submit("a", path, a)
+        assert deleter.submit("b", f"{a}/b/kept", f"{a}/b")  # b's root lies inside a's
+        await deleter.drain(timeout=30)
+        left = store.list()
+        assert [n for n in names if n not in left] == []  # e claimed the bound itself: every root is inside it
+        assert {key[1].removeprefix(a) for key, _ in refused} == {"/b", "/x", "/ok", "/b/kept"}
+        assert all("ownership marker of run" in why for _, why in refused)
+        await deleter.close()
+
+    async def test_own_marker_lets_a_run_delete_and_a_foreign_one_stops_it(self, backend: Backend) -> None:
+        store = backend.store()
+        for name in ("runs/a/c1/model.bin", "runs/a/c2/model.bin"):
+            store.put_immutable(name, b"w")
+        done: list[tuple[str, str]] = []
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_done=done.extend, on_refused=refused.extend)
+        await self.claimed(backend, deleter, ("runs/a", "a"))
+        a = f"{backend.base_url}/runs/a"
+        assert deleter.submit("a", f"{a}/c1", a) and deleter.submit("b", f"{a}/c2", a)  # b: a root it shares
+        await deleter.drain(timeout=30)
+        assert done == [("a", f"{a}/c1")] and [key for key, _ in refused] == [("b", f"{a}/c2")]
+        assert store.list() == [f"runs/a/{MARKER}", "runs/a/c2/model.bin"]
+        await deleter.close()

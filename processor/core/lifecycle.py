@@ -38,12 +38,13 @@ class Roots:
     fold, processor/foldfile.py) lists every root ever registered or looked up, in order: a run
     refused for nesting names the run it nests with, so an attempt counts as much as a root."""
 
-    __slots__ = ("history", "nesting", "owners")
+    __slots__ = ("fresh", "history", "nesting", "owners")
 
     def __init__(self, runs: Iterable[RunState] = (), *, history: bool = False) -> None:
         self.owners: dict[str, str] = {}
         self.nesting = Nesting()
         self.history: list[tuple[str, str]] | None = [] if history else None
+        self.fresh: list[tuple[str, str]] | None = None  # set to a list: roots added since `claimed()`
         for run in runs:
             if run.storage_root is not None:
                 self.add(run.root_prefix[:-1], run.run_id)
@@ -53,6 +54,14 @@ class Roots:
         self.nesting.add(root)
         if self.history is not None:
             self.history.append((root, run_id))
+        if self.fresh is not None:
+            self.fresh.append((root, run_id))
+
+    def claimed(self) -> list[tuple[str, str]]:
+        """The roots added since the last call that are still registered (a rolled-back event's are
+        not), for the service to write their ownership markers (processor/storage/markers.py)."""
+        fresh, self.fresh = self.fresh or [], []
+        return [(root, run_id) for root, run_id in fresh if self.owners.get(root) == run_id]
 
     def remove(self, root: str) -> None:
         del self.owners[root]

@@ -54,6 +54,12 @@ class Publisher:
 class Deleter:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
+        self.claimed: list[tuple[str, str]] = []
+
+    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
+        claims = list(claims)
+        self.claimed += claims
+        return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion]) -> int:
         before = len(self.submitted)
