@@ -1,11 +1,12 @@
-"""Writing each run root's ownership marker in the background (contract §9, processor.storage.markers).
+"""Writing each run root's ownership claim in the background (contract §9, processor.storage.markers).
 
 The service hands over the roots a committed batch registered (and, once a restored partition
 has caught up, every root its state holds); each is claimed once per process, off the event
-loop, retried with the deleter's backoff while storage fails. A claim refused — the root holds
-another run's marker, or lies below one, or is reached through a symlink below `--storage-root` —
-is final and logged as an error: two runs were given nesting roots in different partitions, and
-the deleter refuses the deletions that would reach across them.
+loop, retried with backoff while storage fails. A root another run claims too, or one inside
+another run's root, is claimed all the same and logged as an ERROR (`root_shared`: two runs of
+different partitions were given nesting roots; the deleter refuses the deletions that would
+reach across them). A root reached through a symlink below `--storage-root` is refused: no
+claim is written outside the resolved bound, and that run's deletions are refused as well.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from processor.storage.markers import Outcome, Refused, claim_all
+from processor.storage.markers import Outcome, Refused, Shared, claim_all
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,10 @@ Claim = tuple[str, str]
 
 @dataclass(slots=True)
 class ClaimCounts:
-    claimed: int = 0  # markers written or found in place
+    claimed: int = 0  # claims written or found in place
+    shared: int = 0  # of those, roots another run claims too, or inside another run's root
     failed: int = 0  # failed attempts (retried)
-    refused: int = 0  # roots another run owns (final)
+    refused: int = 0  # roots reached through a symlink below --storage-root (final)
 
 
 class Claims:
@@ -50,6 +52,7 @@ class Claims:
         self._attempts: dict[Claim, int] = {}
         self._timers: dict[Claim, asyncio.TimerHandle] = {}
         self.refused: dict[Claim, str] = {}
+        self.shared: dict[Claim, str] = {}
         self.counts = ClaimCounts()
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -105,12 +108,22 @@ class Claims:
         finally:
             self._idle.set()
 
-    def _settle(self, claim: Claim, outcome: Outcome) -> None:
+    def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
         root, run_id = claim
-        if outcome is None:
+        if outcome is None or isinstance(outcome, Shared):
             self._done.add(claim)
             self._attempts.pop(claim, None)
             self.counts.claimed += 1
+            if isinstance(outcome, Shared):
+                self.shared[claim] = outcome.reason
+                self.counts.shared += 1
+                log.error(
+                    "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
+                    "are refused — give each run a directory of its own (contract §9)",
+                    run_id,
+                    root,
+                    outcome.reason,
+                )
         elif isinstance(outcome, Refused):
             self.refused[claim] = outcome.reason
             self.counts.refused += 1

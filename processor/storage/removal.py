@@ -35,7 +35,16 @@ from processor.core.paths import parse_url
 from processor.errors import StorageError
 from processor.failpoints import crash_point
 from processor.storage import markers
-from processor.storage.markers import LOCAL, Outcome, Refused, foreign, marker_below, open_root, read_marker
+from processor.storage.markers import (
+    LOCAL,
+    Outcome,
+    Refused,
+    foreign,
+    marker_below,
+    open_root,
+    others,
+    read_marker,
+)
 from processor.storage.objects import mapped_errors, open_protocol
 
 __all__ = ["Outcome", "Refused", "remove_all"]
@@ -91,17 +100,17 @@ def _remove_local(
         return root_fd  # the root is gone (so is everything below it), cannot be opened, or is not the run's
     parts = url[len(root) + 1 :].split("/")
     with mapped_errors(url, "delete"):
-        parent = _open_below(root_fd, parts[:-1], root, url)
+        parent = _open_below(root_fd, parts[:-1], root, run_id, url)
         if not isinstance(parent, int):
             return parent
         try:
-            return _remove_entry(parent, parts[-1], url)
+            return _remove_entry(parent, parts[-1], run_id, url)
         finally:
             if parent != root_fd:
                 os.close(parent)
 
 
-def _open_below(root_fd: int, dirs: Sequence[str], root: str, url: str) -> int | Outcome:
+def _open_below(root_fd: int, dirs: Sequence[str], root: str, run_id: str, url: str) -> int | Outcome:
     """The directory `dirs` below the root, opened one component at a time with O_NOFOLLOW; a
     directory on the way holding a marker is another run's root."""
     fd = root_fd
@@ -121,8 +130,9 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, url: str) -> int |
             if fd != root_fd:
                 os.close(fd)
             fd = child
-            found = read_marker(fd)
-            if found is not None:
+            found = others(read_marker(fd), run_id)
+            if found:
+                os.close(fd)
                 return foreign(f"{root}/{'/'.join(dirs[: at + 1])}", found)
     except BaseException:
         if fd != root_fd:
@@ -131,18 +141,19 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, url: str) -> int |
     return fd
 
 
-def _remove_entry(parent: int, name: str, url: str) -> Outcome:
+def _remove_entry(parent: int, name: str, run_id: str, url: str) -> Outcome:
     """Unlink a file or symlink, rmtree a real directory (fd-based: links are not followed) unless
-    a marker lies inside it; then confirm the name is gone."""
+    another run's marker lies inside it; then confirm the name is gone."""
     try:
         mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return None
     try:
         if stat.S_ISDIR(mode):
-            inside = marker_below(parent, name)
+            inside = marker_below(parent, name, run_id)
             if inside is not None:
-                return foreign(f"{url.rsplit('/', 1)[0]}/{inside.rsplit('/', 1)[0]}", _owner(parent, inside))
+                where, owners = inside
+                return foreign(f"{url.rsplit('/', 1)[0]}/{where}", owners)
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)
@@ -153,19 +164,6 @@ def _remove_entry(parent: int, name: str, url: str) -> Outcome:
     except FileNotFoundError:
         return None
     raise _still_exists(url)
-
-
-def _owner(parent: int, marker: str) -> str:
-    """Who the marker at `marker` (relative to `parent`) names, for the refusal's message."""
-    directory = marker.rsplit("/", 1)[0]
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-    except OSError:
-        return "another run"
-    try:
-        return read_marker(fd) or "another run"
-    finally:
-        os.close(fd)
 
 
 def _remove_fsspec(
@@ -182,7 +180,7 @@ def _remove_fsspec(
         if checked == -1:
             checked = roots[(root, run_id)] = markers.fsspec_root_problem(fs, root, base, outer, run_id)
         problem = checked if not isinstance(checked, int) else None
-        problem = problem or markers.fsspec_path_problem(fs, path, base)
+        problem = problem or markers.fsspec_path_problem(fs, path, base, run_id)
         if problem is not None:
             return problem
         try:
