@@ -183,3 +183,38 @@ async def test_evaluator_killed_mid_task_loses_no_request(
     assert await _committed(kafka_bootstrap, group) == 1
     assert results[0].id == ids.validation_result_id("run-k", request_id)
     assert json.loads(json.dumps(results[0].data.metrics)) == {"acc": 0.9, "checked": "/r/k"}
+
+
+async def _wedger(checkpoint_path: str, *, mode: str) -> dict[str, Any]:
+    """Raises what used to escape the evaluator: no result, no log line, no commit."""
+    if mode == "cancelled":  # a library's cancelled future
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+    raise SystemExit(f"gave up on {checkpoint_path}")
+
+
+async def test_fn_raising_cancelled_error_or_system_exit_fails_the_checkpoint_and_commits(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    events, validations = await topic_factory(), await topic_factory()
+    await _request(kafka_bootstrap, validations, "run-w", "/r/cancelled", 0, 10, mode="cancelled")
+    await _request(kafka_bootstrap, validations, "run-w", "/r/exit", 1, None, mode="exit")
+    group = f"eval-{uuid.uuid4().hex[:8]}"
+    evaluator = Evaluator(
+        _wedger,
+        bootstrap_servers=kafka_bootstrap,
+        topics=Topics(events=events, validations=validations),
+        group_id=group,
+    )
+    task = asyncio.create_task(evaluator.run())
+    try:
+        results = {r.data.checkpoint_path: r.data for r in await _results(kafka_bootstrap, events, 2)}
+    finally:
+        evaluator.stop()
+        await task
+    assert {path: (data.status, data.error) for path, data in results.items()} == {
+        "/r/cancelled": ("VALIDATION_FAILED", "CancelledError"),
+        "/r/exit": ("VALIDATION_FAILED", "SystemExit: gave up on /r/exit"),
+    }
+    assert await _committed(kafka_bootstrap, group) == 2, "both requests are done"
