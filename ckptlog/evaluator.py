@@ -11,7 +11,9 @@ At least once: a request's offset is committed only after its result was acknowl
 never past the lowest unfinished request of its partition (ckptlog.offsets). An evaluator
 that dies mid-task leaves the request uncommitted; the group hands it to another member,
 which redoes it. The result id is derived from the request id (ckptlog.ids), so the redo's
-result is deduplicated by the processor if the first one did get through.
+result is deduplicated by the processor if the first one did get through. A partition a
+rebalance hands back to this member is fetched again from its committed offset: the requests
+this process is running or has finished meanwhile are not started again (StartedRequests).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from ckptlog.connect import Topics, resolve
 from ckptlog.errors import FunctionLoadError
 from ckptlog.invoke import Outcome, ValidationFn, cancelled_here, describe, invoke
-from ckptlog.offsets import PartitionProgress
+from ckptlog.offsets import PartitionProgress, StartedRequests
 from ckptlog.results import SOURCE, bare_result, encode_result, parse_request, result_event
 from events.outputs import OutputEnvelope, ValidationRequested
 from processor.errors import ConfigError
@@ -92,6 +94,7 @@ class Evaluator:
         self._session_timeout_ms, self._instance, self._grace = session_timeout_ms, group_instance_id, stop_grace_s
         self._bootstrap, self._connection, self._on_result = bootstrap_servers, connection, on_result
         self._progress: dict[PartitionId, PartitionProgress] = {}
+        self._started, self._rebalancing = StartedRequests(), False
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
@@ -166,6 +169,12 @@ class Evaluator:
     def _dispatch(self, pid: PartitionId, record: InputRecord) -> None:
         progress = self._progress.setdefault(pid, PartitionProgress())
         progress.dispatched(record.offset)
+        state = self._started.state(pid, record.offset)
+        if state is not None:  # fetched again: a rebalance handed the partition back
+            log.info("event=request_not_rerun partition=%s offset=%d state=%s", pid, record.offset, state)
+            if state == "finished":
+                progress.finished(record.offset)
+            return
         parsed = parse_request(record.value)
         if parsed is None:
             log.warning(
@@ -173,6 +182,7 @@ class Evaluator:
             )
             progress.finished(record.offset)
             return
+        self._started.started(pid, record.offset)
         task = asyncio.create_task(self._handle(pid, record.offset, *parsed))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -269,11 +279,13 @@ class Evaluator:
             describe(exc),
             exc_info=exc,
         )
+        self._started.forget(pid, offset)
 
     def _finished(self, pid: PartitionId, offset: int) -> None:
         progress = self._progress.get(pid)
         if progress is not None:
             progress.finished(offset)
+        self._started.finished(pid, offset, keep=progress is not None or self._rebalancing)
 
     async def _publish(self, request: OutputEnvelope, value: bytes) -> bool:
         """Send until acknowledged (backing off) or until stopping."""
@@ -312,6 +324,7 @@ class Evaluator:
             log.warning("event=commit_failed error=%s", exc)
             return
         for pid, point in offsets.items():
+            self._started.committed(pid, point)
             progress = self._progress.get(pid)
             if progress is not None:
                 progress.committed = point
@@ -319,13 +332,20 @@ class Evaluator:
     # -- rebalance listener (GroupConsumer's AssignmentListener) ----------------------
 
     async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
-        """Commit what is finished, then forget: the new owner redoes anything unfinished."""
+        """Commit what is finished, then drop the progress: the new owner redoes anything unfinished.
+        What this process started is remembered (StartedRequests): a partition the rebalance
+        hands back is fetched again from its committed offset, and those requests must not rerun."""
+        self._rebalancing = True
         if self._consumer is not None:
             await self._commit(self._consumer, [p for p in partitions if p in self._progress])
         for pid in partitions:
             self._progress.pop(pid, None)
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+        self._rebalancing = False
+        self._started.retain(partitions)
+        for pid in partitions:  # a request finishing before its partition's first fetch finds it assigned
+            self._progress.setdefault(pid, PartitionProgress())
         log.info(
             "event=partitions_assigned group=%s partitions=%s", self.group_id, ",".join(map(str, partitions)) or "-"
         )

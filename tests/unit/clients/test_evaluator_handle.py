@@ -1,11 +1,13 @@
 """The evaluator's request handling with a fake producer and consumer (issue 20 #7): every outcome
-of fn ends as a sent result and a log line."""
+of fn ends as a sent result and a log line, and a rebalance that hands a partition back does not
+start its requests a second time."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -159,3 +161,92 @@ async def test_stop_past_the_grace_still_cancels_and_says_so(caplog: pytest.LogC
             await task
     assert producer.sent == [] and ev._progress[PID].committable() == 0
     assert "event=validation_abandoned run=run-1 checkpoint=/r/c0" in caplog.text
+
+
+class Held:
+    """An async fn that counts its calls and holds them until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, path: str) -> dict[str, Any]:
+        self.calls.append(path)
+        await self.release.wait()
+        return {"acc": 0.5}
+
+
+@pytest.fixture
+def held() -> Iterator[Held]:
+    fn = Held()
+    yield fn
+    fn.release.set()
+
+
+async def rebalance(ev: Evaluator, back: list[PartitionId]) -> None:
+    """Eager rebalancing, as aiokafka does it: every partition revoked, then the new assignment."""
+    await ev.partitions_revoked(sorted(ev._progress))
+    await ev.partitions_assigned(back)
+
+
+async def test_requests_in_flight_are_not_restarted_when_the_partition_comes_back(held: Held) -> None:
+    ev, producer, consumer = evaluator(held)
+    for offset in (0, 1):
+        ev._dispatch(PID, request(offset))
+    await asyncio.sleep(0)  # let both start
+    await rebalance(ev, [PID])
+    for offset in (0, 1, 2):  # the consumer fetches again from the committed offset (0)
+        ev._dispatch(PID, request(offset))
+    assert ev._progress[PID].committable() == 0
+    held.release.set()
+    await settle(ev)
+    assert held.calls == ["/r/c0", "/r/c1", "/r/c2"], "each request runs once"
+    assert sorted(r.data.checkpoint_path for r in producer.results()) == ["/r/c0", "/r/c1", "/r/c2"]
+    await ev._commit(consumer, [PID])  # type: ignore[arg-type]
+    assert consumer.commits[-1] == {PID: 3}
+
+
+async def test_requests_finished_but_not_committed_are_not_rerun(held: Held) -> None:
+    ev, producer, consumer = evaluator(held)
+    ev._dispatch(PID, request(0))
+    await asyncio.sleep(0)
+    await ev.partitions_revoked([PID])  # commits 0: the request is still running
+    held.release.set()
+    await settle(ev)  # finished while no partition is assigned: nothing commits it
+    await ev.partitions_assigned([PID])
+    ev._dispatch(PID, request(0))
+    await settle(ev)
+    assert held.calls == ["/r/c0"] and len(producer.sent) == 1
+    await ev._commit(consumer, [PID])  # type: ignore[arg-type]
+    assert consumer.commits == [{PID: 0}, {PID: 1}]
+    assert ev._started.size == 0, "forgotten once committed"
+
+
+async def test_requests_finished_before_the_partition_is_fetched_again_are_not_rerun(held: Held) -> None:
+    ev, producer, consumer = evaluator(held)
+    ev._dispatch(PID, request(0))
+    await asyncio.sleep(0)
+    await rebalance(ev, [PID])
+    held.release.set()
+    await settle(ev)  # finished once the partition is ours again, before its first fetch
+    ev._dispatch(PID, request(0))
+    await settle(ev)
+    assert held.calls == ["/r/c0"] and len(producer.sent) == 1
+    await ev._commit(consumer, [PID])  # type: ignore[arg-type]
+    assert consumer.commits[-1] == {PID: 1}
+
+
+async def test_a_partition_given_to_another_member_is_redone_there_and_here_alike(held: Held) -> None:
+    """At least once: what this member ran for a partition it lost is not remembered when the
+    partition comes back in a later rebalance (the other member may not have committed it)."""
+    ev, producer, _ = evaluator(held)
+    ev._dispatch(PID, request(0))
+    await asyncio.sleep(0)
+    await rebalance(ev, [])  # to another member
+    held.release.set()
+    await settle(ev)
+    assert len(producer.sent) == 1, "the result of work already done is still sent"
+    await rebalance(ev, [PID])  # back, later: whatever was not committed is done again
+    ev._dispatch(PID, request(0))
+    await settle(ev)
+    assert held.calls == ["/r/c0", "/r/c0"] and len(producer.sent) == 2
