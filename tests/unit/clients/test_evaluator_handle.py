@@ -236,7 +236,7 @@ async def test_requests_finished_before_the_partition_is_fetched_again_are_not_r
     assert consumer.commits[-1] == {PID: 1}
 
 
-async def test_a_partition_given_to_another_member_is_redone_there_and_here_alike(held: Held) -> None:
+async def test_a_request_finished_for_a_lost_partition_is_redone_if_it_comes_back_later(held: Held) -> None:
     """At least once: what this member ran for a partition it lost is not remembered when the
     partition comes back in a later rebalance (the other member may not have committed it)."""
     ev, producer, _ = evaluator(held)

@@ -74,6 +74,7 @@ RAISES = [
     (KeyboardInterrupt(), "KeyboardInterrupt"),
     (GeneratorExit(), "GeneratorExit"),
     (StopIteration(), "StopIteration"),
+    (TimeoutError("storage is slow"), "TimeoutError: storage is slow"),  # fn's own: not VALIDATION_TIMEOUT
     (_BadStr(), "_BadStr: <str() failed"),
     (_BadStrAndRepr(), "_BadStrAndRepr: <str() failed"),
     (_Nameless("x"), "test_invoke_outcomes._Nameless"),
