@@ -127,7 +127,7 @@ async def run_task(
     args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], settings: ServiceSettings, producer: BuildingProducer
 ) -> None:
     fold = Fold(settings.fold_settings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PID), settings.max_payload_bytes, settings.max_depth)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PID))
     publisher = Publisher(producer, send=not args.no_publish)
     completions: list[OutRecord] = []
     tasks: list[PartitionTask] = []

@@ -3,13 +3,17 @@
 It consumes `validation_requested` events from the validations topic, runs the user's
 `fn(checkpoint_path, **fn_kwargs) -> dict` under the request's `timeout_s` (or the default),
 and produces a `validation_result` event to the input topic: VALIDATED with the returned
-metrics, VALIDATION_FAILED with the error text, VALIDATION_TIMEOUT.
+metrics, VALIDATION_FAILED with the error text, VALIDATION_TIMEOUT. Every outcome of `fn`
+ends as a result and a log line (ckptlog.invoke, ckptlog.results); only stopping the
+evaluator leaves a request without one, uncommitted.
 
 At least once: a request's offset is committed only after its result was acknowledged, and
 never past the lowest unfinished request of its partition (ckptlog.offsets). An evaluator
 that dies mid-task leaves the request uncommitted; the group hands it to another member,
 which redoes it. The result id is derived from the request id (ckptlog.ids), so the redo's
-result is deduplicated by the processor if the first one did get through.
+result is deduplicated by the processor if the first one did get through. A partition a
+rebalance hands back to this member is fetched again from its committed offset: the requests
+this process is running or has finished meanwhile are not started again (StartedRequests).
 """
 
 from __future__ import annotations
@@ -21,14 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
-from ckptlog import ids
-from ckptlog.bodies import encode_checked, envelope
 from ckptlog.connect import Topics, resolve
-from ckptlog.errors import FunctionLoadError, InvalidEvent
-from ckptlog.invoke import Outcome, ValidationFn, invoke
-from ckptlog.offsets import PartitionProgress
+from ckptlog.errors import FunctionLoadError
+from ckptlog.invoke import Outcome, ValidationFn, cancelled_here, describe, invoke
+from ckptlog.offsets import PartitionProgress, StartedRequests
+from ckptlog.results import SOURCE, bare_result, encode_result, parse_request, result_event
 from events.outputs import OutputEnvelope, ValidationRequested
 from processor.errors import ConfigError
 from processor.kafka.clients_io import EventProducer
@@ -39,9 +40,11 @@ from processor.kafka.records import InputRecord, PartitionId
 
 log = logging.getLogger(__name__)
 
-SOURCE = "ckptlog/evaluator"
+__all__ = ["DEFAULT_GROUP", "SOURCE", "Evaluator", "load_function", "parse_request", "result_event"]
+
 DEFAULT_GROUP = "ckptlog-evaluators"
 TOPIC_POLL_S = 1.0
+RESEND_FIRST_S, RESEND_MAX_S = 0.5, 10.0
 ResultHook = Callable[[str, ValidationRequested, Outcome], None]
 
 
@@ -60,36 +63,6 @@ def load_function(spec: str) -> ValidationFn:
     if not callable(target):
         raise FunctionLoadError(f"--fn {spec!r}: {module_name} has no callable {attr!r}")
     return target  # type: ignore[no-any-return]
-
-
-def parse_request(value: bytes | None) -> tuple[OutputEnvelope, ValidationRequested] | None:
-    """A validation_requested event, or None for anything else on the topic."""
-    if value is None:
-        return None
-    try:
-        event = OutputEnvelope.model_validate_json(value)
-        if event.name != "validation_requested":
-            return None
-        return event, ValidationRequested.model_validate(event.data)
-    except ValidationError:
-        return None
-
-
-def result_event(request: OutputEnvelope, spec: ValidationRequested, outcome: Outcome) -> bytes:
-    """The validation_result for `request`; a result the processor would refuse (e.g. metrics
-    that are not JSON) becomes VALIDATION_FAILED saying why."""
-    data: dict[str, Any] = {
-        "checkpoint_path": spec.checkpoint_path,
-        "status": outcome.status,
-        "metrics": outcome.metrics,
-        "error": outcome.error,
-    }
-    event_id = ids.validation_result_id(request.subject, request.id)
-    try:
-        return encode_checked(envelope("validation_result", request.subject, data, event_id, SOURCE))
-    except InvalidEvent as exc:
-        data.update(status="VALIDATION_FAILED", metrics={}, error=f"unusable result: {exc}")
-        return encode_checked(envelope("validation_result", request.subject, data, event_id, SOURCE))
 
 
 class Evaluator:
@@ -121,6 +94,7 @@ class Evaluator:
         self._session_timeout_ms, self._instance, self._grace = session_timeout_ms, group_instance_id, stop_grace_s
         self._bootstrap, self._connection, self._on_result = bootstrap_servers, connection, on_result
         self._progress: dict[PartitionId, PartitionProgress] = {}
+        self._started, self._rebalancing = StartedRequests(), False
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._stopping = asyncio.Event()
@@ -195,6 +169,12 @@ class Evaluator:
     def _dispatch(self, pid: PartitionId, record: InputRecord) -> None:
         progress = self._progress.setdefault(pid, PartitionProgress())
         progress.dispatched(record.offset)
+        state = self._started.state(pid, record.offset)
+        if state is not None:  # fetched again: a rebalance handed the partition back
+            log.info("event=request_not_rerun partition=%s offset=%d state=%s", pid, record.offset, state)
+            if state == "finished":
+                progress.finished(record.offset)
+            return
         parsed = parse_request(record.value)
         if parsed is None:
             log.warning(
@@ -202,49 +182,132 @@ class Evaluator:
             )
             progress.finished(record.offset)
             return
-        task = asyncio.create_task(self._handle(progress, record.offset, *parsed))
+        self._started.started(pid, record.offset)
+        task = asyncio.create_task(self._handle(pid, record.offset, *parsed))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(
-        self, progress: PartitionProgress, offset: int, request: OutputEnvelope, spec: ValidationRequested
-    ) -> None:
+    async def _handle(self, pid: PartitionId, offset: int, request: OutputEnvelope, spec: ValidationRequested) -> None:
+        """One request, to its end. Total: either the result is sent and `validation_finished`
+        logged, or a line says why not (stopping; a bug) — the task never dies silently."""
+        try:
+            outcome = await self._validate(request, spec)
+            outcome, value = self._result(request, spec, outcome)
+            sent = await self._publish(request, value)
+        except asyncio.CancelledError as exc:
+            if cancelled_here():
+                self._abandoned(request, spec, "cancelled")
+                raise
+            self._lost(pid, offset, request, spec, exc)
+            return
+        except Exception as exc:
+            self._lost(pid, offset, request, spec, exc)
+            return
+        if not sent:
+            self._abandoned(request, spec, "not_acknowledged")
+            return
+        self._finished(pid, offset)
+        self.results[outcome.status] += 1
+        error = "" if outcome.error is None else f" error={outcome.error!r}"
+        log.info(
+            "event=validation_finished run=%s checkpoint=%s status=%s%s",
+            request.subject,
+            spec.checkpoint_path,
+            outcome.status,
+            error,
+        )
+        self._call_hook(request, spec, outcome)
+
+    async def _validate(self, request: OutputEnvelope, spec: ValidationRequested) -> Outcome:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.default_timeout_s
         log.info(
             "event=validation_started run=%s checkpoint=%s timeout_s=%s", request.subject, spec.checkpoint_path, timeout
         )
         async with self._slots:  # polled batches may hold more requests than may run at once
-            outcome = await invoke(self.fn, spec.checkpoint_path, spec.fn_kwargs, timeout)
-        if not await self._publish(request, result_event(request, spec, outcome)):
-            return  # stopping before the result was acknowledged: left uncommitted, redone elsewhere
-        progress.finished(offset)
-        self.results[outcome.status] += 1
-        log.info(
-            "event=validation_finished run=%s checkpoint=%s status=%s",
+            return await invoke(self.fn, spec.checkpoint_path, spec.fn_kwargs, timeout)
+
+    @staticmethod
+    def _result(request: OutputEnvelope, spec: ValidationRequested, outcome: Outcome) -> tuple[Outcome, bytes]:
+        """The result to send and the outcome it reports; VALIDATION_FAILED should building it fail."""
+        try:
+            return encode_result(request, spec, outcome)
+        except BaseException as exc:  # encode_result is total: this is a bug in it
+            log.exception(
+                "event=result_build_failed run=%s checkpoint=%s error=%r: sending VALIDATION_FAILED instead; "
+                "this is a bug in ckptlog, please report it with this traceback",
+                request.subject,
+                spec.checkpoint_path,
+                describe(exc),
+            )
+            return bare_result(request, spec, f"the evaluator could not build the result: {describe(exc)}")
+
+    def _call_hook(self, request: OutputEnvelope, spec: ValidationRequested, outcome: Outcome) -> None:
+        if self._on_result is None:
+            return
+        try:
+            self._on_result(request.subject, spec, outcome)
+        except BaseException as exc:  # a broken hook must neither stall the partition nor stop the loop
+            log.exception(
+                "event=on_result_failed run=%s checkpoint=%s error=%r: the on_result hook raised; the result "
+                "was sent and its request is done; fix the hook",
+                request.subject,
+                spec.checkpoint_path,
+                describe(exc),
+            )
+
+    def _abandoned(self, request: OutputEnvelope, spec: ValidationRequested, reason: str) -> None:
+        """The evaluator is stopping: cancelled past stop_grace_s, or its result not acknowledged."""
+        log.warning(
+            "event=validation_abandoned run=%s checkpoint=%s reason=%s; the evaluator is stopping: the request "
+            "stays uncommitted and the partition's next owner redoes it",
             request.subject,
             spec.checkpoint_path,
-            outcome.status,
+            reason,
         )
-        if self._on_result is not None:
-            try:
-                self._on_result(request.subject, spec, outcome)
-            except Exception:  # a broken hook must not stall the partition
-                log.exception("event=on_result_failed run=%s", request.subject)
+
+    def _lost(
+        self, pid: PartitionId, offset: int, request: OutputEnvelope, spec: ValidationRequested, exc: BaseException
+    ) -> None:
+        log.error(
+            "event=validation_result_lost run=%s checkpoint=%s partition=%s offset=%d error=%r: no result could be "
+            "sent; the request stays uncommitted (its partition commits no further here) and is redone after a "
+            "restart or rebalance; this is a bug in ckptlog, please report it with this traceback",
+            request.subject,
+            spec.checkpoint_path,
+            pid,
+            offset,
+            describe(exc),
+            exc_info=exc,
+        )
+        self._started.forget(pid, offset)
+
+    def _finished(self, pid: PartitionId, offset: int) -> None:
+        progress = self._progress.get(pid)
+        if progress is not None:
+            progress.finished(offset)
+        self._started.finished(pid, offset, keep=progress is not None or self._rebalancing)
 
     async def _publish(self, request: OutputEnvelope, value: bytes) -> bool:
         """Send until acknowledged (backing off) or until stopping."""
         assert self._producer is not None
-        delay = 0.5
+        delay = RESEND_FIRST_S
         while True:
             try:
                 await self._producer.send(self.topics.events, request.subject.encode(), value)
                 return True
+            except asyncio.CancelledError as exc:
+                if cancelled_here():
+                    raise
+                error: BaseException = exc  # the producer cancelled the send's future under us
             except KafkaIOError as exc:
-                if self._stopping.is_set():
-                    return False
-                log.warning("event=result_send_failed run=%s retry_in_s=%.1f error=%s", request.subject, delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                error = exc
+            if self._stopping.is_set():
+                return False
+            log.warning(
+                "event=result_send_failed run=%s retry_in_s=%.1f error=%r", request.subject, delay, describe(error)
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESEND_MAX_S)
 
     async def _commit(self, consumer: GroupConsumer, pids: Sequence[PartitionId]) -> None:
         offsets = {}
@@ -261,6 +324,7 @@ class Evaluator:
             log.warning("event=commit_failed error=%s", exc)
             return
         for pid, point in offsets.items():
+            self._started.committed(pid, point)
             progress = self._progress.get(pid)
             if progress is not None:
                 progress.committed = point
@@ -268,13 +332,20 @@ class Evaluator:
     # -- rebalance listener (GroupConsumer's AssignmentListener) ----------------------
 
     async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
-        """Commit what is finished, then forget: the new owner redoes anything unfinished."""
+        """Commit what is finished, then drop the progress: the new owner redoes anything unfinished.
+        What this process started is remembered (StartedRequests): a partition the rebalance
+        hands back is fetched again from its committed offset, and those requests must not rerun."""
+        self._rebalancing = True
         if self._consumer is not None:
             await self._commit(self._consumer, [p for p in partitions if p in self._progress])
         for pid in partitions:
             self._progress.pop(pid, None)
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+        self._rebalancing = False
+        self._started.retain(partitions)
+        for pid in partitions:  # a request finishing before its partition's first fetch finds it assigned
+            self._progress.setdefault(pid, PartitionProgress())
         log.info(
             "event=partitions_assigned group=%s partitions=%s", self.group_id, ",".join(map(str, partitions)) or "-"
         )

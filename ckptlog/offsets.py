@@ -8,6 +8,11 @@ leaves its unfinished requests above the commit point, and the next owner redoes
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Literal
+
+from processor.kafka.records import PartitionId
+
 
 class PartitionProgress:
     """Dispatched and finished offsets of one partition for one assignment."""
@@ -36,3 +41,57 @@ class PartitionProgress:
         if self.committed is not None and point <= self.committed:
             return None
         return point
+
+
+class StartedRequests:
+    """The requests this process has started, by partition and offset, and whether each finished
+    (its result acknowledged) — kept across rebalances, unlike PartitionProgress.
+
+    With eager rebalancing (aiokafka's) every rebalance revokes all of a member's partitions, and
+    one handed back to the same member is fetched again from its committed offset: the requests
+    still running here, or finished since the last commit, come round again and must not run a
+    second time. An entry goes once a commit passes it, or once it has finished while its partition
+    belongs to another member; should that partition come back later, whatever its owner did not
+    commit is redone (at least once)."""
+
+    def __init__(self) -> None:
+        self._done: dict[PartitionId, dict[int, bool]] = {}
+
+    def started(self, pid: PartitionId, offset: int) -> None:
+        self._done.setdefault(pid, {})[offset] = False
+
+    def state(self, pid: PartitionId, offset: int) -> Literal["running", "finished"] | None:
+        done = self._done.get(pid, {}).get(offset)
+        return None if done is None else "finished" if done else "running"
+
+    def finished(self, pid: PartitionId, offset: int, *, keep: bool) -> None:
+        """Its result was acknowledged; `keep`: its partition is (or may come back) ours."""
+        offsets = self._done.get(pid)
+        if offsets is not None and offset in offsets:
+            if keep:
+                offsets[offset] = True
+            else:
+                self.forget(pid, offset)
+
+    def forget(self, pid: PartitionId, offset: int) -> None:
+        offsets = self._done.get(pid, {})
+        offsets.pop(offset, None)
+        if not offsets:
+            self._done.pop(pid, None)
+
+    def committed(self, pid: PartitionId, point: int) -> None:
+        """The group committed `point`: finished requests below it are done with."""
+        for offset, done in list(self._done.get(pid, {}).items()):
+            if done and offset < point:
+                self.forget(pid, offset)
+
+    def retain(self, assigned: Collection[PartitionId]) -> None:
+        """A new assignment: finished requests of partitions now owned elsewhere are forgotten."""
+        for pid, offsets in list(self._done.items()):
+            if pid not in assigned:
+                for offset in [o for o, done in offsets.items() if done]:
+                    self.forget(pid, offset)
+
+    @property
+    def size(self) -> int:
+        return sum(len(offsets) for offsets in self._done.values())

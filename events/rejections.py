@@ -26,6 +26,7 @@ class Reason(StrEnum):
     NO_STORAGE_ROOT = "no_storage_root"
     DUPLICATE_CHECKPOINT_PATH = "duplicate_checkpoint_path"
     RUN_STARTED_CONFLICT = "run_started_conflict"
+    RUN_REFUSED = "run_refused"
     INTERNAL_ERROR = "internal_error"
 
 

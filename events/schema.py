@@ -38,10 +38,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["format", "schema_version", "checksum", "snapshot"],
     "description": "Canonical JSON (keys in the order written, which is data; no whitespace); checksum = "
-    "sha256 of canonical(snapshot). Version 1 sorted every object's keys.",
+    "sha256 of canonical(snapshot). Version 1 sorted every object's keys; version 3 added `refused` and "
+    "the decode limits among the settings.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"enum": [1, 2]},
+        "schema_version": {"enum": [1, 2, 3]},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",
@@ -53,6 +54,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "next_offset": {"type": "integer"},
                 "settings": {"type": "object"},
                 "runs": {"type": "object"},
+                "refused": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Run id -> why its run_started was refused (version 3).",
+                },
             },
         },
     },

@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import gc
 import json
-import mmap
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
-from events.decoded import RunStarted
+from events.codec import decode_event
 from events.rejections import Rejection
 from processor.core.fold import Fold
-from processor.core.nesting import Nesting
 from processor.core.outputs import Deletion
-from processor.core.paths import UnsafePath, normalize
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
 from processor.sharding import AMBIGUOUS, Shards, plan
@@ -73,15 +69,17 @@ def fold_lines(
     lines: Iterable[bytes],
     settings: FoldSettings | None = None,
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
     shard: tuple[int, Shards] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> FoldResult:
     """Fold one event per line; blank lines are skipped, every other line is applied or rejected.
+    The decode limits are the settings' (`max_payload_bytes`, `max_depth`), as in the processor.
+    A shard's fold lists every root it registered (`fold.roots.history`: see `_fold_workers`).
     `progress(lines_read)` is called every 64k lines (never per line: this loop is the hot path)."""
-    result = FoldResult(Fold(settings, emit=False))  # the document needs views, not output events
-    apply, runs, first_line = result.fold.apply, result.fold.runs, result.first_line
+    fold = Fold(settings, emit=False, root_history=shard is not None)  # the document needs views, not outputs
+    result = FoldResult(fold)
+    max_bytes, max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth
+    apply, runs, first_line = fold.apply, fold.runs, result.first_line
     mine, shards = shard if shard is not None else (0, Shards(1))
     route = shards.route if shards.count > 1 else None
     applied = duplicates = 0
@@ -128,8 +126,6 @@ def fold_file(
     settings: FoldSettings | None = None,
     *,
     workers: int = 1,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
     progress: bool = False,
 ) -> tuple[dict[str, Any], list[Deletion]]:
@@ -138,8 +134,8 @@ def fold_file(
     final state still owes — never a path live at the end of the log (contract §9), not every
     eviction in the file's history.
     One worker folds in this process. `progress`: report on stderr how much of the file is read."""
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=False, progress=progress)
-    runs, rejected, deletions = _fold_workers(path, job, workers)
+    job = _Job(settings, with_deletions, as_text=False, progress=progress)
+    runs, rejected, deletions, _ = _fold_workers(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
 
@@ -148,8 +144,6 @@ def fold_file_text(
     settings: FoldSettings | None = None,
     *,
     workers: int = 1,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
     with_deletions: bool = True,
     indent: int | None = None,
     progress: bool = False,
@@ -158,94 +152,70 @@ def fold_file_text(
     Each run's view is encoded by its worker and the document is joined from those texts."""
     if indent is not None:
         document, deletions = fold_file(
-            path,
-            settings,
-            workers=workers,
-            max_bytes=max_bytes,
-            max_depth=max_depth,
-            with_deletions=with_deletions,
-            progress=progress,
+            path, settings, workers=workers, with_deletions=with_deletions, progress=progress
         )
         return json.dumps(document, indent=indent), deletions
-    job = _Job(settings, max_bytes, max_depth, with_deletions, as_text=True, progress=progress)
-    runs, rejected, deletions = _fold_workers(path, job, workers)
+    job = _Job(settings, with_deletions, as_text=True, progress=progress)
+    runs, rejected, deletions, _ = _fold_workers(path, job, workers)
     return _document_text(runs, rejected), deletions
 
 
 @dataclass(frozen=True, slots=True)
 class _Job:
     settings: FoldSettings | None
-    max_bytes: int
-    max_depth: int
     with_deletions: bool
     as_text: bool  # workers return each view as JSON text rather than as a dict
     progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
 
 
-_Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion]]
-"""What one shard returns: runs (first line, run id, view or its JSON text), rejections, deletions."""
+_Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion], list[tuple[str, str]]]
+"""What one shard returns: runs (first line, run id, view or its JSON text), rejections, deletions,
+and every storage root its fold registered (root, run id)."""
 
 
 def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
     """Runs (in order of first appearance), rejections (by line) and deletions of all shards;
-    one worker folds in this process."""
-    if workers > 1 and roots_nest(path):
-        sys.stderr.write(
-            "ckptlog fold: some runs' storage roots nest, and only one fold sees every run's root to refuse "
-            "that (contract §9): folding in one process\n"
-        )
-        workers = 1
+    one worker folds in this process.
+
+    Runs are independent in the fold but for one rule: no two runs' roots may nest (contract §9),
+    and a shard sees only its own runs' roots. If no root one shard ever registered nests with a
+    root another shard registered, that rule gave every shard the answer one fold would have (the
+    first event where they could differ leaves such a pair behind), so the shards are exact;
+    otherwise the file is folded again in one process."""
     if workers <= 1:
-        parts = [_fold_shard(str(path), job, None)]
-    else:
-        shards = plan(_head_lines(path), workers)
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
+        return _fold_shard(str(path), job, None)
+    shards = plan(_head_lines(path), workers)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
+    if roots_nest([part[3] for part in parts]):
+        sys.stderr.write(
+            ("\n" if job.progress else "")
+            + "ckptlog fold: runs in different shards have storage roots that nest, and only one fold sees every "
+            "run's root to refuse that (contract §9): folding again in one process\n"
+        )
+        return _fold_shard(str(path), job, None)
     _end_progress(job.progress)
-    if len(parts) == 1:
-        return parts[0]
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
-    return runs, rejected, [d for part in parts for d in part[2]]
+    return runs, rejected, [d for part in parts for d in part[2]], []
 
 
-def roots_nest(path: Path) -> bool:
-    """Whether two runs' run_started storage paths nest (equal, above or below each other).
-
-    Runs are independent in the fold but for one rule: a run_started whose root nests with
-    another run's is refused, and a shard sees only its own runs. When no two roots in the file
-    nest the rule never fires, so shards are exact; otherwise the caller folds in one process.
-    Only the lines naming run_started are decoded."""
-    owners: dict[str, str] = {}
-    nesting = Nesting()
-    for line in _lines_with(path, b"ckptlog.run_started."):
-        event = decode_event(line)
-        if not isinstance(event, RunStarted):
-            continue
-        try:
-            root = normalize(event.data.storage_path)
-        except UnsafePath:
-            continue
-        other = nesting.nested(root, owners.__contains__, owners.__iter__)
-        if other is not None and owners.get(other, "") != event.subject:
-            return True
-        if root not in owners:
-            owners[root] = event.subject
-            nesting.add(root)
+def roots_nest(histories: Sequence[Sequence[tuple[str, str]]]) -> bool:
+    """Whether a root registered by one shard is equal to, above or below a root registered by
+    another (each history lists canonical roots as `(root, run id)`)."""
+    shard_of: dict[str, int] = {}
+    for shard, history in enumerate(histories):
+        for root, _ in history:
+            if shard_of.setdefault(root, shard) != shard:
+                return True
+    for root, shard in shard_of.items():
+        at = root.find("/")
+        while at > 0:
+            above = shard_of.get(root[:at])
+            if above is not None and above != shard:
+                return True
+            at = root.find("/", at + 1)
     return False
-
-
-def _lines_with(path: Path, needle: bytes) -> Iterator[bytes]:
-    """The lines of the file that contain `needle`, found by a byte search over the whole file."""
-    if not path.stat().st_size:
-        return
-    with path.open("rb") as stream, mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        at = data.find(needle)
-        while at >= 0:
-            start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
-            end = len(data) if end < 0 else end
-            yield data[start:end]
-            at = data.find(needle, end)
 
 
 def auto_workers(path: Path) -> int:
@@ -269,30 +239,23 @@ def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shar
     with open(path, "rb") as stream:
         tell = stream.tell
         result = fold_lines(
-            stream,
-            job.settings,
-            max_bytes=job.max_bytes,
-            max_depth=job.max_depth,
-            shard=shard,
-            progress=None if show is None else lambda lines: show(lines, tell()),
+            stream, job.settings, shard=shard, progress=None if show is None else lambda lines: show(lines, tell())
         )
     runs = [
         (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
         for run_id, view in result.document()["runs"].items()
     ]
-    return runs, result.rejected, result.fold.owed() if job.with_deletions else []
+    deletions = result.fold.owed() if job.with_deletions else []
+    if shard is None:
+        _end_progress(job.progress)
+    return runs, result.rejected, deletions, result.fold.roots.history or []
 
 
 def fold_stream_text(
-    stream: Iterable[bytes],
-    settings: FoldSettings | None = None,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
-    indent: int | None = None,
+    stream: Iterable[bytes], settings: FoldSettings | None = None, *, indent: int | None = None
 ) -> tuple[str, list[Deletion]]:
     """Fold lines read once (stdin) into the document text."""
-    result = fold_lines(stream, settings, max_bytes=max_bytes, max_depth=max_depth)
+    result = fold_lines(stream, settings)
     return json.dumps(result.document(), indent=indent), result.fold.owed()
 
 

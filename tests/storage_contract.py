@@ -15,8 +15,10 @@ from typing import Any, TypedDict
 
 import pytest
 
+from processor.core.paths import MARKER, normalize
 from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
 from processor.storage.deletion import Deleter, RetryPolicy
+from processor.storage.markers import claim_name
 from processor.storage.objects import ObjectStore
 from processor.storage.snapshots import SnapshotStore
 
@@ -274,3 +276,67 @@ class StorageContract:
         assert await deleter.drain(timeout=30)
         assert store.list() == ["runs/r1/A/model.bin"]
         assert done == [("r1", f"{root}/B")] and deleter.outstanding == frozenset()
+
+    # --- run ownership across partitions (contract §9): markers in run roots ---------------------
+
+    async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
+        """Claim `(relative root, run id)`s through the deleter, as the processor does."""
+        deleter.claim_many([(normalize(f"{backend.base_url}/{root}"), run) for root, run in runs])
+        assert await deleter.claims.drain(timeout=30)
+
+    async def test_a_claim_names_its_run_and_a_shared_root_is_reported(self, backend: Backend) -> None:
+        store = backend.store()
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
+        await self.claimed(backend, deleter, ("runs/a", "a"))
+        assert store.list() == [f"runs/a/{MARKER}/{claim_name('a')}"]
+        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}/{claim_name('a')}")
+        await self.claimed(backend, deleter, ("runs/a", "a"))  # claimed once: nothing new
+        await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
+        assert set(deleter.claims.shared) == {
+            (normalize(f"{backend.base_url}/runs/a"), "b"),
+            (normalize(f"{backend.base_url}/runs/a/b"), "b2"),
+        }  # the same root, and a root inside it
+        assert not deleter.claims.refused and len(store.list()) == 3  # each run's claim is its own file
+        await deleter.close()
+
+    async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
+        """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
+        store = backend.store()
+        names = ["runs/a/ok/model.bin", "runs/a/b/kept/model.bin", "runs/a/x/y/c/kept/model.bin", "runs/d/z/m.bin"]
+        for name in names:
+            store.put_immutable(name, b"w")
+        refused: list[tuple[tuple[str, str], str]] = []
+        done: list[tuple[str, str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend, on_done=done.extend)
+        await self.claimed(backend, deleter, ("runs/a", "a"), ("runs/a/b", "b"), ("runs/a/x/y/c", "c"))
+        a, d = f"{backend.base_url}/runs/a", f"{backend.base_url}/runs/d"
+        for path in (f"{a}/b", f"{a}/x", f"{a}/ok"):  # b's root; a tree holding c's root; a's own
+            assert deleter.submit("a", path, a)
+        assert deleter.submit("b", f"{a}/b/kept", f"{a}/b")  # b's root lies inside a's
+        await deleter.drain(timeout=30)
+        assert done == [("a", f"{a}/ok")] and "runs/a/ok/model.bin" not in store.list()
+        assert {key[1].removeprefix(a) for key, _ in refused} == {"/b", "/x", "/b/kept"}
+        assert all("ownership marker of run" in why for _, why in refused)
+        await self.claimed(backend, deleter, ("runs", "e"))  # a run claims the bound itself
+        assert deleter.submit("d", f"{d}/z", d)
+        await deleter.drain(timeout=30)
+        assert "runs/d/z/m.bin" in store.list() and "'e'" in refused[-1][1]  # every root lies inside e's
+        await deleter.close()
+
+    async def test_a_root_two_runs_claim_is_protected_both_ways(self, backend: Backend) -> None:
+        store = backend.store()
+        for name in ("runs/a/c1/model.bin", "runs/a/c2/model.bin", "runs/a/c3/model.bin"):
+            store.put_immutable(name, b"w")
+        done: list[tuple[str, str]] = []
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_done=done.extend, on_refused=refused.extend)
+        a = f"{backend.base_url}/runs/a"
+        await self.claimed(backend, deleter, ("runs/a", "a"))
+        assert deleter.submit("a", f"{a}/c1", a)  # its own root, claimed by it alone
+        await deleter.drain(timeout=30)
+        await self.claimed(backend, deleter, ("runs/a", "b"))  # another partition's run, the same root
+        assert deleter.submit("a", f"{a}/c2", a) and deleter.submit("b", f"{a}/c3", a)
+        await deleter.drain(timeout=30)
+        assert done == [("a", f"{a}/c1")] and sorted(key for key, _ in refused) == [("a", f"{a}/c2"), ("b", f"{a}/c3")]
+        assert [n for n in store.list() if MARKER not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
+        await deleter.close()

@@ -18,8 +18,20 @@ from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
 
 
-def settings_from_flags(keep: int | None, attribute: str | None, order: str, root: str | None) -> FoldSettings:
+def settings_from_flags(
+    keep: int | None,
+    attribute: str | None,
+    order: str,
+    root: str | None,
+    max_payload_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> FoldSettings:
     """Processor defaults from CLI flags, with a clear error for invalid ones."""
+    if max_payload_bytes < 1 or max_depth < 1:
+        raise ConfigError(
+            f"--max-payload-bytes and --max-depth must be >= 1 (got {max_payload_bytes}, {max_depth}); "
+            "omit them for the processor's defaults"
+        )
     if keep is not None and keep < 1:
         raise ConfigError(f"--default-num-to-keep must be >= 1 (got {keep}); omit it to keep every checkpoint")
     if order not in ("max", "min"):
@@ -30,7 +42,13 @@ def settings_from_flags(keep: int | None, attribute: str | None, order: str, roo
     if attribute == "":
         raise ConfigError("--score-attribute must not be empty; omit it to keep checkpoints in report order")
     config = CheckpointConfig(num_to_keep=keep, checkpoint_score_attribute=attribute, checkpoint_score_order=order)  # type: ignore[arg-type]
-    return FoldSettings(default_config=config, default_root=root, outer_root=root)
+    return FoldSettings(
+        default_config=config,
+        default_root=root,
+        outer_root=root,
+        max_payload_bytes=max_payload_bytes,
+        max_depth=max_depth,
+    )
 
 
 @app.command("fold")
@@ -56,16 +74,16 @@ def fold_command(
 ) -> None:
     """Fold events offline; print {"runs": {RUN_ID: VIEW}, "rejected": [...]}."""
     with cli_errors():
-        settings = settings_from_flags(default_num_to_keep, score_attribute, score_order, storage_root)
+        settings = settings_from_flags(
+            default_num_to_keep, score_attribute, score_order, storage_root, max_payload_bytes, max_depth
+        )
         if apply and storage_root is None:
             raise ConfigError(
                 "--apply deletes from storage, so it needs --storage-root: the directory (or bucket prefix) every "
                 "run's checkpoints live under, the outer bound no deletion may leave (contract §9)"
             )
     if file == "-":
-        text, deletions = fold_stream_text(
-            sys.stdin.buffer, settings, max_bytes=max_payload_bytes, max_depth=max_depth, indent=indent
-        )
+        text, deletions = fold_stream_text(sys.stdin.buffer, settings, indent=indent)
     else:
         path = Path(file)
         if not path.is_file():
@@ -75,8 +93,6 @@ def fold_command(
             path,
             settings,
             workers=workers or auto_workers(path),
-            max_bytes=max_payload_bytes,
-            max_depth=max_depth,
             with_deletions=apply,
             indent=indent,
             progress=sys.stderr.isatty() if progress is None else progress,

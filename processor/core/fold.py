@@ -47,14 +47,16 @@ from processor.core.rejections import (
     duplicate_path,
     internal_error,
     nested_path,
+    run_refused,
     stale_generation,
     validation_without_checkpoint,
 )
 from processor.core.retention import NOT_PRESERVED, Preservation, apply_retention, preservation
 from processor.core.scoring import score
-from processor.core.state import CheckpointRecord, FoldSettings, RunState, new_run, root_prefix
+from processor.core.state import CheckpointRecord, FoldSettings, RunState, implicit_root, new_run, root_prefix
 
 _NEG_INF = -math.inf
+_ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 
 
@@ -68,12 +70,19 @@ class Fold:
     """
 
     def __init__(
-        self, settings: FoldSettings | None = None, runs: dict[str, RunState] | None = None, *, emit: bool = True
+        self,
+        settings: FoldSettings | None = None,
+        runs: dict[str, RunState] | None = None,
+        *,
+        emit: bool = True,
+        refused: dict[str, str] | None = None,
+        root_history: bool = False,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
         self.runs: dict[str, RunState] = runs if runs is not None else {}
-        self.roots = lifecycle.Roots(self.runs.values())  # explicit run roots: no two may nest
+        self.refused: dict[str, str] = refused if refused is not None else {}  # run id -> why its run_started was
+        self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
@@ -89,6 +98,8 @@ class Fold:
         run = runs.get(subject)
         if run is not None and event.id in run.seen_set:
             return DUPLICATE
+        if self.refused and subject in self.refused and event.__class__ not in _ALWAYS:
+            return rejected(run_refused(subject, self.refused[subject]))
         journal = self.journal
         journal.begin(run)
         try:
@@ -127,11 +138,15 @@ class Fold:
         ]
 
     def run_of(self, run_id: str) -> RunState:
-        """The run, created from the processor defaults when it has no state yet."""
+        """The run, created from the processor defaults when it has no state yet (the caller has
+        checked `lifecycle.implicit_problem`); its root is registered with every other run's."""
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = new_run(run_id, self.settings)
             self.journal.push((undo.RUN, self.runs, run_id, None))
+            if run.storage_root is not None:
+                self.journal.push((undo.CALL, self.roots.remove, run.root_prefix[:-1]))
+                self.roots.add(run.root_prefix[:-1], run_id)
         return run
 
     # -- report --------------------------------------------------------------------
@@ -141,6 +156,8 @@ class Fold:
         generation, checkpoint = data.generation, data.checkpoint
         if run is not None and generation is not None and generation < run.generation:
             return rejected(stale_generation(run_id, generation, run.generation))
+        if run is None and (problem := lifecycle.implicit_problem(self, run_id)) is not None:
+            return rejected(problem)
         if checkpoint is None:
             if data.validation is not False:
                 return rejected(validation_without_checkpoint(run_id))
@@ -167,7 +184,7 @@ class Fold:
         return self._register(run, path, key, data.metrics, report_index, data.validation, outputs, kept)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
-        root = run.storage_root if run is not None else self.settings.default_root
+        root = run.storage_root if run is not None else implicit_root(self.settings, run_id)
         prefix = run.root_prefix if run is not None else root_prefix(root)
         key = checkpoint_key(run_id, path, root, prefix, run is not None and bool(run.is_own_key(path)))
         if run is None or isinstance(key, Rejection):

@@ -12,72 +12,131 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
+from events.rejections import Rejection
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
 from processor.core.outputs import NOTHING, Effects, Output, rejected, warning, watermark
 from processor.core.paths import UnsafePath, normalize
-from processor.core.rejections import check_root, conflict, nested_root
-from processor.core.state import RunState, new_run
+from processor.core.rejections import (
+    check_root,
+    conflict,
+    implicit_root_problem,
+    nested_implicit_root,
+    nested_root,
+)
+from processor.core.state import RunState, implicit_root, new_run, root_prefix
 
 if TYPE_CHECKING:
     from processor.core.fold import Fold
 
 
 class Roots:
-    """The storage roots of the runs started explicitly in this fold (canonical -> run id): no
-    two may nest (contract §9). Runs without run_started share the processor's --storage-root and
-    are not registered (docs/processor.md says what that means for a deployment)."""
+    """The storage root of every run of this fold, started or implicit (canonical -> run id): no
+    two may nest (contract §9), so no run's deletion can reach into another run's root. Together
+    with each run's own nesting index (its checkpoints strictly below its root) this is the one
+    index of live paths and roots across a partition's runs. `history` (for the offline sharded
+    fold, processor/foldfile.py) lists every root ever registered or looked up, in order: a run
+    refused for nesting names the run it nests with, so an attempt counts as much as a root."""
 
-    __slots__ = ("nesting", "owners")
+    __slots__ = ("fresh", "history", "nesting", "owners")
 
-    def __init__(self, runs: Iterable[RunState] = ()) -> None:
+    def __init__(self, runs: Iterable[RunState] = (), *, history: bool = False) -> None:
         self.owners: dict[str, str] = {}
         self.nesting = Nesting()
+        self.history: list[tuple[str, str]] | None = [] if history else None
+        self.fresh: list[tuple[str, str]] | None = None  # set to a list: roots added since `claimed()`
         for run in runs:
-            if run.started is not None:
-                self.add(normalize(run.started.storage_path), run.run_id)
+            if run.storage_root is not None:
+                self.add(run.root_prefix[:-1], run.run_id)
 
     def add(self, root: str, run_id: str) -> None:
         self.owners[root] = run_id
         self.nesting.add(root)
+        if self.history is not None:
+            self.history.append((root, run_id))
+        if self.fresh is not None:
+            self.fresh.append((root, run_id))
+
+    def claimed(self) -> list[tuple[str, str]]:
+        """The roots added since the last call that are still registered (a rolled-back event's are
+        not), for the service to write their ownership markers (processor/storage/markers.py)."""
+        fresh, self.fresh = self.fresh or [], []
+        return [(root, run_id) for root, run_id in fresh if self.owners.get(root) == run_id]
 
     def remove(self, root: str) -> None:
         del self.owners[root]
         self.nesting.discard(root)
 
     def nested(self, root: str, run_id: str) -> str | None:
-        """The run whose root is equal to, above or below `root`, other than `run_id` (None: none)."""
+        """A run other than `run_id` whose root is equal to, above or below `root` (None: none)."""
+        if self.history is not None:
+            self.history.append((root, run_id))
         owners = self.owners
-        other = self.nesting.nested(root, owners.__contains__, owners.__iter__)
-        if other is None:
-            return None
-        owner = owners.get(other, other)
-        return None if owner == run_id else owner
+        owner = owners.get(root)
+        if owner is not None and owner != run_id:
+            return owner
+        at = root.find("/")
+        while at > 0:  # above: a registered root among root's directories
+            owner = owners.get(root[:at])
+            if owner is not None and owner != run_id:
+                return owner
+            at = root.find("/", at + 1)
+        if root in self.nesting.below:  # below: rare (a root above others), so a scan is fine
+            prefix = root + "/"
+            return next((o for r, o in owners.items() if r.startswith(prefix) and o != run_id), None)
+        return None
+
+
+def implicit_problem(fold: Fold, run_id: str) -> Rejection | None:
+    """Why a run without run_started may not be created now (contract §3, §9), else None: its id
+    cannot name a directory, or its root nests with another run's."""
+    default = fold.settings.default_root
+    if default is None:
+        return None
+    problem = implicit_root_problem(run_id, default)
+    if problem is not None:
+        return problem
+    root = root_prefix(implicit_root(fold.settings, run_id))[:-1]
+    other = fold.roots.nested(root, run_id)
+    return None if other is None else nested_implicit_root(run_id, root, other)
 
 
 def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
     data, run_id = event.data, event.subject
-    problem = check_root(run_id, data.storage_path, fold.settings.outer_root)
-    if problem is not None:
-        return rejected(problem)
     if run is not None and run.started == data:
         return NOTHING  # identical repeat: a no-op (contract §2)
     if run is not None and (run.started is not None or run.latest is not None or run.outstanding):
         return rejected(conflict(run_id, run.started is not None))
-    root = normalize(data.storage_path)
-    other = fold.roots.nested(root, run_id)
+    problem = check_root(run_id, data.storage_path, fold.settings.outer_root)
+    root = "" if problem is not None else normalize(data.storage_path)
+    other = None if problem is not None else fold.roots.nested(root, run_id)
     if other is not None:
-        return rejected(nested_root(run_id, data.storage_path, other))
+        problem = nested_root(run_id, data.storage_path, other)
+    if problem is not None:  # the run is refused, not folded under another root (contract §3)
+        _set(fold, fold.refused, run_id, f"{problem.reason} for storage_path {data.storage_path!r}")
+        return rejected(problem)
     fresh = new_run(run_id, fold.settings, data)
     if run is not None:  # implicitly created by metric-only reports or a restart
         fresh.report_count, fresh.generation = run.report_count, run.generation
         fresh.index_in_generation = run.index_in_generation
         fresh.seen, fresh.seen_set = run.seen, run.seen_set
+        if run.storage_root is not None:  # its implicit root is free again
+            fold.journal.push((undo.CALL, lambda r: fold.roots.add(r, run_id), run.root_prefix[:-1]))
+            fold.roots.remove(run.root_prefix[:-1])
+    if run_id in fold.refused:
+        fold.journal.push((undo.OLD, fold.refused, run_id, fold.refused.pop(run_id)))
     fold.journal.push((undo.RUN, fold.runs, run_id, run))
     fold.runs[run_id] = fresh
     fold.journal.push((undo.CALL, fold.roots.remove, root))
     fold.roots.add(root, run_id)
     return Effects([watermark(fresh)])
+
+
+def _set(fold: Fold, table: dict[str, str], key: str, value: str) -> None:
+    """table[key] = value, with its inverse in the journal."""
+    before = table.get(key)
+    fold.journal.push((undo.NEW, table, key) if before is None else (undo.OLD, table, key, before))
+    table[key] = value
 
 
 def restart(fold: Fold, event: WorkerGroupRestart, run: RunState | None) -> Effects:
@@ -89,7 +148,11 @@ def restart(fold: Fold, event: WorkerGroupRestart, run: RunState | None) -> Effe
             f"{run.generation} already (a newer worker group's report may have started it); ignored"
         )
         return Effects([warning("restart_not_newer", message)])
-    run = run or fold.run_of(run_id)
+    if run is None:
+        problem = implicit_problem(fold, run_id)
+        if problem is not None:
+            return rejected(problem)
+        run = fold.run_of(run_id)
     outputs = [_start_generation(run, data.generation or run.generation + 1, data.num_workers)]
     outputs.append(watermark(run))
     return Effects(outputs)

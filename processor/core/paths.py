@@ -31,6 +31,10 @@ _WHY = {
 _ROOT_SEGMENTS = {"file": 1, "memory": 1}
 _PROTOCOL = re.compile(r"[a-z][a-z0-9+.-]*")
 
+MARKER = ".ckptlog-run"
+"""The ownership marker the processor writes into each run root (contract §9): a file naming the run.
+No checkpoint path or root may have a segment of this name (a deletion could remove a marker)."""
+
 
 class ParsedUrl(NamedTuple):
     protocol: str
@@ -69,7 +73,23 @@ def parse_url(url: str) -> ParsedUrl:
     segments = tuple(s for s in rest.split("/") if s and s != ".")
     if ".." in segments:
         raise UnsafePath(f"{url!r} has a '..' segment")
+    if MARKER in segments:
+        raise UnsafePath(f"{url!r} names ckptlog's ownership marker {MARKER!r}")
     return ParsedUrl(protocol, segments)
+
+
+def segment_problem(name: str) -> str | None:
+    """Why `name` (a run id) cannot be one directory name below a root, else None: it must be one
+    safe path segment (no '/', not '.' or '..', no unsafe spelling, not the marker's name)."""
+    if not name or name in (".", "..") or "/" in name or name == MARKER:
+        return f"{name!r} is not one directory name"
+    why = unsafe_spelling(name)
+    return None if why is None else f"{name!r} has {why}"
+
+
+def child(root: str, name: str) -> str:
+    """`root`/`name` for a root and a safe segment (`segment_problem(name)` is None)."""
+    return root.rstrip("/") + "/" + name
 
 
 def root_problem(url: str) -> str | None:

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from events.rejections import Reason, Rejection
-from processor.core.paths import UnsafePath, fast_key, is_within, key_of, normalize, parse_url, root_problem
+from processor.core.paths import (
+    UnsafePath,
+    fast_key,
+    is_within,
+    key_of,
+    normalize,
+    parse_url,
+    root_problem,
+    segment_problem,
+)
 
 
 def stale_generation(run_id: str, generation: int, current: int) -> Rejection:
@@ -54,6 +63,35 @@ def checkpoint_key(run_id: str, path: str, root: str | None, prefix: str, own: b
             f"run's storage root {root!r}; save checkpoints under the run's storage_path",
         )
     return key
+
+
+def implicit_root_problem(run_id: str, default_root: str) -> Rejection | None:
+    """Why a run without run_started cannot have `{default_root}/{run id}` as its root, else None."""
+    problem = segment_problem(run_id)
+    if problem is None:
+        return None
+    return Rejection(
+        Reason.UNSAFE_STORAGE_ROOT,
+        f"run {run_id!r} has no run_started, so its root would be {default_root}/{{run id}}, but the run id "
+        f"{problem}; send run_started with a storage_path of its own first, or use a run id that is a plain name",
+    )
+
+
+def nested_implicit_root(run_id: str, root: str, other: str) -> Rejection:
+    return Rejection(
+        Reason.UNSAFE_STORAGE_ROOT,
+        f"run {run_id!r} has no run_started, so its root is {root}, which nests with the storage root of run "
+        f"{other!r}; send run_started with a storage_path of its own, outside every other run's",
+    )
+
+
+def run_refused(run_id: str, why: str) -> Rejection:
+    """An event of a run whose run_started was refused for its root (contract §3): never folded under another root."""
+    return Rejection(
+        Reason.RUN_REFUSED,
+        f"run {run_id!r} is refused: its run_started was refused ({why}); send a corrected run_started "
+        "for it before its other events",
+    )
 
 
 def nested_root(run_id: str, storage_path: str, other: str) -> Rejection:

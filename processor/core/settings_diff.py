@@ -42,6 +42,8 @@ def _fields(s: FoldSettings) -> dict[str, object]:
         "--score-order": config.checkpoint_score_order,
         "the default validation spec": s.default_validation,
         "the dedup window": s.dedup_window,
+        "--max-payload-bytes": s.max_payload_bytes,
+        "--max-depth": s.max_depth,
     }
 
 

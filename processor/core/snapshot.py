@@ -9,6 +9,12 @@ in (`{"a/b": 1, "a": {"b": 2}}`), so a restored fold must see the very order a c
 schema version 1 sorted every object's keys and lost it (v1 snapshots are still read: their
 metrics come back sorted, and their outstanding evictions are numbered in the order stored).
 
+Schema version 3 added what a fold needs beyond its runs: the runs refused for their root
+(`refused`, contract §3) and the decode limits among the settings (contract §6). Versions 1 and
+2 did not record the limits (a restore then takes this run's) and gave runs without run_started
+the shared `--storage-root` as their root; version 3 gives each its own, so a version 1 or 2
+snapshot holding such a run cannot be carried over (`SnapshotVersionError` says what to do).
+
 Configs and validation specs are the decoded Structs (events/decoded.py): written with
 `msgspec.to_builtins` (every field, defaults too), read back with `msgspec.convert`, which
 checks their constraints again.
@@ -20,7 +26,7 @@ import hashlib
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -30,8 +36,11 @@ from processor.core.scoring import score
 from processor.core.state import CheckpointRecord, Evicted, FoldSettings, RunState, new_checkpoint_list, root_prefix
 from processor.errors import SnapshotCorrupt, SnapshotVersionError
 
+if TYPE_CHECKING:
+    from processor.core.fold import Fold
+
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -43,6 +52,13 @@ class Snapshot:
     settings: FoldSettings
     runs: dict[str, RunState] = field(default_factory=dict)
     processor_version: str = __version__
+    refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
+    limits_recorded: bool = True  # False for versions 1 and 2: `settings` holds the default limits
+
+
+def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
+    """The snapshot of everything `fold` holds, to resume at `next_offset`."""
+    return Snapshot(topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused)
 
 
 def canonical(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -58,6 +74,7 @@ def encode(snapshot: Snapshot) -> bytes:
         "next_offset": snapshot.next_offset,
         "settings": _settings_out(snapshot.settings),
         "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
+        "refused": snapshot.refused,
     }
     encoded = canonical(body)
     digest = hashlib.sha256(encoded).hexdigest()
@@ -90,9 +107,28 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     if outer.get("checksum") != expected:
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
     try:
-        return _snapshot_in(body)
+        snapshot = _snapshot_in(body, version)
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
+    if version < 3:
+        _refuse_shared_roots(name, snapshot)
+    return snapshot
+
+
+def _refuse_shared_roots(name: str, snapshot: Snapshot) -> None:
+    """Versions 1 and 2 gave runs without run_started the shared --storage-root as their root; this
+    build gives each `{storage-root}/{run id}` (contract §9), so such a state cannot be resumed."""
+    shared = sorted(run_id for run_id, run in snapshot.runs.items() if run.started is None and run.storage_root)
+    if shared:
+        listed = ", ".join(repr(r) for r in shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
+        raise SnapshotVersionError(
+            f"{name}: this snapshot (schema version 2, ckptlog {snapshot.processor_version}) holds runs without "
+            f"run_started that share --storage-root as their root ({listed}); this build gives each such run a "
+            "root of its own, {storage-root}/{run id}, so their state cannot be carried over. Rebuild the "
+            "snapshots under the new rule with `ckptlog replay --snapshots NEW_URL` and restart with "
+            "--snapshots NEW_URL (those runs' checkpoints directly under --storage-root are then rejected as "
+            "path_outside_root), or keep the older ckptlog until those runs have ended"
+        )
 
 
 def _settings_out(s: FoldSettings) -> dict[str, Any]:
@@ -102,16 +138,21 @@ def _settings_out(s: FoldSettings) -> dict[str, Any]:
         "outer_root": s.outer_root,
         "default_validation": _out(s.default_validation),
         "dedup_window": s.dedup_window,
+        "max_payload_bytes": s.max_payload_bytes,
+        "max_depth": s.max_depth,
     }
 
 
-def _settings_in(d: dict[str, Any]) -> FoldSettings:
+def _settings_in(d: dict[str, Any], recorded: bool) -> FoldSettings:
+    """The fold settings; without `recorded` limits (versions 1, 2) the default ones stand in."""
+    limits = {"max_payload_bytes": int(d["max_payload_bytes"]), "max_depth": int(d["max_depth"])} if recorded else {}
     return FoldSettings(
         _in(d["default_config"], CheckpointConfig),
         d["default_root"],
         d["outer_root"],
         _in(d["default_validation"], ValidationSpec),
         int(d["dedup_window"]),
+        **limits,
     )
 
 
@@ -194,13 +235,18 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
-def _snapshot_in(body: dict[str, Any]) -> Snapshot:
+def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
+    refused = body.get("refused", {}) if version < 3 else body["refused"]
+    if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
+        raise ValueError("refused must map run ids to reasons")
     return Snapshot(
         body["topic"],
         int(body["partition"]),
         int(body["next_offset"]),
-        _settings_in(body["settings"]),
+        _settings_in(body["settings"], version >= 3),
         runs,
         body["processor_version"],
+        dict(refused),
+        limits_recorded=version >= 3,
     )

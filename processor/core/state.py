@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from processor.core.nesting import Nesting
 from processor.core.ordering import SortedRecords
-from processor.core.paths import canonical_below, key_of, parse_url
+from processor.core.paths import canonical_below, child, key_of, parse_url
 from processor.core.scoring import SortKey
 
 DEFAULT_DEDUP_WINDOW = 4096
@@ -21,13 +22,19 @@ DEFAULT_DEDUP_WINDOW = 4096
 
 @dataclass(frozen=True, slots=True)
 class FoldSettings:
-    """Processor defaults; part of every snapshot because they change what a log folds to."""
+    """Processor defaults; part of every snapshot because they change what a log folds to.
+
+    `default_root` is the directory implicit runs (no run_started) get their own root below:
+    `{default_root}/{run id}`. The decode limits decide which records are applied, so they are
+    fold settings too (contract §6: a snapshot folded with other limits is refused)."""
 
     default_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     default_root: str | None = None
     outer_root: str | None = None
     default_validation: ValidationSpec = field(default_factory=ValidationSpec)
     dedup_window: int = DEFAULT_DEDUP_WINDOW
+    max_payload_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
 
 
 @dataclass(slots=True, eq=False)
@@ -119,10 +126,16 @@ def root_prefix(root: str | None) -> str:
     return key_of(parse_url(root)).rstrip("/") + "/" if root else "\0"
 
 
+def implicit_root(settings: FoldSettings, run_id: str) -> str | None:
+    """The root of a run without run_started: a directory of its own below the default root
+    (the caller has checked that the run id is one safe path segment), or None without one."""
+    return child(settings.default_root, run_id) if settings.default_root else None
+
+
 def new_run(run_id: str, settings: FoldSettings, started: RunStartedData | None = None) -> RunState:
     """A run from its run_started event, or from the processor defaults when it has none."""
     if started is None:
-        root = settings.default_root
+        root = implicit_root(settings, run_id)
         return RunState(run_id, settings.default_config, root, root_prefix(root), settings.default_validation)
     return RunState(
         run_id,

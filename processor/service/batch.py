@@ -31,6 +31,7 @@ K = TypeVar("K")
 class Batch:
     records: list[OutRecord] = field(default_factory=list)
     deletions: list[Deletion] = field(default_factory=list)
+    claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -46,6 +47,7 @@ class Batch:
     def merge(self, other: Batch) -> None:
         self.records.extend(other.records)
         self.deletions.extend(other.deletions)
+        self.claims.extend(other.claims)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -64,9 +66,11 @@ def _add(into: dict[K, int], counts: dict[K, int]) -> None:
 
 
 class BatchFolder:
-    def __init__(self, fold: Fold, factory: RecordFactory, max_bytes: int, max_depth: int) -> None:
+    def __init__(self, fold: Fold, factory: RecordFactory) -> None:
         self.fold, self.factory = fold, factory
-        self.max_bytes, self.max_depth = max_bytes, max_depth
+        # the decode limits are fold settings: they decide which records are applied (contract §6)
+        self.max_bytes, self.max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth
+        fold.roots.fresh = []  # the roots each batch registers, for their ownership markers
         self.pager = ViewPager(factory.names.state)  # each changed run's VIEW, bounded in size
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
@@ -120,6 +124,8 @@ class BatchFolder:
                 if effects.deletions:
                     deletions.extend(effects.deletions)
         batch.applied += applied
+        if self.fold.roots.fresh:
+            batch.claims = self.fold.roots.claimed()
         before = len(out)
         stamp = ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed else ()  # orders heads (events.state)
         for run_id in changed:

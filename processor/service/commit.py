@@ -34,6 +34,8 @@ run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: wha
 class DeletionSink(Protocol):
     def submit_many(self, requests: Iterable[Deletion]) -> int: ...
 
+    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int: ...
+
 
 @dataclass(slots=True)
 class TaskStats:
@@ -66,7 +68,8 @@ class CommitCycle:
        (every record acknowledged) then commit the offset (`Publisher.commit`). A failure marks
        the cycle `broken`: the fold ran ahead of what is durable, so the partition must be
        restored again (snapshot + replay) before it is used;
-    4. deletions: the batch's evictions go to the deleter, only now that they are durable;
+    4. deletions: the roots the batch registered are claimed (ownership markers), and its
+       evictions go to the deleter, only now that they are durable;
     5. snapshot: if `snapshot_if_due` says so (it alone decides).
 
     Steps 1-2 run in the caller; 3-5 in the background, so the next batch folds while this one
@@ -154,6 +157,8 @@ class CommitCycle:
         if not await self._commit(out, offsets, next_offset, batch):  # 3
             return
         self.stats.add(batch)
+        if batch.claims:  # the roots this batch registered: their ownership markers (contract §9)
+            self.deleter.claim_many(batch.claims)
         if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
             # run and confirms them in one completion event
             crash_point("deletions.before_handover")

@@ -65,9 +65,7 @@ async def produce_events(conn: KafkaConnection, topic: str, lines: Iterable[byte
 
 def expected_views(lines: Sequence[bytes], settings: ServiceSettings) -> dict[str, View]:
     """What `ckptlog fold` makes of the same events: VIEWs without `evicted`."""
-    document: dict[str, Any] = fold_lines(
-        lines, settings.fold_settings(), max_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
-    ).document()
+    document: dict[str, Any] = fold_lines(lines, settings.fold_settings()).document()
     return {run_id: {k: v for k, v in view.items() if k != "evicted"} for run_id, view in document["runs"].items()}
 
 

@@ -74,6 +74,12 @@ STATE = {
     "ckptlog_deletion_failures_total": ("counter", (), "Failed deletion attempts (each is retried)."),
     "ckptlog_deletions_refused_total": ("counter", (), "Deletions refused for good (unsafe path); none touched."),
     "ckptlog_deletions_dropped_total": ("counter", (), "Deletions dropped by the re-check (live again, not owned)."),
+    "ckptlog_root_claims_total": (
+        "counter",
+        ("outcome",),
+        "Run roots claimed with an ownership marker (outcome: claimed, shared — another run claims the root or "
+        "one above it —, refused — reached through a symlink —, failed attempts).",
+    ),
     "ckptlog_rebuilds_total": ("counter", (), "Partitions restored again after a failed commit."),
     "ckptlog_rejoins_total": ("counter", (), "Group rejoins after this instance was fenced."),
 }
@@ -184,6 +190,10 @@ async def state_families(processor: Processor) -> list[Metric]:
             ("ckptlog_deletions_dropped_total", "dropped"),
         ):
             families[name].add_metric([], getattr(counts, attribute))
+        claims = getattr(deleter, "claims", None)
+        if claims is not None:
+            for outcome in ("claimed", "shared", "refused", "failed"):
+                families["ckptlog_root_claims_total"].add_metric([outcome], getattr(claims.counts, outcome))
     families["ckptlog_rebuilds_total"].add_metric([], processor.rebuilds)
     families["ckptlog_rejoins_total"].add_metric([], processor.rejoins)
     return list(families.values())

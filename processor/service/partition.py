@@ -218,6 +218,7 @@ class PartitionTask:
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
+        self.deleter.claim_many(self.fold.roots.owners.items())  # markers an earlier owner may not have written
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:

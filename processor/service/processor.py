@@ -385,9 +385,7 @@ class Processor:
         except BaseException:
             await publisher.close()
             raise
-        folder = BatchFolder(
-            restored.fold, RecordFactory(self.names, pid), self.settings.max_payload_bytes, self.settings.max_depth
-        )
+        folder = BatchFolder(restored.fold, RecordFactory(self.names, pid))
         snapshots = SnapshotScheduler(
             pid,
             store,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, decode, encode
+from processor.core.snapshot import decode, encode, of_fold
 from processor.errors import OffsetOutOfRange
 from processor.failpoints import crash_point
 from processor.kafka.connection import KafkaConnection
@@ -90,8 +90,9 @@ async def _rebuild_one(
         )
         snapshot = await asyncio.to_thread(source.load_latest, decode, until)
         if snapshot is not None:
-            check_snapshot(pid, snapshot, fold_settings, source.url)
-            fold, start = Fold(fold_settings, snapshot.runs, emit=False), snapshot.next_offset
+            fold_settings = check_snapshot(pid, snapshot, fold_settings, source.url)
+            fold = Fold(fold_settings, snapshot.runs, emit=False, refused=snapshot.refused)
+            start = snapshot.next_offset
     names = TopicNames(
         settings.input_topic,
         settings.checkpoints_topic,
@@ -100,7 +101,7 @@ async def _rebuild_one(
         settings.state_topic,
         settings.dlq_topic,
     )
-    folder = BatchFolder(fold, RecordFactory(names, pid), settings.max_payload_bytes, settings.max_depth)
+    folder = BatchFolder(fold, RecordFactory(names, pid))
     events = 0
     async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
         begin, end = reader.begin[pid], min(reader.end[pid], until)
@@ -123,7 +124,7 @@ async def _rebuild_one(
         next_offset = max(until, start)
     store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
     crash_point("replay.before_write")
-    data = encode(Snapshot(pid.topic, pid.partition, next_offset, fold_settings, fold.runs))
+    data = encode(of_fold(fold, pid.topic, pid.partition, next_offset))
     url = await asyncio.to_thread(store.write, data, next_offset)
     log.info(
         "event=replayed partition=%s start=%d next_offset=%d events=%d runs=%d url=%s",

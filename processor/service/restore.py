@@ -11,6 +11,7 @@ known to be published, so the fold starts from the log's start and publishes eve
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Protocol
@@ -54,14 +55,19 @@ def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings,
             f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
             "--snapshots at this input topic's snapshots"
         )
-    found = differences(snapshot.settings, settings)
+    recorded = snapshot.settings
+    if not snapshot.limits_recorded:  # an older schema: the limits it was folded with are not known
+        recorded = dataclasses.replace(
+            recorded, max_payload_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
+        )
+    found = differences(recorded, settings)
     if found:
         raise RestoreError(
             f"{pid}: the snapshot at offset {snapshot.next_offset} under {url} was made with other processor "
             f"defaults: {describe(found)}. Restart with the snapshot's value, or rebuild snapshots for the new "
             "one with `ckptlog replay --snapshots NEW_URL` and run with that URL"
         )
-    return snapshot.settings
+    return recorded
 
 
 def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:
@@ -110,7 +116,7 @@ async def restore(
         settings = check_snapshot(pid, snapshot, settings, store.url)
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
     need = snapshot.next_offset if snapshot is not None else 0
-    fold = Fold(settings, snapshot.runs) if snapshot is not None else Fold(settings)
+    fold = Fold(settings, snapshot.runs, refused=snapshot.refused) if snapshot is not None else Fold(settings)
     if need > log_end:
         raise RestoreError(
             f"{pid}: the snapshot under {store.url} resumes at offset {need}, beyond the log's end "

@@ -128,7 +128,13 @@ class ServiceSettings(BaseSettings):
             checkpoint_score_attribute=self.score_attribute,
             checkpoint_score_order=self.score_order,
         )
-        return FoldSettings(default_config=config, default_root=self.storage_root, outer_root=self.storage_root)
+        return FoldSettings(
+            default_config=config,
+            default_root=self.storage_root,
+            outer_root=self.storage_root,
+            max_payload_bytes=self.max_payload_bytes,
+            max_depth=self.max_depth,
+        )
 
     def connection(self, bootstrap_servers: str) -> KafkaConnection:
         password = self.sasl_plain_password.get_secret_value() if self.sasl_plain_password else None

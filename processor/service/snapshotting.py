@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, encode
+from processor.core.snapshot import encode, of_fold
 from processor.errors import CkptlogError
 from processor.failpoints import crash_point
 from processor.kafka.records import PartitionId
@@ -81,7 +81,7 @@ class SnapshotScheduler:
         self._since_events = 0
         self._last_time = self._clock()
         started = time.perf_counter()
-        data = encode(Snapshot(self.pid.topic, self.pid.partition, next_offset, fold.settings, fold.runs))
+        data = encode(of_fold(fold, self.pid.topic, self.pid.partition, next_offset))
         log.debug(
             "event=snapshot_encoded partition=%s next_offset=%d bytes=%d runs=%d seconds=%.3f",
             self.pid,

@@ -56,6 +56,11 @@ class Confinement:
         self._outer_root = outer_root
         self._roots: dict[str, Bound] = {}
 
+    @property
+    def outer_key(self) -> str | None:
+        """The canonical spelling of the outer bound (None: there is none, or it is unsafe)."""
+        return self._outer.key or None if self._outer is not None else None
+
     def check(self, path: str, root: str) -> Checked:
         """Why `path` must not be deleted (or None), its canonical URL and its root's."""
         bound = self._roots.get(root) or self._root(root)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from processor.errors import StorageError
 from processor.failpoints import crash_point
 from processor.storage.confinement import Confinement, confinement_problem
+from processor.storage.ownership import Claim, Claims
 from processor.storage.removal import Outcome, Refused, remove_all
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,12 @@ class Deleter:
         self._pump_scheduled = False
         self._closed = False
         self.counts = DeletionCounts()
+        # the run roots' ownership markers, which this deleter's walks honour (processor.storage.markers)
+        self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
+
+    def claim_many(self, claims: Iterable[Claim]) -> int:
+        """Write the ownership marker of each (canonical root, run id) in the background, once."""
+        return self.claims.claim_many(claims)
 
     @property
     def backlog(self) -> int:
@@ -230,6 +237,7 @@ class Deleter:
     async def close(self) -> None:
         """Stop all work; interrupted deletions stay in `outstanding` for the next start."""
         self._closed = True
+        await self.claims.close()
         for timer in self._timers.values():
             timer.cancel()
         jobs = list(self._jobs)
@@ -269,11 +277,14 @@ class Deleter:
     async def _job(self, keys: list[Key]) -> None:
         if self._recheck is not None:
             keys = self._still_owed(keys)
-        items = [self._outstanding[key] for key in keys]
+        items = [(*self._outstanding[key], key[0]) for key in keys]
         if items:
             crash_point("deletion.job_start")
         try:
-            outcomes: list[Outcome] = list(await asyncio.to_thread(remove_all, items, self._options)) if items else []
+            outer = self._confinement.outer_key
+            outcomes: list[Outcome] = (
+                list(await asyncio.to_thread(remove_all, items, self._options, outer)) if items else []
+            )
         except Exception as exc:  # e.g. no thread left at shutdown: every path is retried
             outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
         done = keys

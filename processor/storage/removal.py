@@ -5,16 +5,21 @@ local path. Every path gets its own outcome, so one failing path never fails, or
 the others: `None` (confirmed gone), an error text (transient: retried), or `Refused`
 (final: nothing was touched, and retrying cannot help).
 
-Local paths (`file://`) are deleted relative to the run's *resolved* root through directory
-file descriptors: every directory below the root is opened with `O_NOFOLLOW`, so a symlink at
-any depth is never followed (a symlinked directory inside the path is refused: it could lead
-outside the root, or into another checkpoint), a checkpoint that is itself a symlink is
+Local paths (`file://`) are deleted relative to the run root reached from the *resolved*
+`--storage-root` through directory file descriptors (processor.storage.markers): every
+directory below the bound is opened with `O_NOFOLLOW`, so a symlink at any depth is never
+followed (a symlinked directory on the way is refused: it could lead outside the root, or into
+another checkpoint), a checkpoint that is itself a symlink is
 unlinked, and a real directory is removed by `shutil.rmtree(dir_fd=…)`, which never follows a
 link either. A path that is swapped for a symlink between the checks and the removal is caught
 the same way, by the kernel. Other protocols go through fsspec without URL chaining (`::` never
 reaches here: confinement refuses it, and `fsspec.filesystem(protocol)` would not chain), and
 the backend's own spelling of the path must lie strictly below the backend's spelling of the
 root, a check independent of the canonical one done before.
+
+Before anything is removed, the walk honours run ownership (contract §9, processor.storage.markers):
+a marker of another run above the root, at it, between it and the checkpoint or anywhere inside
+the checkpoint refuses the deletion.
 """
 
 from __future__ import annotations
@@ -24,40 +29,43 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from processor.core.paths import parse_url
 from processor.errors import StorageError
 from processor.failpoints import crash_point
+from processor.storage import markers
+from processor.storage.markers import (
+    LOCAL,
+    Outcome,
+    Refused,
+    foreign,
+    marker_below,
+    open_root,
+    others,
+    read_marker,
+)
 from processor.storage.objects import mapped_errors, open_protocol
 
-_LOCAL = "file://"
+__all__ = ["Outcome", "Refused", "remove_all"]
+
 Options = Mapping[str, Mapping[str, Any]]
+Item = tuple[str, str, str]
+"""(canonical url, canonical run root, run id)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A path that must not be deleted: final, nothing was touched."""
-
-    reason: str
-
-
-Outcome = None | str | Refused
-"""None: confirmed gone; str: a transient error (retry); Refused: never delete it."""
-
-
-def remove_all(items: Sequence[tuple[str, str]], options: Options) -> list[Outcome]:
-    """Delete each `(url, root)` recursively, confined to its root; one outcome per item.
+def remove_all(items: Sequence[Item], options: Options, outer: str | None = None) -> list[Outcome]:
+    """Delete each `(url, root, run id)` recursively, confined to its root and to the resolved
+    `outer` bound (canonical, or None); one outcome per item.
 
     `url` and `root` are canonical (processor.core.paths.normalize) and `url` lies strictly
     below `root` (checked by the caller). Already gone counts as deleted. Runs in a worker
-    thread; never raises. Local roots are opened once per batch."""
-    roots: dict[str, int | Outcome] = {}
+    thread; never raises. Each run root is reached and checked once per batch."""
+    roots: dict[tuple[str, str], int | Outcome] = {}
     outcomes: list[Outcome] = []
     try:
-        for url, root in items:
-            outcomes.append(_remove_one(url, root, options, roots))
+        for url, root, run_id in items:
+            outcomes.append(_remove_one(url, root, run_id, options, outer, roots))
             crash_point("deletion.after_one")  # some of a batch deleted, none confirmed
         return outcomes
     finally:
@@ -66,56 +74,48 @@ def remove_all(items: Sequence[tuple[str, str]], options: Options) -> list[Outco
                 os.close(fd)
 
 
-def _remove_one(url: str, root: str, options: Options, roots: dict[str, int | Outcome]) -> Outcome:
+def _remove_one(
+    url: str, root: str, run_id: str, options: Options, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
+) -> Outcome:
     try:
-        if url.startswith(_LOCAL):
-            return _remove_local(url, root, roots)
-        return _remove_fsspec(url, root, options)
+        if url.startswith(LOCAL):
+            return _remove_local(url, root, run_id, outer, roots)
+        return _remove_fsspec(url, root, run_id, options, outer, roots)
     except StorageError as exc:
         return str(exc)
     except Exception as exc:  # an unknown backend error must not drop the deletion
         return f"{type(exc).__name__}: {exc}"
 
 
-def _remove_local(url: str, root: str, roots: dict[str, int | Outcome]) -> Outcome:
-    """Walk from the resolved root to the checkpoint's parent without following any link,
-    then remove the checkpoint's entry in that directory."""
-    root_fd = roots.get(root, -1)
+def _remove_local(
+    url: str, root: str, run_id: str, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
+) -> Outcome:
+    """Walk from the root to the checkpoint's parent without following any link, checking for
+    markers, then remove the checkpoint's entry in that directory."""
+    root_fd = roots.get((root, run_id), -1)
     if root_fd == -1:
-        root_fd = roots[root] = _open_root(root)
+        with mapped_errors(root, "delete"):
+            root_fd = roots[(root, run_id)] = open_root(root, outer, run_id)
     if not isinstance(root_fd, int):
-        return root_fd  # the root is gone (so is everything below it) or cannot be opened
+        return root_fd  # the root is gone (so is everything below it), cannot be opened, or is not the run's
     parts = url[len(root) + 1 :].split("/")
     with mapped_errors(url, "delete"):
-        parent = _open_below(root_fd, parts[:-1], url)
+        parent = _open_below(root_fd, parts[:-1], root, run_id, url)
         if not isinstance(parent, int):
             return parent
         try:
-            return _remove_entry(parent, parts[-1], url)
+            return _remove_entry(parent, parts[-1], run_id, url)
         finally:
             if parent != root_fd:
                 os.close(parent)
 
 
-def _open_root(root: str) -> int | Outcome:
-    """The run root, resolved once (it may be a mount reached through a link: the configured
-    root is trusted, what lies below it is not)."""
-    path = os.path.realpath(root[len(_LOCAL) :])
-    try:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        return Refused(f"the run root {root} is not a directory")
-    except OSError as exc:
-        return f"could not open the run root {root}: {exc.strerror}; check the storage and its permissions"
-
-
-def _open_below(root_fd: int, dirs: Sequence[str], url: str) -> int | Outcome:
-    """The directory `dirs` below the root, opened one component at a time with O_NOFOLLOW."""
+def _open_below(root_fd: int, dirs: Sequence[str], root: str, run_id: str, url: str) -> int | Outcome:
+    """The directory `dirs` below the root, opened one component at a time with O_NOFOLLOW; a
+    directory on the way holding a marker is another run's root."""
     fd = root_fd
     try:
-        for name in dirs:
+        for at, name in enumerate(dirs):
             try:
                 child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
@@ -130,6 +130,10 @@ def _open_below(root_fd: int, dirs: Sequence[str], url: str) -> int | Outcome:
             if fd != root_fd:
                 os.close(fd)
             fd = child
+            found = others(read_marker(fd), run_id)
+            if found:
+                os.close(fd)
+                return foreign(f"{root}/{'/'.join(dirs[: at + 1])}", found)
     except BaseException:
         if fd != root_fd:
             os.close(fd)
@@ -137,15 +141,19 @@ def _open_below(root_fd: int, dirs: Sequence[str], url: str) -> int | Outcome:
     return fd
 
 
-def _remove_entry(parent: int, name: str, url: str) -> Outcome:
-    """Unlink a file or symlink, rmtree a real directory (fd-based: links are not followed);
-    then confirm the name is gone."""
+def _remove_entry(parent: int, name: str, run_id: str, url: str) -> Outcome:
+    """Unlink a file or symlink, rmtree a real directory (fd-based: links are not followed) unless
+    another run's marker lies inside it; then confirm the name is gone."""
     try:
         mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return None
     try:
         if stat.S_ISDIR(mode):
+            inside = marker_below(parent, name, run_id)
+            if inside is not None:
+                where, owners = inside
+                return foreign(f"{url.rsplit('/', 1)[0]}/{where}", owners)
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)
@@ -158,7 +166,9 @@ def _remove_entry(parent: int, name: str, url: str) -> Outcome:
     raise _still_exists(url)
 
 
-def _remove_fsspec(url: str, root: str, options: Options) -> Outcome:
+def _remove_fsspec(
+    url: str, root: str, run_id: str, options: Options, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
+) -> Outcome:
     """Delete through fsspec and confirm with a fresh existence check (listing caches bypassed)."""
     protocol = parse_url(url).protocol
     fs = open_protocol(protocol, options.get(protocol))
@@ -166,6 +176,13 @@ def _remove_fsspec(url: str, root: str, options: Options) -> Outcome:
     if not base.strip("/") or not path.startswith(base + "/") or len(path) <= len(base) + 1:
         return Refused(f"the backend spells {url} as {path!r}, which is not strictly below the root's {base!r}")
     with mapped_errors(url, "delete"):
+        checked = roots.get((root, run_id), -1)
+        if checked == -1:
+            checked = roots[(root, run_id)] = markers.fsspec_root_problem(fs, root, base, outer, run_id)
+        problem = checked if not isinstance(checked, int) else None
+        problem = problem or markers.fsspec_path_problem(fs, path, base, run_id)
+        if problem is not None:
+            return problem
         try:
             fs.rm(path, recursive=True)
         except FileNotFoundError:

@@ -183,3 +183,97 @@ async def test_evaluator_killed_mid_task_loses_no_request(
     assert await _committed(kafka_bootstrap, group) == 1
     assert results[0].id == ids.validation_result_id("run-k", request_id)
     assert json.loads(json.dumps(results[0].data.metrics)) == {"acc": 0.9, "checked": "/r/k"}
+
+
+class _Held:
+    """An async validation function that counts its calls and holds each until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.started: asyncio.Queue[str] = asyncio.Queue()
+        self.release = asyncio.Event()
+
+    async def __call__(self, checkpoint_path: str) -> dict[str, Any]:
+        self.calls.append(checkpoint_path)
+        self.started.put_nowait(checkpoint_path)
+        await self.release.wait()
+        return {"acc": 0.5}
+
+
+class _Watched(Evaluator):
+    """An Evaluator whose assignments can be awaited."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.assignments: asyncio.Queue[list[Any]] = asyncio.Queue()
+
+    async def partitions_assigned(self, partitions: list[Any]) -> None:
+        await super().partitions_assigned(partitions)
+        self.assignments.put_nowait(partitions)
+
+
+async def test_a_rebalance_that_hands_the_partition_back_does_not_rerun_its_requests(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    events, validations, elsewhere = await topic_factory(), await topic_factory(), await topic_factory()
+    group, fn = f"eval-{uuid.uuid4().hex[:8]}", _Held()
+    kwargs: dict[str, Any] = {"bootstrap_servers": kafka_bootstrap, "group_id": group, "session_timeout_ms": 6000}
+    first = _Watched(fn, topics=Topics(events=events, validations=validations), concurrency=4, **kwargs)
+    # Joins the same group for another topic: the group rebalances and the partition goes back to `first`.
+    second = Evaluator(judge, topics=Topics(events=events, validations=elsewhere), **kwargs)
+    await _request(kafka_bootstrap, validations, "run-b", "/r/0", 0, 60)
+    task = asyncio.create_task(first.run())
+    tasks = [task]
+    try:
+        assert await asyncio.wait_for(fn.started.get(), 30) == "/r/0"
+        first_assignment = await asyncio.wait_for(first.assignments.get(), 1)
+        tasks.append(asyncio.create_task(second.run()))
+        assert await asyncio.wait_for(first.assignments.get(), 30) == first_assignment, "handed back"
+        # Offset 1 is fetched after offset 0: once it runs, a re-run of offset 0 would have started.
+        await _request(kafka_bootstrap, validations, "run-b", "/r/1", 1, 60)
+        while (await asyncio.wait_for(fn.started.get(), 30)) != "/r/1":
+            pass
+        fn.release.set()
+        results = await _results(kafka_bootstrap, events, 2)
+    finally:
+        first.stop()
+        second.stop()
+        await asyncio.gather(*tasks)
+    assert sorted(fn.calls) == ["/r/0", "/r/1"], "each request is validated once"
+    assert sorted(r.data.checkpoint_path for r in results) == ["/r/0", "/r/1"]
+    assert await _committed(kafka_bootstrap, group) == 2
+
+
+async def _wedger(checkpoint_path: str, *, mode: str) -> dict[str, Any]:
+    """Raises what used to escape the evaluator: no result, no log line, no commit."""
+    if mode == "cancelled":  # a library's cancelled future
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+    raise SystemExit(f"gave up on {checkpoint_path}")
+
+
+async def test_fn_raising_cancelled_error_or_system_exit_fails_the_checkpoint_and_commits(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    events, validations = await topic_factory(), await topic_factory()
+    await _request(kafka_bootstrap, validations, "run-w", "/r/cancelled", 0, 10, mode="cancelled")
+    await _request(kafka_bootstrap, validations, "run-w", "/r/exit", 1, None, mode="exit")
+    group = f"eval-{uuid.uuid4().hex[:8]}"
+    evaluator = Evaluator(
+        _wedger,
+        bootstrap_servers=kafka_bootstrap,
+        topics=Topics(events=events, validations=validations),
+        group_id=group,
+    )
+    task = asyncio.create_task(evaluator.run())
+    try:
+        results = {r.data.checkpoint_path: r.data for r in await _results(kafka_bootstrap, events, 2)}
+    finally:
+        evaluator.stop()
+        await task
+    assert {path: (data.status, data.error) for path, data in results.items()} == {
+        "/r/cancelled": ("VALIDATION_FAILED", "CancelledError"),
+        "/r/exit": ("VALIDATION_FAILED", "SystemExit: gave up on /r/exit"),
+    }
+    assert await _committed(kafka_bootstrap, group) == 2, "both requests are done"

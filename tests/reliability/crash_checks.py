@@ -44,9 +44,7 @@ def same(a: Any, b: Any) -> bool:
 def clean_fold(records: Sequence[Record], settings: ServiceSettings) -> tuple[dict[str, View], int]:
     """`ckptlog fold` of the log: the views (without `evicted`) and how many deletions it still owes."""
     values = [r.value for r in records if r.value is not None]
-    result = fold_lines(
-        values, settings.fold_settings(), max_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
-    )
+    result = fold_lines(values, settings.fold_settings())
     runs = result.document()["runs"]
     views = {run_id: {k: v for k, v in view.items() if k != "evicted"} for run_id, view in runs.items()}
     return views, len(result.fold.owed())
@@ -98,9 +96,7 @@ def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[s
         if folder is None:
             factory = RecordFactory(names, PartitionId(record.topic, record.partition))
             fold = Fold(settings.fold_settings())
-            folder = folders[record.partition] = BatchFolder(
-                fold, factory, settings.max_payload_bytes, settings.max_depth
-            )
+            folder = folders[record.partition] = BatchFolder(fold, factory)
         batch = folder.fold_records([record], 0)
         out.inputs[record.partition, record.offset] = _describe(record, batch)
         for output in batch.records:

@@ -59,7 +59,7 @@ def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> Non
     root = (tmp_path / "store").as_uri()
     code, doc = fold(
         tmp_path,
-        [f.report(metrics={"loss": x}, path=f"{root}/c{x}") for x in (3, 1, 2)],
+        [f.report(metrics={"loss": x}, path=f"{root}/r/c{x}") for x in (3, 1, 2)],
         "--default-num-to-keep",
         "1",
         "--score-attribute",
@@ -70,7 +70,7 @@ def test_defaults_flags_apply_to_runs_without_run_started(tmp_path: Path) -> Non
         root,
     )
     assert code == 0
-    assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/c2", f"{root}/c1"]
+    assert [c["path"] for c in doc["runs"]["r"]["checkpoints"]] == [f"{root}/r/c2", f"{root}/r/c1"]
 
 
 def test_invalid_flag_is_a_clear_error(tmp_path: Path) -> None:
@@ -147,3 +147,35 @@ def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path, m
         if workers == "1":  # (a forked worker writes to the real stderr, which the runner does not capture)
             assert "ckptlog fold: 6 lines read (" in shown.stderr and "every line read" in shown.stderr
     assert "lines read" not in quiet.stderr
+
+
+ATTACKS = ["implicit takes another run's root", "started takes an implicit run's path", "refused root goes on"]
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_fold_apply_never_deletes_another_runs_checkpoints(tmp_path: Path, attack: str) -> None:
+    """Issue 20 #2 offline: runs without run_started shared --storage-root as their root, so one
+    run could report another run's root (or kept checkpoint) as its own and evict it."""
+    store = tmp_path / "store"
+    victim = store / "victim"
+    for name in ("k1", "k2"):
+        (victim / name).mkdir(parents=True)
+        (victim / name / "model.bin").write_bytes(b"victim's")
+    root = store.as_uri()
+    lines = [f.report("victim", {"acc": 1}, f"{root}/victim/k1"), f.report("victim", {"acc": 2}, f"{root}/victim/k2")]
+    if attack == ATTACKS[0]:  # both implicit: the thief's checkpoint is the victim's whole directory
+        lines += [f.report("thief", {"acc": 0}, f"{root}/victim")]
+    elif attack == ATTACKS[1]:
+        lines += [f.started("thief", root=root, keep=1, attr="acc")]
+        lines += [f.report("thief", {"acc": 0}, f"{root}/victim/k2")]
+    else:  # its run_started is refused (nested in the started victim's root), then it goes on
+        lines.insert(0, f.started("victim", root=f"{root}/victim"))
+        lines += [f.started("thief", root=f"{root}/victim/sub", keep=1, attr="acc")]
+        lines += [f.report("thief", {"acc": 0}, f"{root}/victim/k1")]
+    lines += [f.report("thief", {"acc": a}, f"{root}/thief/{a}") for a in (1, 2, 3)]  # evicts the worst
+    flags = ["--apply", "--storage-root", root, "--default-num-to-keep", "2", "--score-attribute", "acc"]
+    code, doc = fold(tmp_path, lines, *flags)
+    assert code == 0, doc
+    assert (victim / "k1/model.bin").read_bytes() == b"victim's" and (victim / "k2/model.bin").exists()
+    reasons = {r["reason"] for r in doc["rejected"]}
+    assert reasons & {"path_outside_root", "run_refused", "unsafe_storage_root"}, doc["rejected"]

@@ -166,3 +166,46 @@ async def test_dispatch_bounds_concurrency_and_finishes_every_offset() -> None:
     await asyncio.gather(*list(evaluator._tasks))
     assert peak == 2 and len(fake.sent) == 6
     assert evaluator._progress[pid].committable() == 7
+
+
+class _ItemRaises:
+    ndim = 0
+
+    def item(self) -> float:
+        raise SystemExit("no item")
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("metrics", "needle"),
+    [({"x": _ItemRaises()}, "SystemExit: no item"), ({"x": _deep(100_000)}, "RecursionError")],
+    ids=["item-raises", "too-deep-to-encode"],
+)
+def test_metrics_whose_encoding_raises_become_a_failure(metrics: dict[str, Any], needle: str) -> None:
+    parsed = parse_request(request_bytes())
+    assert parsed is not None
+    event = decode_event(result_event(*parsed, Outcome("VALIDATED", metrics)), b"run-1")
+    assert not isinstance(event, Rejection) and event.data.status == "VALIDATION_FAILED"
+    assert needle in (event.data.error or "") and "unusable result" in (event.data.error or "")
+
+
+def test_a_result_too_large_to_send_becomes_a_failure_the_producer_accepts() -> None:
+    """Under the processor's 1 MiB limit but over the producer's max_request_size once framed:
+    it was retried forever (MessageSizeTooLargeError) and the request never finished."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    parsed = parse_request(request_bytes())
+    assert parsed is not None
+    framing = len(result_event(*parsed, Outcome("VALIDATED", {"blob": ""})))
+    value = result_event(*parsed, Outcome("VALIDATED", {"blob": "x" * (1024 * 1024 - framing - 20)}))
+    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(b"run-1", value, [])
+    assert size <= 1024 * 1024, "aiokafka's default max_request_size"
+    event = decode_event(value, b"run-1")
+    assert not isinstance(event, Rejection) and event.data.status == "VALIDATION_FAILED"
+    assert "over the" in (event.data.error or "") and "smaller metrics" in (event.data.error or "")

@@ -342,11 +342,11 @@ def test_identical_run_started_is_a_no_op_different_is_rejected() -> None:
 
 def test_report_before_run_started_uses_processor_defaults() -> None:
     settings = FoldSettings(
-        default_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="acc"), default_root=ROOT
+        default_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="acc"), default_root="file:///data"
     )
     fold, _ = play(rep("a", 5), rep("b", 1), rep("c", 2), settings=settings)
     assert kept(fold) == ["c", "a"]  # b evicted; c exempt as latest
-    assert fold.runs["r"].storage_root == ROOT
+    assert fold.runs["r"].storage_root == ROOT  # a root of its own: {--storage-root}/{run id}
 
 
 def test_report_without_any_root_is_rejected_with_a_hint() -> None:
@@ -363,7 +363,7 @@ def test_run_started_after_metric_only_reports_is_adopted() -> None:
 
 
 def test_run_started_after_checkpoints_under_defaults_conflicts() -> None:
-    settings = FoldSettings(default_root=ROOT)
+    settings = FoldSettings(default_root="file:///data")
     _, effects = play(rep("a"), f.started(keep=3), settings=settings)
     assert effects[1].rejection is not None and effects[1].rejection.reason == Reason.RUN_STARTED_CONFLICT
 

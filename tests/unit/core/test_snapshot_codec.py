@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -10,13 +11,13 @@ import pytest
 
 from events.decoded import CheckpointConfig, ValidationSpec
 from processor.core import Fold, FoldSettings
-from processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode
+from processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
 from processor.errors import SnapshotCorrupt, SnapshotVersionError
 from tests import factories as f
 
 
 def sample() -> Snapshot:
-    fold = Fold(FoldSettings(default_root="file:///d", dedup_window=16))
+    fold = Fold(FoldSettings(default_root="file:///d", dedup_window=16, max_payload_bytes=4096, max_depth=9))
     for raw in (
         f.started("r", "file:///d/r", keep=2, attr="acc", validation={"fn_kwargs": {"k": 1}, "timeout_s": 5}),
         f.report("r", {"acc": math.nan, "nested": {"x": [1, 2]}}, "file:///d/r/a", validation=True),
@@ -24,10 +25,12 @@ def sample() -> Snapshot:
         f.report("r", {"acc": 2}, "file:///d/r/c"),
         f.report("r", {"acc": 3}, "file:///d/r/d"),
         f.restart("r"),
-        f.report("implicit", {"acc": math.inf}, "file:///d/x/e"),
+        f.report("implicit", {"acc": math.inf}, "file:///d/implicit/e"),
     ):
         assert fold.apply(f.event(raw)).rejection is None
-    return Snapshot("ckptlog.events", 3, 42, fold.settings, fold.runs)
+    refused = fold.apply(f.event(f.started("bad", "file:///d/r/inner")))  # nests with run r's root
+    assert refused.rejection is not None and refused.rejection.reason == "unsafe_storage_root"
+    return of_fold(fold, "ckptlog.events", 3, 42)
 
 
 def test_round_trip_is_exact() -> None:
@@ -42,6 +45,40 @@ def test_round_trip_is_exact() -> None:
     assert list(run.pending) == ["file:///d/r/a"] and run.generation == 1
     assert run.outstanding  # b was evicted and not yet confirmed deleted
     assert run.seen_set == set(run.seen) and len(run.seen) == 6
+    assert back.refused == snap.refused and list(back.refused) == ["bad"]  # a refused run stays refused
+    assert (back.settings.max_payload_bytes, back.settings.max_depth) == (4096, 9)
+    assert back.runs["implicit"].storage_root == "file:///d/implicit"
+
+
+def _as_version_2(data: bytes) -> bytes:
+    """The same state as a schema version 2 snapshot wrote it: no `refused`, no decode limits."""
+    outer = json.loads(data)
+    body = outer["snapshot"]
+    del body["refused"]
+    del body["settings"]["max_payload_bytes"], body["settings"]["max_depth"]
+    digest = hashlib.sha256(canonical(body)).hexdigest()
+    return canonical(
+        {"checksum": f"sha256:{digest}", "format": "ckptlog.snapshot", "schema_version": 2, "snapshot": body}
+    )
+
+
+def test_a_version_2_snapshot_without_implicit_runs_is_read_with_unknown_limits() -> None:
+    fold = Fold(FoldSettings(default_root="file:///d"))
+    assert fold.apply(f.event(f.started("r", "file:///d/r", keep=1))).rejection is None
+    assert fold.apply(f.event(f.report("r", {}, "file:///d/r/a"))).rejection is None
+    back = decode(_as_version_2(encode(of_fold(fold, "t", 0, 2))))
+    assert not back.limits_recorded and back.refused == {}
+    assert back.runs["r"].latest is not None and back.runs["r"].latest.path == "file:///d/r/a"
+
+
+def test_a_version_2_snapshot_of_runs_sharing_the_storage_root_stops_the_restore() -> None:
+    """Version 2 gave runs without run_started the shared --storage-root: their state cannot be
+    resumed under a rule that gives each its own root (the error names them and the fix)."""
+    fold = Fold(FoldSettings(default_root="file:///d"))
+    assert fold.apply(f.event(f.report("old", {}, "file:///d/old/a"))).rejection is None
+    fold.runs["old"].storage_root = "file:///d"  # as version 2 stored it
+    with pytest.raises(SnapshotVersionError, match=r"'old'.*ckptlog replay --snapshots NEW_URL"):
+        decode(_as_version_2(encode(of_fold(fold, "t", 0, 1))))
 
 
 def test_encoding_is_canonical_json() -> None:
@@ -134,8 +171,11 @@ PINNED: dict[str, Any] = {
             "storage_root": "file:///d/r",
         }
     },
+    "refused": {},
     "settings": {
         "dedup_window": 4096,
+        "max_depth": 64,
+        "max_payload_bytes": 1048576,
         "default_config": {
             "checkpoint_score_attribute": "loss",
             "checkpoint_score_order": "min",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -310,6 +311,11 @@ class Case:
     settings: FoldSettings
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+
+    @property
+    def folding(self) -> FoldSettings:
+        """The settings with this case's decode limits: what `ckptlog fold` and the processor fold with."""
+        return dataclasses.replace(self.settings, max_payload_bytes=self.max_bytes, max_depth=self.max_depth)
 
     def __repr__(self) -> str:
         lines = "\n".join(f"  {i:3d} {line!r}" for i, line in enumerate(self.content.split(b"\n"), 1))

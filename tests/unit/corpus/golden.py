@@ -39,9 +39,7 @@ def fold_case(case: Case, workdir: Path, workers: int = 1, **options: object) ->
     """(document text, deletions as JSON lines) of `ckptlog fold` over the case's log."""
     path = workdir / "events.jsonl"
     path.write_bytes(case.content)
-    text, deletions = fold_file_text(
-        path, case.settings, workers=workers, max_bytes=case.max_bytes, max_depth=case.max_depth, **options
-    )  # type: ignore[arg-type]
+    text, deletions = fold_file_text(path, case.folding, workers=workers, **options)  # type: ignore[arg-type]
     return text, "".join(json.dumps(list(d)) + "\n" for d in deletions)
 
 

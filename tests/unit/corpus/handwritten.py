@@ -135,6 +135,33 @@ def _rules() -> list[bytes]:
         rep("d", f"{ROOT}/d/z", {}, validation={"timeout_s": 0.5}),
         res("d", f"{ROOT}/d/z", "VALIDATION_TIMEOUT", error="took 0.5 s"),
         *_safety(),
+        *_cross_run(),
+    ]
+
+
+def _cross_run() -> list[bytes]:
+    """contract §9 across runs: no run's checkpoint may be another run's root or lie above one, so
+    no eviction reaches into another run; a refused run_started refuses its run."""
+    p = f"{ROOT}/p"
+    return [
+        rep("p", f"{p}/c1", {"acc": 1}),  # an implicit run: its own root, {storage root}/p
+        rep("p", f"{ROOT}/b", {"acc": 2}),  # run b's root, as p's checkpoint: path_outside_root
+        rep("p", f"{ROOT}/b/c9", {"acc": 2}),  # inside run b's root: path_outside_root
+        started("t", f"{ROOT}/t", keep=1, eid="st"),
+        rep("t", f"{p}/c1", {"acc": 1}),  # p's kept checkpoint, re-reported by t: path_outside_root
+        started("s", f"{p}/sub", keep=1, eid="ss-nest"),  # inside implicit run p's root: refused
+        rep("s", f"{p}/sub/c1", {"acc": 1}),  # so run s is refused: run_refused
+        res("s", f"{p}/sub/c1"),  # a result too
+        restart("s"),  # and a restart
+        started("s", f"{ROOT}/s", keep=1, eid="ss"),  # a corrected run_started lifts the refusal
+        rep("s", f"{ROOT}/s/c1", {"acc": 1}),
+        rep("u/v", f"{ROOT}/u/v/c1", {"acc": 1}),  # an implicit run whose id is no directory name
+        rep("..", None, {"acc": 1}),  # not even for a report without a checkpoint
+        started("w", ROOT, keep=1, eid="sw"),  # the storage root itself nests with every implicit run
+        rep("w", f"{ROOT}/w/c1", {"acc": 1}),  # refused
+        started("x", f"{ROOT}/xx/inner", keep=1, eid="sx"),
+        rep("xx", f"{ROOT}/xx/c1", {"acc": 1}),  # implicit run xx's root would hold run x's: refused
+        restart("xx"),  # a restart would create it too: refused
     ]
 
 

@@ -51,7 +51,7 @@ def test_sharded_folds_write_the_golden_bytes(tmp_path: Path, name: str, workers
 def test_stdin_and_indent_write_the_same_document(tmp_path: Path, name: str) -> None:
     case = LOGS[name]
     golden = paths(name)[0].read_text()
-    streamed, _ = fold_stream_text(io.BytesIO(case.content), case.settings)
+    streamed, _ = fold_stream_text(io.BytesIO(case.content), case.folding)
     assert streamed + "\n" == golden
     indented, _ = fold_case(case, tmp_path, indent=2)
     assert indented == json.dumps(json.loads(golden), indent=2)
@@ -84,7 +84,7 @@ def test_generated_logs_fold_alike_in_one_and_two_processes(
     assert two[0] == one[0]
     assert per_run(two[1]) == per_run(one[1])
     if case.max_bytes == DEFAULT_MAX_BYTES and case.max_depth == DEFAULT_MAX_DEPTH:
-        assert fold_stream_text(io.BytesIO(case.content), case.settings)[0] == one[0]
+        assert fold_stream_text(io.BytesIO(case.content), case.folding)[0] == one[0]
 
 
 @pytest.mark.parametrize("name", list(LOGS))

@@ -132,3 +132,53 @@ def test_an_eviction_settled_in_the_log_is_not_owed(tmp_path: Path) -> None:
     for workers in (1, 2):
         _, owed = fold_file(path, config, workers=workers)
         assert [(d.path, d.eviction) for d in owed] == [("file:///data/c/c1", 0)]
+
+
+def _escaped_type(raw: bytes) -> bytes:
+    """The same event with its type name JSON-escaped: `run\\u005fstarted` is `run_started`."""
+    return raw.replace(b"run_started", b"run\\u005fstarted")
+
+
+def _nesting_log(outer_line: bytes) -> list[bytes]:
+    """Two runs whose roots nest: whichever run_started comes second must be refused, in any shard."""
+    inner = [f.started("inner", root="file:///data/outer/inner", keep=1)]
+    inner += [f.report("inner", path=f"file:///data/outer/inner/c{i}") for i in range(4)]
+    outer = [outer_line] + [f.report("outer", path=f"file:///data/outer/c{i}") for i in range(4)]
+    return [*outer, *inner]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "limits"),
+    [
+        ("escaped type", {}),  # issue 20 #4: a byte search for run_started missed it
+        ("deep validation kwargs", {"max_depth": 200}),  # the pre-scan decoded with the default depth
+    ],
+)
+def test_nesting_roots_are_refused_alike_in_one_process_and_in_shards(
+    tmp_path: Path, spelling: str, limits: dict[str, int]
+) -> None:
+    deep: object = 1
+    for _ in range(80):
+        deep = [deep]
+    validation = {"fn_kwargs": {"deep": deep}, "timeout_s": None} if limits else None
+    outer = f.started("outer", root="file:///data/outer", keep=1, validation=validation)
+    lines = _nesting_log(_escaped_type(outer) if spelling == "escaped type" else outer)
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    config = FoldSettings(default_root="file:///data", outer_root="file:///data", **limits)  # type: ignore[arg-type]
+    single = fold_lines(lines, config)
+    assert [r["reason"] for r in single.rejected][:1] == ["unsafe_storage_root"]  # inner nests in outer
+    shards = plan(lines, 2)
+    assert shards.of_run("outer") != shards.of_run("inner")  # the two runs fold in different processes
+    for workers in (2, 3):
+        text, deletions = fold_file_text(path, config, workers=workers)
+        assert text == json.dumps(single.document())
+        assert sorted(deletions) == sorted(single.fold.owed())
+
+
+def test_roots_nest_sees_equal_above_and_below_across_shards_only() -> None:
+    a, b = ("file:///d/x", "a"), ("file:///d/x/y", "b")
+    assert foldfile.roots_nest([[a], [b]]) and foldfile.roots_nest([[b], [a]])
+    assert foldfile.roots_nest([[a], [("file:///d/x", "c")]])
+    assert not foldfile.roots_nest([[a, b], [("file:///d/z", "c")]])  # nesting within one shard is its own
+    assert not foldfile.roots_nest([[("file:///d/xy", "a")], [("file:///d/x", "b")]])  # a prefix, not a parent

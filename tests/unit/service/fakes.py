@@ -214,7 +214,13 @@ class FakeDeleter:
         self.kafka, self.on_done = kafka, on_done
         self.submitted: list[str] = []
         self.premature: list[str] = []
+        self.claimed: list[tuple[str, str]] = []
         self.closed = False
+
+    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
+        claims = list(claims)
+        self.claimed += claims
+        return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion]) -> int:
         requests = list(requests)

@@ -30,7 +30,7 @@ def records(lines: list[bytes], start: int = 0) -> list[Rec]:
 
 
 def folder() -> BatchFolder:
-    return BatchFolder(Fold(FoldSettings()), RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    return BatchFolder(Fold(FoldSettings()), RecordFactory(NAMES, PartitionId("in", 0)))
 
 
 LINES = workload("file:///r", runs=2, reports=12, keep=1, validation_share=0.0)

@@ -65,7 +65,7 @@ class RecordingStore(SnapshotStore):
 def task_with(tmp_path: Path, every: int) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
     fold, store = Fold(FoldSettings()), RecordingStore(tmp_path)
     publisher, deleter = HeldPublisher(), Deleter()
-    folder = BatchFolder(fold, RecordFactory(NAMES, PID), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PID))
     snapshots = SnapshotScheduler(PID, store, every, 3600, None)
     task = PartitionTask(PID, Restored(fold, 0, 0, None), publisher, folder, snapshots, deleter)
     task.catch_up()
@@ -75,7 +75,7 @@ def task_with(tmp_path: Path, every: int) -> tuple[PartitionTask, HeldPublisher,
 def committed_prefix(offset: int) -> bytes:
     """The snapshot of a fold that applied exactly LINES[:offset]."""
     fold = Fold(FoldSettings())
-    BatchFolder(fold, RecordFactory(NAMES, PID), 1 << 20, 64).fold_records(records(LINES[:offset]), 0)
+    BatchFolder(fold, RecordFactory(NAMES, PID)).fold_records(records(LINES[:offset]), 0)
     return encode(Snapshot(PID.topic, PID.partition, offset, fold.settings, fold.runs))
 
 

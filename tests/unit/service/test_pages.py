@@ -76,7 +76,7 @@ def test_what_a_reader_assembles_is_the_folds_view_after_every_batch(keep: int |
     rng = random.Random(5)
     lines = stream(rng, 1500, keep)
     fold = Fold(FoldSettings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)))
     folder.pager = ViewPager("state", span=8, paged_from=20, budget=budget)
     topic, at = StateTopic(), 0
     while at < len(lines):
@@ -95,7 +95,7 @@ def test_what_a_reader_assembles_is_the_folds_view_after_every_batch(keep: int |
 
 def test_a_change_to_a_large_run_writes_the_pages_it_touched_not_the_run() -> None:
     fold = Fold(FoldSettings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)))
     lines = [f.started("a", f"{ROOT}/a", attr="acc")] + [
         f.report("a", {"acc": i % 13}, f"{ROOT}/a/c{i}") for i in range(3000)
     ]
@@ -110,7 +110,7 @@ def test_a_change_to_a_large_run_writes_the_pages_it_touched_not_the_run() -> No
 
 def test_a_small_runs_view_is_one_record_as_before() -> None:
     fold = Fold(FoldSettings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)))
     lines = [f.started("a", f"{ROOT}/a", attr="acc", keep=3)] + [
         f.report("a", {"acc": i}, f"{ROOT}/a/c{i}") for i in range(10)
     ]
@@ -128,7 +128,7 @@ async def test_a_reader_follows_a_paged_run_record_by_record() -> None:
     rng = random.Random(9)
     lines = stream(rng, 800, None)
     fold = Fold(FoldSettings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)))
     folder.pager = ViewPager("state", span=8, paged_from=20, budget=2000)
     table, at = ViewTable(), 0
     while at < len(lines):

@@ -54,6 +54,12 @@ class Publisher:
 class Deleter:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
+        self.claimed: list[tuple[str, str]] = []
+
+    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
+        claims = list(claims)
+        self.claimed += claims
+        return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion]) -> int:
         before = len(self.submitted)
@@ -72,7 +78,7 @@ def make_task(
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     publisher, deleter = Publisher(), Deleter()
-    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
     task = PartitionTask(
         PID,
         Restored(fold, start, publish_from, None, log_end),

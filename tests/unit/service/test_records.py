@@ -151,7 +151,7 @@ def test_every_record_the_factory_builds_is_the_one_encoder_applied_to_the_envel
     odd = ["run-0", 'null-run "q"\\é', "r\u2028"]
     for topic in ("in", "nullable"):
         factory = RecordFactory(TopicNames(topic, "c", "v", "w", "s", "d"), PartitionId(topic, 1))
-        folder = BatchFolder(Fold(FoldSettings()), factory, 1 << 20, 64)
+        folder = BatchFolder(Fold(FoldSettings()), factory)
         lines = workload("file:///r", runs=3, reports=60, keep=1, validation_share=0.3)
         subject = b'"subject":' + json.dumps(odd[1], ensure_ascii=False).encode()
         lines = [line.replace(b'"subject":"run-1"', subject) for line in lines]

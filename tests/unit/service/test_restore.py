@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
 from events.decoded import CheckpointConfig
 from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, encode
+from processor.core.snapshot import Snapshot, canonical, encode
 from processor.core.state import FoldSettings
 from processor.errors import OffsetOutOfRange
 from processor.kafka.records import PartitionId
@@ -112,3 +114,34 @@ async def test_other_settings_name_only_the_field_that_differs(tmp_path: Path) -
         await restore(PID, Offsets(0, 50, 25), store_with(tmp_path, 25, before), moved, False)
     assert "--storage-root 'file:///tmp/x/runs' in the snapshot, 'file:///tmp/y' now." in str(caught.value)
     assert "outer bound" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("flag", "limits"), [("--max-depth", {"max_depth": 10}), ("--max-payload-bytes", {"max_payload_bytes": 300})]
+)
+async def test_a_snapshot_folded_with_other_decode_limits_is_refused(
+    tmp_path: Path, flag: str, limits: dict[str, int]
+) -> None:
+    """Issue 20 #8: the limits decide which records are applied, so a restart with others cannot
+    continue from a state a clean replay under them would not build."""
+    now = FoldSettings(**limits)  # type: ignore[arg-type]
+    with pytest.raises(RestoreError, match=rf"{flag} \d+ in the snapshot, \d+ now"):
+        await restore(PID, Offsets(0, 50, 25), store_with(tmp_path, 25), now, False)
+    same = await restore(PID, Offsets(0, 50, 25), store_with(tmp_path / "same", 25, now), now, False)
+    assert same.fold.settings == now
+
+
+async def test_a_version_2_snapshot_takes_this_runs_limits(tmp_path: Path) -> None:
+    """Schema 2 did not record the limits: a restore cannot tell, so it goes on with this run's."""
+    outer = json.loads(encode(Snapshot(PID.topic, PID.partition, 25, SETTINGS, {})))
+    body = outer["snapshot"]
+    del body["refused"], body["settings"]["max_payload_bytes"], body["settings"]["max_depth"]
+    digest = hashlib.sha256(canonical(body)).hexdigest()
+    old = canonical(
+        {"checksum": f"sha256:{digest}", "format": "ckptlog.snapshot", "schema_version": 2, "snapshot": body}
+    )
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition)
+    store.write(old, 25)
+    now = FoldSettings(max_depth=10)
+    restored = await restore(PID, Offsets(0, 50, 25), store, now, False)
+    assert restored.snapshot_offset == 25 and restored.fold.settings == now

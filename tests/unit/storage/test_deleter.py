@@ -288,13 +288,13 @@ async def test_back_to_back_submissions_share_thread_calls(tmp_path: Path, monke
     running, most = [0], [0]
     original = deletion.remove_all
 
-    def counting(urls: Sequence[str], options: Any) -> list[str | None]:
+    def counting(urls: Sequence[str], options: Any, outer: str | None) -> list[str | None]:
         calls.append(len(urls))
         running[0] += 1
         most[0] = max(most[0], running[0])
         time.sleep(0.02)
         running[0] -= 1
-        return original(urls, options)
+        return original(urls, options, outer)
 
     monkeypatch.setattr(deletion, "remove_all", counting)
     root = f"{tmp_path}/runs/r1"
@@ -325,7 +325,7 @@ async def test_resubmitting_while_queued_or_backing_off_deletes_once(flaky: type
 def test_local_removal_reports_unexpected_errors_per_path(tmp_path: Path) -> None:
     (tmp_path / "gone.bin").write_bytes(b"1")
     root = f"file://{tmp_path}"
-    outcomes = remove_all([(f"{root}/bad\x00name", root), (f"{root}/gone.bin", root)], {})
+    outcomes = remove_all([(f"{root}/bad\x00name", root, "r"), (f"{root}/gone.bin", root, "r")], {})
     assert isinstance(outcomes[0], str) and "null" in outcomes[0] and outcomes[1] is None
     assert not (tmp_path / "gone.bin").exists()
 
@@ -340,7 +340,7 @@ def test_local_removal_unlinks_links_removes_trees_and_reports_per_path(tmp_path
     (root / "file.bin").write_bytes(b"1")
     (root / "link").symlink_to(outside, target_is_directory=True)
     urls = [f"file://{root}/{name}" for name in ("file.bin/below", "link", "tree", "file.bin", "missing")]
-    outcomes = remove_all([(url, f"file://{root}") for url in urls], {})
+    outcomes = remove_all([(url, f"file://{root}", "r1") for url in urls], {})
     assert isinstance(outcomes[0], Refused) and "'file.bin'" in outcomes[0].reason and urls[0] in outcomes[0].reason
     assert outcomes[1:] == [None, None, None, None]  # one refusal fails nothing else
     assert (outside / "keep.bin").read_bytes() == b"keep"  # the link was removed, not followed

@@ -111,9 +111,9 @@ def test_a_parent_that_is_a_file_or_a_missing_root_is_handled_per_path(base: Pat
     (base / "runs/r1/file.bin").write_bytes(b"1")
     outcomes = remove_all(
         [
-            (f"{root}/file.bin/below", root),
-            (f"{root}/gone/below", root),
-            (f"file://{base}/nope/x", f"file://{base}/nope"),
+            (f"{root}/file.bin/below", root, "r1"),
+            (f"{root}/gone/below", root, "r1"),
+            (f"file://{base}/nope/x", f"file://{base}/nope", "r2"),
         ],
         {},
     )
@@ -140,9 +140,63 @@ def test_a_directory_swapped_for_a_link_after_the_walk_began_is_not_followed(
 
     monkeypatch.setattr(os, "stat", swapping_stat)
     before = {k: v for k, v in tree(base).items() if k != "runs/r1/ckpt"}
-    outcome = remove_all([(f"file://{ckpt}", f"file://{base}/runs/r1")], {})[0]
+    outcome = remove_all([(f"file://{ckpt}", f"file://{base}/runs/r1", "r1")], {})[0]
     monkeypatch.undo()
     after = {k: v for k, v in tree(base).items() if k != "runs/r1/ckpt"}
     assert after == before and (base / "outside/victim/model.bin").read_bytes() == b"precious"
     assert ckpt.is_symlink(), "the swap happened"
     assert outcome is not None  # not confirmed: the link is still there, a retry unlinks it
+
+
+@pytest.mark.parametrize("via", ["link", "a/link"])
+async def test_a_run_root_through_a_symlink_below_the_storage_root_is_never_left(base: Path, via: str) -> None:
+    """Issue 20 #5: `S/link -> outside` and a run root `S/link/run`: the bound was compared on
+    spellings and the run root resolved afterwards, so its evictions were deleted outside `S`."""
+    (base / "outside/run/c1").mkdir(parents=True)
+    (base / "outside/run/c1/model.bin").write_bytes(b"precious")
+    link = base / "runs" / via
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(base / "outside", target_is_directory=True)
+    before = tree(base)
+    refused: list[tuple[tuple[str, str], str]] = []
+    deleter = Deleter(outer_root=f"file://{base}/runs", on_refused=refused.extend, retry=RetryPolicy(max_attempts=1))
+    root = f"file://{base}/runs/{via}/run"
+    assert deleter.submit("run", f"{root}/c1", root)  # its spelling lies below the bound: accepted
+    deleter.claim_many([(root, "run")])
+    await deleter.drain(timeout=10)
+    assert await deleter.claims.drain(timeout=10)
+    assert tree(base) == before, "nothing outside the resolved bound changed: no deletion, no marker"
+    assert len(refused) == 1 and "symlink" in refused[0][1] and "--storage-root" in refused[0][1]
+    assert list(deleter.claims.refused) == [(root, "run")]
+    await deleter.close()
+
+
+async def test_a_storage_root_that_is_itself_a_link_is_trusted(base: Path) -> None:
+    """The configured bound may be a mount reached through a link: it is resolved once."""
+    (base / "mnt").symlink_to(base / "runs", target_is_directory=True)
+    (base / "runs/r1/old").mkdir()
+    deleter = Deleter(outer_root=f"file://{base}/mnt")
+    root = f"file://{base}/mnt/r1"
+    deleter.claim_many([(root, "r1")])
+    assert await deleter.claims.drain(timeout=10) and not deleter.claims.refused
+    assert deleter.submit("r1", f"{root}/old", root)
+    assert await deleter.drain(timeout=10)
+    assert not (base / "runs/r1/old").exists() and (base / "runs/r1/kept/model.bin").exists()
+    assert (base / "runs/r1/.ckptlog-run").is_dir() and len(list((base / "runs/r1/.ckptlog-run").iterdir())) == 1
+    await deleter.close()
+
+
+async def test_a_marker_deep_inside_an_evicted_tree_keeps_the_whole_tree(base: Path) -> None:
+    """Another partition's run rooted inside the evicted directory: nothing of it is removed."""
+    (base / "runs/r1/big/x/y/other/kept").mkdir(parents=True)
+    (base / "runs/r1/big/a.bin").write_bytes(b"1")
+    (base / "runs/r1/big/x/y/other/kept/model.bin").write_bytes(b"other's")
+    deleter = Deleter(outer_root=f"file://{base}/runs")
+    deleter.claim_many([(f"file://{base}/runs/r1/big/x/y/other", "other")])
+    assert await deleter.claims.drain(timeout=10)
+    before = tree(base)
+    root = f"file://{base}/runs/r1"
+    assert deleter.submit("r1", f"{root}/big", root)
+    await deleter.drain(timeout=10)
+    assert tree(base) == before and "'other'" in deleter.refused[("r1", f"{root}/big")]
+    await deleter.close()

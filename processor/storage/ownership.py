@@ -1,0 +1,155 @@
+"""Writing each run root's ownership claim in the background (contract §9, processor.storage.markers).
+
+The service hands over the roots a committed batch registered (and, once a restored partition
+has caught up, every root its state holds); each is claimed once per process, off the event
+loop, retried with backoff while storage fails. A root another run claims too, or one inside
+another run's root, is claimed all the same and logged as an ERROR (`root_shared`: two runs of
+different partitions were given nesting roots; the deleter refuses the deletions that would
+reach across them). A root reached through a symlink below `--storage-root` is refused: no
+claim is written outside the resolved bound, and that run's deletions are refused as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from processor.storage.markers import Outcome, Refused, Shared, claim_all
+
+log = logging.getLogger(__name__)
+
+Claim = tuple[str, str]
+"""(canonical run root, run id)."""
+
+
+@dataclass(slots=True)
+class ClaimCounts:
+    claimed: int = 0  # claims written or found in place
+    shared: int = 0  # of those, roots another run claims too, or inside another run's root
+    failed: int = 0  # failed attempts (retried)
+    refused: int = 0  # roots reached through a symlink below --storage-root (final)
+
+
+class Claims:
+    """See the module docstring. Use it from the event loop."""
+
+    def __init__(
+        self,
+        *,
+        outer_root: str | None,
+        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        delay: float = 0.5,
+        max_delay: float = 30.0,
+        batch_size: int = 200,
+    ) -> None:
+        self._outer, self._options = outer_root, dict(storage_options or {})
+        self._delay, self._max_delay, self._batch = delay, max_delay, batch_size
+        self._queue: dict[Claim, None] = {}
+        self._done: set[Claim] = set()
+        self._attempts: dict[Claim, int] = {}
+        self._timers: dict[Claim, asyncio.TimerHandle] = {}
+        self.refused: dict[Claim, str] = {}
+        self.shared: dict[Claim, str] = {}
+        self.counts = ClaimCounts()
+        self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+
+    def claim_many(self, claims: Iterable[Claim]) -> int:
+        """Queue each root not claimed (or refused) yet by this process; how many were queued."""
+        queued = 0
+        for claim in claims:
+            if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
+                continue
+            self._queue[claim] = None
+            queued += 1
+        if queued and not self._closed:
+            self._start()
+        return queued
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue) + len(self._timers)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is queued or running (claims backing off do not count)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return not self._queue
+
+    async def close(self) -> None:
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._idle.clear()
+            self._task = asyncio.get_running_loop().create_task(self._work(), name="ckptlog-claims")
+
+    async def _work(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                batch = list(self._queue)[: self._batch]
+                for claim in batch:
+                    del self._queue[claim]
+                outcomes = await asyncio.to_thread(claim_all, batch, self._outer, self._options)
+                for claim, outcome in zip(batch, outcomes, strict=True):
+                    self._settle(claim, outcome)
+        finally:
+            self._idle.set()
+
+    def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        root, run_id = claim
+        if outcome is None or isinstance(outcome, Shared):
+            self._done.add(claim)
+            self._attempts.pop(claim, None)
+            self.counts.claimed += 1
+            if isinstance(outcome, Shared):
+                self.shared[claim] = outcome.reason
+                self.counts.shared += 1
+                log.error(
+                    "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
+                    "are refused — give each run a directory of its own (contract §9)",
+                    run_id,
+                    root,
+                    outcome.reason,
+                )
+        elif isinstance(outcome, Refused):
+            self.refused[claim] = outcome.reason
+            self.counts.refused += 1
+            log.error(
+                "event=root_claim_refused run=%r root=%r: %s; this run's deletions that would reach another "
+                "run's root are refused — give each run a directory of its own",
+                run_id,
+                root,
+                outcome.reason,
+            )
+        else:
+            self.counts.failed += 1
+            attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
+            delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
+            log.warning(
+                "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
+                run_id,
+                root,
+                attempt,
+                outcome,
+                delay,
+            )
+            self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
+
+    def _retry(self, claim: Claim) -> None:
+        del self._timers[claim]
+        if not self._closed:
+            self._queue[claim] = None
+            self._start()
