@@ -32,7 +32,7 @@ BIG_ROOT = "file:///nowhere/big"
 
 
 def make_folder(fold: Fold, pager: ViewPager | None = None) -> BatchFolder:
-    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)), 1 << 20, 64)
+    folder = BatchFolder(fold, RecordFactory(NAMES, PartitionId("in", 0)))
     if pager is not None:
         folder.pager = pager
     return folder
