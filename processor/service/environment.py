@@ -21,6 +21,7 @@ NOT_SETTINGS = frozenset(
         "CKPTLOG_EVAL_DIR",  # deploy/docker-compose.yml: the evaluator's module directory
         "CKPTLOG_LARGE_RUN",  # tests/reliability/test_large_runs.py
         "CKPTLOG_SAFETY_EXAMPLES",  # tests/unit/test_deletion_safety.py
+        "CKPTLOG_CROSS_RUN_EXAMPLES",  # tests/unit/test_cross_run_safety.py
         "CKPTLOG_LONG_OUTAGE_S",  # tests/reliability/test_broker_faults.py
     }
 )
