@@ -36,7 +36,7 @@ from processor.kafka.producers import Batcher
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.metrics import NO_METRICS, PrometheusMetrics
-from processor.service.partition import PartitionTask
+from processor.service.partition import PartitionTask, TaskParts, new_task
 from processor.service.processor import tune_gc
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
@@ -144,7 +144,8 @@ async def run_task(
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
     metrics = PrometheusMetrics() if args.metrics else NO_METRICS
     snapshots = SnapshotScheduler(PID, store, 10**9, 10**9, None, metrics=metrics)
-    task = PartitionTask(PID, Restored(fold, 0, 0, None), publisher, folder, snapshots, deleter, metrics=metrics)
+    parts = TaskParts(publisher, folder, snapshots, deleter, metrics=metrics)
+    task = new_task(PID, Restored(fold, 0, 0, None), parts)
     tasks.append(task)
     task.catch_up()
     started, offset, pending, committed = time.perf_counter(), 0, list(inputs), 0.0

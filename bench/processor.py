@@ -222,7 +222,7 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     await processor.ready.wait()
     started, first = None, 0
     while not task.done():
-        durable = max((t.next_offset for t in processor.tasks.values()), default=0)
+        durable = max((t.cycle.next_offset for t in processor.tasks.values()), default=0)
         if started is None and durable > 0:
             started, first = time.perf_counter() - 0.005, durable  # progress is sampled every 5 ms
         if durable >= end:
@@ -452,10 +452,10 @@ async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
     started = time.perf_counter()
     task = asyncio.create_task(processor.run())
     await processor.ready.wait()
-    while not (processor.tasks and all(t.caught_up for t in processor.tasks.values())):
+    while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
         await asyncio.sleep(0.002)
     elapsed = time.perf_counter() - started
-    replayed = sum(t.publish_from for t in processor.tasks.values()) - sum(
+    replayed = sum(t.cycle.publish_from for t in processor.tasks.values()) - sum(
         t.snapshots.last_offset or 0 for t in processor.tasks.values()
     )
     processor.stop()

@@ -21,6 +21,7 @@ from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import Batch, BatchFolder
 from processor.service.errors import ServiceError
+from processor.service.lifecycle import Partition
 from processor.service.metrics import NO_METRICS, ServiceMetrics
 from processor.service.publish import Publisher
 from processor.service.restore import Restored
@@ -79,7 +80,7 @@ class CommitCycle:
 
     def __init__(
         self,
-        pid: PartitionId,
+        life: Partition,
         restored: Restored,
         publisher: Publisher,
         folder: BatchFolder,
@@ -88,23 +89,30 @@ class CommitCycle:
         on_caught_up: Callable[[], None],
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
-        self.pid, self.publisher, self.folder, self.fold = pid, publisher, folder, restored.fold
+        self.life, self.pid = life, life.pid  # the partition's phase: replaying, live, broken (lifecycle.py)
+        self.publisher, self.folder, self.fold = publisher, folder, restored.fold
         self.metrics = metrics
         self.snapshots, self.deleter, self._on_caught_up = snapshots, deleter, on_caught_up
         self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
         self.folded_offset = restored.start  # everything below is folded
         self.publish_from = restored.publish_from  # the group's committed offset at restore
-        self.caught_up = False
         self.extra: list[OutRecord] = []  # outputs made outside the fold; they ride along with the next commit
-        self.broken: CkptlogError | None = None
-        self.closed = False
+        self.closed = False  # close() began: nothing more is folded or committed
         self.stats = TaskStats()
         self._pending: asyncio.Task[None] | None = None
         self._last_batch = 0.0
 
     @property
     def usable(self) -> bool:
-        return not self.closed and self.broken is None
+        return not self.closed and self.life.usable
+
+    @property
+    def broken(self) -> CkptlogError | None:
+        return self.life.broken
+
+    @property
+    def caught_up(self) -> bool:
+        return self.life.live
 
     @property
     def in_flight(self) -> bool:
@@ -122,9 +130,11 @@ class CommitCycle:
             batch = self._fold(records)  # 1
         except Exception as exc:  # a fault outside the fold's own all-or-nothing: never snapshot this state
             log.exception("event=fold_failed at=%s@%d last=%d", self.pid, records[0].offset, records[-1].offset)
-            self.broken = ServiceError(
-                f"{self.pid}: folding offsets {records[0].offset}..{records[-1].offset} raised {exc!r}; the "
-                "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
+            self.life.broke(
+                ServiceError(
+                    f"{self.pid}: folding offsets {records[0].offset}..{records[-1].offset} raised {exc!r}; the "
+                    "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
+                )
             )
             return
         self.folded_offset = next_offset = records[-1].offset + 1
@@ -179,13 +189,15 @@ class CommitCycle:
                 crash_point("commit.after")
                 self.metrics.committed(batch, time.perf_counter() - started)
         except asyncio.CancelledError:
-            self.broken = ServiceError(
-                f"{self.pid}: cancelled in the middle of a commit; the partition must be "
-                "restored before it is used again"
+            self.life.broke(
+                ServiceError(
+                    f"{self.pid}: cancelled in the middle of a commit; the partition must be "
+                    "restored before it is used again"
+                )
             )
             raise
         except CkptlogError as exc:
-            self.broken = exc
+            self.life.broke(exc)
             self.metrics.commit_failed()
             log.error(
                 "event=commit_failed at=%s@%d records=%d error=%s",

@@ -1,10 +1,11 @@
-"""One assigned input partition: its commit cycle, its after-restore work, its deletions.
+"""One assigned input partition's task: its commit cycle, its after-restore work, its deletions.
 
 Exactly one `PartitionTask` writes a partition's outputs, in offset order; the lock makes
 batches, idle flushes and the final close (revocation/shutdown) take turns. What a batch goes
-through (fold, outputs, commit, deletions, snapshot) is `CommitCycle` (commit.py). A failed
-commit marks the task `broken`: its in-memory fold ran ahead of what is durable, so the
-processor discards it and restores the partition again (snapshot + replay).
+through (fold, outputs, commit, deletions, snapshot) is `CommitCycle` (commit.py). The
+partition's phase (replaying, live, broken: processor/service/lifecycle.py) is its `life`: a
+failed commit breaks it, because the in-memory fold ran ahead of what is durable, so the
+processor discards the task and restores the partition again (snapshot + replay).
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from processor.core.fold import Fold
 from processor.core.lifecycle import deletion_problem
 from processor.core.outputs import Deletion
 from processor.core.paths import UnsafePath, normalize
-from processor.errors import CkptlogError
+from processor.errors import CkptlogError, OffsetOutOfRange
 from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.checks import find_missing
 from processor.service.commit import CommitCycle, DeletionSink, TaskStats, run_of
+from processor.service.lifecycle import Partition
 from processor.service.metrics import NO_METRICS, ServiceMetrics
 from processor.service.publish import Publisher
 from processor.service.restore import Restored
@@ -32,7 +35,7 @@ from processor.service.snapshotting import SnapshotScheduler
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeletionSink", "GapCheck", "PartitionTask", "TaskStats", "run_of"]
+__all__ = ["DeletionSink", "PartitionTask", "PositionControl", "TaskParts", "TaskStats", "new_task", "run_of"]
 
 IDLE_FLUSH_S = 0.2
 """Extra outputs (checkpoints_missing) ride along with the next batch; without one for this
@@ -53,79 +56,57 @@ def _canonical(path: str) -> str:
         return path
 
 
-GapCheck = Callable[[PartitionId, int, int], Awaitable[None]]
-"""(pid, expected offset, first offset received): raises when the log lost the records between."""
+class PositionControl(Protocol):
+    """What a task asks of the input consumer (InputConsumer): where the log starts, and a seek."""
 
-Reread = Callable[[PartitionId, int], None]
-"""(pid, offset): make the consumer fetch pid from offset again (a seek)."""
+    def seek(self, pid: PartitionId, offset: int) -> None: ...
+
+    async def log_start(self, pid: PartitionId) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TaskParts:
+    """What a partition task works with besides its restored state; processor/service/tasks.py
+    builds them (the tests build them by hand)."""
+
+    publisher: Publisher
+    folder: BatchFolder
+    snapshots: SnapshotScheduler
+    deleter: DeletionSink
+    consumer: PositionControl | None = None  # None: batches are trusted to continue the partition
+    storage_options: Mapping[str, Mapping[str, Any]] | None = None
+    metrics: ServiceMetrics = NO_METRICS
+    allow_data_loss: bool = False
+    restore_started: float | None = None  # time.monotonic() when the restore began
+
+
+def new_task(pid: PartitionId, restored: Restored, parts: TaskParts) -> PartitionTask:
+    """A restored task with a partition of its own, for tools and tests that run one task without a
+    `Processor` (which builds its tasks with processor/service/tasks.py)."""
+    task = PartitionTask(Partition(pid, 0), restored, parts)
+    task.life.restored(task)
+    return task
 
 
 class PartitionTask:
-    def __init__(
-        self,
-        pid: PartitionId,
-        restored: Restored,
-        publisher: Publisher,
-        folder: BatchFolder,
-        snapshots: SnapshotScheduler,
-        deleter: DeletionSink,
-        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
-        gap_check: GapCheck | None = None,
-        metrics: ServiceMetrics = NO_METRICS,
-        restore_started: float | None = None,
-        reread: Reread | None = None,
-    ) -> None:
-        self.pid, self.deleter, self._options, self._gap_check = pid, deleter, storage_options, gap_check
-        self._reread, self._jump = reread, (-1, -1)  # the last jump in offsets re-read (expected, received)
+    """The task of one `Partition` (processor/service/lifecycle.py), from its restore on: its phase
+    is the partition's (`life`), its commits are `cycle`'s."""
+
+    def __init__(self, life: Partition, restored: Restored, parts: TaskParts) -> None:
+        self.life, self.pid, self.deleter = life, life.pid, parts.deleter
+        self._consumer, self._options, self._allow_loss = parts.consumer, parts.storage_options, parts.allow_data_loss
+        self._jump = (-1, -1)  # the last jump in offsets re-read (expected, received)
         self._placed = False  # a batch was folded: the consumer's position is this task's own
-        self.metrics, self._restore_started = metrics, restore_started  # time.monotonic() when the restore began
-        self.cycle = CommitCycle(pid, restored, publisher, folder, snapshots, deleter, self.catch_up, metrics)
+        self.metrics, self._restore_started = parts.metrics, parts.restore_started
+        self.cycle = CommitCycle(
+            life, restored, parts.publisher, parts.folder, parts.snapshots, parts.deleter, self.catch_up, parts.metrics
+        )
         self.fold: Fold = restored.fold
-        self.folder, self.publisher, self.snapshots = folder, publisher, snapshots
+        self.folder, self.publisher, self.snapshots = parts.folder, parts.publisher, parts.snapshots
         self.lock = asyncio.Lock()
         self._check: asyncio.Task[None] | None = None
         self._redrive_at: int | None = restored.log_end  # None once the owed deletions are re-driven
         self._redriving: asyncio.Task[None] | None = None
-
-    # -- the cycle's state, as the processor, the tests and the benchmarks read it ----------------
-
-    @property
-    def usable(self) -> bool:
-        return self.cycle.usable
-
-    @property
-    def broken(self) -> CkptlogError | None:
-        return self.cycle.broken
-
-    @property
-    def closed(self) -> bool:
-        return self.cycle.closed
-
-    @property
-    def stats(self) -> TaskStats:
-        return self.cycle.stats
-
-    @property
-    def next_offset(self) -> int:
-        """Everything below is durable."""
-        return self.cycle.next_offset
-
-    @property
-    def folded_offset(self) -> int:
-        return self.cycle.folded_offset
-
-    @property
-    def caught_up(self) -> bool:
-        return self.cycle.caught_up
-
-    @property
-    def publish_from(self) -> int:
-        """The group's committed offset at restore: outputs are published from here on."""
-        return self.cycle.publish_from
-
-    @property
-    def extra(self) -> list[OutRecord]:
-        return self.cycle.extra
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -133,7 +114,7 @@ class PartitionTask:
         """Check the batch continues the partition, then run it through the commit cycle (which
         returns once it is folded; its commit runs in the background)."""
         async with self.lock:
-            if not self.usable:
+            if not self.cycle.usable:
                 return
             expected = self.cycle.folded_offset
             if records and records[0].offset < expected:  # already folded (defensive)
@@ -163,8 +144,10 @@ class PartitionTask:
         dropped and the partition re-read from `expected`; a jump the broker repeats from there is
         genuine. (Later jumps are aiokafka skipping markers at a fetch's end: with input written in
         transactions, nearly every fetch; re-reading them would double the fetches.) Then the log
-        start is checked: records deleted by retention are data loss (`gap_check`)."""
-        if self._reread is not None and not self._placed and self._jump != (expected, received):
+        start is checked: records deleted by retention are data loss (`_gap`)."""
+        if self._consumer is None:
+            return True
+        if not self._placed and self._jump != (expected, received):
             self._jump = (expected, received)
             log.warning(
                 "event=offset_jump at=%s@%d received=%d; dropping the batch and re-reading from %d once",
@@ -173,16 +156,33 @@ class PartitionTask:
                 received,
                 expected,
             )
-            self._reread(self.pid, expected)
+            self._consumer.seek(self.pid, expected)
             self.metrics.offset_jump()
             return False
-        if self._gap_check is not None:
-            try:
-                await self._gap_check(self.pid, expected, received)
-            except CkptlogError as exc:
-                self.cycle.broken = exc
-                return False
+        try:
+            await self._gap(self._consumer, expected, received)
+        except CkptlogError as exc:
+            self.life.broke(exc)
+            return False
         return True
+
+    async def _gap(self, consumer: PositionControl, expected: int, received: int) -> None:
+        """A jump is normal (transaction markers, aborted records) unless retention deleted records
+        this task never read: then stop, or with --allow-data-loss log and go on."""
+        log_start = await consumer.log_start(self.pid)
+        if log_start <= expected:
+            return
+        message = (
+            f"{self.pid}: offsets {expected}..{log_start - 1} were deleted by retention before this processor "
+            f"read them (it expected {expected}, the log now starts at {log_start}); their events are not "
+            "in the state. Increase the input topic's retention, or restart with --allow-data-loss to "
+            "continue without them"
+        )
+        if not self._allow_loss:
+            raise OffsetOutOfRange(message)
+        log.error(
+            "event=DATA_LOSS partition=%s expected=%d log_start=%d received=%d", self.pid, expected, log_start, received
+        )
 
     async def wait_committed(self) -> bool:
         """Wait until the folded batches are committed; False when a commit failed."""
@@ -196,10 +196,10 @@ class PartitionTask:
         if self.lock.locked() or self.cycle.in_flight:
             return
         async with self.lock:
-            if not await self.cycle.settle() or not self.usable:
+            if not await self.cycle.settle() or not self.cycle.usable:
                 return
             reached = await position(self.pid)
-            if not self.caught_up and reached >= self.publish_from:
+            if not self.life.live and reached >= self.cycle.publish_from:
                 self.catch_up()
             self._maybe_redrive(max(reached, self.cycle.folded_offset))
             await self.cycle.flush_extra(IDLE_FLUSH_S)
@@ -210,16 +210,16 @@ class PartitionTask:
     def catch_up(self) -> None:
         """State now equals everything durable: check the kept checkpoints, in the background so a
         large state never delays processing. (The deletions owed wait for `_maybe_redrive`.)"""
-        self.cycle.caught_up = True
+        self.life.caught_up()
         kept = {
             run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
         }
-        log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.publish_from, len(self.fold.runs))
+        log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.cycle.publish_from, len(self.fold.runs))
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
         self.deleter.claim_many(self.fold.roots.owners.items())  # markers an earlier owner may not have written
-        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.publish_from))
+        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.cycle.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:
         """Once the fold has read what the log held at restore, hand the deletions the state still
@@ -228,7 +228,7 @@ class PartitionTask:
         only see what the fold has read. And only while the fold holds exactly the durable state,
         so that no eviction still waiting for its commit is handed over."""
         cycle = self.cycle
-        if self._redrive_at is None or reached < self._redrive_at or not self.caught_up or not self.usable:
+        if self._redrive_at is None or reached < self._redrive_at or not self.life.live or not cycle.usable:
             return
         if cycle.in_flight or cycle.folded_offset != cycle.next_offset:
             return  # only evictions that are durable may be deleted: wait until nothing awaits its commit
@@ -249,7 +249,7 @@ class PartitionTask:
         for start in range(0, len(owed), RESUBMIT_CHUNK):
             if start:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
-            if not self.usable:
+            if not self.cycle.usable:
                 return
             self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK])
         crash_point("restore.redriven")
@@ -259,7 +259,7 @@ class PartitionTask:
         for run_id, paths in sorted(missing.items()):
             run = self.fold.runs.get(run_id)
             still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
-            if not still or not self.usable:
+            if not still or not self.cycle.usable:
                 continue
             log.error(
                 "event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
@@ -267,7 +267,7 @@ class PartitionTask:
                 run_id,
                 still,
             )
-            self.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
+            self.cycle.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
             self.metrics.extra_outputs("checkpoints_missing", 1)
 
     def deletions_settled(
@@ -278,7 +278,7 @@ class PartitionTask:
         Each names the eviction the run's state owes for the path (contract §9: a confirmed deletion is
         a fact about one eviction). None once the task is closed: the next owner re-drives what is
         still outstanding."""
-        if not self.usable:
+        if not self.cycle.usable:
             return []
         by_run: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int, str]]]] = {}
         for (run_id, path), why in [*((key, None) for key in done), *refused]:
@@ -300,7 +300,7 @@ class PartitionTask:
 
     def still_owed(self, run_id: str, path: str) -> str | None:
         """Why this partition's current state does not owe deleting `path` now (None: it does)."""
-        if not self.usable:
+        if not self.cycle.usable:
             return f"{self.pid} is closed here; its next owner re-drives what is still owed"
         return deletion_problem(self.fold.runs.get(run_id), path)
 
@@ -309,7 +309,7 @@ class PartitionTask:
 
     async def close(self, graceful: bool) -> None:
         """Graceful: flush extra outputs, final snapshot. Either way: stop the publisher."""
-        if self.closed:
+        if self.cycle.closed:
             return
         async with self.lock:
             for background in (self._check, self._redriving):
@@ -320,7 +320,7 @@ class PartitionTask:
                 "event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
                 self.pid,
                 graceful,
-                self.next_offset,
-                self.stats.consumed,
-                self.stats.published,
+                self.cycle.next_offset,
+                self.cycle.stats.consumed,
+                self.cycle.stats.published,
             )

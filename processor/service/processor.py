@@ -7,10 +7,11 @@ partition with exactly one `PartitionTask`, publish, snapshot, delete evicted ch
     ...
     processor.stop(); await task        # finish the batch, commit, snapshot, exit
 
-Rebalances: revocation closes a partition gracefully (final snapshot); assignment restores
-it (snapshot + replay; see restore.py). A fenced producer means another instance owns the
-partition: its task is dropped and the group rejoined. Any other failed commit rebuilds the
-partition in place.
+Each assigned partition's life is one state machine (lifecycle.py: restoring, retrying,
+replaying, live, broken, closed); this module drives its transitions. Rebalances: revocation
+closes a partition gracefully (final snapshot); assignment restores it (snapshot + replay:
+tasks.py, restore.py). A fenced producer means another instance owns the partition: its task is
+dropped and the group rejoined. Any other failed commit rebuilds the partition in place.
 
 Kafka clients come from a `KafkaClients` factory (ports.py): by default
 `processor.kafka.BrokerClients` over the configured (or embedded) broker; tests pass fakes.
@@ -35,28 +36,21 @@ from processor.kafka.producers import MAX_RECORD_BYTES
 from processor.kafka.records import InputRecord, PartitionId
 from processor.kafka.topics import TopicSpec
 from processor.service.advice import idle_message, start_advice
-from processor.service.batch import BatchFolder
 from processor.service.completions import CompletionWriter
-from processor.service.errors import ServiceError, TooManyRebuilds
+from processor.service.errors import ServiceError
+from processor.service.lifecycle import Partition, Partitions, Phase
 from processor.service.metrics import PrometheusMetrics
 from processor.service.observe import observed
 from processor.service.partition import PartitionTask, TaskStats, run_of
 from processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
-from processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
-from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import restore
+from processor.service.records import TopicNames
 from processor.service.settings import ServiceSettings
-from processor.service.snapshotting import SnapshotScheduler
+from processor.service.tasks import TaskFactory
 from processor.storage.deletion import Deleter
-from processor.storage.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
 
-MAX_REBUILDS = 5
-REBUILD_WINDOW_S = 60.0
 RETRY_FAILED_DELETIONS_S = 30.0
-REOPEN_FIRST_S, REOPEN_MAX_S = 0.5, 30.0
-"""Backoff of a partition whose restore failed for a transient reason (Kafka or storage I/O)."""
 
 
 def _transient(error: BaseException) -> bool:
@@ -119,22 +113,18 @@ class Processor:
             settings.state_topic,
             settings.dlq_topic,
         )
-        self.fold_settings = settings.fold_settings()
-        self.tasks: dict[PartitionId, PartitionTask] = {}
+        self.partitions = Partitions()  # every assigned partition's phase (lifecycle.py)
         self.ready = asyncio.Event()
         self.closed_stats = TaskStats()
         self.rejoins = 0  # times a fenced partition made this instance rejoin the group
         self.rebuilds = 0  # times a partition was restored again after a failed commit
         self._stopping = asyncio.Event()
         self._fatal: BaseException | None = None
-        self._rebuilds: dict[PartitionId, list[float]] = {}
-        self._assigned: set[PartitionId] = set()
-        self._revocations = 0  # rebalances seen: a restore begun before the last one is stale (_activate)
-        self._reopen: dict[PartitionId, tuple[int, float]] = {}  # restores to retry: (attempts, when)
         self._consumer: InputConsumer | None = None
         self._shared: SharedProducer | None = None
         self._completions: CompletionWriter | None = None
         self._deleter: DeletionService | None = None
+        self._factory: TaskFactory | None = None
 
     # -- public API ----------------------------------------------------------------
 
@@ -143,20 +133,25 @@ class Processor:
         self._stopping.set()
 
     @property
+    def tasks(self) -> dict[PartitionId, PartitionTask]:
+        """The partitions that have a task (replaying, live, or broken and about to be rebuilt)."""
+        return self.partitions.tasks()
+
+    @property
     def assignment(self) -> list[PartitionId]:
         return sorted(self.tasks)
 
     def stats(self) -> TaskStats:
         total = TaskStats(**asdict(self.closed_stats))
         for task in self.tasks.values():
-            for name, value in asdict(task.stats).items():
+            for name, value in asdict(task.cycle.stats).items():
                 setattr(total, name, getattr(total, name) + value)
         return total
 
     @property
     def assigned(self) -> frozenset[PartitionId]:
         """Partitions the group assigned to this instance (restored or not)."""
-        return frozenset(self._assigned)
+        return self.partitions.assigned
 
     @property
     def consumer(self) -> InputConsumer | None:
@@ -167,16 +162,16 @@ class Processor:
         return self._deleter
 
     def readiness(self) -> tuple[bool, str]:
-        """Ready (/readyz) once every assigned partition is restored and its fold reached the group's
-        committed offset, i.e. holds exactly the durable state; why not, otherwise."""
+        """Ready (/readyz) once every assigned partition is live: restored, and its fold reached the
+        group's committed offset, i.e. holds exactly the durable state; why not, otherwise."""
         if self._stopping.is_set():
             return False, "stopping"
         if not self.ready.is_set():
             return False, "waiting for the first partition assignment"
-        waiting = sorted(p for p in self._assigned if not ((t := self.tasks.get(p)) and t.caught_up and t.usable))
+        waiting = self.partitions.not_ready()
         if waiting:
             return False, f"not restored and caught up yet: {', '.join(map(str, waiting))}"
-        return True, f"ready: {len(self._assigned)} partition(s) restored and caught up"
+        return True, f"ready: {len(self.partitions.assigned)} partition(s) restored and caught up"
 
     async def run(self) -> None:
         """Run until `stop()`; raises a CkptlogError when a partition cannot be restored or served."""
@@ -206,6 +201,9 @@ class Processor:
                 max_records=self.settings.max_batch_records,
                 session_timeout_ms=self.settings.session_timeout_ms,
                 group_instance_id=self.settings.group_instance_id,
+            )
+            self._factory = TaskFactory(
+                self.settings, self.names, clients, self._consumer, self._deleter, self._shared, self.metrics
             )
             await self._consumer.start()
             await self._loop(self._consumer)
@@ -261,7 +259,8 @@ class Processor:
         log.info("event=stopping reason=stop_requested")
 
     def _task_for(self, pid: PartitionId, records: Sequence[InputRecord]) -> PartitionTask | None:
-        task = self.tasks.get(pid)
+        partition = self.partitions.get(pid)
+        task = partition.task if partition is not None else None
         if task is None:  # revoked while the poll was returning: the next owner restores and re-reads them
             log.warning(
                 "event=records_without_task partition=%s first=%d count=%d", pid, records[0].offset, len(records)
@@ -269,37 +268,39 @@ class Processor:
         return task
 
     async def _housekeeping(self, consumer: InputConsumer) -> None:
-        now = time.monotonic()
-        due = [pid for pid, (_, at) in self._reopen.items() if at <= now]
+        due = self.partitions.due()
+        for partition in due:
+            partition.retry(self.partitions.epoch)
         if due:
-            await self._open_all([pid for pid in due if pid in self._assigned and pid not in self.tasks])
-        for pid, task in list(self.tasks.items()):
-            if isinstance(task.broken, OffsetOutOfRange):
-                raise task.broken
-            if task.broken is not None:
-                await self._recover(consumer, pid, task)
+            await self._restore(due)
+        for partition in self.partitions:
+            if partition.phase is Phase.BROKEN:
+                await self._recover(consumer, partition)
                 return
-            await task.tick(consumer.position)
+            if partition.task is not None:
+                await partition.task.tick(consumer.position)
 
-    async def _recover(self, consumer: InputConsumer, pid: PartitionId, task: PartitionTask) -> None:
-        history = [t for t in self._rebuilds.get(pid, []) if time.monotonic() - t < REBUILD_WINDOW_S]
-        history.append(time.monotonic())
-        self._rebuilds[pid] = history
-        if len(history) > MAX_REBUILDS:
-            raise TooManyRebuilds(
-                f"{pid} failed {len(history)} times within {REBUILD_WINDOW_S:.0f}s (last: "
-                f"{task.broken}); stopping — check the broker and the logs above"
-            )
-        if isinstance(task.broken, FencedError):
+    async def _recover(self, consumer: InputConsumer, partition: Partition) -> None:
+        """A broken partition: stop (data loss), rejoin the group (fenced), or restore it again."""
+        error, pid = partition.error, partition.pid
+        if isinstance(error, OffsetOutOfRange):
+            raise error
+        if isinstance(error, FencedError):
+            fenced = partition.rebuild(self.partitions.epoch)  # counts towards TooManyRebuilds
             log.warning("event=fenced partition=%s action=rejoin_group", pid)
             self.rejoins += 1
+            if fenced is not None:
+                await self._close_task(fenced, graceful=False)
+            partition.close()
             await self._close_all(graceful=True)
             consumer.rejoin()
             return
-        log.warning("event=rebuild partition=%s reason=%r", pid, task.broken)
+        log.warning("event=rebuild partition=%s reason=%r", pid, error)
         self.rebuilds += 1
-        await self._close(pid, graceful=False)
-        await self._open_all([pid])
+        task = partition.rebuild(self.partitions.epoch)
+        if task is not None:
+            await self._close_task(task, graceful=False)
+        await self._restore([partition])
 
     def _raise_fatal(self) -> None:
         if self._fatal is not None:
@@ -308,175 +309,98 @@ class Processor:
     # -- rebalance listener --------------------------------------------------------
 
     async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
-        self._revocations += 1
-        self._assigned.difference_update(partitions)
-        for pid in partitions:
-            self._reopen.pop(pid, None)
-        owned = [p for p in partitions if p in self.tasks]
-        log.info("event=partitions_revoked partitions=%s", ",".join(map(str, owned)) or "-")
-        await asyncio.gather(*(self._close(pid, graceful=True) for pid in owned))
+        revoked = self.partitions.revoke(partitions)  # every restore in flight is void from now on
+        log.info("event=partitions_revoked partitions=%s", ",".join(str(p.pid) for p in revoked if p.task) or "-")
+        await asyncio.gather(*(self._close(partition, graceful=True) for partition in revoked))
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
         log.info("event=partitions_assigned partitions=%s", ",".join(map(str, partitions)) or "-")
         if not partitions:
             log.warning(idle_message(self.settings))
-        self._assigned.update(partitions)
-        await self._open_all([p for p in partitions if p not in self.tasks])
+        fresh = [self.partitions.assign(pid) for pid in partitions if pid not in self.partitions]
+        await self._restore(fresh)
         self.ready.set()
 
-    async def _open_all(self, pids: Sequence[PartitionId]) -> None:
-        began = self._revocations
-        results = await asyncio.gather(*(self._open(pid) for pid in pids), return_exceptions=True)
-        for pid, result in zip(pids, results, strict=True):
-            if began != self._revocations:  # overtaken: the assignment since restores pid on its own, and
-                await self._drop(pid, result)  # its retry (`_reopen`) or failure must not be touched by this
+    async def _restore(self, partitions: Sequence[Partition]) -> None:
+        """The restore step of each partition's lifecycle (tasks.py), then what its outcome means:
+        live and fetching, retried later (transient), fatal, or void (see `_void`)."""
+        if not partitions:
+            return
+        assert self._factory is not None
+        factory = self._factory
+        results = await asyncio.gather(*(factory.open(p) for p in partitions), return_exceptions=True)
+        for partition, result in zip(partitions, results, strict=True):
+            if not self.partitions.current(partition):
+                await self._void(partition, result)
             elif isinstance(result, BaseException) and _transient(result):
-                self._retry_open(pid, result)
+                assert isinstance(result, CkptlogError)
+                self._retry_later(partition, result)
             elif isinstance(result, BaseException):
                 if not isinstance(result, CkptlogError):
-                    log.exception("event=open_failed partition=%s", pid, exc_info=result)
-                    result = ServiceError(f"{pid}: unexpected error while restoring: {result!r}; see the log")
+                    log.exception("event=open_failed partition=%s", partition.pid, exc_info=result)
+                    result = ServiceError(f"{partition.pid}: unexpected error while restoring: {result!r}; see the log")
                 self._fatal = self._fatal or result
                 self._stopping.set()
             else:
-                self._reopen.pop(pid, None)
-                await self._activate(pid, result, began)
+                self._activate(partition, result)
 
-    async def _drop(
-        self, pid: PartitionId, result: PartitionTask | BaseException, reason: str = "a rebalance overtook the restore"
-    ) -> None:
-        """A restore whose outcome, success or failure, is void (see `_activate`)."""
-        log.info("event=restore_dropped partition=%s reason=%s", pid, reason)
+    async def _void(self, partition: Partition, result: PartitionTask | BaseException) -> None:
+        """A restore a rebalance overtook: its outcome, success or failure, is void — it read offsets
+        another owner may have moved since, and its seek would land on another assignment. The
+        assignment since restores the partition on its own; one still assigned (a rebalance that
+        kept it) is restored again here."""
+        log.info("event=restore_dropped partition=%s reason=a rebalance overtook the restore", partition.pid)
         self.metrics.restore_dropped()
+        still = self.partitions.get(partition.pid) is partition
+        task = partition.close()
         if isinstance(result, PartitionTask):
             await result.close(graceful=False)
+        elif task is not None:
+            await task.close(graceful=False)
+        if still:
+            await self._restore([self.partitions.assign(partition.pid)])
 
-    def _retry_open(self, pid: PartitionId, error: BaseException) -> None:
+    def _retry_later(self, partition: Partition, error: CkptlogError) -> None:
         """A transient failure to restore one partition: retry it with backoff while the others go on
         (issue 13: it used to stop the whole processor). The partition stays paused meanwhile."""
-        attempts = self._reopen.get(pid, (0, 0.0))[0] + 1
-        delay = min(REOPEN_FIRST_S * 2 ** (attempts - 1), REOPEN_MAX_S)
-        self._reopen[pid] = (attempts, time.monotonic() + delay)
+        delay = partition.restore_failed(error)
         self.metrics.restore_failed()
         log.warning(
             "event=restore_failed partition=%s attempt=%d retry_in_s=%.1f error=%s; the other partitions go on",
-            pid,
-            attempts,
+            partition.pid,
+            partition.attempts,
             delay,
             error,
         )
 
-    async def _open(self, pid: PartitionId) -> PartitionTask:
-        assert self._consumer is not None and self._deleter is not None
-        started = time.monotonic()
-        self._consumer.pause([pid])  # nothing is fetched for pid until its task exists and has seeked
-        publisher = self._publisher(pid)
-        await publisher.start()  # exactly_once: init_transactions fences the previous owner first
-        crash_point("restore.after_fence")
-        try:
-            store = SnapshotStore(
-                self.settings.snapshots,
-                pid.topic,
-                pid.partition,
-                self.settings.keep_snapshots,
-                self.settings.snapshot_storage_options,
-            )
-            restored = await restore(pid, self._consumer, store, self.fold_settings, self.settings.allow_data_loss)
-        except BaseException:
-            await publisher.close()
-            raise
-        folder = BatchFolder(restored.fold, RecordFactory(self.names, pid))
-        snapshots = SnapshotScheduler(
-            pid,
-            store,
-            self.settings.snapshot_every,
-            self.settings.snapshot_interval_s,
-            restored.snapshot_offset,
-            metrics=self.metrics,
-        )
-        task = PartitionTask(
-            pid,
-            restored,
-            publisher,
-            folder,
-            snapshots,
-            self._deleter,
-            self.settings.checkpoint_storage_options,
-            self._check_gap,
-            self.metrics,
-            started,
-            self._consumer.seek,
-        )
-        self.metrics.restored(time.monotonic() - started)
-        if restored.start >= restored.publish_from:
-            task.catch_up()
-        return task
-
-    async def _activate(self, pid: PartitionId, task: PartitionTask, began: int) -> None:
-        """Register the task, then seek and resume: records of pid only ever reach its own task.
-
-        Only a restore begun in the current assignment (`began`: the rebalances seen when it
-        started), and only once. A restore that a rebalance overtook — a rebuild (`_recover`)
-        racing it — is dropped: finishing between the revocation and the next assignment, its seek
-        would land on the outgoing assignment, the next one starts from the group's committed
-        offset, and the task, left registered, would fold on from there over the records between
-        its snapshot and that offset (they would be missing from its state); finishing later, it
-        read offsets another owner may have moved since. The assignment restores pid again. A
-        second restore of a partition that already has a task (both racing the same assignment) is
-        dropped too: the first owns the position."""
-        assert self._consumer is not None
-        if began != self._revocations or pid not in self._assigned:
-            await self._drop(pid, task)
-            return
-        if pid in self.tasks:
-            await self._drop(pid, task, "restored twice")
-            return
-        self.tasks[pid] = task
+    def _activate(self, partition: Partition, task: PartitionTask) -> None:
+        """Seek and resume: records of the partition only ever reach its own task."""
+        assert self._consumer is not None and partition.task is task
         crash_point("restore.before_seek")
-        self._consumer.seek(pid, task.next_offset)
-        self._consumer.resume([pid])
+        self._consumer.seek(partition.pid, task.cycle.next_offset)
+        self._consumer.resume([partition.pid])
 
-    async def _check_gap(self, pid: PartitionId, expected: int, received: int) -> None:
-        """A jump in offsets is normal (transaction markers, aborted records) unless retention deleted
-        records this processor never read: then stop, or with --allow-data-loss log and go on."""
-        assert self._consumer is not None
-        log_start = await self._consumer.log_start(pid)
-        if log_start <= expected:
-            return
-        message = (
-            f"{pid}: offsets {expected}..{log_start - 1} were deleted by retention before this processor "
-            f"read them (it expected {expected}, the log now starts at {log_start}); their events are not "
-            "in the state. Increase the input topic's retention, or restart with --allow-data-loss to "
-            "continue without them"
-        )
-        if not self.settings.allow_data_loss:
-            raise OffsetOutOfRange(message)
-        log.error(
-            "event=DATA_LOSS partition=%s expected=%d log_start=%d received=%d", pid, expected, log_start, received
-        )
+    async def _close(self, partition: Partition, graceful: bool) -> None:
+        """Close the partition's task (graceful: final snapshot), then the partition."""
+        task = partition.task
+        if task is not None:
+            await self._close_task(task, graceful)
+        partition.close()
 
-    def _publisher(self, pid: PartitionId) -> Publisher:
-        assert self._clients is not None and self._consumer is not None
-        if self.settings.guarantee == "exactly_once":
-            return ExactlyOncePublisher(self._clients.transactional_producer(pid))
-        assert self._shared is not None
-        return AtLeastOncePublisher(self._shared, self._consumer)
-
-    async def _close(self, pid: PartitionId, graceful: bool) -> None:
-        task = self.tasks.pop(pid, None)
-        if task is None:
-            return
+    async def _close_task(self, task: PartitionTask, graceful: bool) -> None:
         try:
             await task.close(graceful)
         except CkptlogError as exc:
-            log.error("event=close_failed partition=%s error=%s", pid, exc)
-        for name, value in asdict(task.stats).items():
+            log.error("event=close_failed partition=%s error=%s", task.pid, exc)
+        for name, value in asdict(task.cycle.stats).items():
             setattr(self.closed_stats, name, getattr(self.closed_stats, name) + value)
 
     async def _close_all(self, graceful: bool) -> None:
-        await asyncio.gather(
-            *(self._close(pid, graceful and self.tasks[pid].broken is None) for pid in list(self.tasks))
-        )
+        """Close every partition's task; the partitions stay assigned, restored again when due."""
+        closing = [(p, p.task) for p in self.partitions if p.task is not None]
+        await asyncio.gather(*(self._close_task(task, graceful and p.broken is None) for p, task in closing))
+        for partition, _ in closing:
+            partition.close()
 
     def _owner(self, run_id: str) -> PartitionTask | None:
         """The task of the partition whose state holds the run (None: not this instance's)."""

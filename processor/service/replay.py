@@ -18,9 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from processor.core.fold import Fold
-from processor.core.snapshot import decode, encode, of_fold
-from processor.errors import OffsetOutOfRange
+from processor.core.snapshot import encode, of_fold
 from processor.failpoints import crash_point
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader
@@ -28,7 +26,7 @@ from processor.kafka.records import PartitionId
 from processor.kafka.topics import committed_offsets, topic_partitions
 from processor.service.batch import BatchFolder
 from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import check_snapshot, lost_message
+from processor.service.restore import load_snapshot, plan_restore, restored_fold
 from processor.service.settings import ServiceSettings
 from processor.storage.snapshots import SnapshotStore
 
@@ -81,19 +79,70 @@ async def _rebuild_one(
     from_snapshot: str | None,
     progress: Progress | None,
 ) -> Rebuilt:
-    """Fold offsets [start, until) of one partition and snapshot the state at `until`."""
-    fold_settings = settings.fold_settings()
-    fold, start, snapshot = Fold(fold_settings, emit=False), 0, None
+    """Fold offsets [start, until) of one partition and snapshot the state at `until`: the same
+    choice of snapshot and the same data-loss policy as a restore (processor/service/restore.py)."""
+    fold_settings, snapshot, url = settings.fold_settings(), None, from_snapshot or "(none)"
     if from_snapshot is not None:
         source = SnapshotStore(
             from_snapshot, pid.topic, pid.partition, storage_options=settings.snapshot_storage_options
         )
-        snapshot = await asyncio.to_thread(source.load_latest, decode, until)
-        if snapshot is not None:
-            fold_settings = check_snapshot(pid, snapshot, fold_settings, source.url)
-            fold = Fold(fold_settings, snapshot.runs, emit=False, refused=snapshot.refused)
-            start = snapshot.next_offset
-    names = TopicNames(
+        snapshot, fold_settings = await load_snapshot(pid, source, fold_settings, until)
+        url = source.url
+    fold = restored_fold(snapshot, fold_settings, emit=False)
+    folder = BatchFolder(fold, RecordFactory(topic_names(settings), pid))
+    start = snapshot.next_offset if snapshot is not None else 0
+    async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
+        begin, end = reader.begin[pid], min(reader.end[pid], until)
+        plan = plan_restore(pid, snapshot, until, begin, reader.end[pid], settings.allow_data_loss, url)
+        if plan.lost:
+            log.error("event=DATA_LOSS partition=%s start=%d log_start=%d", pid, start, begin)
+        events = await _fold_until(reader, folder, pid, (plan.start, begin, end), until, progress)
+    next_offset = max(until, plan.start)
+    store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
+    crash_point("replay.before_write")
+    written = await asyncio.to_thread(
+        store.write, encode(of_fold(fold, pid.topic, pid.partition, next_offset)), next_offset
+    )
+    log.info(
+        "event=replayed partition=%s start=%d next_offset=%d events=%d runs=%d url=%s",
+        pid,
+        plan.start,
+        next_offset,
+        events,
+        len(fold.runs),
+        written,
+    )
+    return Rebuilt(pid, plan.start, next_offset, len(fold.runs), events, written)
+
+
+async def _fold_until(
+    reader: TopicReader,
+    folder: BatchFolder,
+    pid: PartitionId,
+    bounds: tuple[int, int, int],
+    until: int,
+    progress: Progress | None,
+) -> int:
+    """Fold the reader's records below `until`; how many were folded."""
+    start, begin, end = bounds
+    events = 0
+    if progress is not None:
+        progress(pid, start, begin, end)
+    async for batch in reader.batches():
+        batch = [record for record in batch if record.offset < until]
+        if batch:
+            crash_point("replay.batch")
+            folder.fold_records(batch, NEVER)
+            events += len(batch)
+            if progress is not None:
+                progress(pid, batch[-1].offset + 1, begin, end)
+        if not batch or batch[-1].offset + 1 >= until:
+            break
+    return events
+
+
+def topic_names(settings: ServiceSettings) -> TopicNames:
+    return TopicNames(
         settings.input_topic,
         settings.checkpoints_topic,
         settings.validations_topic,
@@ -101,38 +150,3 @@ async def _rebuild_one(
         settings.state_topic,
         settings.dlq_topic,
     )
-    folder = BatchFolder(fold, RecordFactory(names, pid))
-    events = 0
-    async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
-        begin, end = reader.begin[pid], min(reader.end[pid], until)
-        if start < begin:
-            if not settings.allow_data_loss:
-                raise OffsetOutOfRange(lost_message(pid, start, begin, from_snapshot or "(none)", snapshot))
-            log.error("event=DATA_LOSS partition=%s start=%d log_start=%d", pid, start, begin)
-        if progress is not None:
-            progress(pid, max(start, begin), begin, end)
-        async for batch in reader.batches():
-            batch = [record for record in batch if record.offset < until]
-            if batch:
-                crash_point("replay.batch")
-                folder.fold_records(batch, NEVER)
-                events += len(batch)
-                if progress is not None:
-                    progress(pid, batch[-1].offset + 1, begin, end)
-            if not batch or batch[-1].offset + 1 >= until:
-                break
-        next_offset = max(until, start)
-    store = SnapshotStore(out_url, pid.topic, pid.partition, settings.keep_snapshots, settings.snapshot_storage_options)
-    crash_point("replay.before_write")
-    data = encode(of_fold(fold, pid.topic, pid.partition, next_offset))
-    url = await asyncio.to_thread(store.write, data, next_offset)
-    log.info(
-        "event=replayed partition=%s start=%d next_offset=%d events=%d runs=%d url=%s",
-        pid,
-        start,
-        next_offset,
-        events,
-        len(fold.runs),
-        url,
-    )
-    return Rebuilt(pid, start, next_offset, len(fold.runs), events, url)

@@ -97,12 +97,71 @@ def warn_full_replay(pid: PartitionId, records: int, url: str, start: int, commi
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """Where a partition's fold starts and what it publishes again: decided by `plan_restore`."""
+
+    start: int  # the first offset the fold reads
+    publish_from: int  # outputs of offsets from here on are published (below: state only)
+    lost: int = 0  # records below the log start the state goes on without (--allow-data-loss)
+
+
+def plan_restore(
+    pid: PartitionId,
+    snapshot: Snapshot | None,
+    committed: int | None,
+    log_start: int,
+    log_end: int,
+    allow_data_loss: bool,
+    url: str,
+) -> RestorePlan:
+    """The one restore policy (contract §6), for the processor and for `ckptlog replay`. Pure.
+
+    The fold resumes at the snapshot's offset (the log start without one); a snapshot beyond
+    the log's end is refused; offsets the log no longer holds are data loss, refused unless
+    `allow_data_loss` (then the fold starts at the log start); outputs are published again from
+    the group's committed offset (from the start when nothing is committed)."""
+    need = snapshot.next_offset if snapshot is not None else 0
+    if need > log_end:
+        raise RestoreError(
+            f"{pid}: the snapshot under {url} resumes at offset {need}, beyond the log's end "
+            f"{log_end}: the topic was re-created or the snapshots belong to another cluster; point "
+            "--snapshots at a fresh location (or delete the stale snapshots) and restart"
+        )
+    start = need
+    if need < log_start:
+        if not allow_data_loss:
+            raise OffsetOutOfRange(lost_message(pid, need, log_start, url, snapshot))
+        start = log_start
+    publish_from = start if committed is None else max(committed, start)
+    return RestorePlan(start, publish_from, start - need)
+
+
+async def load_snapshot(
+    pid: PartitionId, store: SnapshotStore, settings: FoldSettings, at_or_below: int
+) -> tuple[Snapshot | None, FoldSettings]:
+    """The newest snapshot at or below `at_or_below` that verifies, checked against this run's
+    settings (RestoreError when it is of another partition or other settings), and the settings
+    to fold on with (the snapshot's, when they differ only in spelling)."""
+    snapshot = await asyncio.to_thread(store.load_latest, decode, at_or_below)
+    crash_point("restore.snapshot_loaded")
+    if snapshot is None:
+        return None, settings
+    return snapshot, check_snapshot(pid, snapshot, settings, store.url)
+
+
+def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bool = True) -> Fold:
+    """The fold a snapshot holds (refused runs included), or a fresh one."""
+    if snapshot is None:
+        return Fold(settings, emit=emit)
+    return Fold(settings, snapshot.runs, emit=emit, refused=snapshot.refused)
+
+
 async def restore(
     pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings, allow_data_loss: bool
 ) -> Restored:
     committed = await offsets.committed(pid)
-    snapshot = await asyncio.to_thread(store.load_latest, decode, committed or 0)
-    crash_point("restore.snapshot_loaded")
+    snapshot, settings = await load_snapshot(pid, store, settings, committed or 0)
     ahead = [o for o in await asyncio.to_thread(store.list_offsets) if o > (committed or 0)]
     if ahead:
         log.warning(
@@ -112,51 +171,53 @@ async def restore(
             committed,
             ahead,
         )
-    if snapshot is not None:
-        settings = check_snapshot(pid, snapshot, settings, store.url)
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
-    need = snapshot.next_offset if snapshot is not None else 0
-    fold = Fold(settings, snapshot.runs, refused=snapshot.refused) if snapshot is not None else Fold(settings)
-    if need > log_end:
-        raise RestoreError(
-            f"{pid}: the snapshot under {store.url} resumes at offset {need}, beyond the log's end "
-            f"{log_end}: the topic was re-created or the snapshots belong to another cluster; point "
-            "--snapshots at a fresh location (or delete the stale snapshots) and restart"
-        )
-    start = need
-    if need < log_start:
-        if not allow_data_loss:
-            raise OffsetOutOfRange(lost_message(pid, need, log_start, store.url, snapshot))
+    plan = plan_restore(pid, snapshot, committed, log_start, log_end, allow_data_loss, store.url)
+    fold = restored_fold(snapshot, settings)
+    _log_plan(pid, plan, snapshot, committed, (log_start, log_end), store.url, len(fold.runs))
+    snapshot_offset = snapshot.next_offset if snapshot is not None else None
+    return Restored(fold, plan.start, plan.publish_from, snapshot_offset, log_end)
+
+
+def _log_plan(
+    pid: PartitionId,
+    plan: RestorePlan,
+    snapshot: Snapshot | None,
+    committed: int | None,
+    bounds: tuple[int, int],
+    url: str,
+    runs: int,
+) -> None:
+    log_start, log_end = bounds
+    snapshot_offset = snapshot.next_offset if snapshot is not None else None
+    if plan.lost:
         log.error(
             "event=DATA_LOSS partition=%s snapshot_offset=%s log_start=%d lost_offsets=%d message=%r",
             pid,
-            snapshot.next_offset if snapshot else None,
+            snapshot_offset,
             log_start,
-            log_start - need,
+            plan.lost,
             "--allow-data-loss: continuing from the log start; events below it are NOT in the state",
         )
-        start = log_start
-    publish_from = start if committed is None else max(committed, start)
-    if committed is not None and committed < start:
+    if committed is not None and committed < plan.start:
         log.warning(
             "event=committed_behind_snapshot partition=%s committed=%d start=%d; outputs of offsets "
             "%d..%d are not re-published",
             pid,
             committed,
-            start,
+            plan.start,
             committed,
-            start - 1,
+            plan.start - 1,
         )
-    if snapshot is None and log_end > start:
-        warn_full_replay(pid, log_end - start, store.url, start, committed)
+    if snapshot is None and log_end > plan.start:
+        warn_full_replay(pid, log_end - plan.start, url, plan.start, committed)
     log.info(
         "event=restored partition=%s snapshot_offset=%s log_start=%d log_end=%d committed=%s runs=%d replay=%d",
         pid,
-        snapshot.next_offset if snapshot else None,
+        snapshot_offset,
         log_start,
         log_end,
         committed,
-        len(fold.runs),
-        max(0, publish_from - start),
+        runs,
+        max(0, plan.publish_from - plan.start),
     )
-    return Restored(fold, start, publish_from, snapshot.next_offset if snapshot is not None else None, log_end)

@@ -18,7 +18,7 @@ from processor.errors import BrokerError, OffsetOutOfRange
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.batch import BatchFolder
 from processor.service.harness import workload
-from processor.service.partition import PartitionTask
+from processor.service.partition import PartitionTask, PositionControl, TaskParts, new_task
 from processor.service.processor import Processor
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
@@ -74,19 +74,15 @@ def make_task(
     every: int = 10_000,
     fold: Fold | None = None,
     log_end: int = 0,
+    consumer: PositionControl | None = None,
 ) -> tuple[PartitionTask, Publisher, Deleter, SnapshotStore]:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     publisher, deleter = Publisher(), Deleter()
     folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
-    task = PartitionTask(
-        PID,
-        Restored(fold, start, publish_from, None, log_end),
-        publisher,
-        folder,
-        SnapshotScheduler(PID, store, every, 3600, None),
-        deleter,
-    )
+    snapshots = SnapshotScheduler(PID, store, every, 3600, None)
+    parts = TaskParts(publisher, folder, snapshots, deleter, consumer)
+    task = new_task(PID, Restored(fold, start, publish_from, None, log_end), parts)
     if start >= publish_from:
         task.catch_up()
     return task, publisher, deleter, store
@@ -94,7 +90,7 @@ def make_task(
 
 async def idle(task: PartitionTask) -> None:
     async def position(pid: PartitionId) -> int:
-        return task.folded_offset
+        return task.cycle.folded_offset
 
     await task.wait_committed()
     await task.tick(position)
@@ -109,7 +105,7 @@ async def test_offsets_commit_with_outputs_and_deletions_follow_the_commit(tmp_p
     assert offsets == {PID: 10} and out
     evicted = [o for o in out if o.value and b"checkpoint_evicted" in o.value]
     assert len(deleter.submitted) == len(evicted) > 0
-    assert task.next_offset == 10 and task.stats.consumed == 10
+    assert task.cycle.next_offset == 10 and task.cycle.stats.consumed == 10
 
 
 async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Path) -> None:
@@ -117,9 +113,9 @@ async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Pat
     publisher.fail = True
     await task.process(records(LINES[:10]))
     await idle(task)
-    assert isinstance(task.broken, BrokerError) and not deleter.submitted and task.next_offset == 0
+    assert isinstance(task.life.broken, BrokerError) and not deleter.submitted and task.cycle.next_offset == 0
     await task.process(records(LINES[10:12], start=10))
-    assert task.folded_offset == 10  # a broken task folds nothing more
+    assert task.cycle.folded_offset == 10  # a broken task folds nothing more
     await task.close(graceful=True)
     assert publisher.closed
 
@@ -128,7 +124,7 @@ async def test_replay_below_publish_from_publishes_nothing_then_catches_up(tmp_p
     task, publisher, _deleter, _ = make_task(tmp_path, start=0, publish_from=8)
     await task.process(records(LINES[:12]))
     await idle(task)
-    assert task.caught_up
+    assert task.life.live
     ((out, offsets),) = publisher.commits
     assert offsets == {PID: 12}
     ids = {o.value.split(b'"id":"', 1)[1].split(b'"', 1)[0] for o in out if o.topic == "c"}
@@ -167,7 +163,7 @@ async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: 
     task, publisher, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    task.extra.append(task.folder.factory.checkpoints_missing("run-0", ["file:///x"], 0))
+    task.cycle.extra.append(task.folder.factory.checkpoints_missing("run-0", ["file:///x"], 0))
     await idle(task)
     out, offsets = publisher.commits[-1]
     assert offsets == {} and [(o.topic, o.key) for o in out] == [("c", b"run-0")]
@@ -214,18 +210,27 @@ async def test_owed_deletions_are_re_driven_only_once_the_log_read_at_restore_is
     assert task.fold.runs["run-0"].latest.path == evicted.path  # type: ignore[union-attr]
 
 
+class Positions:
+    """The consumer as a task sees it: seeks it asks for, and where the log starts."""
+
+    def __init__(self, log_start: int = 0) -> None:
+        self.start, self.rereads, self.checks = log_start, list[tuple[PartitionId, int]](), list[int]()
+
+    def seek(self, pid: PartitionId, offset: int) -> None:
+        self.rereads.append((pid, offset))
+
+    async def log_start(self, pid: PartitionId) -> int:
+        self.checks.append(len(self.rereads))
+        return self.start
+
+
 async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
-    calls: list[tuple[int, int]] = []
-
-    async def lost(pid: PartitionId, expected: int, received: int) -> None:
-        calls.append((expected, received))
-        raise OffsetOutOfRange(f"{pid}: lost {expected}..{received - 1}")
-
-    task, _publisher, _, _ = make_task(tmp_path)
-    task._gap_check = lost
+    consumer = Positions(log_start=5)
+    task, _publisher, _, _ = make_task(tmp_path, consumer=consumer)
     await task.process(records(LINES[:3]))
     await task.process(records(LINES[5:8], start=5))
-    assert calls == [(3, 5)] and isinstance(task.broken, OffsetOutOfRange)
+    assert consumer.checks and isinstance(task.life.broken, OffsetOutOfRange) and not task.cycle.usable
+    assert "offsets 3..4 were deleted by retention" in str(task.life.broken)
 
 
 async def test_a_jump_in_offsets_is_re_read_once_before_the_fold_goes_over_it(tmp_path: Path) -> None:
@@ -233,50 +238,31 @@ async def test_a_jump_in_offsets_is_re_read_once_before_the_fold_goes_over_it(tm
     there: a moved consumer position must never leave records out of the state. Only a jump the
     broker repeats (transaction markers, aborted records) is folded over, after the retention
     check; once the task has folded a batch, its position is its own and jumps are markers."""
-    rereads: list[tuple[PartitionId, int]] = []
-    checks: list[tuple[int, int]] = []
-
-    async def retained(pid: PartitionId, expected: int, received: int) -> None:
-        checks.append((expected, received))
-
-    task, _, _, _ = make_task(tmp_path, start=3, publish_from=3)
-    task._gap_check, task._reread = retained, lambda pid, offset: rereads.append((pid, offset))
+    consumer = Positions()
+    task, _, _, _ = make_task(tmp_path, start=3, publish_from=3, consumer=consumer)
     await task.process(records(LINES[5:8], start=5))  # a stale position: 3 and 4 would be lost
-    assert rereads == [(PID, 3)] and checks == [] and task.folded_offset == 3 and task.usable
+    assert consumer.rereads == [(PID, 3)] and consumer.checks == [] and task.cycle.folded_offset == 3
+    assert task.cycle.usable
     await task.process(records(LINES[5:8], start=5))  # the broker repeats it: 3 and 4 are markers
-    assert rereads == [(PID, 3)] and checks == [(3, 5)] and task.folded_offset == 8
+    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 1 and task.cycle.folded_offset == 8
     await task.process(records(LINES[10:12], start=10))  # after a folded batch: markers, no re-read
-    assert rereads == [(PID, 3)] and checks == [(3, 5), (8, 10)] and task.folded_offset == 12
-    fresh, _, _, _ = make_task(tmp_path / "fresh", start=3, publish_from=3)
-    fresh._gap_check, fresh._reread = retained, lambda pid, offset: rereads.append((pid, offset))
+    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 2 and task.cycle.folded_offset == 12
+    again = Positions()
+    fresh, _, _, _ = make_task(tmp_path / "fresh", start=3, publish_from=3, consumer=again)
     await fresh.process(records(LINES[5:8], start=5))
     await fresh.process(records(LINES[3:8], start=3))  # re-read from 3: nothing was missing after all
-    assert rereads == [(PID, 3), (PID, 3)] and fresh.folded_offset == 8 and fresh.stats.consumed == 0
+    assert again.rereads == [(PID, 3)] and fresh.cycle.folded_offset == 8 and fresh.cycle.stats.consumed == 0
     await idle(fresh)
-    assert fresh.stats.consumed == 5
-
-
-class _Consumer:
-    def __init__(self, start: int) -> None:
-        self.start = start
-
-    async def log_start(self, pid: PartitionId) -> int:
-        return self.start
+    assert fresh.cycle.stats.consumed == 5
 
 
 async def test_gap_check_tells_markers_from_retention(tmp_path: Path) -> None:
-    from processor.service.processor import Processor
-    from processor.service.settings import load_settings
-
-    processor = Processor(load_settings(None, snapshots=str(tmp_path)))
-    processor._consumer = _Consumer(start=3)  # type: ignore[assignment]
-    await processor._check_gap(PID, 3, 5)  # log start <= expected: markers or aborted records, fine
-    processor._consumer = _Consumer(start=4)  # type: ignore[assignment]
+    task, _, _, _ = make_task(tmp_path)
+    await task._gap(Positions(log_start=3), 3, 5)  # log start <= expected: markers or aborted records, fine
     with pytest.raises(OffsetOutOfRange, match=r"in\[0\]: offsets 3..3 were deleted.*--allow-data-loss"):
-        await processor._check_gap(PID, 3, 5)
-    allowed = Processor(load_settings(None, snapshots=str(tmp_path), allow_data_loss=True))
-    allowed._consumer = _Consumer(start=4)  # type: ignore[assignment]
-    await allowed._check_gap(PID, 3, 5)
+        await task._gap(Positions(log_start=4), 3, 5)
+    task._allow_loss = True
+    await task._gap(Positions(log_start=4), 3, 5)
 
 
 class Owner:
@@ -296,7 +282,8 @@ class Owner:
 async def test_confirmed_deletions_go_to_the_partition_owning_each_run() -> None:
     processor = Processor(load_settings(None, bootstrap_servers="127.0.0.1:1"))
     first, second = Owner({"a"}), Owner({"b"})
-    processor.tasks = {PartitionId("in", 0): first, PartitionId("in", 1): second}  # type: ignore[dict-item]
+    processor.partitions.assign(PartitionId("in", 0)).task = first  # type: ignore[assignment]
+    processor.partitions.assign(PartitionId("in", 1)).task = second  # type: ignore[assignment]
     written: list[OutRecord] = []
     processor._completions = SimpleNamespace(extend=written.extend)  # type: ignore[assignment]
     processor._deletions_done([("a", "p1"), ("b", "p2"), ("gone", "p3"), ("a", "p4")])

@@ -16,6 +16,7 @@ from processor.foldfile import fold_lines
 from processor.kafka.errors import KafkaIOError
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.harness import expected_views, workload
+from processor.service.lifecycle import Partition, Phase
 from processor.service.processor import Processor
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.snapshots import SnapshotStore
@@ -75,7 +76,7 @@ def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
         return (
             bool(processor.assignment)
             and all(kafka.committed.get(pid) == kafka.end(pid) for pid in processor.assignment)
-            and all(t.usable and not t.cycle.in_flight for t in processor.tasks.values())
+            and all(t.cycle.usable and not t.cycle.in_flight for t in processor.tasks.values())
         )
 
     return check
@@ -186,7 +187,8 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
     async def rebuild_in_the_window() -> None:
         shutil.rmtree(tmp_path / "snaps")  # no snapshot: the restore starts at 0, far behind the committed offset
         assert kafka.committed[P0] > 0 and not snapshots(tmp_path, P0)
-        await processor._open_all([P0])
+        assert P0 not in processor.partitions  # revoked: a rebuild begun before is of the last epoch
+        await processor._restore([Partition(P0, processor.partitions.epoch - 1)])
         consumer.between = None
 
     consumer.between = rebuild_in_the_window
@@ -197,7 +199,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
     assert "event=restore_dropped partition=ckptlog.events[0] reason=a rebalance overtook the restore" in caplog.text
     assert processor.metrics.registry.get_sample_value("ckptlog_restores_dropped_total") == 1  # type: ignore[attr-defined]
     assert views(kafka) == expected_views(LINES, config)
-    assert processor.tasks[P0].folded_offset == kafka.end(P0)
+    assert processor.tasks[P0].cycle.folded_offset == kafka.end(P0)
     processor.stop()
     await run
 
@@ -221,7 +223,7 @@ async def test_a_transient_error_while_restoring_one_partition_is_retried_while_
         return await real_committed(self, pid)
 
     monkeypatch.setattr(FakeConsumer, "committed", flaky_committed)
-    monkeypatch.setattr("processor.service.processor.REOPEN_FIRST_S", 0.01)
+    monkeypatch.setattr("processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     config = settings(tmp_path)
     processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
     run = asyncio.create_task(processor.run())
@@ -300,7 +302,7 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     transiently (scheduled for a retry). When the rebuild's restore then finishes, its outcome is
     void: it must neither register a task nor cancel that retry (found by review: the partition
     stayed assigned and paused, with no task and no retry, until the next rebalance)."""
-    monkeypatch.setattr("processor.service.processor.REOPEN_FIRST_S", 0.01)
+    monkeypatch.setattr("processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     kafka = FakeKafka()
     produce(kafka, LINES[:150])
     gate, blocked = asyncio.Event(), asyncio.Event()
@@ -330,7 +332,8 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     consumer.positions = {pid: kafka.committed.get(pid, 0) for pid in consumer.assigned}
     consumer.paused.clear()
     await processor.partitions_assigned(list(consumer.assigned))
-    assert P0 in processor._reopen and P0 not in processor.tasks  # the assignment's restore failed: retried
+    retried = processor.partitions.get(P0)  # the assignment's restore failed: retried
+    assert retried is not None and retried.phase is Phase.RETRYING and P0 not in processor.tasks
     gate.set()
     produce(kafka, LINES[220:])
     await until(lambda: P0 in processor.tasks and settled(kafka, processor)(), run)
