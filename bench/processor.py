@@ -130,8 +130,11 @@ class NullDeleter:
     def submit(self, run_id: str, path: str, root: str) -> bool:
         return True
 
-    def submit_many(self, requests: Any) -> int:
+    def submit_many(self, requests: Any, source: str | None = None) -> int:
         return len(requests)
+
+    def claim_many(self, claims: Any, source: str | None = None) -> int:
+        return 0
 
     def retry_failed(self) -> int:
         return 0

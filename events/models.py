@@ -16,7 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 RUN_ID_MAX = 256
-RUN_ID_CHAR = r"[^\x00-\x1f\x7f]"  # no control characters (events/decoded.py's fast path accepts a subset)
+RUN_ID_CHAR = (
+    r"[^\x00-\x1f\x7f-\x9f]"  # no control characters (C0, DEL, C1) (events/decoded.py's fast path accepts a subset)
+)
 RunId = Annotated[str, StringConstraints(min_length=1, max_length=RUN_ID_MAX, pattern=rf"^{RUN_ID_CHAR}+$")]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Status = Literal["COMMITTED", "PENDING_VALIDATION", "VALIDATED", "VALIDATION_TIMEOUT", "VALIDATION_FAILED"]

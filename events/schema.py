@@ -38,15 +38,15 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["format", "schema_version", "checksum", "snapshot"],
     "description": "Canonical JSON (keys in the order written, which is data; no whitespace); checksum = "
-    "sha256 of canonical(snapshot). Version 1 sorted every object's keys; version 3 added `refused` and "
-    "the decode limits among the settings.",
+    "sha256 of canonical(snapshot). Versions 1 and 2 (older fold rules) are refused: rebuild them with "
+    "`ckptlog replay`.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"enum": [1, 2, 3]},
+        "schema_version": {"const": 3},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",
-            "required": ["processor_version", "topic", "partition", "next_offset", "settings", "runs"],
+            "required": ["processor_version", "topic", "partition", "next_offset", "settings", "runs", "refused"],
             "properties": {
                 "processor_version": {"type": "string"},
                 "topic": {"type": "string"},
@@ -57,7 +57,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "refused": {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
-                    "description": "Run id -> why its run_started was refused (version 3).",
+                    "description": "Run id -> why its run_started was refused.",
                 },
             },
         },

@@ -17,8 +17,8 @@ import pytest
 
 from processor.core.paths import MARKER, normalize
 from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
+from processor.storage.claims import Claimant, claim_name
 from processor.storage.deletion import Deleter, RetryPolicy
-from processor.storage.markers import claim_name
 from processor.storage.objects import ObjectStore
 from processor.storage.snapshots import SnapshotStore
 
@@ -288,11 +288,11 @@ class StorageContract:
         store = backend.store()
         deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
         await self.claimed(backend, deleter, ("runs/a", "a"))
-        assert store.list() == [f"runs/a/{MARKER}/{claim_name('a')}"]
-        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}/{claim_name('a')}")
+        assert store.list() == [f"runs/a/{MARKER}/{claim_name(Claimant('a'))}"]
+        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}/{claim_name(Claimant('a'))}")
         await self.claimed(backend, deleter, ("runs/a", "a"))  # claimed once: nothing new
         await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
-        assert set(deleter.claims.shared) == {
+        assert {(root, claimant.run) for root, claimant in deleter.claims.shared} == {
             (normalize(f"{backend.base_url}/runs/a"), "b"),
             (normalize(f"{backend.base_url}/runs/a/b"), "b2"),
         }  # the same root, and a root inside it

@@ -30,6 +30,10 @@ _WHY = {
 #: let a run's deletions reach everything on it.
 _ROOT_SEGMENTS = {"file": 1, "memory": 1}
 _PROTOCOL = re.compile(r"[a-z][a-z0-9+.-]*")
+NAME_MAX = 255
+"""Bytes in one path segment: no filesystem names a longer file or directory (a deletion there
+would fail for ever), so a longer segment is refused on every protocol."""
+_LONG = re.compile(rf"[^/]{{{NAME_MAX + 1}}}")
 
 MARKER = ".ckptlog-run"
 """The ownership marker the processor writes into each run root (contract §9): a file naming the run.
@@ -75,13 +79,18 @@ def parse_url(url: str) -> ParsedUrl:
         raise UnsafePath(f"{url!r} has a '..' segment")
     if MARKER in segments:
         raise UnsafePath(f"{url!r} names ckptlog's ownership marker {MARKER!r}")
+    long = next((seg for seg in segments if len(seg.encode()) > NAME_MAX), None)
+    if long is not None:
+        raise UnsafePath(
+            f"{url!r} has a segment of {len(long.encode())} bytes, over the {NAME_MAX} a directory name has"
+        )
     return ParsedUrl(protocol, segments)
 
 
 def segment_problem(name: str) -> str | None:
     """Why `name` (a run id) cannot be one directory name below a root, else None: it must be one
     safe path segment (no '/', not '.' or '..', no unsafe spelling, not the marker's name)."""
-    if not name or name in (".", "..") or "/" in name or name == MARKER:
+    if not name or name in (".", "..") or "/" in name or name == MARKER or len(name.encode()) > NAME_MAX:
         return f"{name!r} is not one directory name"
     why = unsafe_spelling(name)
     return None if why is None else f"{name!r} has {why}"
@@ -131,8 +140,8 @@ def fast_key(url: str) -> str | None:
         return None
     if "//" in rest or "/." in rest or rest.endswith("/") or rest.startswith(".") or not rest:
         return None
-    if _UNSAFE.search(url) is not None:
-        return None
+    if _UNSAFE.search(url) is not None or not url.isascii() or _LONG.search(rest) is not None:
+        return None  # parse it: the segments' lengths in bytes decide
     if protocol == "file":
         return f"file://{rest}" if rest.startswith("/") else None
     return None if rest.startswith("/") else f"{protocol}://{rest}"
@@ -142,9 +151,10 @@ def canonical_below(prefix: str, forbidden: str = "") -> Callable[[str], object]
     """A test for "`path` is already canonical and strictly below `prefix`" (then it is its
     own key): one regex match instead of parsing. Segments are non-empty and do not start
     with a dot, so no `//`, `/.`, `..` or trailing `/`; no character of an unsafe spelling
-    (`:`, `%`, `\\`, `?`, `#`, globs, controls) nor of `forbidden` appears in a segment."""
-    extra = re.escape(":%\\?#*[" + forbidden) + r"\x00-\x1f\x7f"
-    segment = f"[^/.{extra}][^/{extra}]*"
+    (`:`, `%`, `\\`, `?`, `#`, globs, controls) nor of `forbidden` appears in a segment; ASCII
+    only, at most NAME_MAX characters a segment (anything else is parsed, bytes counted)."""
+    extra = re.escape(":%\\?#*[" + forbidden) + r"\x00-\x1f\x7f-\U0010ffff"
+    segment = f"[^/.{extra}][^/{extra}]{{0,{NAME_MAX - 1}}}"
     return re.compile(f"{re.escape(prefix)}{segment}(?:/{segment})*").fullmatch
 
 

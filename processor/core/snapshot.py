@@ -6,18 +6,14 @@ Canonical = keys in the order they are written, no whitespace, UTF-8, Python's f
 encoding of `snapshot`, so any flipped byte or truncation is caught before a state is trusted.
 Key order is data (contract §3): a metric's flattened lookup depends on the order its keys arrived
 in (`{"a/b": 1, "a": {"b": 2}}`), so a restored fold must see the very order a clean one does;
-schema version 1 sorted every object's keys and lost it (v1 snapshots are still read: their
-metrics come back sorted, and their outstanding evictions are numbered in the order stored).
+schema version 1 sorted every object's keys and lost it.
 
 Schema version 3 added what a fold needs beyond its runs: the runs refused for their root
-(`refused`, contract §3) and the decode limits among the settings (contract §6). Versions 1 and
-2 did not record the limits (a restore then takes this run's) and gave runs without run_started
-the shared `--storage-root` as their root; version 3 gives each its own, so a version 1 or 2
-snapshot holding such a run cannot be carried over (`SnapshotVersionError` says what to do).
-
-Configs and validation specs are the decoded Structs (events/decoded.py): written with
-`msgspec.to_builtins` (every field, defaults too), read back with `msgspec.convert`, which
-checks their constraints again.
+(`refused`, contract §3) and the decode limits among the settings (contract §6); it came with new
+fold rules (every run a root of its own, refused runs). A version 1 or 2 snapshot holds a state
+folded under the old rules, which a clean replay under the new ones may not build (a run refused
+before it left no trace; runs without run_started shared --storage-root), so it is refused with
+the command that rebuilds it (`SnapshotVersionError`).
 """
 
 from __future__ import annotations
@@ -53,7 +49,6 @@ class Snapshot:
     runs: dict[str, RunState] = field(default_factory=dict)
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
-    limits_recorded: bool = True  # False for versions 1 and 2: `settings` holds the default limits
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
@@ -62,7 +57,7 @@ def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapsho
 
 
 def canonical(value: Any, *, sort_keys: bool = False) -> bytes:
-    """The canonical bytes of `value` (version 1 sorted every object's keys)."""
+    """The canonical bytes of `value` (`sort_keys`: for comparing documents, never for a snapshot)."""
     return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
 
 
@@ -100,35 +95,23 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
             f"{name}: snapshot schema version {version!r} is newer than this build reads "
             f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild"
         )
+    if version < SCHEMA_VERSION:
+        raise SnapshotVersionError(
+            f"{name}: snapshot schema version {version!r} was folded under older rules (runs without "
+            "run_started shared --storage-root, refused runs were not recorded), which a clean replay under "
+            "this build's may not give; rebuild the snapshots with `ckptlog replay --snapshots NEW_URL` and "
+            "restart with --snapshots NEW_URL (docs/runbook.md, Upgrading)"
+        )
     body = outer.get("snapshot")
     if not isinstance(body, dict):
         raise SnapshotCorrupt(f"{name}: no snapshot body; skipping it")
-    expected = "sha256:" + hashlib.sha256(canonical(body, sort_keys=version == 1)).hexdigest()
+    expected = "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
     if outer.get("checksum") != expected:
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
     try:
-        snapshot = _snapshot_in(body, version)
+        return _snapshot_in(body)
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
-    if version < 3:
-        _refuse_shared_roots(name, snapshot)
-    return snapshot
-
-
-def _refuse_shared_roots(name: str, snapshot: Snapshot) -> None:
-    """Versions 1 and 2 gave runs without run_started the shared --storage-root as their root; this
-    build gives each `{storage-root}/{run id}` (contract §9), so such a state cannot be resumed."""
-    shared = sorted(run_id for run_id, run in snapshot.runs.items() if run.started is None and run.storage_root)
-    if shared:
-        listed = ", ".join(repr(r) for r in shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
-        raise SnapshotVersionError(
-            f"{name}: this snapshot (schema version 2, ckptlog {snapshot.processor_version}) holds runs without "
-            f"run_started that share --storage-root as their root ({listed}); this build gives each such run a "
-            "root of its own, {storage-root}/{run id}, so their state cannot be carried over. Rebuild the "
-            "snapshots under the new rule with `ckptlog replay --snapshots NEW_URL` and restart with "
-            "--snapshots NEW_URL (those runs' checkpoints directly under --storage-root are then rejected as "
-            "path_outside_root), or keep the older ckptlog until those runs have ended"
-        )
 
 
 def _settings_out(s: FoldSettings) -> dict[str, Any]:
@@ -143,16 +126,15 @@ def _settings_out(s: FoldSettings) -> dict[str, Any]:
     }
 
 
-def _settings_in(d: dict[str, Any], recorded: bool) -> FoldSettings:
-    """The fold settings; without `recorded` limits (versions 1, 2) the default ones stand in."""
-    limits = {"max_payload_bytes": int(d["max_payload_bytes"]), "max_depth": int(d["max_depth"])} if recorded else {}
+def _settings_in(d: dict[str, Any]) -> FoldSettings:
     return FoldSettings(
         _in(d["default_config"], CheckpointConfig),
         d["default_root"],
         d["outer_root"],
         _in(d["default_validation"], ValidationSpec),
         int(d["dedup_window"]),
-        **limits,
+        int(d["max_payload_bytes"]),
+        int(d["max_depth"]),
     )
 
 
@@ -216,9 +198,8 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.index_in_generation = d["index_in_generation"]
     run.seen = deque(d["seen"])
     run.seen_set = set(run.seen)
-    outstanding = d["outstanding"]  # version 1: [key, path] pairs, numbered here in the order stored
-    run.outstanding = {e[0]: Evicted(e[1], e[2] if len(e) > 2 else n) for n, e in enumerate(outstanding)}
-    run.evictions = int(d.get("evictions", len(outstanding)))
+    run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
+    run.evictions = int(d["evictions"])
     run.preserved_at = d.get("preserved_at")
     run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
@@ -235,18 +216,17 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
-def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
+def _snapshot_in(body: dict[str, Any]) -> Snapshot:
     runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
-    refused = body.get("refused", {}) if version < 3 else body["refused"]
+    refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
     return Snapshot(
         body["topic"],
         int(body["partition"]),
         int(body["next_offset"]),
-        _settings_in(body["settings"], version >= 3),
+        _settings_in(body["settings"]),
         runs,
         body["processor_version"],
         dict(refused),
-        limits_recorded=version >= 3,
     )

@@ -33,9 +33,11 @@ run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: wha
 
 
 class DeletionSink(Protocol):
-    def submit_many(self, requests: Iterable[Deletion]) -> int: ...
+    """The deleter, as a partition's commit cycle uses it; `source` names the input partition."""
 
-    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int: ...
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
+
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int: ...
 
 
 @dataclass(slots=True)
@@ -168,11 +170,11 @@ class CommitCycle:
             return
         self.stats.add(batch)
         if batch.claims:  # the roots this batch registered: their ownership markers (contract §9)
-            self.deleter.claim_many(batch.claims)
+            self.deleter.claim_many(batch.claims, str(self.pid))
         if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
             # run and confirms them in one completion event
             crash_point("deletions.before_handover")
-            self.deleter.submit_many(sorted(batch.deletions, key=run_of))
+            self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))
             crash_point("deletions.after_handover")
         self.snapshots.count(batch.consumed)
         await self.snapshot_if_due()  # 5

@@ -218,7 +218,7 @@ class PartitionTask:
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
-        self.deleter.claim_many(self.fold.roots.owners.items())  # markers an earlier owner may not have written
+        self.deleter.claim_many(self.fold.roots.owners.items(), str(self.pid))  # any an earlier owner did not write
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.cycle.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:
@@ -251,7 +251,7 @@ class PartitionTask:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
             if not self.cycle.usable:
                 return
-            self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK])
+            self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK], str(self.pid))
         crash_point("restore.redriven")
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:

@@ -94,10 +94,12 @@ class KafkaClients(Protocol):
 class DeletionService(Protocol):
     """The processor's deleter (processor.storage.deletion.Deleter)."""
 
-    def submit_many(self, requests: Iterable[Deletion]) -> int: ...
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
+        """Delete each request's path, for runs folded by input partition `source`."""
+        ...
 
-    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
-        """Write each (canonical run root, run id)'s ownership marker in the background (contract §9)."""
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+        """Write each (canonical run root, run id)'s ownership claim in the background (contract §9)."""
         ...
 
     def retry_failed(self) -> int: ...

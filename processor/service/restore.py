@@ -11,7 +11,6 @@ known to be published, so the fold starts from the log's start and publishes eve
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Protocol
@@ -55,19 +54,14 @@ def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings,
             f"{pid}: snapshot under {url} is of {snapshot.topic}[{snapshot.partition}]; point "
             "--snapshots at this input topic's snapshots"
         )
-    recorded = snapshot.settings
-    if not snapshot.limits_recorded:  # an older schema: the limits it was folded with are not known
-        recorded = dataclasses.replace(
-            recorded, max_payload_bytes=settings.max_payload_bytes, max_depth=settings.max_depth
-        )
-    found = differences(recorded, settings)
+    found = differences(snapshot.settings, settings)
     if found:
         raise RestoreError(
             f"{pid}: the snapshot at offset {snapshot.next_offset} under {url} was made with other processor "
             f"defaults: {describe(found)}. Restart with the snapshot's value, or rebuild snapshots for the new "
             "one with `ckptlog replay --snapshots NEW_URL` and run with that URL"
         )
-    return recorded
+    return snapshot.settings
 
 
 def lost_message(pid: PartitionId, need: int, log_start: int, url: str, snapshot: Snapshot | None) -> str:

@@ -29,8 +29,9 @@ from typing import Any, Protocol
 
 from processor.errors import StorageError
 from processor.failpoints import crash_point
+from processor.storage.claims import Claimant
 from processor.storage.confinement import Confinement, confinement_problem
-from processor.storage.ownership import Claim, Claims
+from processor.storage.ownership import Claims
 from processor.storage.removal import Outcome, Refused, remove_all
 
 log = logging.getLogger(__name__)
@@ -116,9 +117,9 @@ class Deleter:
         self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
         self._recheck, self._on_refused = recheck, on_refused
         self._concurrency, self._batch_size = concurrency, batch_size
-        # accepted, not confirmed gone -> canonical URL to delete. Every such key is in exactly one place:
+        # accepted, not confirmed gone -> what to delete. Every such key is in exactly one place:
         # `_ready` (waiting for a job), a running job, `_timers` (backing off) or `_failed` (attempts exhausted)
-        self._outstanding: dict[Key, tuple[str, str]] = {}  # (canonical url, canonical run root)
+        self._outstanding: dict[Key, tuple[str, str, Claimant]] = {}  # canonical url and run root, who deletes
         self._ready: list[Key] = []
         self._attempts: dict[Key, int] = {}
         self._timers: dict[Key, asyncio.TimerHandle] = {}
@@ -132,9 +133,10 @@ class Deleter:
         # the run roots' ownership markers, which this deleter's walks honour (processor.storage.markers)
         self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
 
-    def claim_many(self, claims: Iterable[Claim]) -> int:
-        """Write the ownership marker of each (canonical root, run id) in the background, once."""
-        return self.claims.claim_many(claims)
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+        """Write the ownership claim of each (canonical root, run id), as folded by input partition
+        `source`, in the background, once (processor/storage/markers.py)."""
+        return self.claims.claim_many(claims, source)
 
     @property
     def backlog(self) -> int:
@@ -161,14 +163,15 @@ class Deleter:
         """Submissions refused by confinement, with why; none of them was touched."""
         return dict(self._refused)
 
-    def submit(self, run_id: str, path: str, root: str) -> bool:
-        """Queue deleting `path` for `run_id` without waiting; False when refused.
+    def submit(self, run_id: str, path: str, root: str, source: str | None = None) -> bool:
+        """Queue deleting `path` for `run_id` (as folded by input partition `source`; None: offline)
+        without waiting; False when refused.
 
         A path already queued or in flight is not queued twice; a failed one starts over.
         """
-        return self.submit_many([_Request(run_id, path, root)]) == 1
+        return self.submit_many([_Request(run_id, path, root)], source) == 1
 
-    def submit_many(self, requests: Iterable[DeletionRequest]) -> int:
+    def submit_many(self, requests: Iterable[DeletionRequest], source: str | None = None) -> int:
         """`submit` for each request (confinement is still checked per path); how many were accepted."""
         if self._closed:
             raise StorageError(
@@ -186,7 +189,7 @@ class Deleter:
                 self._refuse([(key, problem)])
                 continue
             accepted += 1
-            outstanding[key] = (url, root)
+            outstanding[key] = (url, root, Claimant(key[0], source))
             if failed:
                 failed.pop(key, None)
             ready.append(key)
@@ -277,7 +280,7 @@ class Deleter:
     async def _job(self, keys: list[Key]) -> None:
         if self._recheck is not None:
             keys = self._still_owed(keys)
-        items = [(*self._outstanding[key], key[0]) for key in keys]
+        items = [self._outstanding[key] for key in keys]
         if items:
             crash_point("deletion.job_start")
         try:

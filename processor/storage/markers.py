@@ -1,97 +1,62 @@
-"""Run ownership in storage (contract §9): a claim per run in each run root, and the walks that honour it.
+"""Run ownership in storage (contract §9): claims in run roots, and the walks that honour them.
 
 The fold of one input partition refuses roots that nest with another run's, but it cannot see
 the runs of other partitions that share the storage. So the storage itself carries ownership:
-once a run's root is registered, the processor writes a claim, `{root}/.ckptlog-run/{name}`
-naming the run (`claim`; one file per run, so two runs claiming one root never overwrite each
-other), and every deletion first walks from the processor's `--storage-root` down to the
-checkpoint and through the checkpoint's own tree, refusing when it meets a marker that is not
-the deleting run's own at its root: a directory above the run root holding one (the run root lies
-inside another run's), the root claimed by another run too, a directory between the root and the
-checkpoint holding one, or one anywhere inside the checkpoint (another run's root would go with
-it). A root that two runs claim, or a root inside another run's, is protected both ways: neither
-run's deletions reach the other's.
+once a run's root is registered, the processor writes a claim into `{root}/.ckptlog-run/` naming
+the run and the input partition that folds it (processor/storage/claims.py: one file per
+claimant, so claims never overwrite each other, and one run id folded by two partitions — its
+records keyed or partitioned astray — is two claimants). Every deletion first walks from
+`--storage-root` down to the checkpoint and through the checkpoint's own tree, refusing when it
+meets another claimant's marker: above the run root (the root lies inside another run's), at
+the root, between the root and the checkpoint, or anywhere inside the checkpoint. A root two
+claimants share, or one inside another run's, is so protected both ways.
 
 Local paths are walked through directory file descriptors opened with `O_NOFOLLOW`, from the
 resolved `--storage-root` (the configured bound is trusted, what lies below it is not): a run
 root reached through a symlink below the bound is refused, so no deletion or claim leaves the
-resolved bound (issue 20 #5). Without a bound the run root is resolved and trusted, as before.
-Other protocols check with `exists` and `find`, one request per directory level.
+resolved bound. Without a bound the run root is resolved and trusted. Other protocols:
+processor/storage/remote_markers.py.
+
+A claim is read only if it is a regular file, opened without blocking (a FIFO planted there
+never stalls a worker thread); anything else in a marker directory counts as another run's. The
+walk through a checkpoint's tree holds one directory descriptor per level and refuses a tree
+deeper than MAX_TREE_DEPTH levels (it could not be checked, nor removed, without recursing that
+deep); a directory it cannot open for any reason but "gone" or "a link" fails the deletion
+(retried), never skips the subtree.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import json
 import os
 import secrets
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
-from processor.core.paths import MARKER, parse_url
-from processor.storage.objects import mapped_errors, open_protocol
+from processor.core.paths import MARKER
+from processor.storage import remote_markers
+from processor.storage.claims import (
+    UNREADABLE,
+    Claimant,
+    Outcome,
+    Refused,
+    Shared,
+    claim_name,
+    claimant_in,
+    foreign,
+    marker_body,
+    others,
+)
+from processor.storage.objects import mapped_errors
 
 LOCAL = "file://"
-FORMAT = "ckptlog.run-marker"
-UNREADABLE = "an unreadable marker"
+MAX_TREE_DEPTH = 200
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _TEMP = ".tmp-"
+_GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # vanished, or swapped for a link or a file
 Options = Mapping[str, Mapping[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """Must not be done: final, nothing was touched."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Shared:
-    """Claimed, but the root is claimed by another run too, or lies inside another run's root:
-    neither run's deletions reach the other's (a deployment mistake, reported)."""
-
-    reason: str
-
-
-Outcome = None | str | Refused
-"""None: done (deleted, claimed); str: a transient error (retry); Refused: never."""
-
-
-def claim_name(run_id: str) -> str:
-    """The file naming one run inside a root's marker directory (safe for any run id)."""
-    return "run-" + hashlib.sha256(run_id.encode()).hexdigest()[:32]
-
-
-def marker_body(run_id: str) -> bytes:
-    return json.dumps({"format": FORMAT, "run": run_id}).encode() + b"\n"
-
-
-def owner_in(data: bytes) -> str:
-    """The run a claim names; one that names none counts as another run's."""
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return UNREADABLE
-    run = body.get("run") if isinstance(body, dict) else None
-    return run if isinstance(run, str) else UNREADABLE
-
-
-def foreign(where: str, owners: Sequence[str]) -> Refused:
-    named = ", ".join(repr(o) for o in owners[:3]) + (" and more" if len(owners) > 3 else "")
-    return Refused(
-        f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "
-        "deletion reaches into another run's root — give each run a directory of its own (contract §9)"
-    )
-
-
-def others(owners: set[str] | None, run_id: str) -> list[str]:
-    return sorted(o for o in owners or () if o != run_id)
 
 
 # -- local: walks through directory file descriptors ------------------------------------------
@@ -109,8 +74,8 @@ def opened(fd: int) -> Iterator[int]:
         os.close(fd)
 
 
-def read_marker(dir_fd: int) -> set[str] | None:
-    """The runs that claim this directory (None: no marker in it)."""
+def read_marker(dir_fd: int) -> set[Claimant] | None:
+    """Who claims this directory (None: no marker in it)."""
     try:
         fd = os.open(MARKER, _DIR, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -120,26 +85,27 @@ def read_marker(dir_fd: int) -> set[str] | None:
             return {UNREADABLE}  # a file or a link by that name: nobody's, so everybody is refused
         raise
     with opened(fd):
-        owners = set()
-        for name in os.listdir(fd):
-            if name.startswith(_TEMP):
-                continue
-            try:
-                claim = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError:
-                owners.add(UNREADABLE)
-                continue
-            with opened(claim):
-                owners.add(owner_in(os.read(claim, 4096)))
-        return owners
+        return {_read_claim(fd, name) for name in os.listdir(fd) if not name.startswith(_TEMP)} or {UNREADABLE}
 
 
-def open_root(root: str, outer: str | None, run_id: str, *, create: bool = False) -> int | Outcome:
+def _read_claim(marker_fd: int, name: str) -> Claimant:
+    """A claim file: a regular file, opened without blocking or following a link; else UNREADABLE."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=marker_fd)
+    except OSError:
+        return UNREADABLE
+    with opened(fd):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return UNREADABLE
+        return claimant_in(os.read(fd, 4096))
+
+
+def open_root(root: str, outer: str | None, me: Claimant, *, create: bool = False) -> int | Outcome:
     """The run root as a directory fd, reached from the resolved bound without following links and
     checked for markers on the way (see the module docstring); `create` makes missing directories
     and returns the fd whatever the markers say (the caller reports a shared root)."""
     if outer is None or not outer.startswith(LOCAL) or not (root == outer or root.startswith(outer + "/")):
-        return _open_trusted(root, run_id, create)
+        return _open_trusted(root, me, create)
     bound = os.path.realpath(local_path(outer))
     try:
         if create:
@@ -150,19 +116,16 @@ def open_root(root: str, outer: str | None, run_id: str, *, create: bool = False
     except OSError as exc:
         return f"could not open the storage root {outer}: {exc.strerror}; check the storage and its permissions"
     names = [n for n in root[len(outer) :].split("/") if n]
-    above: Refused | None = None
     try:
         for at, name in enumerate(names):
-            found = others(read_marker(fd), run_id)  # a run's own stale claim (an earlier root) is no bar
-            if found and above is None:
-                above = foreign(f"{outer}/{'/'.join(names[:at])}".rstrip("/"), found)
-                if not create:
-                    os.close(fd)
-                    return above
+            found = others(read_marker(fd), me)  # the run's own stale claim (an earlier root) is no bar
+            if found and not create:
+                os.close(fd)
+                return foreign(f"{outer}/{'/'.join(names[:at])}".rstrip("/"), found)
             fd = _step(fd, name, create, f"{outer}/{'/'.join(names[: at + 1])}")
     except _Stop as stop:
         return stop.outcome
-    return _own_root(fd, root, run_id, create, above)
+    return _own_root(fd, root, me, create)
 
 
 class _Stop(Exception):
@@ -199,7 +162,7 @@ def _refuse_link(exc: OSError, where: str) -> Refused | None:
     return None
 
 
-def _open_trusted(root: str, run_id: str, create: bool) -> int | Outcome:
+def _open_trusted(root: str, me: Claimant, create: bool) -> int | Outcome:
     """No bound to walk from: the run root itself is resolved and trusted."""
     path = os.path.realpath(local_path(root))
     try:
@@ -212,57 +175,80 @@ def _open_trusted(root: str, run_id: str, create: bool) -> int | Outcome:
         return Refused(f"the run root {root} is not a directory")
     except OSError as exc:
         return f"could not open the run root {root}: {exc.strerror}; check the storage and its permissions"
-    return _own_root(fd, root, run_id, create, None)
+    return _own_root(fd, root, me, create)
 
 
-def _own_root(fd: int, root: str, run_id: str, create: bool, above: Refused | None) -> int | Outcome:
-    """The root fd, unless another run claims the root too (when claiming: the fd all the same)."""
+def _own_root(fd: int, root: str, me: Claimant, create: bool) -> int | Outcome:
+    """The root fd, unless another claimant claims the root too (when claiming: the fd all the same)."""
     try:
-        found = others(read_marker(fd), run_id)
+        found = others(read_marker(fd), me)
     except OSError as exc:
         os.close(fd)
         return f"could not read the marker in {root}: {exc.strerror}"
-    problem = above or (foreign(root, found) if found else None)
-    if problem is not None and not create:
+    if found and not create:
         os.close(fd)
-        return problem
+        return foreign(root, found)
     return fd
 
 
-def marker_below(parent_fd: int, name: str, run_id: str) -> tuple[str, list[str]] | None:
-    """The relative directory inside the directory `name` holding another run's marker, and who
-    it names (depth first, links never followed), or None. Asked before a tree is removed."""
+def marker_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | None:
+    """Refused when the directory `name` holds, at any depth, a marker naming another claimant
+    (any marker when `me` is None), or is deeper than MAX_TREE_DEPTH. Depth first, links never
+    followed, one open directory per level; OSError when a directory cannot be read (retried)."""
     try:
         top = os.open(name, _DIR, dir_fd=parent_fd)
-    except OSError:
-        return None  # not a directory (a file, a link): it holds nothing
-    stack = [(top, name)]
-    found = None
-    while stack and found is None:
-        fd, rel = stack.pop()
-        with opened(fd):
-            dirs = []
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.name == MARKER:
-                        owners = others(read_marker(fd), run_id)
-                        found = (rel, owners) if owners else None
-                    elif entry.is_dir(follow_symlinks=False):
-                        dirs.append(entry.name)
-            for child in dirs if found is None else ():
-                try:
-                    stack.append((os.open(child, _DIR, dir_fd=fd), f"{rel}/{child}"))
-                except OSError:
-                    continue  # swapped for something else meanwhile: rmtree meets it again
-    for fd, _ in stack:
-        os.close(fd)
-    return found
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None  # not a directory (a file, a link) or gone: it holds nothing
+        raise
+    stack: list[tuple[int, str, Iterator[str] | None]] = [(top, name, None)]
+    try:
+        while stack:
+            fd, rel, children = stack[-1]
+            if children is None:
+                listed = _listed(fd, rel, me)
+                if isinstance(listed, Refused):
+                    return listed
+                children = iter(listed)
+                stack[-1] = (fd, rel, children)
+            child = next(children, None)
+            if child is None:
+                os.close(stack.pop()[0])
+                continue
+            if len(stack) >= MAX_TREE_DEPTH:
+                return Refused(
+                    f"{rel} is more than {MAX_TREE_DEPTH} directories deep: too deep to check for other runs' "
+                    "roots and to remove safely; delete it by hand"
+                )
+            try:
+                stack.append((os.open(child, _DIR, dir_fd=fd), f"{rel}/{child}", None))
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    raise
+        return None
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
-def claim_local(root: str, run_id: str, outer: str | None) -> Outcome | Shared:
-    """Write the run's claim into its root's marker directory (making the directories on the way),
-    atomically: a temporary file, then a hard link that fails if the name exists."""
-    fd = open_root(root, outer, run_id, create=True)
+def _listed(fd: int, rel: str, me: Claimant | None) -> list[str] | Refused:
+    """The subdirectories of `fd`, or Refused when it holds another claimant's marker."""
+    dirs = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.name == MARKER:
+                found = others(read_marker(fd), me)
+                if found:
+                    return foreign(rel, found)
+            elif entry.is_dir(follow_symlinks=False):
+                dirs.append(entry.name)
+    return dirs
+
+
+def claim_local(root: str, me: Claimant, outer: str | None) -> Outcome | Shared:
+    """Write the claimant's claim into its root's marker directory (making the directories on the
+    way), atomically: a temporary file, then a hard link that fails if the name exists."""
+    fd = open_root(root, outer, me, create=True)
     if not isinstance(fd, int):
         return fd if fd is not None else f"the run root {root} could not be made"
     with opened(fd), mapped_errors(root, "claim"):
@@ -275,22 +261,23 @@ def claim_local(root: str, run_id: str, outer: str | None) -> Outcome | Shared:
         except OSError as exc:
             return _refuse_link(exc, f"{root}/{MARKER}") or f"could not open {root}/{MARKER}: {exc.strerror}"
         with opened(marker):
-            _write_claim(marker, run_id)
-        return _shared(root, run_id, read_marker(fd), outer)
+            new = _write_claim(marker, me)
+        return _shared_local(fd, root, me, outer, new)
 
 
-def _write_claim(marker: int, run_id: str) -> None:
-    name = claim_name(run_id)
+def _write_claim(marker: int, me: Claimant) -> bool:
+    """Write the claim file unless it is there; True when it was written now."""
+    name = claim_name(me)
     try:
         os.stat(name, dir_fd=marker, follow_symlinks=False)
-        return  # claimed before
+        return False
     except FileNotFoundError:
         pass
     temp = f"{_TEMP}{os.getpid()}-{secrets.token_hex(4)}"
     out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=marker)
     try:
         with opened(out):
-            os.write(out, marker_body(run_id))
+            os.write(out, marker_body(me))
             os.fsync(out)
         try:
             os.link(temp, name, src_dir_fd=marker, dst_dir_fd=marker, follow_symlinks=False)
@@ -298,92 +285,40 @@ def _write_claim(marker: int, run_id: str) -> None:
             pass
     finally:
         os.unlink(temp, dir_fd=marker)
+    return True
 
 
-def _shared(root: str, run_id: str, owners: set[str] | None, outer: str | None) -> Outcome | Shared:
-    """After claiming: None, or a Shared saying which other runs claim the root or lie above it."""
-    if owners is None or run_id not in owners:
+def _shared_local(root_fd: int, root: str, me: Claimant, outer: str | None, new: bool) -> Outcome | Shared:
+    """After claiming: None, or a Shared naming who else claims the root, a root above it, or (for a
+    new claim: its tree is small then) a root inside it."""
+    claimants = read_marker(root_fd)
+    if claimants is None or me not in claimants:
         return f"the claim in {root} vanished right after it was written; claiming it again"
-    found = others(owners, run_id)
+    found = others(claimants, me)
     if found:
-        return Shared(f"{root} is claimed by run {', '.join(map(repr, found))} too")
-    above = open_root(root, outer, run_id) if outer is not None else None
+        return Shared(f"{root} is claimed by run {', '.join(map(str, found))} too")
+    above = open_root(root, outer, me) if outer is not None else None
     if isinstance(above, int):
         os.close(above)
-        return None
-    return Shared(above.reason) if isinstance(above, Refused) else None
-
-
-# -- other protocols: exists and find -----------------------------------------------------
-
-
-def _fsspec_owners(fs: fsspec.AbstractFileSystem, directory: str) -> set[str] | None:
-    path = f"{directory}/{MARKER}"
-    fs.invalidate_cache(path)
-    if not fs.exists(path):
-        return None
-    names = [p for p in fs.find(path) if not p.rsplit("/", 1)[-1].startswith(_TEMP)]
-    return {owner_in(fs.cat_file(p)) for p in names} or {UNREADABLE}
-
-
-def fsspec_root_problem(
-    fs: fsspec.AbstractFileSystem, root: str, base: str, outer: str | None, run_id: str
-) -> Refused | None:
-    """A marker above the run root (from the bound down) or another run's claim at it; `base` is
-    the backend's spelling of the root."""
-    top = fs._strip_protocol(outer).rstrip("/") if outer is not None else base
-    if top != base and base.startswith(top + "/"):
-        names = base[len(top) + 1 :].split("/")
-        for at in range(len(names)):
-            where = "/".join([top, *names[:at]])
-            found = others(_fsspec_owners(fs, where), run_id)
-            if found:
-                return foreign(where, found)
-    found = others(_fsspec_owners(fs, base), run_id)
-    return foreign(root, found) if found else None
-
-
-def fsspec_path_problem(fs: fsspec.AbstractFileSystem, path: str, base: str, run_id: str) -> Refused | None:
-    """Another run's marker in a directory between the root and the checkpoint, or inside it."""
-    names = path[len(base) + 1 :].split("/")
-    for at in range(1, len(names)):
-        where = "/".join([base, *names[:at]])
-        found = others(_fsspec_owners(fs, where), run_id)
-        if found:
-            return foreign(where, found)
-    fs.invalidate_cache(path)
-    for where in sorted({p.split(f"/{MARKER}/", 1)[0] for p in fs.find(path) if f"/{MARKER}/" in p}):
-        found = others(_fsspec_owners(fs, where), run_id)
-        if found:
-            return foreign(where, found)
+    elif isinstance(above, Refused):
+        return Shared(above.reason)
+    if new:
+        for entry in os.listdir(root_fd):
+            inside = marker_below(root_fd, entry, me) if entry != MARKER else None
+            if inside is not None:
+                return Shared(inside.reason)
     return None
 
 
-def claim_fsspec(root: str, run_id: str, outer: str | None, options: Options) -> Outcome | Shared:
-    """The claim through the protocol's filesystem (one object per run), then read back."""
-    protocol = parse_url(root).protocol
-    fs = open_protocol(protocol, options.get(protocol))
-    base = fs._strip_protocol(root).rstrip("/")
-    with mapped_errors(root, "claim"):
-        owners = _fsspec_owners(fs, base)
-        if owners is None or run_id not in owners:
-            fs.pipe_file(f"{base}/{MARKER}/{claim_name(run_id)}", marker_body(run_id))
-            owners = _fsspec_owners(fs, base)
-        if owners is None or run_id not in owners:
-            return f"the claim in {root} vanished right after it was written; claiming it again"
-        problem = fsspec_root_problem(fs, root, base, outer, run_id)
-    return Shared(problem.reason) if problem is not None else None
-
-
-def claim_all(items: Sequence[tuple[str, str]], outer: str | None, options: Options) -> list[Outcome | Shared]:
-    """Claim each `(canonical root, run id)`; one outcome per item. Runs in a worker thread; never raises."""
+def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options: Options) -> list[Outcome | Shared]:
+    """Claim each `(canonical root, claimant)`; one outcome per item. Runs in a worker thread; never raises."""
     outcomes: list[Outcome | Shared] = []
-    for root, run_id in items:
+    for root, me in items:
         try:
             if root.startswith(LOCAL):
-                outcomes.append(claim_local(root, run_id, outer))
+                outcomes.append(claim_local(root, me, outer))
             else:
-                outcomes.append(claim_fsspec(root, run_id, outer, options))
+                outcomes.append(remote_markers.claim(root, me, outer, options))
         except Exception as exc:  # a backend's own error type: retried
             outcomes.append(f"{type(exc).__name__}: {exc}")
     return outcomes

@@ -17,12 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from processor.storage.markers import Outcome, Refused, Shared, claim_all
+from processor.storage.claims import Claimant, Outcome, Refused, Shared
+from processor.storage.markers import claim_all
 
 log = logging.getLogger(__name__)
 
-Claim = tuple[str, str]
-"""(canonical run root, run id)."""
+Claim = tuple[str, Claimant]
+"""(canonical run root, the run and the input partition that folds it)."""
 
 
 @dataclass(slots=True)
@@ -59,10 +60,12 @@ class Claims:
         self._idle.set()
         self._closed = False
 
-    def claim_many(self, claims: Iterable[Claim]) -> int:
-        """Queue each root not claimed (or refused) yet by this process; how many were queued."""
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+        """Queue each (canonical root, run id) that `source` (the input partition folding it, e.g.
+        `events[3]`; None: offline) has not claimed yet in this process; how many were queued."""
         queued = 0
-        for claim in claims:
+        for root, run_id in claims:
+            claim = (root, Claimant(run_id, source))
             if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
                 continue
             self._queue[claim] = None
@@ -109,7 +112,7 @@ class Claims:
             self._idle.set()
 
     def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
-        root, run_id = claim
+        root, run_id = claim[0], claim[1].run
         if outcome is None or isinstance(outcome, Shared):
             self._done.add(claim)
             self._attempts.pop(claim, None)

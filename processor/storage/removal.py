@@ -34,38 +34,30 @@ from typing import Any
 from processor.core.paths import parse_url
 from processor.errors import StorageError
 from processor.failpoints import crash_point
-from processor.storage import markers
-from processor.storage.markers import (
-    LOCAL,
-    Outcome,
-    Refused,
-    foreign,
-    marker_below,
-    open_root,
-    others,
-    read_marker,
-)
+from processor.storage import remote_markers
+from processor.storage.claims import Claimant, Outcome, Refused, foreign, others
+from processor.storage.markers import LOCAL, marker_below, open_root, read_marker
 from processor.storage.objects import mapped_errors, open_protocol
 
 __all__ = ["Outcome", "Refused", "remove_all"]
 
 Options = Mapping[str, Mapping[str, Any]]
-Item = tuple[str, str, str]
-"""(canonical url, canonical run root, run id)."""
+Item = tuple[str, str, Claimant]
+"""(canonical url, canonical run root, who deletes: the run and the partition folding it)."""
 
 
 def remove_all(items: Sequence[Item], options: Options, outer: str | None = None) -> list[Outcome]:
-    """Delete each `(url, root, run id)` recursively, confined to its root and to the resolved
+    """Delete each `(url, root, claimant)` recursively, confined to its root and to the resolved
     `outer` bound (canonical, or None); one outcome per item.
 
     `url` and `root` are canonical (processor.core.paths.normalize) and `url` lies strictly
     below `root` (checked by the caller). Already gone counts as deleted. Runs in a worker
     thread; never raises. Each run root is reached and checked once per batch."""
-    roots: dict[tuple[str, str], int | Outcome] = {}
+    roots: dict[tuple[str, Claimant], int | Outcome] = {}
     outcomes: list[Outcome] = []
     try:
-        for url, root, run_id in items:
-            outcomes.append(_remove_one(url, root, run_id, options, outer, roots))
+        for url, root, me in items:
+            outcomes.append(_remove_one(url, root, me, options, outer, roots))
             crash_point("deletion.after_one")  # some of a batch deleted, none confirmed
         return outcomes
     finally:
@@ -74,43 +66,43 @@ def remove_all(items: Sequence[Item], options: Options, outer: str | None = None
                 os.close(fd)
 
 
-def _remove_one(
-    url: str, root: str, run_id: str, options: Options, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
-) -> Outcome:
+Roots = dict[tuple[str, Claimant], int | Outcome]
+"""Each run root reached once per batch: its fd (local), or what its check found."""
+
+
+def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str | None, roots: Roots) -> Outcome:
     try:
         if url.startswith(LOCAL):
-            return _remove_local(url, root, run_id, outer, roots)
-        return _remove_fsspec(url, root, run_id, options, outer, roots)
+            return _remove_local(url, root, me, outer, roots)
+        return _remove_fsspec(url, root, me, options, outer, roots)
     except StorageError as exc:
         return str(exc)
     except Exception as exc:  # an unknown backend error must not drop the deletion
         return f"{type(exc).__name__}: {exc}"
 
 
-def _remove_local(
-    url: str, root: str, run_id: str, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
-) -> Outcome:
+def _remove_local(url: str, root: str, me: Claimant, outer: str | None, roots: Roots) -> Outcome:
     """Walk from the root to the checkpoint's parent without following any link, checking for
     markers, then remove the checkpoint's entry in that directory."""
-    root_fd = roots.get((root, run_id), -1)
+    root_fd = roots.get((root, me), -1)
     if root_fd == -1:
         with mapped_errors(root, "delete"):
-            root_fd = roots[(root, run_id)] = open_root(root, outer, run_id)
+            root_fd = roots[(root, me)] = open_root(root, outer, me)
     if not isinstance(root_fd, int):
         return root_fd  # the root is gone (so is everything below it), cannot be opened, or is not the run's
     parts = url[len(root) + 1 :].split("/")
     with mapped_errors(url, "delete"):
-        parent = _open_below(root_fd, parts[:-1], root, run_id, url)
+        parent = _open_below(root_fd, parts[:-1], root, me, url)
         if not isinstance(parent, int):
             return parent
         try:
-            return _remove_entry(parent, parts[-1], run_id, url)
+            return _remove_entry(parent, parts[-1], me, url)
         finally:
             if parent != root_fd:
                 os.close(parent)
 
 
-def _open_below(root_fd: int, dirs: Sequence[str], root: str, run_id: str, url: str) -> int | Outcome:
+def _open_below(root_fd: int, dirs: Sequence[str], root: str, me: Claimant, url: str) -> int | Outcome:
     """The directory `dirs` below the root, opened one component at a time with O_NOFOLLOW; a
     directory on the way holding a marker is another run's root."""
     fd = root_fd
@@ -130,7 +122,7 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, run_id: str, url: 
             if fd != root_fd:
                 os.close(fd)
             fd = child
-            found = others(read_marker(fd), run_id)
+            found = others(read_marker(fd), me)
             if found:
                 os.close(fd)
                 return foreign(f"{root}/{'/'.join(dirs[: at + 1])}", found)
@@ -141,7 +133,7 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, run_id: str, url: 
     return fd
 
 
-def _remove_entry(parent: int, name: str, run_id: str, url: str) -> Outcome:
+def _remove_entry(parent: int, name: str, me: Claimant, url: str) -> Outcome:
     """Unlink a file or symlink, rmtree a real directory (fd-based: links are not followed) unless
     another run's marker lies inside it; then confirm the name is gone."""
     try:
@@ -150,10 +142,9 @@ def _remove_entry(parent: int, name: str, run_id: str, url: str) -> Outcome:
         return None
     try:
         if stat.S_ISDIR(mode):
-            inside = marker_below(parent, name, run_id)
-            if inside is not None:
-                where, owners = inside
-                return foreign(f"{url.rsplit('/', 1)[0]}/{where}", owners)
+            refused = marker_below(parent, name, me)  # another run's root inside, or too deep to check
+            if refused is not None:
+                return Refused(f"in {url}: {refused.reason}")
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)
@@ -166,9 +157,7 @@ def _remove_entry(parent: int, name: str, run_id: str, url: str) -> Outcome:
     raise _still_exists(url)
 
 
-def _remove_fsspec(
-    url: str, root: str, run_id: str, options: Options, outer: str | None, roots: dict[tuple[str, str], int | Outcome]
-) -> Outcome:
+def _remove_fsspec(url: str, root: str, me: Claimant, options: Options, outer: str | None, roots: Roots) -> Outcome:
     """Delete through fsspec and confirm with a fresh existence check (listing caches bypassed)."""
     protocol = parse_url(url).protocol
     fs = open_protocol(protocol, options.get(protocol))
@@ -176,11 +165,11 @@ def _remove_fsspec(
     if not base.strip("/") or not path.startswith(base + "/") or len(path) <= len(base) + 1:
         return Refused(f"the backend spells {url} as {path!r}, which is not strictly below the root's {base!r}")
     with mapped_errors(url, "delete"):
-        checked = roots.get((root, run_id), -1)
+        checked = roots.get((root, me), -1)
         if checked == -1:
-            checked = roots[(root, run_id)] = markers.fsspec_root_problem(fs, root, base, outer, run_id)
+            checked = roots[(root, me)] = remote_markers.root_problem(fs, root, base, outer, me)
         problem = checked if not isinstance(checked, int) else None
-        problem = problem or markers.fsspec_path_problem(fs, path, base, run_id)
+        problem = problem or remote_markers.path_problem(fs, path, base, me)
         if problem is not None:
             return problem
         try:

@@ -20,7 +20,7 @@ from processor.core.paths import MARKER
 from processor.kafka import read_topic
 from processor.kafka.producers import produce
 from processor.service.harness import event_record, running, wait_for_views
-from processor.storage.markers import claim_name
+from processor.storage.claims import Claimant, claim_name
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -45,7 +45,7 @@ async def test_an_eviction_never_reaches_into_a_run_rooted_in_another_partition(
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=2)
     storage = tmp_path / "runs"
     team, inner = storage / "team", storage / "team/inner"
-    conn = conn_of(settings)
+    conn, topic = conn_of(settings), settings.input_topic
     inner_lines = [f.started("inner", root=inner.as_uri(), keep=None)]
     for i in range(2):
         write(inner / f"c{i}", b"inner's weights")
@@ -57,7 +57,9 @@ async def test_an_eviction_never_reaches_into_a_run_rooted_in_another_partition(
         outer_lines.append(f.report("outer", {"acc": score}, (team / name).as_uri()))
     async with running(settings):
         await produce(conn, [event_record(settings.input_topic, line, partition=1) for line in inner_lines])
-        await wait_until(lambda: (inner / MARKER / claim_name("inner")).is_file())  # claimed once committed
+        await wait_until(
+            lambda: (inner / MARKER / claim_name(Claimant("inner", f"{topic}[1]"))).is_file()
+        )  # claimed once committed
         await produce(conn, [event_record(settings.input_topic, line, partition=0) for line in outer_lines])
         await wait_until(lambda: not (team / "o1").exists())  # outer's own eviction is deleted
         refused = await _refusals(conn, settings.checkpoints_topic, "outer")
@@ -65,7 +67,9 @@ async def test_an_eviction_never_reaches_into_a_run_rooted_in_another_partition(
     assert [p for p in refused if p.endswith("/team/inner")], refused  # settled as refused, not deleted
     for i in range(2):
         assert (inner / f"c{i}/model.bin").read_bytes() == b"inner's weights"
-    assert (team / "o2/model.bin").is_file() and (team / MARKER / claim_name("outer")).is_file()
+    assert (team / "o2/model.bin").is_file() and (
+        team / MARKER / claim_name(Claimant("outer", f"{topic}[0]"))
+    ).is_file()
     assert [c["path"] for c in views["inner"]["checkpoints"]] == [(inner / f"c{i}").as_uri() for i in range(2)]
 
 

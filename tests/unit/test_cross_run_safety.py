@@ -40,6 +40,7 @@ from processor.core.fold import Fold
 from processor.core.paths import UnsafePath, normalize
 from processor.core.snapshot import decode, encode, of_fold
 from processor.core.state import FoldSettings
+from processor.storage.claims import Claimant
 from processor.storage.deletion import Deleter, Key, RetryPolicy
 from processor.storage.markers import claim_all
 from tests import factories as f
@@ -105,7 +106,8 @@ class CrossRunSafety(RuleBasedStateMachine):
         effects = decoded if isinstance(decoded, Rejection) else fold.apply(decoded)
         claims = fold.roots.claimed()
         if claims:
-            claim_all(claims, self.bound, {})
+            source = f"p{self.partition[run]}"
+            claim_all([(root, Claimant(owner, source)) for root, owner in claims], self.bound, {})
         return effects
 
     def pick(self, choice: str, run: str, other: str, n: int) -> str:
@@ -188,7 +190,7 @@ class CrossRunSafety(RuleBasedStateMachine):
     @rule(partition=st.integers(0, 1))
     def delete_owed(self, partition: int) -> None:
         fold = self.folds[partition]
-        done, refused = asyncio.run(self.drain(fold))
+        done, refused = asyncio.run(self.drain(fold, f"p{partition}"))
         for run_id in {key[0] for key in done} | {key[0] for key, _ in refused}:
             owed = fold.runs[run_id].outstanding
             deleted = [(p, owed[normalize(p)].eviction) for r, p in done if r == run_id]
@@ -205,7 +207,7 @@ class CrossRunSafety(RuleBasedStateMachine):
         owed_now = [d.path for d in fold.owed()]
         assert not owed_now, f"owed but neither deleted nor refused: {owed_now}"
 
-    async def drain(self, fold: Fold) -> tuple[list[Key], list[tuple[Key, str]]]:
+    async def drain(self, fold: Fold, source: str) -> tuple[list[Key], list[tuple[Key, str]]]:
         done: list[Key] = []
         refused: list[tuple[Key, str]] = []
 
@@ -221,7 +223,7 @@ class CrossRunSafety(RuleBasedStateMachine):
             recheck=recheck,
             retry=RetryPolicy(max_attempts=1),
         )
-        deleter.submit_many(fold.owed())
+        deleter.submit_many(fold.owed(), source)
         await deleter.drain(timeout=10)
         await deleter.close()
         return done, refused
@@ -234,7 +236,8 @@ class CrossRunSafety(RuleBasedStateMachine):
         fold = Fold(snapshot.settings, snapshot.runs, refused=snapshot.refused)
         fold.roots.fresh = []
         self.folds[partition] = fold
-        claim_all(list(fold.roots.owners.items()), self.bound, {})
+        claims = [(root, Claimant(owner, f"p{partition}")) for root, owner in fold.roots.owners.items()]
+        claim_all(claims, self.bound, {})
 
     # -- invariants ----------------------------------------------------------------------
 

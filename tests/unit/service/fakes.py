@@ -217,12 +217,12 @@ class FakeDeleter:
         self.claimed: list[tuple[str, str]] = []
         self.closed = False
 
-    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
         claims = list(claims)
         self.claimed += claims
         return len(claims)
 
-    def submit_many(self, requests: Iterable[Deletion]) -> int:
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         requests = list(requests)
         durable = self.kafka.evicted()
         self.premature += [r.path for r in requests if r.path not in durable]

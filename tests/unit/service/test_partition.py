@@ -56,12 +56,12 @@ class Deleter:
         self.submitted: list[tuple[str, str, str]] = []
         self.claimed: list[tuple[str, str]] = []
 
-    def claim_many(self, claims: Iterable[tuple[str, str]]) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
         claims = list(claims)
         self.claimed += claims
         return len(claims)
 
-    def submit_many(self, requests: Iterable[Deletion]) -> int:
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         before = len(self.submitted)
         self.submitted.extend((r.run_id, r.path, r.root) for r in requests)
         return len(self.submitted) - before

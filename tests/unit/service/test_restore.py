@@ -12,7 +12,7 @@ from events.decoded import CheckpointConfig
 from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot, canonical, encode
 from processor.core.state import FoldSettings
-from processor.errors import OffsetOutOfRange
+from processor.errors import OffsetOutOfRange, SnapshotVersionError
 from processor.kafka.records import PartitionId
 from processor.service.errors import RestoreError
 from processor.service.restore import restore
@@ -131,8 +131,8 @@ async def test_a_snapshot_folded_with_other_decode_limits_is_refused(
     assert same.fold.settings == now
 
 
-async def test_a_version_2_snapshot_takes_this_runs_limits(tmp_path: Path) -> None:
-    """Schema 2 did not record the limits: a restore cannot tell, so it goes on with this run's."""
+async def test_a_version_2_snapshot_stops_the_restore(tmp_path: Path) -> None:
+    """Schema 2 was folded under older rules: the restore stops with the command that rebuilds it."""
     outer = json.loads(encode(Snapshot(PID.topic, PID.partition, 25, SETTINGS, {})))
     body = outer["snapshot"]
     del body["refused"], body["settings"]["max_payload_bytes"], body["settings"]["max_depth"]
@@ -142,6 +142,5 @@ async def test_a_version_2_snapshot_takes_this_runs_limits(tmp_path: Path) -> No
     )
     store = SnapshotStore(str(tmp_path), PID.topic, PID.partition)
     store.write(old, 25)
-    now = FoldSettings(max_depth=10)
-    restored = await restore(PID, Offsets(0, 50, 25), store, now, False)
-    assert restored.snapshot_offset == 25 and restored.fold.settings == now
+    with pytest.raises(SnapshotVersionError, match="ckptlog replay"):
+        await restore(PID, Offsets(0, 50, 25), store, FoldSettings(), False)

@@ -167,7 +167,7 @@ async def test_a_run_root_through_a_symlink_below_the_storage_root_is_never_left
     assert await deleter.claims.drain(timeout=10)
     assert tree(base) == before, "nothing outside the resolved bound changed: no deletion, no marker"
     assert len(refused) == 1 and "symlink" in refused[0][1] and "--storage-root" in refused[0][1]
-    assert list(deleter.claims.refused) == [(root, "run")]
+    assert [(root_, claimant.run) for root_, claimant in deleter.claims.refused] == [(root, "run")]
     await deleter.close()
 
 
