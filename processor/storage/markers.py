@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from processor.core.paths import MARKER
+from processor.core.paths import MARKER, root_problem
 from processor.storage import remote_markers
 from processor.storage.claims import (
     UNREADABLE,
@@ -154,6 +154,8 @@ def _step(fd: int, name: str, create: bool, where: str) -> int:
 
 
 def _refuse_link(exc: OSError, where: str) -> Refused | None:
+    if exc.errno == errno.ENAMETOOLONG:
+        return Refused(f"{where} has a name longer than the filesystem allows: nothing can be there")
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return Refused(
             f"{where} is a symlink or not a directory; nothing below --storage-root is reached through a "
@@ -314,6 +316,10 @@ def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options:
     """Claim each `(canonical root, claimant)`; one outcome per item. Runs in a worker thread; never raises."""
     outcomes: list[Outcome | Shared] = []
     for root, me in items:
+        problem = root_problem(root)  # the fold refuses such roots: a claim never trusts that
+        if problem is not None:
+            outcomes.append(Refused(f"the run root is unsafe: {problem}"))
+            continue
         try:
             if root.startswith(LOCAL):
                 outcomes.append(claim_local(root, me, outer))

@@ -113,6 +113,8 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, me: Claimant, url:
             except FileNotFoundError:
                 return None  # a parent is gone, so is the checkpoint
             except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    return Refused(f"{name!r} inside {url} is longer than the filesystem allows: nothing is there")
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     return Refused(
                         f"{name!r} inside {url} is a symlink or not a directory; a deletion never follows a "

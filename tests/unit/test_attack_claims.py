@@ -14,11 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from processor.core.paths import normalize
-from processor.storage.markers import Shared, claim_all
+from processor.storage.claims import Claimant, Shared
+from processor.storage.markers import claim_all
 
 
 def test_claiming_a_root_around_a_claimed_root_is_reported_as_shared(tmp_path: Path) -> None:
     sr = normalize(f"file://{tmp_path}/sr")
-    assert claim_all([(f"{sr}/v", "v")], sr, {}) == [None]  # partition 1's run v, first
-    outcome = claim_all([(sr, "x")], sr, {})  # partition 0's run x: its root holds v's
+    assert claim_all([(f"{sr}/v", Claimant("v", "in[1]"))], sr, {}) == [None]  # partition 1's run v, first
+    outcome = claim_all([(sr, Claimant("x", "in[0]"))], sr, {})  # partition 0's run x: its root holds v's
     assert isinstance(outcome[0], Shared), f"x's claim around v's root was not reported: {outcome}"

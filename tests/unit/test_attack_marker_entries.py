@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from processor.core.paths import normalize
+from processor.storage.claims import Claimant
 from processor.storage.deletion import Deleter, RetryPolicy, _Request
 from processor.storage.markers import claim_all
 from processor.storage.removal import Refused, remove_all
@@ -54,9 +55,9 @@ def test_a_fifo_in_a_marker_directory_blocks_the_thread_for_good(tmp_path: Path,
 
     def work() -> None:
         if action == "delete":
-            outcome.extend(remove_all([(ckpt, root, "a")], {}, outer))
+            outcome.extend(remove_all([(ckpt, root, Claimant("a"))], {}, outer))
         else:
-            outcome.extend(claim_all([(root, "a")], outer, {}))
+            outcome.extend(claim_all([(root, Claimant("a"))], outer, {}))
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
@@ -71,7 +72,7 @@ def test_a_fifo_in_a_marker_directory_blocks_the_thread_for_good(tmp_path: Path,
 def test_a_directory_in_a_marker_directory_makes_the_deletion_fail_for_ever(tmp_path: Path) -> None:
     marker, outer, root, ckpt = _layout(tmp_path, "checkpoint")
     (marker / "sub").mkdir()
-    outcomes = remove_all([(ckpt, root, "a")], {}, outer)
+    outcomes = remove_all([(ckpt, root, Claimant("a"))], {}, outer)
     # None (deleted) or Refused (settled, reported) would end it; an error text is retried for ever
     assert all(o is None or isinstance(o, Refused) for o in outcomes), outcomes
 

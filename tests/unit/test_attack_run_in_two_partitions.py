@@ -49,7 +49,7 @@ async def test_a_run_folded_in_a_second_partition_deletes_the_first_ones_latest_
     # partition 0: the run as its training job (keyed, murmur2) writes it; keeps everything
     fold0, claims0, evicted0 = _partition(sr, [f.started("r", f"{sr}/r", keep=None), f.report("r", {}, f"{sr}/r/c1")])
     deleter0 = Deleter(outer_root=sr, retry=retry, recheck=lambda key: deletion_problem(fold0.runs.get(key[0]), key[1]))
-    deleter0.claim_many(claims0)
+    deleter0.claim_many(claims0, "events[0]")  # as the service claims: naming the partition folding it
     assert await deleter0.claims.drain(timeout=10) and not evicted0
     assert fold0.runs["r"].latest is not None and fold0.runs["r"].latest.path == f"{sr}/r/c1"
 
@@ -65,10 +65,10 @@ async def test_a_run_folded_in_a_second_partition_deletes_the_first_ones_latest_
         on_refused=refused.extend,
         recheck=lambda key: deletion_problem(fold1.runs.get(key[0]), key[1]),
     )
-    deleter1.claim_many(claims1)
+    deleter1.claim_many(claims1, "events[1]")
     assert await deleter1.claims.drain(timeout=10)
-    assert not deleter1.claims.shared, "no root_shared: the other partition's claim names 'r' too"
-    deleter1.submit_many(evicted1)  # after the batch committed
+    assert deleter1.claims.shared, "root_shared: partition 0 claims run 'r's root too"
+    deleter1.submit_many(evicted1, "events[1]")  # type: ignore[arg-type]  # after the batch committed
     await deleter1.drain(timeout=10)
     await deleter0.close()
     await deleter1.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from events.decoded import CheckpointConfig
 from processor.core import Fold, FoldSettings
 from processor.core.paths import normalize
+from processor.storage.claims import Claimant
 from processor.storage.markers import claim_all
 from processor.storage.removal import Refused, remove_all
 from tests import factories as f
@@ -43,8 +44,8 @@ def test_a_root_longer_than_a_directory_name_is_never_claimed_nor_settled(tmp_pa
     outer = normalize(f"file://{tmp_path}/sr")
     root = f"{outer}/{LONG_ID}"
     (tmp_path / "sr").mkdir()
-    claimed = claim_all([(root, LONG_ID)], outer, {})
-    deleted = remove_all([(f"{root}/c1", root, LONG_ID)], {}, outer)
+    claimed = claim_all([(root, Claimant(LONG_ID))], outer, {})
+    deleted = remove_all([(f"{root}/c1", root, Claimant(LONG_ID))], {}, outer)
     # nothing can exist there: "gone" (None) or a final refusal would settle it; a text is retried for ever
     assert all(o is None or isinstance(o, Refused) for o in claimed + deleted), (claimed, deleted)
 
@@ -76,7 +77,7 @@ def test_a_checkpoint_deeper_than_the_recursion_limit_is_never_settled(tmp_path:
     os.close(fd)
     outer = normalize(f"file://{tmp_path}/sr")
     try:
-        outcomes = remove_all([(normalize(f"file://{ckpt}"), f"{outer}/a", "a")], {}, outer)
+        outcomes = remove_all([(normalize(f"file://{ckpt}"), f"{outer}/a", Claimant("a"))], {}, outer)
     finally:
         if ckpt.exists():
             _remove_deep(ckpt)
