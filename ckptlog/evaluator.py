@@ -34,8 +34,9 @@ from events.outputs import OutputEnvelope, ValidationRequested
 from processor.errors import ConfigError
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
-from processor.kafka.consumer import GroupConsumer, session_timeout_problem
+from processor.kafka.consumer import GroupConsumer
 from processor.kafka.errors import KafkaIOError
+from processor.kafka.limits import session_timeout_problem
 from processor.kafka.records import InputRecord, PartitionId
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,43 +12,31 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
+from processor.cli.options import fields_of, settings_options
 from processor.kafka.records import PartitionId
 from processor.service.replay import rebuild
-from processor.service.settings import load_settings
+from processor.service.settings import ServiceSettings
+
+REPLAY_GROUPS = ("connection", "group", "topics", "fold", "snapshots")
 
 Opt = typer.Option
 
 
 @app.command("replay")
+@settings_options([f for f in fields_of(REPLAY_GROUPS) if f != "snapshots"])
 def replay_command(
     snapshots: Annotated[str, Opt(help="fsspec URL of the NEW snapshot set to write.")],
     from_snapshot: Annotated[
         str | None, Opt(help="Start from the newest valid snapshot under this URL instead of the log start.")
     ] = None,
-    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[
-        str | None,
-        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-    ] = None,
-    input_topic: Annotated[str | None, Opt(help="Default ckptlog.events.")] = None,
-    storage_root: Annotated[str | None, Opt(help="As for run: must match the service's.")] = None,
-    default_num_to_keep: Annotated[int | None, Opt(help="As for run.")] = None,
-    score_attribute: Annotated[str | None, Opt(help="As for run.")] = None,
-    score_order: Annotated[str | None, Opt(help="As for run.")] = None,
-    allow_data_loss: Annotated[bool | None, Opt("--allow-data-loss/--no-allow-data-loss")] = None,
+    *,
+    settings: ServiceSettings,
 ) -> None:
-    """Fold every input partition from the log start (or a snapshot) into one new snapshot each."""
+    """Fold every input partition from the log start (or a snapshot) into one new snapshot each.
+
+    Takes the processor's settings (the same flags, CKPTLOG_* variables and --config file as
+    `ckptlog run`): the fold settings must be the service's, or it refuses the snapshots."""
     with cli_errors():
-        settings = load_settings(
-            config,
-            bootstrap_servers=bootstrap_servers,
-            input_topic=input_topic,
-            storage_root=storage_root,
-            default_num_to_keep=default_num_to_keep,
-            score_attribute=score_attribute,
-            score_order=score_order,
-            allow_data_loss=allow_data_loss,
-        )
         bootstrap = require_bootstrap(settings.bootstrap_servers)
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

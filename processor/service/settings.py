@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,12 +22,23 @@ from events.decoded import CheckpointConfig
 from processor.core.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.consumer import session_timeout_problem
+from processor.kafka.limits import session_timeout_problem
+
+if TYPE_CHECKING:
+    from processor.kafka.connection import KafkaConnection
 from processor.service.environment import unknown_message, unknown_variables
 
 Guarantee = Literal["exactly_once", "at_least_once"]
 _SECRET_KEY = re.compile(r"(?i)key|secret|token|passw|credential|connection_string|sas")
+
+
+def _f(default: Any, group: str, description: str, env_only: str | None = None, **checks: Any) -> Any:
+    """A setting: its default, its group (which commands take it: processor/cli/options.py), the
+    help its flag and the docs show, and its checks. `env_only`: why it has no flag."""
+    extra: dict[str, str] = {"group": group}
+    if env_only is not None:
+        extra["env_only"] = env_only
+    return Field(default=default, description=description, json_schema_extra=extra, **checks)  # type: ignore[arg-type]
 
 
 def default_snapshots_dir() -> str:
@@ -39,55 +50,84 @@ def default_snapshots_dir() -> str:
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CKPTLOG_", extra="forbid", frozen=True)
 
-    # Kafka
-    bootstrap_servers: str | None = Field(default=None, description="host:port,...; default: embedded broker")
-    group_id: str = "ckptlog"
-    group_instance_id: str | None = Field(default=None, description="static membership: restarts skip a rebalance")
-    transactional_id_prefix: str | None = Field(default=None, description="default: the group id")
-    guarantee: Guarantee = "exactly_once"
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_plain_username: str | None = None
-    sasl_plain_password: SecretStr | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    # topics
-    input_topic: str = "ckptlog.events"
-    checkpoints_topic: str = "ckptlog.checkpoints"
-    validations_topic: str = "ckptlog.validations"
-    watermarks_topic: str = "ckptlog.watermarks"
-    state_topic: str = "ckptlog.state"
-    dlq_topic: str = "ckptlog.dlq"
-    topic_partitions: int | None = Field(default=None, ge=1, description="for created topics; default 1")
-    replication_factor: int | None = Field(default=None, ge=1, description="default min(3, brokers)")
-    # fold
-    storage_root: str | None = None
-    default_num_to_keep: int | None = Field(default=None, ge=1)
-    score_attribute: str | None = Field(default=None, min_length=1)
-    score_order: Literal["max", "min"] = "max"
-    max_payload_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
-    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
-    # snapshots and storage
-    snapshots: str = Field(default_factory=default_snapshots_dir)
-    snapshot_every: int = Field(default=10_000, ge=1)
-    snapshot_interval_s: float = Field(default=60.0, gt=0)
-    keep_snapshots: int = Field(default=3, ge=1)
-    allow_data_loss: bool = False
-    snapshot_storage_options: dict[str, Any] = Field(default_factory=dict)
-    checkpoint_storage_options: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="protocol -> fsspec options"
+    # Kafka: where it is and how to connect (every client takes these too)
+    bootstrap_servers: str | None = _f(
+        None, "connection", "Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker)"
     )
-    deletion_concurrency: int = Field(default=8, ge=1)
-    # loop
-    max_batch_records: int = Field(default=20_000, ge=1)
-    poll_timeout_ms: int = Field(default=100, ge=1)
-    session_timeout_ms: int = 10_000  # within the broker's bounds: _session_timeout
-    log_format: Literal["console", "json", "text"] = "console"  # text: the old name of console
-    log_level: str = "INFO"
+    security_protocol: str = _f("PLAINTEXT", "connection", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    sasl_mechanism: str | None = _f(None, "connection", "SASL mechanism, e.g. PLAIN or SCRAM-SHA-512")
+    sasl_plain_username: str | None = _f(None, "connection", "SASL user name")
+    sasl_plain_password: SecretStr | None = _f(
+        None, "connection", "SASL password", env_only="a secret: CKPTLOG_SASL_PLAIN_PASSWORD or --config, never a flag"
+    )
+    ssl_cafile: str | None = _f(None, "connection", "CA bundle (PEM) the broker's certificate is checked against")
+    ssl_certfile: str | None = _f(None, "connection", "client certificate (PEM), for mutual TLS")
+    ssl_keyfile: str | None = _f(None, "connection", "the client certificate's key (PEM)")
+    # the processor's consumer group
+    group_id: str = _f("ckptlog", "group", "the processor's consumer group")
+    group_instance_id: str | None = _f(None, "group", "static group membership id (e.g. the pod name)")
+    transactional_id_prefix: str | None = _f(None, "group", "prefix of the transactional ids (default: the group id)")
+    guarantee: Guarantee = _f("exactly_once", "group", "exactly_once or at_least_once")
+    session_timeout_ms: int = _f(
+        10_000, "group", "group session timeout, 6000..1800000 ms: how soon a dead member's partitions move"
+    )
+    # topics
+    input_topic: str = _f("ckptlog.events", "topics", "input events")
+    checkpoints_topic: str = _f("ckptlog.checkpoints", "topics", "checkpoint outputs and warnings")
+    validations_topic: str = _f("ckptlog.validations", "topics", "validation requests (the evaluators' queue)")
+    watermarks_topic: str = _f("ckptlog.watermarks", "topics", "watermarks")
+    state_topic: str = _f("ckptlog.state", "topics", "each run's VIEW (compacted)")
+    dlq_topic: str = _f("ckptlog.dlq", "topics", "dead letters")
+    topic_partitions: int | None = _f(None, "topics", "partitions of the topics it creates (default 1)", ge=1)
+    replication_factor: int | None = _f(
+        None, "topics", "replication of the topics it creates (default min(3, brokers))", ge=1
+    )
+    # fold: what a log folds to (part of every snapshot)
+    storage_root: str | None = _f(
+        None, "fold", "outer bound of every deletion, and the parent of the roots of runs without run_started"
+    )
+    default_num_to_keep: int | None = _f(
+        None, "fold", "num_to_keep of runs without run_started (default: keep all)", ge=1
+    )
+    score_attribute: str | None = _f(None, "fold", "score metric of runs without run_started", min_length=1)
+    score_order: Literal["max", "min"] = _f("max", "fold", "max or min, for runs without run_started")
+    max_payload_bytes: int = _f(DEFAULT_MAX_BYTES, "fold", "reject larger events", ge=1)
+    max_depth: int = _f(DEFAULT_MAX_DEPTH, "fold", "reject JSON nested deeper", ge=1)
+    # snapshots and storage
+    snapshots: str = Field(
+        default_factory=default_snapshots_dir,
+        description="fsspec URL of the snapshots (default ${CKPTLOG_HOME:-~/.ckptlog}/snapshots)",
+        json_schema_extra={"group": "snapshots"},
+    )
+    snapshot_every: int = _f(10_000, "snapshots", "snapshot every N events", ge=1)
+    snapshot_interval_s: float = _f(60.0, "snapshots", "...or every T seconds", gt=0)
+    keep_snapshots: int = _f(3, "snapshots", "snapshots kept per partition", ge=1)
+    allow_data_loss: bool = _f(False, "snapshots", "continue from the log start when it lost offsets a restore needs")
+    snapshot_storage_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fsspec options of --snapshots",
+        json_schema_extra={"group": "snapshots", "env_only": "may hold credentials: --config or the environment"},
+    )
+    checkpoint_storage_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="protocol -> fsspec options, for deletions",
+        json_schema_extra={"group": "snapshots", "env_only": "may hold credentials: --config or the environment"},
+    )
+    deletion_concurrency: int = _f(8, "snapshots", "deletion jobs at once (each up to 100 paths)", ge=1)
+    # the loop
+    max_batch_records: int = _f(20_000, "loop", "input records per batch at most", ge=1)
+    poll_timeout_ms: int = _f(100, "loop", "how long a poll waits for records", ge=1)
+    log_format: Literal["console", "json", "text"] = _f(
+        "console", "logs", "console (key=value lines) or json (one object per line); text is console's old name"
+    )
+    log_level: str = _f("INFO", "logs", "DEBUG, INFO, WARNING, ...")
     # observability (processor/service/observe.py)
-    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="/metrics, /healthz, /readyz")
-    metrics_host: str = Field(default="127.0.0.1", description="0.0.0.0 (or ::) to listen on every interface")
+    metrics_port: int | None = _f(
+        None, "observability", "serve /metrics, /healthz and /readyz on this port", ge=0, le=65535
+    )
+    metrics_host: str = _f(
+        "127.0.0.1", "observability", "address for --metrics-port (0.0.0.0 or :: for every interface)"
+    )
 
     @field_validator("storage_root")
     @classmethod
@@ -137,6 +177,8 @@ class ServiceSettings(BaseSettings):
         )
 
     def connection(self, bootstrap_servers: str) -> KafkaConnection:
+        from processor.kafka.connection import KafkaConnection  # aiokafka: loaded by the commands that connect
+
         password = self.sasl_plain_password.get_secret_value() if self.sasl_plain_password else None
         return KafkaConnection(
             bootstrap_servers,
@@ -200,6 +242,6 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceS
         where = ".".join(str(p) for p in first["loc"]) or "settings"
         source = f" (config file {config_file})" if config_file else ""
         raise ConfigError(
-            f"invalid setting {where}: {first['msg']}{source}; fix the flag, the CKPTLOG_"
-            f"{where.upper()} variable or the config file"
+            f"invalid setting {where}: {first['msg']}{source}; fix the flag --{where.replace('_', '-')}, the "
+            f"CKPTLOG_{where.upper()} variable or the config file"
         ) from None
