@@ -136,7 +136,7 @@ async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
         ["report", "r", "-m", "loss=1"],
         ["start-run", "r", "/runs/r"],
         ["worker-group-restart", "r", "--num-workers", "2"],
-        ["evaluate", "--fn", "ckptlog.demo.validation:validate_checkpoint"],
+        ["evaluate", "--fn", "processor.demo.validation:validate_checkpoint"],
         ["watch", "r"],
         ["watch", "r", "--once"],
         ["inspect"],
