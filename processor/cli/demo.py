@@ -20,11 +20,12 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from processor.broker import configured_bootstrap, ensure_bootstrap
+from processor.broker import ensure_bootstrap
 from processor.cli.main import app
 from processor.demo import DemoOptions, DemoResult, run_demo
 from processor.demo.display import DemoState, dashboard, summary
 from processor.errors import CkptlogError
+from processor.kafka.discovery import configured_bootstrap
 
 Opt = typer.Option
 
