@@ -10,9 +10,9 @@ import typer
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
+from events.paths import root_problem
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
-from processor.core.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.foldfile import auto_workers, fold_file_text, fold_stream_text

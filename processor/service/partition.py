@@ -15,10 +15,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from events.paths import UnsafePath, normalize
 from processor.core.fold import Fold
 from processor.core.lifecycle import deletion_problem
 from processor.core.outputs import Deletion
-from processor.core.paths import UnsafePath, normalize
 from processor.errors import CkptlogError
 from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId

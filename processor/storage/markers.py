@@ -33,7 +33,7 @@ from typing import Any
 
 import fsspec
 
-from processor.core.paths import MARKER, parse_url
+from events.paths import MARKER, parse_url
 from processor.storage.objects import mapped_errors, open_protocol
 
 LOCAL = "file://"

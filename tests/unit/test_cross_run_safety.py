@@ -35,9 +35,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from events.codec import decode_event
 from events.decoded import CheckpointConfig
+from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core.fold import Fold
-from processor.core.paths import UnsafePath, normalize
 from processor.core.snapshot import decode, encode, of_fold
 from processor.core.state import FoldSettings
 from processor.storage.deletion import Deleter, Key, RetryPolicy

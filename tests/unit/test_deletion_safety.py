@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from events.codec import decode_event
+from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core.fold import Fold
-from processor.core.paths import UnsafePath, normalize
 from processor.core.snapshot import Snapshot, decode, encode
 from processor.core.state import FoldSettings
 from processor.storage.deletion import Deleter, Key, RetryPolicy
