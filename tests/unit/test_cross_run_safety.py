@@ -15,7 +15,7 @@ After every step: every kept, latest and pending checkpoint of every run of both
 still holds what its job wrote; nothing outside the storage root changed; and after a drain,
 no eviction is still owed (each was deleted, or refused with nothing touched).
 
-`CKPTLOG_CROSS_RUN_EXAMPLES=20000 pytest tests/unit/test_cross_run_safety.py` runs the long
+`CKPTLOG_TEST_CROSS_RUN_EXAMPLES=20000 pytest tests/unit/test_cross_run_safety.py` runs the long
 version (docs/reliability.md).
 """
 
@@ -45,7 +45,7 @@ from processor.storage.markers import claim_all
 from tests import factories as f
 from tests.unit.storage.test_deletion_symlinks import tree
 
-EXAMPLES = int(os.environ.get("CKPTLOG_CROSS_RUN_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("CKPTLOG_TEST_CROSS_RUN_EXAMPLES", "60"))
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES // 5))
 RUNS = ["a", "b", "c"]
 ROOT_CHOICES = ["own", "bound", "above-other", "inside-other", "other", "link", "other-sub"]
