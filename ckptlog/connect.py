@@ -6,8 +6,8 @@ import asyncio
 from dataclasses import dataclass
 
 from ckptlog.errors import NoKafkaConfigured
-from processor.broker import find_bootstrap
 from processor.kafka.connection import KafkaConnection
+from processor.kafka.discovery import find_bootstrap
 
 EVENTS_TOPIC = "ckptlog.events"
 VALIDATIONS_TOPIC = "ckptlog.validations"

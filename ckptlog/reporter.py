@@ -29,8 +29,8 @@ from ckptlog.confirm import PROCESSOR_GROUP, Confirmer
 from ckptlog.connect import EVENTS_TOPIC, resolve
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
-from processor.core.paths import is_within
-from processor.core.rejections import validation_without_checkpoint
+from events.paths import is_within
+from events.rules import validation_without_checkpoint
 from processor.kafka.clients_io import EventProducer
 from processor.kafka.connection import KafkaConnection
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ckptlog.views import RunView
-from processor.core.scoring import lookup
+from events.metrics import lookup
 
 STATUS_STYLE = {
     "COMMITTED": "green",

@@ -1,4 +1,9 @@
-"""The one exception root of ckptlog; every error names its object and the next step."""
+"""The one exception root of ckptlog; every error names its object and the next step.
+
+Both sides import it: the processor's packages and the client library (ckptlog/errors.py builds
+on it, and the Kafka adapter both use raises `KafkaIOError`, a `BrokerError`). It imports nothing,
+so the client loads no server code through it (tests/unit/test_architecture.py).
+"""
 
 from __future__ import annotations
 

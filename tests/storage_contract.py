@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from processor.core.paths import MARKER, normalize
+from events.paths import MARKER, normalize
 from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
 from processor.storage.claims import Claimant, claim_name
 from processor.storage.deletion import Deleter, RetryPolicy

@@ -2,7 +2,10 @@
 
 Two entry points decide where Kafka is: `find_bootstrap` (clients) returns the configured
 address or an already running default local broker, else None, and never starts one;
-`ensure_bootstrap` (`ckptlog run`, `ckptlog demo`) starts-or-reuses that broker and says so.
+`ensure_bootstrap` (here: `ckptlog run`, `ckptlog demo`) starts-or-reuses that broker and says
+so. `find_bootstrap` and what it reads (`default_dir`, broker.json as `BrokerState`, the
+Metadata probe) live in the Kafka adapter, processor.kafka.discovery and processor.kafka.probe,
+so the client library finds a broker without this launcher.
 """
 
 from __future__ import annotations
@@ -16,37 +19,21 @@ from processor.broker.errors import (
     ToolMissingError,
 )
 from processor.broker.jars import KAFKA_VERSION, JarCache, cache_root, fetch_jars
-from processor.broker.local import (
-    BrokerState,
-    BrokerStatus,
-    LocalBroker,
-    configured_bootstrap,
-    default_dir,
-    ensure_bootstrap,
-    find_bootstrap,
-    running_bootstrap,
-)
-from processor.broker.probe import answers
+from processor.broker.local import BrokerStatus, LocalBroker, ensure_bootstrap
 
 __all__ = [
     "INSTALL_HINT",
     "KAFKA_VERSION",
     "BrokerConfig",
     "BrokerStartError",
-    "BrokerState",
     "BrokerStatus",
     "JarCache",
     "JarFetchError",
     "LocalBroker",
     "PortInUseError",
     "ToolMissingError",
-    "answers",
     "cache_root",
-    "configured_bootstrap",
-    "default_dir",
     "ensure_bootstrap",
     "fetch_jars",
-    "find_bootstrap",
     "render_server_properties",
-    "running_bootstrap",
 ]

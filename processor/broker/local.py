@@ -2,9 +2,10 @@
 
 The directory holds everything: server.properties, log4j2.properties, data/,
 broker.log and broker.json (pid + bootstrap). It lets tests and the CLI share a
-real broker without Docker. Where Kafka is gets decided here: `find_bootstrap` (clients:
-the configured address or an already running default broker, never a new one) and
-`ensure_bootstrap` (`ckptlog run` / `demo`: may start the default broker, and says so).
+real broker without Docker. Where Kafka is gets decided by `find_bootstrap` (clients: the
+configured address or an already running default broker, never a new one; in
+processor.kafka.discovery, which reads what is written here) and `ensure_bootstrap` (here:
+`ckptlog run` / `demo`, which may start the default broker, and says so).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
-from processor.broker import probe
 from processor.broker.config import (
     DEFAULT_PORT,
     LOG4J2_PROPERTIES,
@@ -34,35 +34,26 @@ from processor.broker.config import (
 )
 from processor.broker.errors import BrokerStartError, PortInUseError
 from processor.broker.jars import KAFKA_VERSION, JarCache, Log, fetch_jars, quiet, require_java
-from processor.broker.process import alive, cmdline, terminate
+from processor.broker.process import terminate
+from processor.kafka import probe
+from processor.kafka.discovery import (
+    PROPS_FILE,
+    STATE_FILE,
+    BrokerState,
+    alive,
+    configured_bootstrap,
+    default_dir,
+    live_pid,
+    read_state,
+)
 
-ENV_BOOTSTRAP = ("KAFKA_BOOTSTRAP_SERVERS", "CKPTLOG_BOOTSTRAP_SERVERS")
 # sh starts the JVM in the background and exits, so the broker is nobody's child
 # (no zombie, no ResourceWarning) yet stays in the new session's process group.
 _LAUNCH = 'log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
 
 
-def default_dir() -> Path:
-    """${CKPTLOG_HOME:-~/.ckptlog}/broker: the default broker clients find and `ensure_bootstrap` starts."""
-    home = os.environ.get("CKPTLOG_HOME")
-    return (Path(home).expanduser() if home else Path.home() / ".ckptlog") / "broker"
-
-
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class BrokerState:
-    """The content of broker.json; kept after stop (pid None) so ports stay stable."""
-
-    pid: int | None
-    bootstrap: str
-    port: int
-    controller_port: int
-    kafka_version: str
-    cluster_id: str
-    log_file: str
 
 
 @dataclass(frozen=True)
@@ -106,7 +97,7 @@ class LocalBroker:
 
     @property
     def state_file(self) -> Path:
-        return self.dir / "broker.json"
+        return self.dir / STATE_FILE
 
     @property
     def log_file(self) -> Path:
@@ -114,7 +105,7 @@ class LocalBroker:
 
     @property
     def props_file(self) -> Path:
-        return self.dir / "server.properties"
+        return self.dir / PROPS_FILE
 
     @property
     def data_dir(self) -> Path:
@@ -131,11 +122,7 @@ class LocalBroker:
 
     def read_state(self) -> BrokerState | None:
         """broker.json, or None when absent or unreadable."""
-        try:
-            raw = json.loads(self.state_file.read_text())
-            return BrokerState(**raw)
-        except (OSError, ValueError, TypeError):
-            return None
+        return read_state(self.state_file)
 
     def _write_state(self, state: BrokerState) -> None:
         tmp = self.state_file.with_suffix(".tmp")
@@ -144,12 +131,7 @@ class LocalBroker:
 
     def _live_pid(self, state: BrokerState | None) -> int | None:
         """The pid from broker.json if it is alive and really this dir's broker."""
-        if state is None or state.pid is None or not alive(state.pid):
-            return None
-        cmd = cmdline(state.pid)
-        if cmd is not None and str(self.props_file) not in cmd:
-            return None  # pid was reused by an unrelated process
-        return state.pid
+        return live_pid(state, self.props_file)
 
     def status(self) -> BrokerStatus:
         """Whether the broker process lives and whether it answers a Metadata request."""
@@ -318,31 +300,6 @@ class LocalBroker:
             terminate(pid, self.stop_timeout, self.log)
             self._write_state(replace(state, pid=None))
             return True
-
-
-def configured_bootstrap(configured: str | None) -> str | None:
-    """`configured`, else $KAFKA_BOOTSTRAP_SERVERS / $CKPTLOG_BOOTSTRAP_SERVERS, else None."""
-    if configured:
-        return configured
-    for name in ENV_BOOTSTRAP:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def running_bootstrap(dir: Path | None = None) -> str | None:
-    """The address of the default local broker if it runs and answers, else None.
-
-    Reads broker.json and probes the broker; never starts one and creates nothing."""
-    status = LocalBroker(dir if dir is not None else default_dir()).status()
-    return status.bootstrap if status.running and status.answering else None
-
-
-def find_bootstrap(configured: str | None) -> str | None:
-    """Where Kafka is, never starting it: `configured_bootstrap`, else the running default
-    local broker, else None. What clients use."""
-    return configured_bootstrap(configured) or running_bootstrap()
 
 
 def ensure_bootstrap(configured: str | None, *, log: Log = _stderr) -> str:

@@ -1,8 +1,7 @@
-"""Process helpers for a detached broker: liveness, identity and termination.
+"""Stopping a detached broker: its process group, SIGTERM, then SIGKILL.
 
-The broker is re-parented to PID 1 after launch; on some machines PID 1 never
-reaps children, so a dead broker can linger as a zombie that `kill -0` still
-sees. Liveness therefore also reads the process state from /proc.
+Liveness and identity (`alive`, `cmdline`: a zombie counts as dead) are in
+processor.kafka.discovery, which clients use to find a running broker.
 """
 
 from __future__ import annotations
@@ -10,39 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 from processor.broker.errors import BrokerStartError
 from processor.broker.jars import Log
-
-
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc (None where /proc is absent or pid gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[0] if fields else None
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _proc_state(pid) not in ("Z", "X")
-
-
-def cmdline(pid: int) -> str | None:
-    """The command line of `pid`, or None where /proc cannot tell."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return None
+from processor.kafka.discovery import alive
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

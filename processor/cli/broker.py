@@ -11,9 +11,10 @@ from typing import Annotated
 
 import typer
 
-from processor.broker import KAFKA_VERSION, LocalBroker, default_dir, fetch_jars
+from processor.broker import KAFKA_VERSION, LocalBroker, fetch_jars
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
+from processor.kafka.discovery import default_dir
 
 broker_app = typer.Typer(
     help="Run a local single-node Kafka broker (KRaft, 127.0.0.1) for development and tests.",

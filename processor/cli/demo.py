@@ -4,7 +4,7 @@ Uses $KAFKA_BOOTSTRAP_SERVERS, else starts (or reuses) the default local broker,
 running afterwards (it says so, and how to stop it); runs the processor and an evaluator
 in-process, a simulated training job of several runs, and shows each run's checkpoints live;
 it exits 0 only when the views equal an offline fold of the log and the disk agrees
-(ckptlog.demo.checks).
+(processor.demo.checks).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from ckptlog.demo import DemoOptions, DemoResult, run_demo
-from ckptlog.demo.display import DemoState, dashboard, summary
-from processor.broker import configured_bootstrap, ensure_bootstrap
+from processor.broker import ensure_bootstrap
 from processor.cli.main import app
+from processor.demo import DemoOptions, DemoResult, run_demo
+from processor.demo.display import DemoState, dashboard, summary
 from processor.errors import CkptlogError
+from processor.kafka.discovery import configured_bootstrap
 
 Opt = typer.Option
 

@@ -27,7 +27,9 @@ from events.decoded import (
     ValidationSpec,
     WorkerGroupRestart,
 )
+from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
+from events.rules import validation_without_checkpoint
 from processor.core import journal as undo
 from processor.core import lifecycle
 from processor.core.outputs import (
@@ -41,7 +43,6 @@ from processor.core.outputs import (
     step_warning,
     watermark,
 )
-from processor.core.paths import UnsafePath, normalize
 from processor.core.rejections import (
     checkpoint_key,
     duplicate_path,
@@ -49,7 +50,6 @@ from processor.core.rejections import (
     nested_path,
     run_refused,
     stale_generation,
-    validation_without_checkpoint,
 )
 from processor.core.retention import NOT_PRESERVED, Preservation, apply_retention, preservation
 from processor.core.scoring import score

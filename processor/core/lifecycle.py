@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
+from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
 from processor.core.outputs import NOTHING, Effects, Output, rejected, warning, watermark
-from processor.core.paths import UnsafePath, normalize
 from processor.core.rejections import (
     check_root,
     conflict,

@@ -1,9 +1,11 @@
-"""The fold's rejections (contract §8), each naming the run and object and saying what to do."""
+"""The fold's rejections (contract §8), each naming the run and object and saying what to do.
+
+Those a sender can foresee without the run's state are in events.rules (the Reporter raises them too).
+"""
 
 from __future__ import annotations
 
-from events.rejections import Reason, Rejection
-from processor.core.paths import (
+from events.paths import (
     UnsafePath,
     fast_key,
     is_within,
@@ -13,6 +15,7 @@ from processor.core.paths import (
     root_problem,
     segment_problem,
 )
+from events.rejections import Reason, Rejection
 
 
 def stale_generation(run_id: str, generation: int, current: int) -> Rejection:
@@ -109,14 +112,6 @@ def nested_path(run_id: str, path: str, other: str) -> Rejection:
         Reason.NESTED_CHECKPOINT_PATH,
         f"run {run_id!r}: checkpoint {path!r} {where} the live checkpoint {other!r}; deleting one would delete "
         "the other — save each checkpoint to its own directory, side by side",
-    )
-
-
-def validation_without_checkpoint(run_id: str) -> Rejection:
-    return Rejection(
-        Reason.VALIDATION_WITHOUT_CHECKPOINT,
-        f"run {run_id!r}: the report asks for validation but carries no checkpoint (Ray's train.report raises "
-        "here: validation requires a checkpoint); report the checkpoint with it, or drop the validation request",
     )
 
 

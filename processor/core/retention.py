@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from events.metrics import MISSING, lookup
 from processor.core import journal as undo
-from processor.core.scoring import MISSING, lookup
 from processor.core.state import CheckpointRecord, Evicted, RunState
 
 

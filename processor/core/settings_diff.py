@@ -2,7 +2,7 @@
 
 A snapshot stores the `FoldSettings` it was folded with (they change what a log folds to), and a
 restore refuses one made with other settings. Roots are compared by their canonical spelling
-(`processor.core.paths.normalize`): `/tmp/x/runs`, `file:///tmp/x/runs` and `/tmp/x//runs/` are
+(`events.paths.normalize`): `/tmp/x/runs`, `file:///tmp/x/runs` and `/tmp/x//runs/` are
 one directory, so restarting with another spelling of the same `--storage-root` is no change.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from processor.core.paths import UnsafePath, normalize
+from events.paths import UnsafePath, normalize
 from processor.core.state import FoldSettings
 
 

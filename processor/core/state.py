@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
+from events.paths import canonical_below, child, key_of, parse_url
 from processor.core.nesting import Nesting
 from processor.core.ordering import SortedRecords
-from processor.core.paths import canonical_below, child, key_of, parse_url
 from processor.core.scoring import SortKey
 
 DEFAULT_DEDUP_WINDOW = 4096

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from processor.core.paths import UnsafePath, parse_url
+from events.paths import UnsafePath, parse_url
 from processor.errors import StorageError
 from processor.storage.objects import mapped_errors, open_filesystem
 

@@ -3,7 +3,7 @@
 pydantic-settings reads `CKPTLOG_<SETTING>` for every field of `ServiceSettings` and ignores every
 other variable with the prefix, so `CKPTLOG_SNAPSHOT_EVRY=100` used to be dropped without a word
 while `snapshot_evry = 100` in a `--config` file is refused. `unknown_variables` lists the
-variables that are neither a setting nor one of the few ckptlog reads elsewhere.
+variables that are neither a setting nor one of the few ckptlog reads elsewhere, nor a test knob.
 """
 
 from __future__ import annotations
@@ -14,19 +14,17 @@ from collections.abc import Iterable, Mapping
 PREFIX = "CKPTLOG_"
 NOT_SETTINGS = frozenset(
     {
-        "CKPTLOG_HOME",  # the local broker's and the default snapshots' directory (processor.broker)
+        "CKPTLOG_HOME",  # the local broker's and the default snapshots' directory (processor.kafka.discovery)
         "CKPTLOG_CACHE",  # the Kafka jar cache (processor.broker.jars)
         "CKPTLOG_CRASH_AT",  # the reliability suite's crash points (processor.failpoints)
         "CKPTLOG_EVAL_FN",  # deploy/docker-compose.yml: the evaluator's --fn
         "CKPTLOG_EVAL_DIR",  # deploy/docker-compose.yml: the evaluator's module directory
-        "CKPTLOG_LARGE_RUN",  # tests/reliability/test_large_runs.py
-        "CKPTLOG_SAFETY_EXAMPLES",  # tests/unit/test_deletion_safety.py
-        "CKPTLOG_CROSS_RUN_EXAMPLES",  # tests/unit/test_cross_run_safety.py
-        "CKPTLOG_LONG_OUTAGE_S",  # tests/reliability/test_broker_faults.py
     }
 )
-"""Variables ckptlog reads outside the settings; anything starting with CKPTLOG_TEST_ is a test knob."""
+"""Variables ckptlog itself reads outside the settings (the code or the deploy files): no test knob."""
 TEST_PREFIX = "CKPTLOG_TEST_"
+"""The prefix of the test suite's knobs (`CKPTLOG_TEST_SAFETY_EXAMPLES`, ...): ignored, so a processor a
+test starts with a knob set still runs, and production code names no test knob."""
 
 
 def unknown_variables(environ: Mapping[str, str], settings: Iterable[str]) -> list[str]:

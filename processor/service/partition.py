@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from events.paths import UnsafePath, normalize
 from processor.core.fold import Fold
 from processor.core.lifecycle import deletion_problem
 from processor.core.outputs import Deletion
-from processor.core.paths import UnsafePath, normalize
 from processor.errors import CkptlogError, OffsetOutOfRange
 from processor.failpoints import crash_point
 from processor.kafka.records import InputRecord, OutRecord, PartitionId

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
-from processor.core.paths import root_problem
+from events.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.limits import session_timeout_problem

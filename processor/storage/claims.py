@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from processor.core.paths import MARKER
+from events.paths import MARKER
 
 FORMAT = "ckptlog.run-marker"
 

@@ -1,6 +1,6 @@
 """Which checkpoint paths the Deleter may touch (contract §9, the deleter's half): strictly under the
 run's storage root and under the processor-wide outer bound, in a spelling no filesystem could
-resolve elsewhere (processor.core.paths: no `..`, `::`, globs, escapes, relative local paths),
+resolve elsewhere (events.paths: no `..`, `::`, globs, escapes, relative local paths),
 with roots that are neither a filesystem root nor a bare bucket.
 
 `Confinement` parses each root once (every eviction of a run names the same root) and each
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from processor.core.paths import UnsafePath, canonical_below, fast_key, key_of, parse_url, root_problem
+from events.paths import UnsafePath, canonical_below, fast_key, key_of, parse_url, root_problem
 
 _ROOT_CACHE_LIMIT = 10_000
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from processor.core.paths import MARKER, root_problem
+from events.paths import MARKER, root_problem
 from processor.storage import remote_markers
 from processor.storage.claims import (
     UNREADABLE,

@@ -17,7 +17,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from processor.core.paths import unsafe_spelling
+from events.paths import unsafe_spelling
 from processor.errors import ObjectMissing, StorageError
 from processor.failpoints import crash_point
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import fsspec
 
-from processor.core.paths import MARKER, parse_url
+from events.paths import MARKER, parse_url
 from processor.storage.claims import (
     UNREADABLE,
     Claimant,

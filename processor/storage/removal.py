@@ -31,7 +31,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from processor.core.paths import parse_url
+from events.paths import parse_url
 from processor.errors import StorageError
 from processor.failpoints import crash_point
 from processor.storage import remote_markers
@@ -50,7 +50,7 @@ def remove_all(items: Sequence[Item], options: Options, outer: str | None = None
     """Delete each `(url, root, claimant)` recursively, confined to its root and to the resolved
     `outer` bound (canonical, or None); one outcome per item.
 
-    `url` and `root` are canonical (processor.core.paths.normalize) and `url` lies strictly
+    `url` and `root` are canonical (events.paths.normalize) and `url` lies strictly
     below `root` (checked by the caller). Already gone counts as deleted. Runs in a worker
     thread; never raises. Each run root is reached and checked once per batch."""
     roots: dict[tuple[str, Claimant], int | Outcome] = {}

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ckptlog import AsyncReporter, Evaluator, Reader, Topics
-from ckptlog.demo.training import file_url
 from events.outputs import encode_json
+from processor.demo.training import file_url
 from processor.foldfile import fold_lines
 from processor.kafka.clients_io import EventProducer, delete_topics
 from processor.kafka.connection import KafkaConnection

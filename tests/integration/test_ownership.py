@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from processor.core.paths import MARKER
+from events.paths import MARKER
 from processor.kafka import read_topic
 from processor.kafka.producers import produce
 from processor.service.harness import event_record, running, wait_for_views

@@ -26,7 +26,7 @@ OUTAGES = {  # how the broker goes away, and for how long
     "exactly_once": [("stop", 4.0), ("kill", 8.0)],
     "at_least_once": [("kill", 6.0)],
 }
-LONG_OUTAGE_S = float(os.environ.get("CKPTLOG_LONG_OUTAGE_S", "0"))
+LONG_OUTAGE_S = float(os.environ.get("CKPTLOG_TEST_LONG_OUTAGE_S", "0"))
 """Set (e.g. 50: beyond the clients' 40 s request timeout, so commits fail and partitions are
 rebuilt while the broker is away) to add one such outage to each run."""
 pytestmark = pytest.mark.timeout(300 + 2 * LONG_OUTAGE_S)

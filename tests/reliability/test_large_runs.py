@@ -23,7 +23,7 @@ from processor.service.harness import produce_events, running
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
-KEPT = int(os.environ.get("CKPTLOG_LARGE_RUN", "300000"))
+KEPT = int(os.environ.get("CKPTLOG_TEST_LARGE_RUN", "300000"))
 pytestmark = pytest.mark.timeout(900)
 
 

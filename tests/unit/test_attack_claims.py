@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from processor.core.paths import normalize
+from events.paths import normalize
 from processor.storage.claims import Claimant, Shared
 from processor.storage.markers import claim_all
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from processor.core.paths import normalize
+from events.paths import normalize
 from processor.storage.claims import Claimant
 from processor.storage.deletion import Deleter, RetryPolicy, _Request
 from processor.storage.markers import claim_all

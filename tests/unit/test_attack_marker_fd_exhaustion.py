@@ -20,7 +20,7 @@ import os
 import resource
 from pathlib import Path
 
-from processor.core.paths import normalize
+from events.paths import normalize
 from processor.storage.deletion import Deleter, RetryPolicy
 
 SHARDS = 300

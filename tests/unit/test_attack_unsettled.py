@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 
 from events.decoded import CheckpointConfig
+from events.paths import normalize
 from processor.core import Fold, FoldSettings
-from processor.core.paths import normalize
 from processor.storage.claims import Claimant
 from processor.storage.markers import claim_all
 from processor.storage.removal import Refused, remove_all

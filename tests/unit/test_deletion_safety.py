@@ -13,7 +13,7 @@ completions are folded back. After every step:
 - after the deleter drained: every eviction it confirmed is gone from the tree, and no eviction
   is still owed (each was deleted, or refused: a symlink on the way, and then nothing was touched).
 
-`CKPTLOG_SAFETY_EXAMPLES=100000 pytest tests/unit/test_deletion_safety.py` runs the long version
+`CKPTLOG_TEST_SAFETY_EXAMPLES=100000 pytest tests/unit/test_deletion_safety.py` runs the long version
 (docs/reliability.md reports its count).
 """
 
@@ -32,15 +32,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from events.codec import decode_event
+from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core.fold import Fold
-from processor.core.paths import UnsafePath, normalize
 from processor.core.snapshot import Snapshot, decode, encode
 from processor.core.state import FoldSettings
 from processor.storage.deletion import Deleter, Key, RetryPolicy
 from tests import factories as f
 
-EXAMPLES = int(os.environ.get("CKPTLOG_SAFETY_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("CKPTLOG_TEST_SAFETY_EXAMPLES", "150"))
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES // 10))  # the long run takes ~30 ms an example
 RUN = "r1"
 NAMES = [

@@ -21,7 +21,6 @@ from processor.broker import (
     PortInUseError,
     ToolMissingError,
     cache_root,
-    default_dir,
     ensure_bootstrap,
     fetch_jars,
     render_server_properties,
@@ -29,9 +28,9 @@ from processor.broker import (
 from processor.broker import local as local_mod
 from processor.broker.config import new_cluster_id, port_is_free
 from processor.broker.jars import render_pom, require_java
-from processor.broker.local import BrokerState
-from processor.broker.probe import _parse_brokers, answers
 from processor.errors import BrokerError
+from processor.kafka.discovery import BrokerState, default_dir
+from processor.kafka.probe import _parse_brokers, answers
 
 VERSION = "4.1.1"
 

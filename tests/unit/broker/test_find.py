@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from ckptlog.connect import require_bootstrap
-from processor.broker import LocalBroker, ensure_bootstrap, find_bootstrap, probe, running_bootstrap
-from processor.broker.local import ENV_BOOTSTRAP
+from processor.broker import LocalBroker, ensure_bootstrap
+from processor.kafka import probe
+from processor.kafka.discovery import ENV_BOOTSTRAP, find_bootstrap, running_bootstrap
 
 KEEPS_RUNNING = "it keeps running after this command ends: stop it with `ckptlog broker stop`"
 

@@ -39,7 +39,7 @@ try:
     main()
 except SystemExit as exit:
     assert exit.code == 0, exit.code
-print(sorted(m for m in ("aiokafka", "processor.service.processor", "ckptlog.demo") if m in sys.modules))
+print(sorted(m for m in ("aiokafka", "processor.service.processor", "processor.demo") if m in sys.modules))
 """
     assert _python(code).strip().splitlines()[-1] == "[]"
 

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from ckptlog import AsyncReporter, Evaluator, NoKafkaConfigured, Reader, Reporter, SyncReader
 from ckptlog.errors import ClientError
 from processor.broker import LocalBroker
-from processor.broker.local import ENV_BOOTSTRAP
 from processor.cli.main import _register, app
 from processor.errors import CkptlogError, ConfigError
+from processor.kafka.discovery import ENV_BOOTSTRAP
 
 NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog broker start`"
 REPO = Path(__file__).resolve().parents[3]
@@ -136,7 +136,7 @@ async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
         ["report", "r", "-m", "loss=1"],
         ["start-run", "r", "/runs/r"],
         ["worker-group-restart", "r", "--num-workers", "2"],
-        ["evaluate", "--fn", "ckptlog.demo.validation:validate_checkpoint"],
+        ["evaluate", "--fn", "processor.demo.validation:validate_checkpoint"],
         ["watch", "r"],
         ["watch", "r", "--once"],
         ["inspect"],

@@ -108,19 +108,44 @@ def test_a_misspelt_environment_variable_is_an_error(monkeypatch: pytest.MonkeyP
     assert load_settings(None).group_id == "x"  # pydantic-settings reads names case-insensitively
 
 
-def test_every_ckptlog_variable_the_repository_uses_is_a_setting_or_known() -> None:
-    """A variable added elsewhere (a test knob, a deploy file) must be listed in NOT_SETTINGS, or
-    `ckptlog run` refuses to start where it is set."""
+def _variables_by_file() -> dict[Path, set[str]]:
+    """The `CKPTLOG_*` names each tracked kind of file of the repository mentions."""
     import re
 
-    from processor.service.environment import unknown_variables
-    from processor.service.settings import ServiceSettings
-
     repo = Path(__file__).resolve().parents[3]
-    names: set[str] = set()
+    found: dict[Path, set[str]] = {}
     tops = [p for p in repo.iterdir() if not p.name.startswith(".")]
     for path in (f for top in tops for f in ([top] if top.is_file() else top.rglob("*"))):
         if path.suffix in {".py", ".md", ".yml", ".toml"} and path.is_file():
-            names |= set(re.findall(r"\bCKPTLOG_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
+            text = path.read_text(errors="replace")
+            found[path.relative_to(repo)] = set(re.findall(r"\bCKPTLOG_[A-Z][A-Z0-9_]*[A-Z0-9]\b", text))
+    return found
+
+
+def test_every_ckptlog_variable_the_repository_uses_is_a_setting_or_known() -> None:
+    """A variable the code or a deploy file reads must be listed in NOT_SETTINGS, and a test knob
+    must be named CKPTLOG_TEST_*, or `ckptlog run` refuses to start where it is set."""
+    from processor.service.environment import unknown_variables
+    from processor.service.settings import ServiceSettings
+
+    names = set().union(*_variables_by_file().values())
     names -= {"CKPTLOG_SNAPSHOT_EVRY", "CKPTLOG_TEST_ANYTHING"}  # this file's own examples
     assert unknown_variables(dict.fromkeys(names, ""), ServiceSettings.model_fields) == []
+
+
+def test_no_test_knob_is_listed_in_production_code() -> None:
+    """Issue 26 item 5: every name in NOT_SETTINGS is read outside the tests (processor/, ckptlog/,
+    deploy/); the test suite's knobs carry the CKPTLOG_TEST_ prefix the loader ignores instead."""
+    from processor.service.environment import NOT_SETTINGS, TEST_PREFIX
+
+    production = Path("processor/service/environment.py")
+    used = set().union(
+        *(
+            names
+            for path, names in _variables_by_file().items()
+            if path.parts[0] in {"processor", "ckptlog", "events", "deploy"} and path != production
+        )
+    )
+    only_tests = sorted(NOT_SETTINGS - used)
+    assert only_tests == [], f"{only_tests}: no production code reads them; a test knob is named {TEST_PREFIX}*"
+    assert not any(name.startswith(TEST_PREFIX) for name in NOT_SETTINGS)

@@ -19,8 +19,8 @@ from fsspec.implementations.memory import MemoryFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from events.paths import UnsafePath, is_within, normalize, parse_url, root_problem
 from processor.core.outputs import Deletion
-from processor.core.paths import UnsafePath, is_within, normalize, parse_url, root_problem
 from processor.errors import StorageError
 from processor.storage import deletion
 from processor.storage.apply import delete_now

@@ -13,10 +13,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ckptlog.demo.checks import CheckReport
-from ckptlog.demo.plan import RunPlan
 from ckptlog.table import run_table, score_text, short_path
 from ckptlog.views import RunView
+from processor.demo.checks import CheckReport
+from processor.demo.plan import RunPlan
 
 
 @dataclass(slots=True)

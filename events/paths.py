@@ -1,5 +1,8 @@
 """Pure URL arithmetic for storage confinement (contract §9): no fsspec, no I/O.
 
+Part of the contract, so the fold, the storage adapter and the client library (the Reporter
+checks a checkpoint lies under the run's root before sending) all use these same rules.
+
 fsspec URLs are compared as (protocol, path segments). A local path and `file://` are the
 same protocol. Spellings that a filesystem or fsspec could resolve to another place than
 their canonical form are refused outright rather than interpreted: `..` segments (resolving

@@ -9,8 +9,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from ckptlog.demo.plan import RunPlan
 from ckptlog.reporter import AsyncReporter
+from processor.demo.plan import RunPlan
 
 Tick = Callable[[str, str], None]
 """Called with (run id, what happened) after each event, for the display."""

@@ -18,11 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from ckptlog.connect import Topics
-from ckptlog.demo.checks import CheckReport, check_disk, compare_views, fold_log
-from ckptlog.demo.display import DemoState, RunProgress
-from ckptlog.demo.plan import RunPlan, default_plans
-from ckptlog.demo.training import file_url, train
-from ckptlog.demo.validation import validate_checkpoint
 from ckptlog.errors import ClientError
 from ckptlog.evaluator import Evaluator
 from ckptlog.invoke import Outcome
@@ -30,6 +25,11 @@ from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter
 from events.outputs import ValidationRequested
 from processor.broker import ensure_bootstrap
+from processor.demo.checks import CheckReport, check_disk, compare_views, fold_log
+from processor.demo.display import DemoState, RunProgress
+from processor.demo.plan import RunPlan, default_plans
+from processor.demo.training import file_url, train
+from processor.demo.validation import validate_checkpoint
 from processor.kafka.clients_io import delete_topics
 from processor.kafka.reader import read_topic
 from processor.service.processor import Processor

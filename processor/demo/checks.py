@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckptlog.demo.validation import local_path
 from ckptlog.views import RunView
 from processor.core.state import FoldSettings
+from processor.demo.validation import local_path
 from processor.foldfile import FoldResult, fold_lines
 
 

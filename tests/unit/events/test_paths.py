@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor.core.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
+from events.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
 from processor.core.state import root_prefix
 
 

@@ -1,7 +1,7 @@
 """What the demo's training job does: a few runs with different retention, scores and events.
 
 Deterministic from the seed, so two demo runs report the same metrics and the evaluator
-(ckptlog.demo.validation) gives the same scores, timeouts and failures.
+(processor.demo.validation) gives the same scores, timeouts and failures.
 """
 
 from __future__ import annotations
