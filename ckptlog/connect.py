@@ -6,13 +6,14 @@ import asyncio
 from dataclasses import dataclass
 
 from ckptlog.errors import NoKafkaConfigured
+from events import topics
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.discovery import find_bootstrap
 
-EVENTS_TOPIC = "ckptlog.events"
-VALIDATIONS_TOPIC = "ckptlog.validations"
-STATE_TOPIC = "ckptlog.state"
-WATERMARKS_TOPIC = "ckptlog.watermarks"
+EVENTS_TOPIC = topics.INPUT
+VALIDATIONS_TOPIC = topics.VALIDATIONS
+STATE_TOPIC = topics.STATE
+WATERMARKS_TOPIC = topics.WATERMARKS
 
 
 @dataclass(frozen=True, slots=True)

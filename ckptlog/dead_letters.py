@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from events import topics
 from events.codec import DEFAULT_LIMITS, DecodeLimits, Undecodable, decode_json
 from events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
 from events.rejections import Reason
@@ -25,7 +26,7 @@ from processor.kafka.connection import KafkaConnection
 from processor.kafka.errors import TopicMissing
 from processor.kafka.reader import Record, TopicReader
 
-DLQ_TOPIC = "ckptlog.dlq"
+DLQ_TOPIC = topics.DLQ
 CATCH_UP_POLL_S = 0.05
 
 

@@ -104,4 +104,20 @@ def settings_options(fields: Iterable[str]) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["env_only", "fields_of", "flag", "settings_options"]
+def settings_table() -> str:
+    """The settings as the Markdown table docs/processor.md shows (generated, so it never drifts:
+    `python -m processor.cli.options` prints it; tests/unit/cli/test_options.py compares)."""
+    rows = ["| setting | flag | variable | default | |", "|---|---|---|---|---|"]
+    for name, info in ServiceSettings.model_fields.items():
+        why = env_only(info)
+        option = f"— ({why})" if why else f"`{flag(name)}`"
+        default = "" if info.default_factory is not None or info.default is None else f"`{info.default}`"
+        text = (info.description or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | {option} | `CKPTLOG_{name.upper()}` | {default} | {text} |")
+    return "\n".join(rows)
+
+
+__all__ = ["env_only", "fields_of", "flag", "settings_options", "settings_table"]
+
+if __name__ == "__main__":
+    print(settings_table())

@@ -8,6 +8,7 @@ one directory, so restarting with another spelling of the same `--storage-root` 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import NamedTuple
 
 from events.paths import UnsafePath, normalize
@@ -33,18 +34,20 @@ def canonical_root(root: str | None) -> str | None:
 
 
 def _fields(s: FoldSettings) -> dict[str, object]:
+    """The settings a snapshot is compared on, by the flag (or name) that sets each: every field of
+    FoldSettings (its metadata names it), the default config field by field."""
     config = s.default_config
-    return {
-        "--storage-root": canonical_root(s.default_root),
-        "--storage-root (outer bound of deletions)": canonical_root(s.outer_root),
+    found: dict[str, object] = {
         "--default-num-to-keep": config.num_to_keep,
         "--score-attribute": config.checkpoint_score_attribute,
         "--score-order": config.checkpoint_score_order,
-        "the default validation spec": s.default_validation,
-        "the dedup window": s.dedup_window,
-        "--max-payload-bytes": s.max_payload_bytes,
-        "--max-depth": s.max_depth,
     }
+    for f in fields(s):
+        if f.name == "default_config":
+            continue
+        value = getattr(s, f.name)
+        found[f.metadata.get("flag", f.name)] = canonical_root(value) if f.metadata.get("root") else value
+    return found
 
 
 def differences(snapshot: FoldSettings, current: FoldSettings) -> list[Difference]:

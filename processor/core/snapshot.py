@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -114,28 +114,29 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
 
 
+_STRUCTS: dict[str, type[msgspec.Struct]] = {"default_config": CheckpointConfig, "default_validation": ValidationSpec}
+"""The FoldSettings fields that are Structs; every other field is a JSON scalar."""
+
+
 def _settings_out(s: FoldSettings) -> dict[str, Any]:
-    return {
-        "default_config": _out(s.default_config),
-        "default_root": s.default_root,
-        "outer_root": s.outer_root,
-        "default_validation": _out(s.default_validation),
-        "dedup_window": s.dedup_window,
-        "max_payload_bytes": s.max_payload_bytes,
-        "max_depth": s.max_depth,
-    }
+    """Every field of the settings, in declaration order (a new fold setting needs nothing here)."""
+    out: dict[str, Any] = {}
+    for f in fields(s):
+        value = getattr(s, f.name)
+        out[f.name] = _out(value) if f.name in _STRUCTS else value
+    return out
 
 
 def _settings_in(d: dict[str, Any]) -> FoldSettings:
-    return FoldSettings(
-        _in(d["default_config"], CheckpointConfig),
-        d["default_root"],
-        d["outer_root"],
-        _in(d["default_validation"], ValidationSpec),
-        int(d["dedup_window"]),
-        int(d["max_payload_bytes"]),
-        int(d["max_depth"]),
-    )
+    values: dict[str, Any] = {}
+    for f in fields(FoldSettings):
+        value = d[f.name]
+        if f.name in _STRUCTS:
+            value = _in(value, _STRUCTS[f.name])
+        elif isinstance(value, bool) or not isinstance(value, int | str | None):
+            raise ValueError(f"setting {f.name} is {value!r}")
+        values[f.name] = value
+    return FoldSettings(**values)
 
 
 def run_out(run: RunState) -> dict[str, Any]:

@@ -28,13 +28,19 @@ class FoldSettings:
     `{default_root}/{run id}`. The decode limits decide which records are applied, so they are
     fold settings too (contract §6: a snapshot folded with other limits is refused)."""
 
-    default_config: CheckpointConfig = field(default_factory=CheckpointConfig)
-    default_root: str | None = None
-    outer_root: str | None = None
-    default_validation: ValidationSpec = field(default_factory=ValidationSpec)
-    dedup_window: int = DEFAULT_DEDUP_WINDOW
-    max_payload_bytes: int = DEFAULT_MAX_BYTES
-    max_depth: int = DEFAULT_MAX_DEPTH
+    # metadata "flag": the setting that sets it, named when a snapshot's differs (settings_diff.py);
+    # "root": compared by canonical spelling. Snapshots write every field (snapshot.py).
+    default_config: CheckpointConfig = field(default_factory=CheckpointConfig, metadata={"flag": "defaults"})
+    default_root: str | None = field(default=None, metadata={"flag": "--storage-root", "root": True})
+    outer_root: str | None = field(
+        default=None, metadata={"flag": "--storage-root (outer bound of deletions)", "root": True}
+    )
+    default_validation: ValidationSpec = field(
+        default_factory=ValidationSpec, metadata={"flag": "the default validation spec"}
+    )
+    dedup_window: int = field(default=DEFAULT_DEDUP_WINDOW, metadata={"flag": "the dedup window"})
+    max_payload_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata={"flag": "--max-payload-bytes"})
+    max_depth: int = field(default=DEFAULT_MAX_DEPTH, metadata={"flag": "--max-depth"})
 
 
 @dataclass(slots=True, eq=False)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from events import topics
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
 from events.paths import root_problem
@@ -72,12 +73,12 @@ class ServiceSettings(BaseSettings):
         10_000, "group", "group session timeout, 6000..1800000 ms: how soon a dead member's partitions move"
     )
     # topics
-    input_topic: str = _f("ckptlog.events", "topics", "input events")
-    checkpoints_topic: str = _f("ckptlog.checkpoints", "topics", "checkpoint outputs and warnings")
-    validations_topic: str = _f("ckptlog.validations", "topics", "validation requests (the evaluators' queue)")
-    watermarks_topic: str = _f("ckptlog.watermarks", "topics", "watermarks")
-    state_topic: str = _f("ckptlog.state", "topics", "each run's VIEW (compacted)")
-    dlq_topic: str = _f("ckptlog.dlq", "topics", "dead letters")
+    input_topic: str = _f(topics.INPUT, "topics", "input events")
+    checkpoints_topic: str = _f(topics.CHECKPOINTS, "topics", "checkpoint outputs and warnings")
+    validations_topic: str = _f(topics.VALIDATIONS, "topics", "validation requests (the evaluators' queue)")
+    watermarks_topic: str = _f(topics.WATERMARKS, "topics", "watermarks")
+    state_topic: str = _f(topics.STATE, "topics", "each run's VIEW (compacted)")
+    dlq_topic: str = _f(topics.DLQ, "topics", "dead letters")
     topic_partitions: int | None = _f(None, "topics", "partitions of the topics it creates (default 1)", ge=1)
     replication_factor: int | None = _f(
         None, "topics", "replication of the topics it creates (default min(3, brokers))", ge=1

@@ -1,0 +1,57 @@
+"""Settings as the single source (issue 26 #4): every setting is defined once, in
+processor/service/settings.py, and every command that takes it offers the same flag; the
+docs' table is generated from the same model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from processor.cli.main import _register, app
+from processor.cli.options import env_only, fields_of, flag, settings_table
+from processor.service.settings import ServiceSettings
+
+REPO = Path(__file__).resolve().parents[3]
+FIELDS = ServiceSettings.model_fields
+_register()
+
+
+def flags_of(command: str) -> set[str]:
+    group = typer.main.get_command(app)
+    found = group.commands[command]  # type: ignore[attr-defined]
+    return {opt for param in found.params for opt in param.opts if opt.startswith("--")}
+
+
+@pytest.mark.parametrize("name", list(FIELDS))
+def test_every_setting_has_a_group_a_help_and_a_flag_or_says_why_not(name: str) -> None:
+    info = FIELDS[name]
+    assert isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("group"), name
+    assert info.description, f"{name} has no description: its flag and the docs would have no help"
+    why = env_only(info)
+    assert (flag(name) in flags_of("run")) != bool(why), f"{name}: a flag of `ckptlog run`, or env-only with why"
+
+
+@pytest.mark.parametrize(
+    ("command", "groups"),
+    [
+        ("replay", ["connection", "group", "topics", "fold", "snapshots"]),
+        ("fold", ["fold"]),
+    ],
+)
+def test_a_command_taking_settings_offers_the_same_flags_as_run(command: str, groups: list[str]) -> None:
+    wanted = {flag(n) for n in fields_of(groups) if env_only(FIELDS[n]) is None}
+    assert wanted <= flags_of(command) and wanted <= flags_of("run")
+
+
+def test_the_docs_table_is_the_models() -> None:
+    text = (REPO / "docs/processor.md").read_text()
+    assert settings_table() in text, "docs/processor.md: regenerate the table with `python -m processor.cli.options`"
+
+
+def test_a_bad_value_names_the_flag_and_the_variable() -> None:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["fold", "-", "--max-depth", "0"], input="")
+    assert result.exit_code == 2 and "--max-depth" in result.output and "CKPTLOG_MAX_DEPTH" in result.output
