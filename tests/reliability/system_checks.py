@@ -26,7 +26,7 @@ from events.view import PAGE_KEY_SEPARATOR
 from processor.cli.export import as_line
 from processor.core.view import View
 from processor.kafka.reader import Record
-from tests.reliability.system_tree import SystemTree, changes
+from tests.reliability.system_tree import SystemTree, changes, under
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 DLQ_HEADERS = (H_TOPIC, H_PARTITION, H_OFFSET, H_STAGE, H_REASON)
@@ -114,7 +114,7 @@ def check_dead_letters(dlq: Sequence[Record], model: Model, input_topic: str) ->
     if missing:
         problems.append(f"{len(missing)} records the fold rejects have no dead letter: {_show(missing, model.dead)}")
     if extra:
-        problems.append(f"{len(extra)} dead letters of records the fold applies: {_show(extra, reasons)}")
+        problems.append(f"{len(extra)} dead letters of records the fold applies or skips: {_show(extra, reasons)}")
     if twice:
         problems.append(f"{len(twice)} records dead-lettered more than once: {twice[:5]}")
     if differ:
@@ -168,15 +168,27 @@ def check_tree(tree: SystemTree, before: dict[str, str], model: Model, deleted_n
     kept |= {v["latest"] for v in model.views.values() if v["latest"]}
     damaged = sorted(p for p in kept if not tree.intact(p))
     if damaged:
-        problems.append(f"{len(damaged)} kept/latest/pending checkpoints deleted or damaged: {damaged[:5]}")
+        shown = [f"{p} ({_keepers(p, model)}{_evicters(p, model)})" for p in damaged[:5]]
+        problems.append(f"{len(damaged)} kept/latest/pending checkpoints deleted or damaged: {shown}")
     remaining = sorted(p for p in deleted_now - kept if not tree.gone(p))
     if remaining:
         problems.append(f"{len(remaining)} checkpoints reported deleted (checkpoints_deleted) still exist: {remaining[:5]}")
     own = {p for run_id, paths in model.evicted.items() for p in paths if tree.written.get(p) == run_id}
     changed = changes(before, tree.snapshot(), own, str(tree.storage))
     if changed:
-        problems.append(f"{len(changed)} files changed that no eviction of their own run covers: {changed[:6]}")
+        shown = [f"{c}{_evicters(c.split(': ')[0], model)}" for c in changed[:6]]
+        problems.append(f"{len(changed)} files changed that no eviction of their own run covers: {shown}")
     return problems
+
+
+def _keepers(path: str, model: Model) -> str:
+    return "kept by " + ",".join(r for r, v in model.views.items() if any(c["path"] == path for c in v["checkpoints"]))
+
+
+def _evicters(path: str, model: Model) -> str:
+    """Which runs evicted this path or a directory above it (the likely deleters)."""
+    found = sorted({f"{r} evicted {p}" for r, paths in model.evicted.items() for p in paths if under(path, {p})})
+    return f"; {', '.join(found[:2])}" if found else ""
 
 
 def _validator(name: str) -> Any:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptlog.connect import Topics
-from processor.kafka import IdempotentProducer, OutRecord, ensure_topics, read_topic
+from processor.kafka import IdempotentProducer, KafkaIOError, OutRecord, ensure_topics, read_topic
 from processor.kafka.reader import Record
 from processor.kafka.topics import committed_offsets
 from processor.service.harness import run_argv
@@ -107,7 +107,6 @@ class System:
             "topic_partitions": PARTITIONS,
             "snapshot_every": 50,
             "keep_snapshots": 2,
-            "poll_timeout_ms": 50,
             "session_timeout_ms": 6000,
             "default_num_to_keep": DEFAULT_KEEP,
             "max_depth": MAX_DEPTH,
@@ -150,6 +149,16 @@ class System:
             self.problem(f"{what} {instance.log.name} did not stop cleanly on SIGTERM (exit {code}); see {instance.log}")
 
     # -- a phase ---------------------------------------------------------------------------
+
+    async def revive(self) -> None:
+        """Restart what died in the last phase (its death was reported by the checks)."""
+        for i, instance in enumerate(self.processors):
+            if instance.proc.poll() is not None:
+                label = "main" if i == 0 else "joiner"
+                flags = {"group_instance_id": "system-main"} if i == 0 else {}
+                self.processors[i] = await self.start_processor(label, **flags)
+        if self.evaluator is not None and self.evaluator.proc.poll() is not None:
+            self.start_evaluator()
 
     async def act(self, action: str) -> None:
         """The phase's action, before its records are produced (`leave` ends a rebalance)."""
@@ -208,7 +217,7 @@ class System:
             ends: dict[int, int] = {}
             for record in records:
                 ends[record.partition] = record.offset + 1
-            committed = await committed_offsets(self.conn, self.settings.group_id, self.settings.input_topic, PARTITIONS)
+            committed = await self.committed()
             done = all(committed.get(p, 0) >= end for p, end in ends.items())
             stable = stable + 1 if done and len(records) == last else 0
             since, last = since if stable else time.monotonic(), len(records)
@@ -218,6 +227,12 @@ class System:
                 self.problem(f"not settled after {SETTLE_TIMEOUT_S:.0f}s: committed {committed}, log ends {ends}")
                 return records
             await asyncio.sleep(0.7)
+
+    async def committed(self) -> dict[int, int]:
+        try:
+            return await committed_offsets(self.conn, self.settings.group_id, self.settings.input_topic, PARTITIONS)
+        except KafkaIOError:  # the group's coordinator not there yet
+            return {}
 
     async def answered(self, records: list[Record]) -> bool:
         from tests.reliability.system_checks import unanswered

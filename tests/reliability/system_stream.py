@@ -32,6 +32,7 @@ MAX_PAYLOAD_BYTES = 100_000
 OTHER_MAX_DEPTH = 40  # the `limits` action restarts with this: the restore must refuse the snapshot
 DEFAULT_KEEP = 2  # --default-num-to-keep: implicit runs evict too
 ROOT_FILE = "ROOT.keep"
+PAGED_MORE = 50
 MODES = ("ok", "ok", "ok", "raise", "system_exit", "cancelled", "bad_str", "hang")
 
 INGREDIENTS = (
@@ -115,7 +116,7 @@ def recipes(rng: random.Random, phases: int, without: Iterable[str] = ()) -> lis
             action = ("sigkill", "rebalance")[number - 1]
         else:
             action = rng.choice(ACTIONS)
-        names = ["valid", *dealt, *extra] if number == 0 else [*dealt, *extra]
+        names = ["valid", "paged", *dealt, *extra] if number == 0 else [*dealt, *extra]
         out.append(Recipe(action, tuple(dict.fromkeys(n for n in names if n not in left or n == "valid"))))
     return out
 
@@ -198,9 +199,10 @@ class StreamGenerator:
         """The records (and files) of phase `number`; `deleted` is, per run, the paths whose
         deletion the outputs confirmed so far (for `reuse`)."""
         self.phase_now = Phase(number, recipe.action, list(recipe.ingredients))
-        if self.paged is not None:  # the second half of a paged run, after the action
-            self.reports(self.paged, 140)
-            self.paged = None
+        if self.paged is not None:  # the rest of a paged run, after each later phase's action
+            self.reports(self.paged, PAGED_MORE)
+            if self.paged.step >= 400:
+                self.paged = None
         for name in recipe.ingredients:
             if name == "reuse":
                 hostile.reuse(self, deleted)
@@ -237,7 +239,8 @@ def validations(gen: StreamGenerator) -> None:
 
 
 def paged(gen: StreamGenerator) -> None:
-    """300 kept of 400 reports: 260 now, 140 in the next phase (after its action)."""
+    """300 kept of 400+ reports: 260 now, PAGED_MORE in each later phase (after its action: a
+    restart, the partition moving to a joining instance and back) until 400."""
     if gen.paged is not None or any(r.keep == 300 for r in gen.runs.values()):
         return
     run = gen.add_run("paged", gen.rng.randrange(PARTITIONS), None, True, 300)

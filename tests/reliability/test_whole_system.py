@@ -3,7 +3,7 @@
 `test_whole_system`: streams mixing valid runs with every hostile ingredient, through real
 `ckptlog run` (restarted with SIGKILL, rebalanced with a second instance) and `ckptlog evaluate`
 processes on the real broker and a real tree, every check after every phase.
-`CKPTLOG_SYSTEM_STREAMS` (default 1), `CKPTLOG_SYSTEM_PHASES` (default 3) and `CKPTLOG_SYSTEM_SEED`
+`CKPTLOG_SYSTEM_STREAMS` (default 1), `CKPTLOG_SYSTEM_PHASES` (default 4) and `CKPTLOG_SYSTEM_SEED`
 (default 1) make the long run; `python -m tests.reliability.whole_system --streams N` is the same
 outside pytest.
 
@@ -46,7 +46,7 @@ from tests.reliability.system_stream import (
 from tests.reliability.whole_system import run_stream
 
 STREAMS = int(os.environ.get("CKPTLOG_SYSTEM_STREAMS", "1"))
-PHASES = int(os.environ.get("CKPTLOG_SYSTEM_PHASES", "3"))
+PHASES = int(os.environ.get("CKPTLOG_SYSTEM_PHASES", "4"))
 SEED = int(os.environ.get("CKPTLOG_SYSTEM_SEED", "1"))
 EXAMPLES = int(os.environ.get("CKPTLOG_SYSTEM_EXAMPLES", "25"))
 

@@ -95,6 +95,7 @@ class Stream:
 
     async def phase(self, number: int, action: str) -> None:
         self.system.phase = str(number)
+        await self.system.revive()
         if number and self.recipes[number - 1].action == "rebalance":
             await self.system.act("leave")
         await self.system.act(action)
