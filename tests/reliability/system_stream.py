@@ -33,7 +33,11 @@ OTHER_MAX_DEPTH = 40  # the `limits` action restarts with this: the restore must
 DEFAULT_KEEP = 2  # --default-num-to-keep: implicit runs evict too
 ROOT_FILE = "ROOT.keep"
 PAGED_MORE = 50
+PAGED_LAST = 600
 MODES = ("ok", "ok", "ok", "raise", "system_exit", "cancelled", "bad_str", "hang")
+HOSTILE_MODES = "hostile_validation"
+"""In CKPTLOG_SYSTEM_WITHOUT (a temporary switch): validation functions only succeed, raise an
+Exception or hang (no BaseException, no bad __str__), while issue 20 #7 wedges the evaluator."""
 
 INGREDIENTS = (
     "valid",  # started runs: scores, min/max, num_to_keep small and None, keep_every_n_steps
@@ -56,6 +60,9 @@ INGREDIENTS = (
     "garbage",  # not JSON, not an object, truncated, blank, tombstones, key mismatch
 )
 ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator")
+FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits")  # every action in any 4 phases
+"""An action is one of ACTIONS or several joined by `+`; `limits` restarts (SIGTERM) with other
+limits, then again with the stream's own."""
 
 
 def partition_of(key: str) -> int:
@@ -102,7 +109,7 @@ class Recipe:
 
 def recipes(rng: random.Random, phases: int, without: Iterable[str] = ()) -> list[Recipe]:
     """`phases` recipes that together mix every ingredient (dealt out over the phases, three more
-    drawn for each) and hold at least one SIGKILL restart and one rebalance; the rest is drawn."""
+    drawn for each); the first four phases' actions are FIRST_ACTIONS, the rest are drawn."""
     left = set(without)
     order = [i for i in INGREDIENTS if i not in left]
     rng.shuffle(order)
@@ -110,12 +117,10 @@ def recipes(rng: random.Random, phases: int, without: Iterable[str] = ()) -> lis
     for number in range(phases):
         dealt = order[number::phases]
         extra = rng.sample(order, min(3, len(order)))
-        if number == 0:
-            action = "none"
-        elif number <= 2 and phases > 2:
-            action = ("sigkill", "rebalance")[number - 1]
+        if number < len(FIRST_ACTIONS):
+            action = FIRST_ACTIONS[number]
         else:
-            action = rng.choice(ACTIONS)
+            action = rng.choice(ACTIONS) + ("+evaluator" if rng.random() < 0.3 else "")
         names = ["valid", "paged", *dealt, *extra] if number == 0 else [*dealt, *extra]
         out.append(Recipe(action, tuple(dict.fromkeys(n for n in names if n not in left or n == "valid"))))
     return out
@@ -124,8 +129,10 @@ def recipes(rng: random.Random, phases: int, without: Iterable[str] = ()) -> lis
 class StreamGenerator:
     """See the module docstring. `base` is the tree's top: `runs/` (--storage-root) below it."""
 
-    def __init__(self, base: Path, seed: int) -> None:
+    def __init__(self, base: Path, seed: int, without: Iterable[str] = ()) -> None:
         self.base, self.rng, self.seed = base, random.Random(seed), seed
+        hostile_modes = HOSTILE_MODES not in set(without)
+        self.modes = MODES if hostile_modes else tuple(m for m in MODES if m in ("ok", "raise", "hang"))
         self.storage = str(base / "runs")
         self.link = f"{self.storage}/escape"  # -> base/outside/escaped (made by the runner)
         self.runs: dict[str, RunModel] = {}
@@ -185,7 +192,7 @@ class StreamGenerator:
                 run.step += 1
                 self.emit(self.event("report", run.run_id, {"metrics": {"step": run.step}, "checkpoint": None}), run.run_id)
             elif self.rng.random() < validate:
-                mode = self.rng.choice(MODES)
+                mode = self.rng.choice(self.modes)
                 self.report(run, validation={"fn_kwargs": {"mode": mode}, "timeout_s": 1.0})
             else:
                 self.report(run)
@@ -200,8 +207,8 @@ class StreamGenerator:
         deletion the outputs confirmed so far (for `reuse`)."""
         self.phase_now = Phase(number, recipe.action, list(recipe.ingredients))
         if self.paged is not None:  # the rest of a paged run, after each later phase's action
-            self.reports(self.paged, PAGED_MORE)
-            if self.paged.step >= 400:
+            self.reports(self.paged, 140 if self.paged.step < 300 else PAGED_MORE)
+            if self.paged.step >= PAGED_LAST:
                 self.paged = None
         for name in recipe.ingredients:
             if name == "reuse":
@@ -233,18 +240,19 @@ def validations(gen: StreamGenerator) -> None:
     for partition in range(PARTITIONS):
         run = gen.add_run("val", partition, None, True, 2)
         gen.emit(gen.start(run), run.run_id)
-        for mode in gen.rng.sample(MODES, 4) + ["ok"]:
+        for mode in gen.rng.sample(gen.modes, 4) + ["ok"]:
             gen.report(run, validation={"fn_kwargs": {"mode": mode}, "timeout_s": 1.0})
         gen.reports(run, 2)
 
 
 def paged(gen: StreamGenerator) -> None:
-    """300 kept of 400+ reports: 260 now, PAGED_MORE in each later phase (after its action: a
-    restart, the partition moving to a joining instance and back) until 400."""
+    """num_to_keep 300, keeping the latest (no score): 260 reports now, 140 in the next phase (after
+    its action), whose evictions empty whole pages; PAGED_MORE in each later phase (after a
+    restart, the partition moving to a joining instance and back) up to PAGED_LAST."""
     if gen.paged is not None or any(r.keep == 300 for r in gen.runs.values()):
         return
     run = gen.add_run("paged", gen.rng.randrange(PARTITIONS), None, True, 300)
-    gen.emit(gen.start(run), run.run_id)
+    gen.emit(gen.start(run, checkpoint_score_attribute=None), run.run_id)
     gen.reports(run, 260)
     gen.paged = run
 

@@ -66,8 +66,9 @@ class StreamReport:
 class Stream:
     def __init__(self, bootstrap: str, workdir: Path, seed: int, phases: int) -> None:
         self.system = System(bootstrap, workdir, seed)
-        self.gen = StreamGenerator(self.system.tree.base, seed)
-        self.recipes = recipes(random.Random(seed), phases, checks.env_list(WITHOUT_ENV))
+        without = checks.env_list(WITHOUT_ENV)
+        self.gen = StreamGenerator(self.system.tree.base, seed, without)
+        self.recipes = recipes(random.Random(seed), phases, without)
         self.report = StreamReport(seed, problems=self.system.problems)
         self.deleted: dict[str, list[str]] = {}
         self.checkpoint_ends: dict[int, int] = {}
@@ -96,9 +97,10 @@ class Stream:
     async def phase(self, number: int, action: str) -> None:
         self.system.phase = str(number)
         await self.system.revive()
-        if number and self.recipes[number - 1].action == "rebalance":
+        if number and "rebalance" in self.recipes[number - 1].action.split("+"):
             await self.system.act("leave")
-        await self.system.act(action)
+        for name in action.split("+"):
+            await self.system.act(name)
         phase = self.gen.phase(number, self.recipes[number], self.deleted)
         self.system.tree.write(phase.writes, phase.root_files)
         before = self.system.tree.snapshot()
