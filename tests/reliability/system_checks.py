@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,9 @@ def exported_lines(records: Sequence[Record], partition: int) -> tuple[list[byte
     return lines, offsets, left_out
 
 
-def model_of(partition: int, document: dict[str, Any], offsets: list[int], left_out: dict[int, str], into: Model) -> None:
+def model_of(
+    partition: int, document: dict[str, Any], offsets: list[int], left_out: dict[int, str], into: Model
+) -> None:
     for run_id, view in document["runs"].items():
         into.evicted[run_id] = view.get("evicted", [])
         into.views[run_id] = {k: v for k, v in view.items() if k != "evicted"}
@@ -81,8 +83,10 @@ def check_export(exported: bytes, lines: list[bytes], partition: int) -> list[st
     if got == lines:
         return []
     first = next((i for i, (a, b) in enumerate(zip(got, lines, strict=False)) if a != b), min(len(got), len(lines)))
-    return [f"`ckptlog export --partition {partition}` wrote {len(got)} lines, the topic holds {len(lines)}; "
-            f"first difference at line {first + 1}"]
+    return [
+        f"`ckptlog export --partition {partition}` wrote {len(got)} lines, the topic holds {len(lines)}; "
+        f"first difference at line {first + 1}"
+    ]
 
 
 def fold_difference(one: bytes, two: bytes) -> str:
@@ -118,7 +122,9 @@ def check_dead_letters(dlq: Sequence[Record], model: Model, input_topic: str) ->
     if twice:
         problems.append(f"{len(twice)} records dead-lettered more than once: {twice[:5]}")
     if differ:
-        problems.append(f"dead-letter reasons differ from the fold's: {[(k, reasons[k], model.dead[k]) for k in differ[:5]]}")
+        problems.append(
+            f"dead-letter reasons differ from the fold's: {[(k, reasons[k], model.dead[k]) for k in differ[:5]]}"
+        )
     return problems
 
 
@@ -137,9 +143,9 @@ def unanswered(validations: Sequence[Record], inputs: Sequence[Record]) -> list[
     missing = []
     for record in validations:
         body = json.loads(record.value or b"")
-        if body.get("type") == "ckptlog.validation_requested.v1":
-            if ids.validation_result_id(body["subject"], body["id"]) not in ids_seen:
-                missing.append(f"{body['subject']}:{body['data']['checkpoint_path']} {body['data']['fn_kwargs']}")
+        requested = body.get("type") == "ckptlog.validation_requested.v1"
+        if requested and ids.validation_result_id(body["subject"], body["id"]) not in ids_seen:
+            missing.append(f"{body['subject']}:{body['data']['checkpoint_path']} {body['data']['fn_kwargs']}")
     return missing
 
 
@@ -172,7 +178,9 @@ def check_tree(tree: SystemTree, before: dict[str, str], model: Model, deleted_n
         problems.append(f"{len(damaged)} kept/latest/pending checkpoints deleted or damaged: {shown}")
     remaining = sorted(p for p in deleted_now - kept if not tree.gone(p))
     if remaining:
-        problems.append(f"{len(remaining)} checkpoints reported deleted (checkpoints_deleted) still exist: {remaining[:5]}")
+        problems.append(
+            f"{len(remaining)} checkpoints reported deleted (checkpoints_deleted) still exist: {remaining[:5]}"
+        )
     own = {p for run_id, paths in model.evicted.items() for p in paths if tree.written.get(p) == run_id}
     changed = changes(before, tree.snapshot(), own, str(tree.storage))
     if changed:
@@ -196,10 +204,12 @@ def _validator(name: str) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
 
 
-def check_schemas(outputs: dict[str, Sequence[Record]], state: Sequence[Record], dlq: Sequence[Record]) -> list[str]:
+def check_schemas(outputs: Mapping[str, Sequence[Record]], state: Sequence[Record], dlq: Sequence[Record]) -> list[str]:
     """Every output record validates against schemas/; every dead letter has its headers."""
-    event, view, page = _validator("output-event.schema.json"), _validator("view.schema.json"), _validator(
-        "view_page.schema.json"
+    event, view, page = (
+        _validator("output-event.schema.json"),
+        _validator("view.schema.json"),
+        _validator("view_page.schema.json"),
     )
     bad: list[str] = []
     for topic, records in outputs.items():

@@ -130,7 +130,15 @@ class System:
 
     def start_evaluator(self) -> None:
         fn = EVALUATOR_FNS[self.evaluator_kind % 2]
-        argv = ["evaluate", "--fn", fn, "--bootstrap-servers", self.bootstrap, "--group-id", f"{self.settings.group_id}-ev"]
+        argv = [
+            "evaluate",
+            "--fn",
+            fn,
+            "--bootstrap-servers",
+            self.bootstrap,
+            "--group-id",
+            f"{self.settings.group_id}-ev",
+        ]
         argv += ["--events-topic", self.settings.input_topic, "--validations-topic", self.settings.validations_topic]
         argv += ["--session-timeout-ms", "6000", "--concurrency", "3"]
         self.evaluator = self._spawn(f"evaluate-{fn.rsplit('_', 1)[1]}", argv)
@@ -146,7 +154,9 @@ class System:
     async def stop_instance(self, instance: Instance, what: str) -> None:
         code = await instance.stop()
         if code != 0:
-            self.problem(f"{what} {instance.log.name} did not stop cleanly on SIGTERM (exit {code}); see {instance.log}")
+            self.problem(
+                f"{what} {instance.log.name} did not stop cleanly on SIGTERM (exit {code}); see {instance.log}"
+            )
 
     # -- a phase ---------------------------------------------------------------------------
 

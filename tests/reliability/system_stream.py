@@ -66,7 +66,7 @@ limits, then again with the stream's own."""
 
 
 def partition_of(key: str) -> int:
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS
+    return int(murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,11 @@ class StreamGenerator:
 
     def event(self, kind: str, run_id: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
         self.ids += 1
-        body = {"specversion": "1.0", "id": event_id or f"{kind}-{self.seed}-{self.ids}", "source": "system"}
+        body: dict[str, Any] = {
+            "specversion": "1.0",
+            "id": event_id or f"{kind}-{self.seed}-{self.ids}",
+            "source": "system",
+        }
         body.update({"type": f"ckptlog.{kind}.v1", "subject": run_id, "data": data})
         return json.dumps(body, separators=(",", ":"), allow_nan=True).encode()
 
@@ -190,7 +194,9 @@ class StreamGenerator:
         for _ in range(count):
             if self.rng.random() < 0.1:
                 run.step += 1
-                self.emit(self.event("report", run.run_id, {"metrics": {"step": run.step}, "checkpoint": None}), run.run_id)
+                self.emit(
+                    self.event("report", run.run_id, {"metrics": {"step": run.step}, "checkpoint": None}), run.run_id
+                )
             elif self.rng.random() < validate:
                 mode = self.rng.choice(self.modes)
                 self.report(run, validation={"fn_kwargs": {"mode": mode}, "timeout_s": 1.0})
@@ -240,7 +246,7 @@ def validations(gen: StreamGenerator) -> None:
     for partition in range(PARTITIONS):
         run = gen.add_run("val", partition, None, True, 2)
         gen.emit(gen.start(run), run.run_id)
-        for mode in gen.rng.sample(gen.modes, 4) + ["ok"]:
+        for mode in [*gen.rng.sample(gen.modes, 4), "ok"]:
             gen.report(run, validation={"fn_kwargs": {"mode": mode}, "timeout_s": 1.0})
         gen.reports(run, 2)
 

@@ -24,8 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from events.decoded import CheckpointConfig
 from processor.core.fold import Fold
-from processor.core.state import CheckpointConfig, FoldSettings
+from processor.core.state import FoldSettings
 from processor.core.view import run_view
 from processor.foldfile import fold_file_text
 from processor.kafka import PartitionId
@@ -94,18 +95,24 @@ def test_offline_differential(drawn: list[tuple[str, list[str]]], seed: int) -> 
         gen = StreamGenerator(Path(tmp), seed)
         lines: list[Line] = []
         for number, (action, names) in enumerate(drawn):
-            lines += gen.phase(number, Recipe(action, tuple(["valid", *names])), {}).lines
+            lines += gen.phase(number, Recipe(action, ("valid", *names)), {}).lines
         for partition in range(PARTITIONS):
             mine = [line for line in lines if line.partition == partition]
             path = Path(tmp) / f"p{partition}.jsonl"
-            path.write_bytes(b"".join(line.value.replace(b"\n", b" ") + b"\n" for line in mine if _exported(line)))
+            path.write_bytes(
+                b"".join((line.value or b"").replace(b"\n", b" ") + b"\n" for line in mine if _exported(line))
+            )
             texts = [
-                fold_file_text(path, fold_settings(gen.storage), workers=w, max_bytes=MAX_PAYLOAD_BYTES, max_depth=MAX_DEPTH)[0]
+                fold_file_text(
+                    path, fold_settings(gen.storage), workers=w, max_bytes=MAX_PAYLOAD_BYTES, max_depth=MAX_DEPTH
+                )[0]
                 for w in (1, 2)
             ]
             assert texts[0] == texts[1], f"ckptlog fold --workers 2 differs from --workers 1 (partition {partition})"
             served = service_fold(mine, partition, gen.storage)
-            assert same(served, fold_views(texts[0])), f"the service's fold differs from ckptlog fold (partition {partition})"
+            assert same(served, fold_views(texts[0])), (
+                f"the service's fold differs from ckptlog fold (partition {partition})"
+            )
 
 
 def _exported(line: Line) -> bool:

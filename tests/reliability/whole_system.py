@@ -82,8 +82,10 @@ class Stream:
         try:
             await self.system.start()
             for number, recipe in enumerate(self.recipes):
-                print(f"[system seed={self.report.seed}] phase {number}: {recipe.action} {list(recipe.ingredients)}",
-                      flush=True)
+                print(
+                    f"[system seed={self.report.seed}] phase {number}: {recipe.action} {list(recipe.ingredients)}",
+                    flush=True,
+                )
                 await self.phase(number, recipe.action)
             self.system.phase = "end"
             await self.system.stop()
@@ -119,7 +121,10 @@ class Stream:
         found += checks.alive([(f"processor {i}", p) for i, p in enumerate(self.system.processors)])
         found += checks.alive([("evaluator", self.system.evaluator)] if self.system.evaluator else [])
         found += checks.check_dead_letters(dlq, model, s.input_topic)
-        found += [f"validation request without a result: {m}" for m in checks.unanswered(outputs[s.validations_topic], records)][:5]
+        found += [
+            f"validation request without a result: {m}"
+            for m in checks.unanswered(outputs[s.validations_topic], records)
+        ][:5]
         found += checks.check_views("SyncReader", await asyncio.to_thread(self.reader_views), model)
         deleted_now, self.deleted = checks.deleted_by_outputs(outputs[s.checkpoints_topic], self.checkpoint_ends)
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
@@ -147,8 +152,10 @@ class Stream:
             one, two = [await self.system.cli(*self.fold_args(path, workers)) for workers in (1, 2)]
             found += [p for p in (one.failed(), two.failed()) if p]
             if one.out != two.out:
-                found.append(f"`ckptlog fold --workers 2` differs from --workers 1 on partition {partition}: "
-                             f"{checks.fold_difference(one.out, two.out)}")
+                found.append(
+                    f"`ckptlog fold --workers 2` differs from --workers 1 on partition {partition}: "
+                    f"{checks.fold_difference(one.out, two.out)}"
+                )
             checks.model_of(partition, json.loads(one.out), offsets, left_out, model)
         return model, found
 
@@ -157,9 +164,21 @@ class Stream:
         return [command, *rest, "--bootstrap-servers", self.system.bootstrap, "--topic", s.input_topic]
 
     def fold_args(self, path: Path, workers: int) -> list[str]:
-        return ["fold", str(path), "--storage-root", str(self.system.tree.storage), "--default-num-to-keep",
-                str(DEFAULT_KEEP), "--max-depth", str(MAX_DEPTH), "--max-payload-bytes", str(MAX_PAYLOAD_BYTES),
-                "--workers", str(workers), "--no-progress"]
+        return [
+            "fold",
+            str(path),
+            "--storage-root",
+            str(self.system.tree.storage),
+            "--default-num-to-keep",
+            str(DEFAULT_KEEP),
+            "--max-depth",
+            str(MAX_DEPTH),
+            "--max-payload-bytes",
+            str(MAX_PAYLOAD_BYTES),
+            "--workers",
+            str(workers),
+            "--no-progress",
+        ]
 
     async def tools(self, model: checks.Model, dlq_count: int) -> list[str]:
         """inspect --json, watch RUN --once (a few runs), rejections --json: exit 0, parseable, right."""
@@ -183,7 +202,9 @@ async def run_stream(bootstrap: str, workdir: Path, seed: int, phases: int) -> S
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.reliability.whole_system", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.reliability.whole_system", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--phases", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1, help="the first stream's seed (the next ones count up)")
@@ -195,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="whole-system-"))
-    print(f"whole-system: {args.streams} streams of {args.phases} phases from seed {args.seed}; under {workdir}", flush=True)
+    print(
+        f"whole-system: {args.streams} streams of {args.phases} phases from seed {args.seed}; under {workdir}",
+        flush=True,
+    )
     reports = []
     with broker(workdir) as bootstrap:
         for seed in range(args.seed, args.seed + args.streams):
@@ -204,8 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     for report in reports:
         for problem in report.problems:
             print("PROBLEM", problem, flush=True)
-    print(f"{len(reports)} streams, {sum(r.phases for r in reports)} phases, "
-          f"{sum(len(r.problems) for r in reports)} problems, {sum(r.seconds for r in reports):.0f}s", flush=True)
+    print(
+        f"{len(reports)} streams, {sum(r.phases for r in reports)} phases, "
+        f"{sum(len(r.problems) for r in reports)} problems, {sum(r.seconds for r in reports):.0f}s",
+        flush=True,
+    )
     return 1 if any(r.problems for r in reports) else 0
 
 
