@@ -22,6 +22,11 @@ NOT_SETTINGS = frozenset(
         "CKPTLOG_LARGE_RUN",  # tests/reliability/test_large_runs.py
         "CKPTLOG_SAFETY_EXAMPLES",  # tests/unit/test_deletion_safety.py
         "CKPTLOG_LONG_OUTAGE_S",  # tests/reliability/test_broker_faults.py
+        "CKPTLOG_SYSTEM_STREAMS",  # tests/reliability/test_whole_system.py (and the four below)
+        "CKPTLOG_SYSTEM_PHASES",
+        "CKPTLOG_SYSTEM_SEED",
+        "CKPTLOG_SYSTEM_EXAMPLES",
+        "CKPTLOG_SYSTEM_WITHOUT",  # whole_system.py: a temporary switch leaving ingredients out
     }
 )
 """Variables ckptlog reads outside the settings; anything starting with CKPTLOG_TEST_ is a test knob."""
