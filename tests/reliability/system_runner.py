@@ -81,6 +81,8 @@ class System:
             storage_root=str(self.tree.storage),
             snapshots=str(self.workdir / "snapshots"),
             default_num_to_keep=DEFAULT_KEEP,
+            max_depth=MAX_DEPTH,
+            max_payload_bytes=MAX_PAYLOAD_BYTES,
         )
         self.settings: ServiceSettings = load_settings(None, **values)
         self.conn = self.settings.connection(self.bootstrap)

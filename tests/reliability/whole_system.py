@@ -30,6 +30,7 @@ from pathlib import Path
 from ckptlog import SyncReader
 from processor.kafka import Record, read_topic
 from tests.reliability import system_checks as checks
+from tests.reliability.crash_checks import check_outputs, check_watermarks, replay
 from tests.reliability.crash_processes import broker
 from tests.reliability.system_runner import System
 from tests.reliability.system_stream import (
@@ -130,10 +131,20 @@ class Stream:
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
         found += checks.check_tree(self.system.tree, before, model, deleted_now)
         found += checks.check_schemas(outputs, state, dlq)
+        found += await self.outputs(records, model)
         found += await self.tools(model, len(dlq))
         self.report.records, self.report.dead_letters = len(records), len(dlq)
         self.report.deleted = sum(len(p) for p in self.deleted.values())
         self.problems(found)
+
+    async def outputs(self, records: list[Record], model: checks.Model) -> list[str]:
+        """The crash matrix's checks (crash_checks.py): every output id and dead letter the log makes,
+        folded record by record as the service does, published exactly once; no watermark back."""
+        s, conn = self.system.settings, self.system.conn
+        replayed = replay(records, s, set(self.system.tree.written))
+        found = await check_outputs(conn, s, replayed, exactly_once=True)
+        marks, _ = await check_watermarks(conn, s, model.views)
+        return [f"{problem} (crash_checks)" for problem in found + marks]
 
     def reader_views(self) -> dict[str, object]:
         with SyncReader(bootstrap_servers=self.system.bootstrap, topics=self.system.topics) as reader:
