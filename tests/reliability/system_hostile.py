@@ -44,9 +44,20 @@ def stray_results(gen: StreamGenerator) -> None:
 
 
 def implicit(gen: StreamGenerator) -> None:
+    """Implicit runs on both partitions; a run_started after checkpoint-less reports (adopted) and
+    one after a checkpoint (run_started_conflict), each followed by more reports."""
     for partition in range(2):
         run = _implicit(gen, partition)
         gen.reports(run, gen.rng.randint(3, 5))
+    for with_checkpoint in (False, True):
+        run = _implicit(gen, gen.rng.randrange(2))
+        run.step += 1
+        gen.emit(gen.event("report", run.run_id, {"metrics": {"step": run.step}, "checkpoint": None}), run.run_id)
+        if with_checkpoint:
+            gen.report(run)
+        run.keep = 1
+        gen.emit(gen.start(run), run.run_id)
+        gen.reports(run, 3)
 
 
 def cross_run(gen: StreamGenerator) -> None:
