@@ -145,6 +145,15 @@ class System:
         argv += ["--session-timeout-ms", "6000", "--concurrency", "3"]
         self.evaluator = self._spawn(f"evaluate-{fn.rsplit('_', 1)[1]}", argv)
 
+    async def evaluator_ready(self, evaluator: Instance) -> None:
+        """Until it joined its group (a SIGTERM before the CLI handles signals is no clean stop)."""
+        deadline = time.monotonic() + STEP_TIMEOUT_S
+        while "event=partitions_assigned" not in evaluator.text() and evaluator.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.problem(f"the evaluator joined no group within {STEP_TIMEOUT_S:.0f}s; see {evaluator.log}")
+                return
+            await asyncio.sleep(0.1)
+
     async def stop(self) -> None:
         for instance in self.processors:
             await self.stop_instance(instance, "processor")
@@ -190,6 +199,7 @@ class System:
         elif action == "limits":
             await self.other_limits()
         elif action == "evaluator" and self.evaluator is not None:
+            await self.evaluator_ready(self.evaluator)
             await self.stop_instance(self.evaluator, "evaluator")
             self.evaluator_kind += 1
             self.start_evaluator()

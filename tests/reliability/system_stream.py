@@ -120,7 +120,8 @@ def recipes(rng: random.Random, phases: int, without: Iterable[str] = ()) -> lis
         if number < len(FIRST_ACTIONS):
             action = FIRST_ACTIONS[number]
         else:
-            action = rng.choice(ACTIONS) + ("+evaluator" if rng.random() < 0.3 else "")
+            action = rng.choice(ACTIONS)
+            action += "+evaluator" if action != "evaluator" and rng.random() < 0.3 else ""
         names = ["valid", "paged", *dealt, *extra] if number == 0 else [*dealt, *extra]
         out.append(Recipe(action, tuple(dict.fromkeys(n for n in names if n not in left or n == "valid"))))
     return out
