@@ -167,14 +167,15 @@ def escaped(gen: StreamGenerator) -> None:
 
 
 def deep(gen: StreamGenerator) -> None:
-    """20,000 levels (dead-lettered), just past --max-depth (dead-lettered), just within (applied)."""
+    """20,000 levels (dead-lettered; once more with an escaped `subject` key), just past --max-depth
+    (dead-lettered), just within (applied)."""
     run = _kept_run(gen)
     if run is None:
         return
-    for levels in (20_000, 62, 56):
+    for levels, escaped in ((20_000, False), (20_000, True), (62, False), (56, False)):
         text = gen.event("report", run.run_id, {"metrics": {"m": "HOLE"}, "checkpoint": None})
-        nested = b"[" * levels + b"0" + b"]" * levels
-        gen.emit(text.replace(b'"HOLE"', nested), run.run_id)
+        value = text.replace(b'"HOLE"', b"[" * levels + b"0" + b"]" * levels)
+        gen.emit(_escape(value) if escaped else value, run.run_id)
         run.step += 1
 
 
