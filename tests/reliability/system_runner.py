@@ -38,7 +38,7 @@ from tests.reliability.system_tree import SystemTree
 
 STEP_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 90.0
-ANSWER_WAIT_S = 20.0  # how long a settled log waits for the last validation results
+ANSWER_WAIT_S = 10.0  # how long a settled log waits for the last validation results
 EVALUATOR_FNS = ("tests.reliability.system_validate:validate_async", "tests.reliability.system_validate:validate_sync")
 
 

@@ -151,16 +151,23 @@ class Stream:
             return {run_id: view.model_dump(mode="json") for run_id, view in reader.runs().items()}
 
     async def fold(self, records: list[Record]) -> tuple[checks.Model, list[str]]:
-        """Export each partition, fold it with one worker and two; the model and what differed."""
-        model, found = checks.Model(), []
-        for partition in range(PARTITIONS):
-            lines, offsets, left_out = checks.exported_lines(records, partition)
-            path = self.system.workdir / f"export-{partition}.jsonl"
-            export = await self.system.cli(*self.base_args("export", str(path)), "--partition", str(partition))
+        """Export each partition, fold it with one worker and two; the model and what differed.
+        (The CLI processes of a step run at once: their start-up is most of their cost.)"""
+        model, found, paths = checks.Model(), [], [self.system.workdir / f"export-{p}.jsonl" for p in range(PARTITIONS)]
+        exports = await asyncio.gather(
+            *(
+                self.system.cli(*self.base_args("export", str(paths[p])), "--partition", str(p))
+                for p in range(PARTITIONS)
+            )
+        )
+        expected = [checks.exported_lines(records, p) for p in range(PARTITIONS)]
+        for partition, (export, path, (lines, _, _)) in enumerate(zip(exports, paths, expected, strict=True)):
             found += [p for p in [export.failed()] if p]
             found += checks.check_export(path.read_bytes() if path.exists() else b"", lines, partition)
             path.write_bytes(b"".join(line + b"\n" for line in lines))  # fold what the topic holds
-            one, two = [await self.system.cli(*self.fold_args(path, workers)) for workers in (1, 2)]
+        folds = await asyncio.gather(*(self.system.cli(*self.fold_args(path, w)) for path in paths for w in (1, 2)))
+        for partition, (_, offsets, left_out) in enumerate(expected):
+            one, two = folds[2 * partition], folds[2 * partition + 1]
             found += [p for p in (one.failed(), two.failed()) if p]
             if one.out != two.out:
                 found.append(
@@ -195,15 +202,18 @@ class Stream:
         """inspect --json, watch RUN --once (a few runs), rejections --json: exit 0, parseable, right."""
         s, b = self.system.settings, ["--bootstrap-servers", self.system.bootstrap]
         topics = ["--state-topic", s.state_topic, "--dlq-topic", s.dlq_topic]
-        inspect = await self.system.cli("inspect", "--json", *b, *topics)
-        found = [p for p in [inspect.failed()] if p] or checks.check_inspect(inspect.out, model, dlq_count)
-        rejections = await self.system.cli("rejections", "--json", *b, "--dlq-topic", s.dlq_topic)
-        found += [p for p in [rejections.failed()] if p] or checks.check_rejections(rejections.out, dlq_count)
         runs = sorted(model.views, key=lambda r: -len(model.views[r]["checkpoints"]))
-        for run_id in runs[:1] + random.Random(len(runs)).sample(runs[1:], min(1, len(runs) - 1)):
-            watch = await self.system.cli("watch", run_id, "--once", *b, *topics)
+        watched = runs[:1] + random.Random(len(runs)).sample(runs[1:], min(1, len(runs) - 1))
+        inspect, rejections, *watches = await asyncio.gather(
+            self.system.cli("inspect", "--json", *b, *topics),
+            self.system.cli("rejections", "--json", *b, "--dlq-topic", s.dlq_topic),
+            *(self.system.cli("watch", run_id, "--once", *b, *topics) for run_id in watched),
+        )
+        found = [p for p in [inspect.failed()] if p] or checks.check_inspect(inspect.out, model, dlq_count)
+        found += [p for p in [rejections.failed()] if p] or checks.check_rejections(rejections.out, dlq_count)
+        for run_id, watch in zip(watched, watches, strict=True):
             found += [p for p in [watch.failed()] if p]
-            if watch.code == 0 and run_id.encode() not in watch.out and not watch.out.strip():
+            if watch.code == 0 and not watch.out.strip():
                 found.append(f"`ckptlog watch {run_id} --once` printed nothing")
         return found
 
