@@ -10,7 +10,8 @@ outside pytest.
 `test_offline_differential`: hypothesis draws the recipes (which ingredients, in which phases) and
 folds the streams offline, per partition, three ways that must agree: the service's own
 record-by-record fold (`BatchFolder`, what `ckptlog run` does), `ckptlog fold` in one process and
-in two. Cheap enough for hypothesis to shrink a failure to its few ingredients.
+in two. Cheap enough for hypothesis to shrink a failure to its few ingredients
+(`CKPTLOG_SYSTEM_EXAMPLES=300`: more examples, and shrinking).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from events.decoded import CheckpointConfig
@@ -50,6 +51,9 @@ STREAMS = int(os.environ.get("CKPTLOG_SYSTEM_STREAMS", "1"))
 PHASES = int(os.environ.get("CKPTLOG_SYSTEM_PHASES", "4"))
 SEED = int(os.environ.get("CKPTLOG_SYSTEM_SEED", "1"))
 EXAMPLES = int(os.environ.get("CKPTLOG_SYSTEM_EXAMPLES", "25"))
+SHRINK = "CKPTLOG_SYSTEM_EXAMPLES" in os.environ
+"""Shrinking a failure (each example forks `ckptlog fold`'s workers) takes a minute or two: the quick
+version reports the failing recipe as drawn; a run with CKPTLOG_SYSTEM_EXAMPLES set shrinks it."""
 
 
 @pytest.mark.timeout(240 * PHASES)
@@ -89,7 +93,12 @@ phases = st.lists(
 )
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[p for p in Phase if p is not Phase.shrink or SHRINK],
+)
 @given(drawn=phases, seed=st.integers(0, 2**16))
 def test_offline_differential(drawn: list[tuple[str, list[str]]], seed: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
