@@ -73,7 +73,7 @@ def _reported(value: bytes | None) -> str | None:
     try:
         body = json.loads(value or b"")
         return str(body["data"]["checkpoint"]["path"]) if body.get("type") == "ckptlog.report.v1" else None
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
@@ -120,7 +120,7 @@ def _describe(record: Record, batch: Batch) -> str:
     try:
         body = json.loads(record.value or b"")
         what = f"{body.get('type')} id={body.get('id')!r} subject={body.get('subject')!r}"
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested too deep to parse
         what = f"{(record.value or b'')[:80]!r}"
     if batch.duplicates:
         return f"{what}; clean fold: duplicate"
