@@ -72,6 +72,11 @@ class Exported:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> [first, end)
 
 
+BLANK = b"#blank record"
+"""What an empty or blank value is written as: a line `ckptlog fold` rejects as invalid_json, as
+the processor did the value (a blank line it would skip)."""
+
+
 def as_line(record: Record, tally: Counter[str], limits: DecodeLimits = DEFAULT_LIMITS) -> bytes | None:
     """The record's value as one line (no newline), or None when it is left out (`tally` says why).
     Values are parsed within the processor's `limits` (any bytes may be on the topic)."""
@@ -82,6 +87,9 @@ def as_line(record: Record, tally: Counter[str], limits: DecodeLimits = DEFAULT_
     if record.key is not None and not _subject_is(value, record.key, limits):
         tally["key_mismatch"] += 1
         return None
+    if not value or value.isspace():  # `ckptlog fold` skips blank lines; the processor dead-letters it
+        tally["blank"] += 1
+        return BLANK
     if b"\n" in value or b"\r" in value:
         body = decode_json(value, limits)
         if isinstance(body, Undecodable):  # rejected offline as online: only its line breaks go
@@ -143,6 +151,7 @@ def summary(result: Exported, topic: str, file: str) -> str:
         "tombstone": "tombstones left out (no event)",
         "key_mismatch": "left out: key is not the event's subject (the processor rejects them as key_mismatch)",
         "reencoded": "re-encoded on one line",
+        "blank": f"blank values written as {BLANK.decode()!r} (the processor dead-lettered them: invalid_json)",
     }
     return text + "".join(f"; {n} {notes[why]}" for why, n in result.skipped.items())
 

@@ -71,8 +71,9 @@ class CommitCycle:
        (every record acknowledged) then commit the offset (`Publisher.commit`). A failure marks
        the cycle `broken`: the fold ran ahead of what is durable, so the partition must be
        restored again (snapshot + replay) before it is used;
-    4. deletions: the roots the batch registered are claimed (ownership markers), and its
-       evictions go to the deleter, only now that they are durable;
+    4. deletions: the batch's evictions go to the deleter, only now that they are durable (the
+       roots it registered were handed over for their ownership claims right after step 1: a
+       claim of a batch that then fails is made again when it is folded again, and harmless);
     5. snapshot: if `snapshot_if_due` says so (it alone decides).
 
     Steps 1-2 run in the caller; 3-5 in the background, so the next batch folds while this one
@@ -140,6 +141,8 @@ class CommitCycle:
             )
             return
         self.folded_offset = next_offset = records[-1].offset + 1
+        if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
+            self.deleter.claim_many(batch.claims, str(self.pid))
         crash_point("batch.folded")
         out = batch.records  # 2
         if self.extra:
@@ -169,8 +172,6 @@ class CommitCycle:
         if not await self._commit(out, offsets, next_offset, batch):  # 3
             return
         self.stats.add(batch)
-        if batch.claims:  # the roots this batch registered: their ownership markers (contract §9)
-            self.deleter.claim_many(batch.claims, str(self.pid))
         if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
             # run and confirms them in one completion event
             crash_point("deletions.before_handover")

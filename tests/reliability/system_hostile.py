@@ -92,8 +92,12 @@ def cross_partition(gen: StreamGenerator) -> None:
     gen.emit(gen.start(outer), outer.run_id)
     gen.emit(gen.start(inner), inner.run_id)
     gen.reports(inner, 2)
-    gen.report(outer, inner.root, write=False)
-    gen.reports(outer, 2)
+
+    def attack() -> None:  # once inner's root is claimed (the next phase)
+        gen.report(outer, inner.root, write=False)
+        gen.reports(outer, 2)
+
+    gen.later(attack)
 
 
 def adopt_implicit(gen: StreamGenerator) -> None:
@@ -102,9 +106,16 @@ def adopt_implicit(gen: StreamGenerator) -> None:
     run = _implicit(gen, gen.rng.randrange(2))
     kept = gen.report(run)
     other = gen.add_run("adopt", gen.rng.randrange(2), run.root, True, 1)
-    gen.emit(gen.start(other), other.run_id)
-    gen.report(other, kept, write=False)
-    gen.reports(other, 2)
+
+    def attack() -> None:
+        gen.emit(gen.start(other), other.run_id)
+        gen.report(other, kept, write=False)
+        gen.reports(other, 2)
+
+    if other.partition == run.partition:
+        attack()  # the fold sees both: refused at once
+    else:
+        gen.later(attack)  # across partitions: once the implicit run's root is claimed
 
 
 def refused(gen: StreamGenerator) -> None:

@@ -140,6 +140,7 @@ class StreamGenerator:
         self.ids = 0
         self.paged: RunModel | None = None
         self.phase_now: Phase = Phase(-1, "none", [])
+        self.deferred: list[Callable[[], None]] = []  # the next phase's first records (see `later`)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -204,6 +205,12 @@ class StreamGenerator:
             else:
                 self.report(run)
 
+    def later(self, step: Callable[[], None]) -> None:
+        """Emit `step`'s records at the start of the next phase: an attack across partitions comes
+        after the victim's root is claimed, as contract §9 protects it only from then on (the claim
+        is written when the batch registering the root is folded)."""
+        self.deferred.append(step)
+
     def started_runs(self, partition: int | None = None) -> list[RunModel]:
         return [r for r in self.runs.values() if r.started and (partition is None or r.partition == partition)]
 
@@ -213,6 +220,9 @@ class StreamGenerator:
         """The records (and files) of phase `number`; `deleted` is, per run, the paths whose
         deletion the outputs confirmed so far (for `reuse`)."""
         self.phase_now = Phase(number, recipe.action, list(recipe.ingredients))
+        deferred, self.deferred = self.deferred, []
+        for step in deferred:
+            step()
         if self.paged is not None:  # the rest of a paged run, after each later phase's action
             self.reports(self.paged, 140 if self.paged.step < 300 else PAGED_MORE)
             if self.paged.step >= PAGED_LAST:

@@ -43,6 +43,8 @@ class SystemTree:
             Path(root).mkdir(parents=True, exist_ok=True)
             (Path(root) / ROOT_FILE).write_bytes(content(root))
         for run_id, path in writes:
+            if path in self.written and os.path.isdir(path):
+                continue  # another run's job wrote it first and it is there: the writer stays the first
             (Path(path) / "optim").mkdir(parents=True, exist_ok=True)
             (Path(path) / MODEL).write_bytes(content(path))
             (Path(path) / NESTED).write_bytes(b"{}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from events.decoded import CheckpointConfig
+from processor.cli.export import as_line
 from processor.core.fold import Fold
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
@@ -67,14 +69,20 @@ async def test_whole_system(seed: int, kafka_bootstrap: str, tmp_path: Path) -> 
 
 def fold_settings(storage: str) -> FoldSettings:
     config = CheckpointConfig(num_to_keep=DEFAULT_KEEP, checkpoint_score_attribute=None, checkpoint_score_order="max")
-    return FoldSettings(default_config=config, default_root=storage, outer_root=storage)
+    return FoldSettings(
+        default_config=config,
+        default_root=storage,
+        outer_root=storage,
+        max_payload_bytes=MAX_PAYLOAD_BYTES,
+        max_depth=MAX_DEPTH,
+    )
 
 
 def service_fold(lines: list[Line], partition: int, storage: str) -> dict[str, object]:
     """The views `ckptlog run` folds these records to (its BatchFolder, record by record)."""
     names = TopicNames("in", "checkpoints", "validations", "watermarks", "state", "dlq")
     fold = Fold(fold_settings(storage))
-    folder = BatchFolder(fold, RecordFactory(names, PartitionId("in", partition)), MAX_PAYLOAD_BYTES, MAX_DEPTH)
+    folder = BatchFolder(fold, RecordFactory(names, PartitionId("in", partition)))
     for offset, line in enumerate(lines):
         folder.fold_records([Record("in", partition, offset, line.key, line.value, ())], 0)
     return {run_id: run_view(run) for run_id, run in fold.runs.items()}
@@ -109,15 +117,8 @@ def test_offline_differential(drawn: list[tuple[str, list[str]]], seed: int) -> 
         for partition in range(PARTITIONS):
             mine = [line for line in lines if line.partition == partition]
             path = Path(tmp) / f"p{partition}.jsonl"
-            path.write_bytes(
-                b"".join((line.value or b"").replace(b"\n", b" ") + b"\n" for line in mine if _exported(line))
-            )
-            texts = [
-                fold_file_text(
-                    path, fold_settings(gen.storage), workers=w, max_bytes=MAX_PAYLOAD_BYTES, max_depth=MAX_DEPTH
-                )[0]
-                for w in (1, 2)
-            ]
+            path.write_bytes(b"".join(_exported(line) + b"\n" for line in mine if _exported(line) is not None))
+            texts = [fold_file_text(path, fold_settings(gen.storage), workers=w)[0] for w in (1, 2)]
             assert texts[0] == texts[1], f"ckptlog fold --workers 2 differs from --workers 1 (partition {partition})"
             served = service_fold(mine, partition, gen.storage)
             assert same(served, fold_views(texts[0])), (
@@ -125,13 +126,6 @@ def test_offline_differential(drawn: list[tuple[str, list[str]]], seed: int) -> 
             )
 
 
-def _exported(line: Line) -> bool:
-    """What `ckptlog export` keeps: not a tombstone, not a key that is not the subject."""
-    if line.value is None:
-        return False
-    try:
-        body = json.loads(line.value)
-    except (ValueError, RecursionError):
-        return True
-    subject = body.get("subject") if isinstance(body, dict) else None
-    return not isinstance(subject, str) or line.key is None or subject.encode() == line.key
+def _exported(line: Line) -> bytes | None:
+    """The line `ckptlog export` writes for the record (None: left out)."""
+    return as_line(Record("in", line.partition, 0, line.key, line.value, ()), Counter())

@@ -90,7 +90,15 @@ class Stream:
                 await self.phase(number, recipe.action)
             self.system.phase = "end"
             await self.system.stop()
-            self.problems(checks.tracebacks([p.log for p in self.system.started if "-evaluate" not in p.log.name]))
+            self.problems(
+                checks.tracebacks(
+                    [
+                        p.log
+                        for p in self.system.started
+                        if "-evaluate" not in p.log.name and "-other-limits" not in p.log.name
+                    ]
+                )
+            )
         finally:
             for instance in self.system.started:
                 instance.kill()

@@ -7,6 +7,8 @@ from collections import Counter
 
 import pytest
 
+from events.codec import decode_event
+from events.rejections import Reason, Rejection
 from processor.cli.export import Bound, Exported, as_line, parse_bound, summary
 from processor.errors import ConfigError
 from processor.foldfile import fold_lines
@@ -57,3 +59,16 @@ def test_summary_names_the_ranges_and_what_was_left_out() -> None:
     text = summary(result, "ckptlog.events", "log.jsonl")
     assert text.startswith("exported 5 records of ckptlog.events ([0] 0..5, [1] none) to log.jsonl")
     assert "1 tombstones left out" in text
+
+
+@pytest.mark.parametrize("value", [b"", b" ", b"\t\r\n", b"\x0b"])
+def test_a_blank_value_is_a_line_the_fold_rejects_as_the_processor_did(value: bytes) -> None:
+    """Found by the whole-system test: `ckptlog fold` skips blank lines, so an exported blank value
+    (dead-lettered by the processor as invalid_json) left no rejection in the fold of the export."""
+    tally: Counter[str] = Counter()
+    line = as_line(Record("in", 0, 7, None, value, ()), tally)
+    assert line is not None and line.strip() and tally == {"blank": 1}
+    online = decode_event(value)
+    assert isinstance(online, Rejection) and online.reason == Reason.INVALID_JSON
+    offline = decode_event(line)
+    assert isinstance(offline, Rejection) and offline.reason == online.reason
