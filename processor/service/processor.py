@@ -374,10 +374,17 @@ class Processor:
         )
 
     def _activate(self, partition: Partition, task: PartitionTask) -> None:
-        """Seek and resume: records of the partition only ever reach its own task."""
-        assert self._consumer is not None and partition.task is task
+        """Seek, then RESTORING -> REPLAYING (-> LIVE when nothing is left to replay), then resume:
+        records of the partition only ever reach its own task. The task becomes the partition's
+        only after the seek: until then the consumer's position is the group's committed offset,
+        which the task's tick would take for the end of its replay (a live fold that never read
+        the records before it: a restore that ran beside a slower one's did exactly that)."""
+        assert self._consumer is not None and partition.task is None
         crash_point("restore.before_seek")
         self._consumer.seek(partition.pid, task.cycle.next_offset)
+        partition.restored(task)
+        if task.cycle.folded_offset >= task.cycle.publish_from:
+            task.catch_up()
         self._consumer.resume([partition.pid])
 
     async def _close(self, partition: Partition, graceful: bool) -> None:

@@ -3,8 +3,11 @@
 `TaskFactory.open(partition)` pauses the partition's fetches, starts its publisher (under
 exactly_once that fences the previous owner before anything is read), restores its state from
 the newest snapshot plus the plan of processor/service/restore.py, and builds the task with every
-part it works with. It moves the partition RESTORING -> REPLAYING (-> LIVE when nothing is left
-to replay); whether the restore takes effect is the processor's to decide (`Partitions.current`).
+part it works with. The partition stays RESTORING: whether the restore takes effect is the
+processor's to decide (`Partitions.current`), and only once the consumer has been placed at the
+task's offset does the partition become REPLAYING (`Processor._activate`). A task visible any
+sooner would see the consumer still at the group's committed offset, take that for the end of
+its replay, and go live on a state that never folded the records before it.
 """
 
 from __future__ import annotations
@@ -75,11 +78,8 @@ class TaskFactory:
             started,
         )
         task = PartitionTask(partition, restored, parts)
-        partition.restored(task)
         self.metrics.restored(time.monotonic() - started)
-        if restored.start >= restored.publish_from:
-            task.catch_up()
-        return task
+        return task  # the processor activates it (processor.py `_activate`): seek, then REPLAYING
 
     def publisher(self, pid: PartitionId) -> Publisher:
         if self.settings.guarantee == "exactly_once":

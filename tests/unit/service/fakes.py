@@ -41,6 +41,7 @@ class FakeKafka:
     assignable: list[PartitionId] | None = None  # what the next assignment gives this instance (None: all)
     consumers: list[FakeConsumer] = field(default_factory=list)
     producers: list[FakeTransactional | FakeShared] = field(default_factory=list)
+    consumer_background: bool = False  # the consumers made from now on rebalance in a task of their own
 
     # -- KafkaClients --------------------------------------------------------------------------
 
@@ -61,6 +62,7 @@ class FakeKafka:
         group_instance_id: str | None,
     ) -> FakeConsumer:
         consumer = FakeConsumer(self, topic, listener, max_records)
+        consumer.background = self.consumer_background
         self.consumers.append(consumer)
         return consumer
 
@@ -110,6 +112,8 @@ class FakeConsumer:
         self.rebalance = False
         self.stopped = False
         self.between: Callable[[], Awaitable[None]] | None = None  # runs between a revocation and the assignment
+        self.background = False  # rebalances in a task of their own, as aiokafka's coordinator runs them
+        self._rebalancing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.rebalance = True
@@ -120,13 +124,10 @@ class FakeConsumer:
     async def poll(self, timeout_ms: int) -> Mapping[PartitionId, Sequence[InputRecord]]:
         if self.rebalance:
             self.rebalance = False
-            await self.listener.partitions_revoked(list(self.assigned))
-            if self.between is not None:  # aiokafka: a seek now lands on the outgoing assignment
-                await self.between()
-            everything = [PartitionId(self.topic, p) for p in range(len(self.kafka.logs[self.topic]))]
-            self.assigned = list(self.kafka.assignable or everything)
-            self.positions = {pid: self.kafka.committed.get(pid, 0) for pid in self.assigned}
-            await self.listener.partitions_assigned(list(self.assigned))
+            if self.background:  # the poll loop goes on (housekeeping, ticks) while the listener runs
+                self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance())
+            else:
+                await self._rebalance()
         out: dict[PartitionId, Sequence[InputRecord]] = {}
         for pid in self.assigned:
             if pid in self.paused:
@@ -138,6 +139,15 @@ class FakeConsumer:
                 self.positions[pid] = batch[-1].offset + 1
         await asyncio.sleep(0 if out else 0.002)
         return out
+
+    async def _rebalance(self) -> None:
+        await self.listener.partitions_revoked(list(self.assigned))
+        if self.between is not None:  # aiokafka: a seek now lands on the outgoing assignment
+            await self.between()
+        everything = [PartitionId(self.topic, p) for p in range(len(self.kafka.logs[self.topic]))]
+        self.assigned = list(self.kafka.assignable or everything)
+        self.positions = {pid: self.kafka.committed.get(pid, 0) for pid in self.assigned}
+        await self.listener.partitions_assigned(list(self.assigned))
 
     def seek(self, pid: PartitionId, offset: int) -> None:
         self.positions[pid] = offset

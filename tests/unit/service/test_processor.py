@@ -17,6 +17,7 @@ from processor.kafka.errors import KafkaIOError
 from processor.kafka.records import OutRecord, PartitionId
 from processor.service.harness import expected_views, workload
 from processor.service.lifecycle import Partition, Phase
+from processor.service.partition import PartitionTask
 from processor.service.processor import Processor
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.snapshots import SnapshotStore
@@ -167,6 +168,61 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     ids = [v["id"] for v in kafka.values("ckptlog.checkpoints") if str(v["id"]).count(":") == 4]
     assert len(ids) == len(set(ids))  # resumed after the snapshot and the committed offsets: nothing twice
     assert sum(len(log) for log in kafka.logs["ckptlog.checkpoints"]) > published
+    again.stop()
+    await run
+
+
+async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_live(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """CI found it (the crash matrix flagged checkpoints_missing after a restore): with the
+    rebalance in the coordinator's task, as aiokafka runs it, P0's task was ticked while P1 still
+    restored and before P0 was seeked; the consumer stood at the group's committed offset, the
+    tick took that for the end of the replay, and P0 went live on the snapshot's state. Its kept
+    check then ran on that state (a false alarm for checkpoints evicted since), and with nothing
+    left to commit it re-drove the snapshot's owed deletions before the replay could show a path
+    reported again since (contract §9): a kept checkpoint deleted."""
+    import processor.service.tasks as tasks
+
+    kafka, config = FakeKafka(), settings(tmp_path)
+    produce(kafka, LINES[:200])
+    processor, run = await started(config, kafka)
+    processor.stop()
+    await run
+    shutil.rmtree(tmp_path / "snaps")  # both partitions replay their whole log
+    published = kafka.values("ckptlog.checkpoints")
+    real_restore = tasks.restore
+
+    async def slow_for_p1(pid: PartitionId, *args: Any) -> Any:
+        restored = await real_restore(pid, *args)
+        if pid == P1:
+            await asyncio.sleep(0.3)  # P0's task exists meanwhile; the poll loop ticks it
+        return restored
+
+    monkeypatch.setattr(tasks, "restore", slow_for_p1)
+    went_live: list[tuple[PartitionId, int, int]] = []  # (pid, folded offset, offset published up to)
+    real_catch_up = PartitionTask.catch_up
+
+    def catch_up(task: PartitionTask) -> None:
+        went_live.append((task.pid, task.cycle.folded_offset, task.cycle.publish_from))
+        real_catch_up(task)
+
+    monkeypatch.setattr(PartitionTask, "catch_up", catch_up)
+    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    kafka.consumer_background = True
+    run = asyncio.create_task(again.run())
+
+    def replayed() -> bool:
+        tasks = again.tasks
+        return len(tasks) == 2 and all(t.life.live and t.cycle.folded_offset == kafka.end(p) for p, t in tasks.items())
+
+    await until(lambda: replayed() and settled(kafka, again)(), run)
+    assert kafka.consumers[-1].background
+    # live only once the fold has read what the earlier owner published (no transaction markers here)
+    assert sorted(went_live) == [(P0, kafka.end(P0), kafka.end(P0)), (P1, kafka.end(P1), kafka.end(P1))]
+    fresh = fold_lines([line for line in LINES[:200] if partition_of(line) == 0]).fold
+    assert sorted(again.tasks[P0].fold.runs) == sorted(fresh.runs)
+    assert kafka.values("ckptlog.checkpoints") == published  # nothing folded twice, nothing published again
     again.stop()
     await run
 
