@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from events.decoded import (
+    INPUT_KINDS,
     DecodedEvent,
     DeletionCompleted,
     Report,
@@ -27,6 +28,7 @@ from events.decoded import (
     ValidationSpec,
     WorkerGroupRestart,
 )
+from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED, VALIDATION_REQUESTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from events.rules import validation_without_checkpoint
@@ -38,6 +40,7 @@ from processor.core.outputs import (
     Effects,
     Output,
     not_pending,
+    output,
     rejected,
     score_warning,
     step_warning,
@@ -58,6 +61,8 @@ from processor.core.state import CheckpointRecord, FoldSettings, RunState, impli
 _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
+# the hot path's output names, read once from the output table (events/outputs.py)
+_REGISTERED, _REQUESTED, _EVICTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name, CHECKPOINT_EVICTED.name
 
 
 class Fold:
@@ -85,12 +90,9 @@ class Fold:
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
+        # each input kind's handler, named by its row of the input table (events/decoded.py)
         self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
-            Report: self._report,
-            RunStarted: lambda event, run: lifecycle.run_started(self, event, run),
-            ValidationResult: self._validation_result,
-            WorkerGroupRestart: lambda event, run: lifecycle.restart(self, event, run),
-            DeletionCompleted: lambda event, run: lifecycle.deletion_completed(self, event, run),
+            kind.struct: getattr(self, kind.handler) for kind in INPUT_KINDS
         }
 
     def apply(self, event: DecodedEvent) -> Effects:
@@ -148,6 +150,17 @@ class Fold:
                 self.journal.push((undo.CALL, self.roots.remove, run.root_prefix[:-1]))
                 self.roots.add(run.root_prefix[:-1], run_id)
         return run
+
+    # -- the rare events, handled in processor/core/lifecycle.py ---------------------
+
+    def _run_started(self, event: RunStarted, run: RunState | None) -> Effects:
+        return lifecycle.run_started(self, event, run)
+
+    def _restart(self, event: WorkerGroupRestart, run: RunState | None) -> Effects:
+        return lifecycle.restart(self, event, run)
+
+    def _deletion_completed(self, event: DeletionCompleted, run: RunState | None) -> Effects:
+        return lifecycle.deletion_completed(self, event, run)
 
     # -- report --------------------------------------------------------------------
 
@@ -232,7 +245,7 @@ class Fold:
             run.pending[key] = record
         if not self.emit:
             return self._retain(run, outputs, size)
-        outputs.append(_new(Output, ("checkpoint_registered", _registered(record))))
+        outputs.append(_new(Output, (_REGISTERED, _registered(record))))
         if spec is not None:
             requested = {
                 "checkpoint_path": path,
@@ -240,7 +253,7 @@ class Fold:
                 "fn_kwargs": spec.fn_kwargs,
                 "timeout_s": spec.timeout_s,
             }
-            outputs.append(_new(Output, ("validation_requested", requested)))
+            outputs.append(_new(Output, (_REQUESTED, requested)))
         if problem is not None:
             outputs.append(score_warning(run, path, problem))
         return self._retain(run, outputs, size)
@@ -259,7 +272,7 @@ class Fold:
             path = record.path
             if emit:
                 evicted = {"checkpoint_path": path, "report_index": record.report_index}
-                outputs.append(_new(Output, ("checkpoint_evicted", evicted)))
+                outputs.append(_new(Output, (_EVICTED, evicted)))
             deletions.append(_new(Deletion, (run_id, path, root, eviction)))
         if emit:
             outputs.append(watermark(run))
@@ -302,7 +315,7 @@ class Fold:
         }
         if data.error is not None:
             changed["error"] = data.error
-        return self._retain(run, [Output("checkpoint_status_changed", changed)], len(run.checkpoints))
+        return self._retain(run, [output(CHECKPOINT_STATUS_CHANGED, changed)], len(run.checkpoints))
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:
