@@ -175,7 +175,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {kind.name: kind.model for kind in O
 class OutputEnvelope(BaseModel):
     """How every output is read back (evaluators, readers, tests)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     specversion: Literal["1.0"]
     id: str
     source: str

@@ -40,7 +40,6 @@ from processor.core.outputs import (
     Effects,
     Output,
     not_pending,
-    output,
     rejected,
     score_warning,
     step_warning,
@@ -62,7 +61,8 @@ _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (events/outputs.py)
-_REGISTERED, _REQUESTED, _EVICTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name, CHECKPOINT_EVICTED.name
+_REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
+_EVICTED, _CHANGED = CHECKPOINT_EVICTED.name, CHECKPOINT_STATUS_CHANGED.name
 
 
 class Fold:
@@ -315,7 +315,7 @@ class Fold:
         }
         if data.error is not None:
             changed["error"] = data.error
-        return self._retain(run, [output(CHECKPOINT_STATUS_CHANGED, changed)], len(run.checkpoints))
+        return self._retain(run, [Output(_CHANGED, changed)], len(run.checkpoints))
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:
