@@ -175,8 +175,9 @@ class InputKind:
     handler) instead of six registries in as many files.
 
     `model` is the pydantic envelope (the contract: the JSON Schema, the diagnosis of a refusal),
-    `struct` what decoding yields and the fold reads, `handler` the name of the `Fold` method that
-    applies it (a name: events/ does not import the fold), `fast` whether msgspec's fast path may
+    `struct` what decoding yields and the fold reads, `handler` the name of what applies it (a name:
+    events/ does not import the fold; `Fold.handler` resolves it: a `Fold` method such as `_report`,
+    or `lifecycle.restart`, a function of processor/core/lifecycle.py), `fast` whether msgspec's fast path may
     decode it (`decode_fast`: only where tests/unit/events/test_fastpath.py vouches for it), and
     `upcasters` the older versions still read, by the version each step reads (events/upcast.py).
     `name` and `version` come from the Struct's tag, `ckptlog.{name}.v{version}`."""
@@ -205,14 +206,14 @@ class InputKind:
 _TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
 
 INPUT_KINDS: tuple[InputKind, ...] = (
-    InputKind(models.RunStarted, RunStarted, "_run_started"),
+    InputKind(models.RunStarted, RunStarted, "lifecycle.run_started"),
     InputKind(models.Report, Report, "_report", fast=True),
     InputKind(models.ValidationResult, ValidationResult, "_validation_result", fast=True),
-    InputKind(models.WorkerGroupRestart, WorkerGroupRestart, "_restart"),
+    InputKind(models.WorkerGroupRestart, WorkerGroupRestart, "lifecycle.restart"),
     InputKind(
         models.DeletionCompleted,
         DeletionCompleted,
-        "_deletion_completed",
+        "lifecycle.deletion_completed",
         fast=True,
         upcasters={1: upcast.deletion_completed_v1, 2: upcast.deletion_completed_v2},
     ),

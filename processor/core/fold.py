@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from events.decoded import (
@@ -26,7 +27,6 @@ from events.decoded import (
     RunStarted,
     ValidationResult,
     ValidationSpec,
-    WorkerGroupRestart,
 )
 from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED, VALIDATION_REQUESTED
 from events.paths import UnsafePath, normalize
@@ -90,10 +90,19 @@ class Fold:
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
-        # each input kind's handler, named by its row of the input table (events/decoded.py)
-        self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
-            kind.struct: getattr(self, kind.handler) for kind in INPUT_KINDS
-        }
+        self._handlers = {kind.struct: self.handler(kind.handler) for kind in INPUT_KINDS}
+
+    def handler(self, name: str) -> Callable[[Any, RunState | None], Effects]:
+        """The handler an input kind's row names (events/decoded.py `INPUT_KINDS`): `_report` is this
+        fold's method, `lifecycle.restart` the function of processor/core/lifecycle.py (the rare
+        events live there), called with this fold. An unknown name is an AttributeError at once."""
+        module, _, function = name.rpartition(".")
+        if not module:
+            method: Callable[[Any, RunState | None], Effects] = getattr(self, function)
+            return method
+        if module != "lifecycle":
+            raise ValueError(f"handler {name!r}: a Fold method or a function of processor/core/lifecycle.py")
+        return partial(getattr(lifecycle, function), self)
 
     def apply(self, event: DecodedEvent) -> Effects:
         subject, runs = event.subject, self.runs
@@ -150,17 +159,6 @@ class Fold:
                 self.journal.push((undo.CALL, self.roots.remove, run.root_prefix[:-1]))
                 self.roots.add(run.root_prefix[:-1], run_id)
         return run
-
-    # -- the rare events, handled in processor/core/lifecycle.py ---------------------
-
-    def _run_started(self, event: RunStarted, run: RunState | None) -> Effects:
-        return lifecycle.run_started(self, event, run)
-
-    def _restart(self, event: WorkerGroupRestart, run: RunState | None) -> Effects:
-        return lifecycle.restart(self, event, run)
-
-    def _deletion_completed(self, event: DeletionCompleted, run: RunState | None) -> Effects:
-        return lifecycle.deletion_completed(self, event, run)
 
     # -- report --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import typing
 from pathlib import Path
 
 import msgspec
+import pytest
 from pydantic import BaseModel
 
 from events import decoded, models, outputs
@@ -93,11 +94,15 @@ def test_every_kind_decodes_to_its_struct_and_the_fast_rows_are_the_fast_path() 
         assert (decode_fast(raw) is not None) == kind.fast, name
 
 
-def test_every_handler_is_a_fold_method() -> None:
+def test_every_handler_resolves_to_a_fold_method_or_a_lifecycle_function() -> None:
     fold = Fold()
     for kind in INPUT_KINDS:
-        assert callable(getattr(Fold, kind.handler, None)), kind.handler
+        assert callable(fold.handler(kind.handler)), kind.handler
     assert set(fold._handlers) == {k.struct for k in INPUT_KINDS}
+    with pytest.raises(AttributeError):
+        fold.handler("lifecycle.no_such_handler")
+    with pytest.raises(ValueError, match="a Fold method or a function"):
+        fold.handler("retention.apply_retention")
 
 
 def test_upcasters_chain_from_the_oldest_version_read_to_the_newest() -> None:
