@@ -1,13 +1,16 @@
 """The decoded input events: the one shape `decode_event` yields and the fold reads.
 
 Frozen msgspec Structs for the five input types and their data, with the attribute names of
-the pydantic models (events/models.py), so the fold has one handler per type. Pydantic stays
+the pydantic models (events/models.py), so the fold has one handler per type; and the input
+table, `INPUT_KINDS`: one row per input kind (its model, Struct, handler, fast path and
+upcasters), from which every list of input kinds is derived (docs/design.md, "One table per
+direction"). Pydantic stays
 the contract — the JSON Schema, the precise rejection reasons, the rare events — but its
 validation costs ~4 µs per report, three times msgspec's, and the fold's budget is ~10 µs.
 So there are two routes into these Structs:
 
 - `decode_fast(raw)`: msgspec decodes reports, validation results and deletion completions
-  (nearly all traffic) straight into them. It accepts a strict *subset* of what pydantic
+  (nearly all traffic; the rows with `fast`) straight into them. It accepts a strict *subset* of what pydantic
   accepts, with equal values, and returns None for anything it cannot vouch for: extension
   attributes, NaN/Infinity literals (msgspec cannot parse them), `validation` as an object,
   a run id with control characters, a `time` that is not RFC 3339, and the other two types.

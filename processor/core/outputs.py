@@ -1,8 +1,9 @@
 """What one applied event produces: output events, deletions to perform, or a rejection.
 
 Every output's name comes from its row in the output table (events/outputs.py `OUTPUT_KINDS`),
-which also holds the model its data must validate against (tests/unit/core/test_fold_properties.py
-checks every output the fold emits there), its topic and its version.
+which also holds the model its data must validate against (the property tests and the corpus
+test check every output the fold emits there: tests/unit/core/published.py), its topic and its
+version.
 """
 
 from __future__ import annotations
