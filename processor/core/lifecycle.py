@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
+from events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
-from processor.core.outputs import NOTHING, Effects, Output, rejected, warning, watermark
+from processor.core.outputs import NOTHING, Effects, Output, output, rejected, warning, watermark
 from processor.core.rejections import (
     check_root,
     conflict,
@@ -175,7 +176,7 @@ def _start_generation(run: RunState, generation: int, num_workers: int | None) -
         "latest_checkpoint_path": run.latest.path if run.latest else None,
         "num_workers": num_workers,
     }
-    return Output("worker_group_started", started)
+    return output(WORKER_GROUP_STARTED, started)
 
 
 def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | None) -> Effects:
@@ -187,7 +188,7 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
     data, outputs = event.data, []
     deleted = [e.checkpoint_path for e in data.deleted if _settle(fold, run, e.checkpoint_path, e.eviction)]
     if deleted:
-        outputs.append(Output("checkpoints_deleted", {"checkpoint_paths": deleted}))
+        outputs.append(output(CHECKPOINTS_DELETED, {"checkpoint_paths": deleted}))
     for entry in data.refused:
         if _settle(fold, run, entry.checkpoint_path, entry.eviction):
             message = (
