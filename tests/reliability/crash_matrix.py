@@ -291,6 +291,9 @@ class Chain:
                 self._problem(f"the group committed no offset on some partition; see {instance.log}")
                 break
             await asyncio.sleep(0.2)
+        # the offsets may appear at once (a dead instance's commit the coordinator completed late):
+        # stop it only once it runs, or the SIGTERM lands before its handler exists (exit -15)
+        await instance.caught_up(PARTITIONS, STEP_TIMEOUT_S)
         if (code := await instance.stop()) != 0:
             self._problem(f"graceful stop exited {code}; see {instance.log}")
 
