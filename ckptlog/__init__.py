@@ -25,7 +25,9 @@ from ckptlog.views import ReportedCheckpoint, RunView
 from events.codec import DecodeLimits
 from events.state import Problem
 from processor.errors import CkptlogError, ConfigError
+from processor.kafka.connection import KafkaConnection
 from processor.kafka.errors import KafkaIOError
+from processor.kafka.settings import ConnectionSettings
 
 __all__ = [
     "AsyncReporter",
@@ -33,12 +35,14 @@ __all__ = [
     "ClientClosed",
     "ClientError",
     "ConfigError",
+    "ConnectionSettings",
     "DeadLetter",
     "DecodeLimits",
     "Evaluator",
     "EventRejected",
     "FunctionLoadError",
     "InvalidEvent",
+    "KafkaConnection",
     "KafkaIOError",
     "NoKafkaConfigured",
     "NotConfirmed",

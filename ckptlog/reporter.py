@@ -26,7 +26,7 @@ from typing import Any, Literal
 from ckptlog import ids
 from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
 from ckptlog.confirm import PROCESSOR_GROUP, Confirmer
-from ckptlog.connect import EVENTS_TOPIC, resolve
+from ckptlog.connect import EVENTS_TOPIC, Connection, resolve
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
 from events.paths import is_within
@@ -68,7 +68,7 @@ class AsyncReporter:
         generation: int | None = None,
         first_index: int = 0,
         source: str = SOURCE,
-        connection: KafkaConnection | None = None,
+        connection: Connection | None = None,
         report_ids: ReportIds = "sequence",
         confirm: bool = False,
         confirm_timeout_s: float | None = 60.0,

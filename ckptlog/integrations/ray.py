@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ckptlog.connect import EVENTS_TOPIC
+from ckptlog.connect import EVENTS_TOPIC, Connection
 from ckptlog.sync_clients import Reporter
 
 try:
@@ -98,8 +98,12 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         keep_time_interval_s: float | None = None,
         bootstrap_servers: str | None = None,
         topic: str = EVENTS_TOPIC,
+        connection: Connection | None = None,
     ) -> None:
+        """`connection`: how the controller reaches Kafka (TLS, SASL: see docs/clients.md); without it
+        the controller's own CKPTLOG_* environment, as for every client."""
         self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
+        self.connection = connection
         self.retention: dict[str, Any] = {
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
@@ -130,7 +134,9 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         retention["checkpoint_score_order"] = (
             retention["checkpoint_score_order"] or getattr(ray_config, "checkpoint_score_order", None) or "max"
         )
-        self._reporter = Reporter(self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic)
+        self._reporter = Reporter(
+            self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic, connection=self.connection
+        )
         self._reporter.run_started(root, **retention)
         _FORWARDING.append(self._validated)
 

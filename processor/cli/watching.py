@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ckptlog.connect import Topics, resolve
+from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.dead_letters import DeadLetterFeed
 from ckptlog.errors import ClientError
 from ckptlog.reader import Reader
@@ -43,12 +43,12 @@ async def watch(
     run_id: str,
     score_attribute: str | None,
     once: bool,
-    bootstrap_servers: str | None,
+    connection: Connection,
     topics: Topics,
     dlq_topic: str,
 ) -> None:
     """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled."""
-    conn = await resolve(bootstrap_servers, "ckptlog-watch")
+    conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
     async with Reader(connection=conn, topics=topics) as reader:
         await feed.start()
