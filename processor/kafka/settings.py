@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from processor.errors import ConfigError
 
@@ -80,11 +80,7 @@ class ConnectionSettings(BaseSettings):
         not given): the same order `ckptlog run` merges its settings in."""
         file_values = read_config_file(Path(config_file)) if config_file is not None else {}
         mine = {k: v for k, v in file_values.items() if k in cls.model_fields}
-        try:
-            from_env = cls()
-        except ValidationError:
-            from_env = cls.model_construct()  # the merged settings below say what is wrong
-        env_values = {name: getattr(from_env, name) for name in from_env.model_fields_set}
+        env_values = environment_values(cls)
         given = {k: v for k, v in overrides.items() if v is not None}
         try:
             return cls(**{**mine, **env_values, **given})
@@ -111,6 +107,12 @@ class ConnectionSettings(BaseSettings):
             self.ssl_keyfile,
             self.delivery_timeout_s,
         )
+
+
+def environment_values(model: type[BaseSettings]) -> dict[str, Any]:
+    """The CKPTLOG_* values of `model`'s fields, parsed but not validated: checks across settings
+    (a CA file needs TLS) run once the file, the environment and the flags are merged."""
+    return {k: v for k, v in EnvSettingsSource(model)().items() if k in model.model_fields}
 
 
 def connection_problem(s: ConnectionSettings) -> str | None:

@@ -22,7 +22,7 @@ from events.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.limits import session_timeout_problem
-from processor.kafka.settings import ConnectionSettings, invalid_message, read_config_file, setting
+from processor.kafka.settings import ConnectionSettings, environment_values, invalid_message, read_config_file, setting
 
 if TYPE_CHECKING:
     from processor.kafka.connection import KafkaConnection
@@ -188,8 +188,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceS
     if unknown:
         raise ConfigError(unknown_message(unknown, ServiceSettings.model_fields))
     try:
-        from_env = ServiceSettings()
-        env_values = {name: getattr(from_env, name) for name in from_env.model_fields_set}
+        env_values = environment_values(ServiceSettings)
         given = {k: v for k, v in overrides.items() if v is not None}
         return ServiceSettings(**{**file_values, **env_values, **given})
     except ValidationError as exc:
