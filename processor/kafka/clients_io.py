@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -90,16 +90,29 @@ class EventProducer:
         return Delivery(meta.topic, meta.partition, meta.offset)
 
     async def stop(self) -> None:
-        """Close; after a send that timed out, the records still unacknowledged are failed at once
+        """Close; after a send that failed, the records still unacknowledged are dropped at once
         instead of waiting for the broker again (their callers already got KafkaIOError)."""
         if self._stalled:
-            self._producer._message_accumulator.fail_all(KafkaIOError("the producer closed after a delivery timeout"))
+            await self._abandon()
+            return
         try:
-            async with asyncio.timeout(STALLED_CLOSE_S if self._stalled else self._conn.delivery_timeout_s):
+            async with asyncio.timeout(self._conn.delivery_timeout_s):
                 with best_effort(log, "producer_stop_failed", "stopping the idempotent event producer failed"):
                     await self._producer.stop()
         except TimeoutError:
             log.warning("event=producer_stop_timeout servers=%s", self._conn.bootstrap_servers)
+
+    async def _abandon(self) -> None:
+        """Stop the sender (it would retry those records until the broker is back), then the client's
+        connections: aiokafka's own stop() would first wait for every record to be acknowledged."""
+        producer = self._producer
+        task = producer._sender.sender_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=STALLED_CLOSE_S)
+        producer._closed = True
+        with suppress(TimeoutError), best_effort(log, "producer_stop_failed", "closing the event producer failed"):
+            await asyncio.wait_for(producer.client.close(), STALLED_CLOSE_S)
 
 
 class TopicTail:
