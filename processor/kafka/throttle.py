@@ -30,6 +30,9 @@ RECONNECT_MESSAGES = frozenset(
         "Group Coordinator Request failed: %s",
         "FindCoordinator Request failed: %s",
         "Auto offset commit failed: %s",
+        "Heartbeat session expired - marking coordinator dead",
+        "Heartbeat failed for group %s: coordinator (node %s) is either not started or not valid",
+        "Got error produce response on topic-partition %s, retrying. Error: %s",
     }
 )
 """What aiokafka logs, again and again, while a broker cannot be reached."""
