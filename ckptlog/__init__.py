@@ -15,6 +15,7 @@ from ckptlog.errors import (
     InvalidEvent,
     NoKafkaConfigured,
     NotConfirmed,
+    ReportsUndelivered,
 )
 from ckptlog.evaluator import Evaluator
 from ckptlog.invoke import Outcome
@@ -51,6 +52,7 @@ __all__ = [
     "Reader",
     "ReportedCheckpoint",
     "Reporter",
+    "ReportsUndelivered",
     "RunView",
     "SentEvent",
     "SyncReader",

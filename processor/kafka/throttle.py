@@ -33,6 +33,7 @@ RECONNECT_MESSAGES = frozenset(
         "Heartbeat session expired - marking coordinator dead",
         "Heartbeat failed for group %s: coordinator (node %s) is either not started or not valid",
         "Got error produce response on topic-partition %s, retrying. Error: %s",
+        "OffsetCommit failed for group %s due to group error (%s), will rejoin",  # after one: it rejoins
     }
 )
 """What aiokafka logs, again and again, while a broker cannot be reached."""
