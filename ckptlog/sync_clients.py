@@ -22,6 +22,7 @@ from ckptlog.bodies import PathLike, ValidationArg
 from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, Connection, Topics, connect_now
 from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning
 from ckptlog.loop_thread import LoopThread
 from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import SOURCE, AsyncReporter, SentEvent
@@ -57,6 +58,7 @@ class Reporter:
         confirm_timeout_s: float | None = 60.0,
         processor_group: str = PROCESSOR_GROUP,
         dlq_topic: str = DLQ_TOPIC,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
     ) -> None:
         # a training script learns now, not at its first report hours later: no Kafka, a bad setting
         connection, bootstrap_servers = connect_now(bootstrap_servers, "ckptlog-reporter", connection), None
@@ -74,6 +76,7 @@ class Reporter:
             confirm_timeout_s=confirm_timeout_s,
             processor_group=processor_group,
             dlq_topic=dlq_topic,
+            checkpoints_topic=checkpoints_topic,
         )
 
     @property
@@ -179,9 +182,9 @@ class Reporter:
         coro = self._async.worker_group_restart(num_workers, reason, event_id=event_id, confirm=confirm)
         return self._call(coro, self._limit(confirm))
 
-    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
+    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> tuple[EventWarning, ...]:
         """See `AsyncReporter.confirm`."""
-        self._call(self._async.confirm(sent, timeout_s), None)
+        return self._call(self._async.confirm(sent, timeout_s), None)
 
     def close(self) -> None:
         try:

@@ -105,6 +105,8 @@ def confirming(confirm: bool, timeout_s: float, group: str, dlq_topic: str) -> d
 def _print(sent: SentEvent) -> None:
     typer.echo(sent.event_id)
     typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
+    for warning in sent.warnings:  # --confirm: applied, but the processor warned about it
+        typer.echo(f"warning {warning.code}: {warning.message}", err=True)
 
 
 async def _start_run(
