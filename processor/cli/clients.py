@@ -21,6 +21,7 @@ from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
@@ -320,6 +321,9 @@ def watch_command(
     once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
     dlq_topic: Annotated[str, Opt(help="Dead-letter topic (its rejections of RUN are counted).")] = DLQ_TOPIC,
+    checkpoints_topic: Annotated[
+        str, Opt(help="Checkpoints topic (its warnings about RUN are counted).")
+    ] = CHECKPOINTS_TOPIC,
     *,
     settings: ConnectionSettings,
 ) -> None:
@@ -331,6 +335,6 @@ def watch_command(
 
     topics = Topics(state=state_topic)
     try:
-        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq_topic))
+        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq_topic, checkpoints_topic))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -60,3 +60,12 @@ async def test_a_confirmed_event_returns_its_warnings_and_the_cli_lists_them(
     ]
     table = await asyncio.to_thread(CliRunner().invoke, app, args[:-3] + args[-2:], env=env)
     assert "2 warning(s) of run 'warned'" in table.stdout and "score_missing" in table.stdout
+    common = ["--bootstrap-servers", kafka_bootstrap]
+    topics = ["--state-topic", settings.state_topic, "--dlq-topic", settings.dlq_topic]
+    inspect = ["inspect", "warned", "--json", *topics, *common]
+    inspected = await asyncio.to_thread(CliRunner().invoke, app, inspect, env=env)
+    assert inspected.exit_code == 0, inspected.output
+    assert json.loads(inspected.stdout)["warnings"] == {"warned": 2}
+    watch = ["watch", "warned", "--once", *topics, "--checkpoints-topic", settings.checkpoints_topic, *common]
+    watched = await asyncio.to_thread(CliRunner().invoke, app, watch, env=env)
+    assert watched.exit_code == 0 and "2 warnings:" in watched.stdout, watched.output
