@@ -18,6 +18,7 @@ from ckptlog.errors import (
     ReportsUndelivered,
 )
 from ckptlog.evaluator import Evaluator
+from ckptlog.event_warnings import EventWarning
 from ckptlog.invoke import Outcome
 from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import AsyncReporter, SentEvent
@@ -41,6 +42,7 @@ __all__ = [
     "DecodeLimits",
     "Evaluator",
     "EventRejected",
+    "EventWarning",
     "FunctionLoadError",
     "InvalidEvent",
     "KafkaConnection",

@@ -218,6 +218,10 @@ class AsyncReporter:
         event_id: str | None,
         confirm: bool | None,
     ) -> SentEvent:
+        if not isinstance(metrics, Mapping):  # the fold would dead-letter it: say so now, as ckptlog's error
+            raise InvalidEvent(
+                f"metrics of run {self.run_id!r} must be a mapping of name to value, got {metrics!r:.80}"
+            )
         gen = generation if generation is not None else self.generation
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)

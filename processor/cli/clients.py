@@ -40,8 +40,12 @@ RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
 Keep = Annotated[int | None, Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
 ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
 ScoreOrder = Annotated[str, Opt(help="max or min.")]
-ValKwargs = Annotated[str | None, Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
-ValTimeout = Annotated[float | None, Opt(help="Evaluator time limit in seconds (implies --validate).")]
+ValKwargs = Annotated[
+    str | None, Opt(help="Evaluator fn_kwargs as a JSON object (report: implies --validate; start-run: the default).")
+]
+ValTimeout = Annotated[
+    float | None, Opt(help="Evaluator time limit in seconds (report: implies --validate; start-run: the default).")
+]
 Confirm = Annotated[
     bool,
     Opt(

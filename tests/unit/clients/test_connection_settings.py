@@ -158,3 +158,11 @@ def test_every_client_command_refuses_sasl_without_a_user(args: list[str], monke
     assert result.exit_code == 2, result.output
     assert "needs a SASL user and password" in result.output
     assert "Traceback" not in result.output
+
+
+async def test_metrics_that_are_not_a_mapping_are_ckptlogs_invalid_event() -> None:
+    """Issue 21 #9: `report([1, 2, 3])` raised a bare TypeError."""
+    from ckptlog import InvalidEvent
+
+    with pytest.raises(InvalidEvent, match="must be a mapping"):
+        await AsyncReporter("r", connection=KafkaConnection(ADDRESS)).report([1, 2, 3])  # type: ignore[arg-type]
