@@ -15,8 +15,10 @@ from ckptlog.errors import (
     InvalidEvent,
     NoKafkaConfigured,
     NotConfirmed,
+    ReportsUndelivered,
 )
 from ckptlog.evaluator import Evaluator
+from ckptlog.event_warnings import EventWarning
 from ckptlog.invoke import Outcome
 from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import AsyncReporter, SentEvent
@@ -25,7 +27,9 @@ from ckptlog.views import ReportedCheckpoint, RunView
 from events.codec import DecodeLimits
 from events.state import Problem
 from processor.errors import CkptlogError, ConfigError
+from processor.kafka.connection import KafkaConnection
 from processor.kafka.errors import KafkaIOError
+from processor.kafka.settings import ConnectionSettings
 
 __all__ = [
     "AsyncReporter",
@@ -33,12 +37,15 @@ __all__ = [
     "ClientClosed",
     "ClientError",
     "ConfigError",
+    "ConnectionSettings",
     "DeadLetter",
     "DecodeLimits",
     "Evaluator",
     "EventRejected",
+    "EventWarning",
     "FunctionLoadError",
     "InvalidEvent",
+    "KafkaConnection",
     "KafkaIOError",
     "NoKafkaConfigured",
     "NotConfirmed",
@@ -47,6 +54,7 @@ __all__ = [
     "Reader",
     "ReportedCheckpoint",
     "Reporter",
+    "ReportsUndelivered",
     "RunView",
     "SentEvent",
     "SyncReader",

@@ -21,6 +21,7 @@ import time
 
 from ckptlog.dead_letters import DLQ_TOPIC, DeadLetterFeed
 from ckptlog.errors import ClientError, EventRejected, NotConfirmed
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning, WarningFeed
 from processor.kafka.clients_io import GroupOffsets
 from processor.kafka.connection import KafkaConnection
 
@@ -32,10 +33,17 @@ class Confirmer:
     """Confirms the events of one run sent after `start()` (see the module docstring)."""
 
     def __init__(
-        self, conn: KafkaConnection, run_id: str, *, group_id: str = PROCESSOR_GROUP, dlq_topic: str = DLQ_TOPIC
+        self,
+        conn: KafkaConnection,
+        run_id: str,
+        *,
+        group_id: str = PROCESSOR_GROUP,
+        dlq_topic: str = DLQ_TOPIC,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
     ) -> None:
         self.run_id, self.group_id = run_id, group_id
         self._feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id, from_end=True)
+        self._warnings = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=True)
         self._offsets = GroupOffsets(conn, group_id)
         self.first_offset: int | None = None  # the first event sent once following: older ones cannot be confirmed
 
@@ -43,11 +51,14 @@ class Confirmer:
         await self._offsets.start()
         try:
             await self._feed.start()
+            await self._warnings.start()
         except BaseException:
+            await self._feed.close()
             await self._offsets.stop()
             raise
 
     async def close(self) -> None:
+        await self._warnings.close()
         await self._feed.close()
         await self._offsets.stop()
 
@@ -56,9 +67,12 @@ class Confirmer:
         if self.first_offset is None:
             self.first_offset = offset
 
-    async def confirm(self, what: str, topic: str, partition: int, offset: int, timeout_s: float | None) -> None:
-        """Return once the processor group committed past topic[partition]@offset and did not reject it;
-        raise `EventRejected` (it did), `NotConfirmed` (not within `timeout_s`)."""
+    async def confirm(
+        self, what: str, topic: str, partition: int, offset: int, timeout_s: float | None
+    ) -> tuple[EventWarning, ...]:
+        """Return the warnings the event caused once the processor group committed past
+        topic[partition]@offset and did not reject it; raise `EventRejected` (it did), `NotConfirmed`
+        (not within `timeout_s`). The warnings are committed in the same transaction as the offset."""
         if self.first_offset is None or offset < self.first_offset:
             raise ClientError(
                 f"{what} at {topic}[{partition}]@{offset} was sent before confirmations started; pass "
@@ -73,6 +87,8 @@ class Confirmer:
                 f"[{letter.source}; `ckptlog rejections {self.run_id}` lists every rejection of the run]",
                 letter,
             )
+        await self._warnings.catch_up()
+        return self._warnings.caused_by(topic, partition, offset)
 
     async def _committed_past(
         self, what: str, topic: str, partition: int, offset: int, timeout_s: float | None

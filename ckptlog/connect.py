@@ -1,4 +1,10 @@
-"""Where the clients find Kafka and which topics they use (the processor's defaults)."""
+"""Where the clients find Kafka and which topics they use (the processor's defaults).
+
+Every client takes `connection=`: a `ConnectionSettings` (the model `ckptlog run` reads: bootstrap
+servers, TLS, SASL, delivery timeout), or a ready `KafkaConnection`. Without one a client reads
+`ConnectionSettings` from the CKPTLOG_* environment, exactly as `ckptlog run` does, so a security
+setting is never silently dropped; `ConnectionSettings.load("ckptlog.toml")` reads a `--config` file.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,13 @@ from dataclasses import dataclass
 
 from ckptlog.errors import NoKafkaConfigured
 from events import topics
+from processor.errors import ConfigError
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.discovery import find_bootstrap
+from processor.kafka.settings import ConnectionSettings
+
+Connection = ConnectionSettings | KafkaConnection
+"""What a client's `connection=` takes."""
 
 EVENTS_TOPIC = topics.INPUT
 VALIDATIONS_TOPIC = topics.VALIDATIONS
@@ -41,11 +52,25 @@ def require_bootstrap(bootstrap_servers: str | None) -> str:
     return found
 
 
-async def resolve(
-    bootstrap_servers: str | None, client_id: str, connection: KafkaConnection | None = None
-) -> KafkaConnection:
-    """`connection` as given (TLS/SASL), else a connection to `require_bootstrap`'s address."""
-    if connection is not None:
+def connect_now(bootstrap_servers: str | None, client_id: str, connection: Connection | None = None) -> KafkaConnection:
+    """The client's connection: `connection` as given, else the CKPTLOG_* settings; the address is
+    `bootstrap_servers`, else the settings', else `require_bootstrap`'s. Raises ConfigError for a
+    setting the connection cannot honour. Blocking (it may probe the local broker)."""
+    if isinstance(connection, KafkaConnection):
+        if bootstrap_servers is not None and bootstrap_servers != connection.bootstrap_servers:
+            raise ConfigError(
+                f"bootstrap_servers={bootstrap_servers!r} and connection= (to {connection.bootstrap_servers}) "
+                "disagree; pass one of them"
+            )
         return connection
-    bootstrap = await asyncio.to_thread(require_bootstrap, bootstrap_servers)
-    return KafkaConnection(bootstrap, client_id)
+    settings = connection if connection is not None else ConnectionSettings.load()
+    return settings.connect(require_bootstrap(bootstrap_servers or settings.bootstrap_servers), client_id)
+
+
+async def resolve(
+    bootstrap_servers: str | None, client_id: str, connection: Connection | None = None
+) -> KafkaConnection:
+    """`connect_now` off the event loop."""
+    if isinstance(connection, KafkaConnection) and bootstrap_servers is None:
+        return connection
+    return await asyncio.to_thread(connect_now, bootstrap_servers, client_id, connection)

@@ -48,3 +48,8 @@ class EventRejected(ClientError):
 
 class NotConfirmed(ClientError):
     """The processor did not commit past an event within the time limit (is `ckptlog run` running?)."""
+
+
+class ReportsUndelivered(ClientError):
+    """The Ray callback's events could not reach Kafka within its buffer or its flush time
+    (ckptlog.integrations.outbox): the job fails instead of dropping them silently."""

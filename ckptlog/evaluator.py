@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ckptlog.connect import Topics, resolve
+from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.errors import FunctionLoadError
 from ckptlog.invoke import Outcome, ValidationFn, cancelled_here, describe, invoke
 from ckptlog.offsets import PartitionProgress, StartedRequests
@@ -33,7 +33,6 @@ from ckptlog.results import SOURCE, bare_result, encode_result, parse_request, r
 from events.outputs import OutputEnvelope, ValidationRequested
 from processor.errors import ConfigError
 from processor.kafka.clients_io import EventProducer
-from processor.kafka.connection import KafkaConnection
 from processor.kafka.consumer import GroupConsumer
 from processor.kafka.errors import KafkaIOError
 from processor.kafka.limits import session_timeout_problem
@@ -81,7 +80,7 @@ class Evaluator:
         session_timeout_ms: int = 10_000,
         group_instance_id: str | None = None,
         stop_grace_s: float = 10.0,
-        connection: KafkaConnection | None = None,
+        connection: Connection | None = None,
         on_result: ResultHook | None = None,
     ) -> None:
         if concurrency < 1:

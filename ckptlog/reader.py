@@ -16,14 +16,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
-from ckptlog.connect import Topics, resolve
+from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.errors import ClientClosed
 from ckptlog.view_table import ViewTable, WaitResult
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView
 from events.codec import DEFAULT_LIMITS, DecodeLimits
 from events.state import Problem
 from processor.kafka.clients_io import TopicTail
-from processor.kafka.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ class Reader:
         *,
         bootstrap_servers: str | None = None,
         topics: Topics | None = None,
-        connection: KafkaConnection | None = None,
+        connection: Connection | None = None,
         limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
         """`limits`: the processor's --max-payload-bytes and --max-depth, when it runs with others

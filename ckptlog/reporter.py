@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ckptlog import ids
 from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
 from ckptlog.confirm import PROCESSOR_GROUP, Confirmer
-from ckptlog.connect import EVENTS_TOPIC, resolve
+from ckptlog.connect import EVENTS_TOPIC, Connection, resolve
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning
 from events.paths import is_within
 from events.rules import validation_without_checkpoint
 from processor.kafka.clients_io import EventProducer
@@ -50,6 +51,9 @@ class SentEvent:
     topic: str
     partition: int
     offset: int
+    warnings: tuple[EventWarning, ...] = ()
+    """With confirm=True: the warnings the processor wrote for the event (it was applied, but e.g. a
+    validation result named an unknown checkpoint, or the score is missing or not a number)."""
 
 
 class AsyncReporter:
@@ -68,14 +72,16 @@ class AsyncReporter:
         generation: int | None = None,
         first_index: int = 0,
         source: str = SOURCE,
-        connection: KafkaConnection | None = None,
+        connection: Connection | None = None,
         report_ids: ReportIds = "sequence",
         confirm: bool = False,
         confirm_timeout_s: float | None = 60.0,
         processor_group: str = PROCESSOR_GROUP,
         dlq_topic: str = DLQ_TOPIC,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
     ) -> None:
         self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
+        self._checkpoints_topic = checkpoints_topic
         self.confirm_by_default, self.confirm_timeout_s = confirm, confirm_timeout_s
         self._processor_group, self._dlq_topic = processor_group, dlq_topic
         self._confirmer: Confirmer | None = None
@@ -115,7 +121,13 @@ class AsyncReporter:
     async def _start_confirmer(self) -> Confirmer:
         if self._confirmer is None:
             assert self._conn is not None
-            confirmer = Confirmer(self._conn, self.run_id, group_id=self._processor_group, dlq_topic=self._dlq_topic)
+            confirmer = Confirmer(
+                self._conn,
+                self.run_id,
+                group_id=self._processor_group,
+                dlq_topic=self._dlq_topic,
+                checkpoints_topic=self._checkpoints_topic,
+            )
             await confirmer.start()
             self._confirmer = confirmer
         return self._confirmer
@@ -206,6 +218,10 @@ class AsyncReporter:
         event_id: str | None,
         confirm: bool | None,
     ) -> SentEvent:
+        if not isinstance(metrics, Mapping):  # the fold would dead-letter it: say so now, as ckptlog's error
+            raise InvalidEvent(
+                f"metrics of run {self.run_id!r} must be a mapping of name to value, got {metrics!r:.80}"
+            )
         gen = generation if generation is not None else self.generation
         slot = gen or 0
         position = index if index is not None else self._next_index.get(slot, 0)
@@ -298,7 +314,7 @@ class AsyncReporter:
             self._confirmer.sent(sent.offset)  # sent while following the DLQ: confirmable later too
         if confirmer is not None:
             try:
-                await self._confirm(confirmer, sent, self.confirm_timeout_s)
+                sent = replace(sent, warnings=await self._confirm(confirmer, sent, self.confirm_timeout_s))
             except EventRejected:
                 raise
             except BaseException:
@@ -307,17 +323,19 @@ class AsyncReporter:
         sent_hook()
         return sent
 
-    async def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
+    async def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> tuple[EventWarning, ...]:
         """Wait until the processor committed `sent` (an event this reporter sent while confirming, i.e.
-        with `confirm=True`); raise `EventRejected` if it was rejected, `NotConfirmed` at `timeout_s`
-        (default: the reporter's `confirm_timeout_s`)."""
+        with `confirm=True`) and return the warnings it caused; raise `EventRejected` if it was
+        rejected, `NotConfirmed` at `timeout_s` (default: the reporter's `confirm_timeout_s`)."""
         if self._confirmer is None:
             raise ClientError("nothing to confirm: create the reporter with confirm=True (or pass confirm=True)")
-        await self._confirm(self._confirmer, sent, self.confirm_timeout_s if timeout_s is None else timeout_s)
+        return await self._confirm(self._confirmer, sent, self.confirm_timeout_s if timeout_s is None else timeout_s)
 
-    async def _confirm(self, confirmer: Confirmer, sent: SentEvent, timeout_s: float | None) -> None:
+    async def _confirm(
+        self, confirmer: Confirmer, sent: SentEvent, timeout_s: float | None
+    ) -> tuple[EventWarning, ...]:
         what = f"{sent.type} {sent.event_id} of run {sent.run_id!r}"
-        await confirmer.confirm(what, sent.topic, sent.partition, sent.offset, timeout_s)
+        return await confirmer.confirm(what, sent.topic, sent.partition, sent.offset, timeout_s)
 
 
 def __getattr__(name: str) -> Any:

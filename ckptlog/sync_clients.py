@@ -13,29 +13,35 @@ private event-loop thread (ckptlog.loop_thread) and waits for every call.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from ckptlog.bodies import PathLike, ValidationArg
 from ckptlog.confirm import PROCESSOR_GROUP
-from ckptlog.connect import EVENTS_TOPIC, Topics, require_bootstrap
+from ckptlog.connect import EVENTS_TOPIC, Connection, Topics, connect_now
 from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning
 from ckptlog.loop_thread import LoopThread
 from ckptlog.reader import Reader, WaitResult
 from ckptlog.reporter import SOURCE, AsyncReporter, SentEvent
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView
 from events.codec import DEFAULT_LIMITS, DecodeLimits
-from processor.kafka.connection import KafkaConnection
+from processor.kafka.errors import KafkaIOError
 
 T = TypeVar("T")
+CLOSE_TIMEOUT_S = 10.0
+"""`close()` waits no longer: a producer whose send timed out fails what it still holds at once."""
 
 
 class Reporter:
     """The synchronous `AsyncReporter`: the same API, run on a private event-loop thread.
 
-    `timeout_s` bounds each call's send; a confirmed call (`confirm=True`) may in addition wait up
-    to `confirm_timeout_s` for the processor."""
+    A send waits for the broker up to the connection's `delivery_timeout_s` (CKPTLOG_DELIVERY_TIMEOUT_S,
+    default 30 s), then raises `KafkaIOError`; `timeout_s` (default: no more than that) bounds a whole
+    call in addition. A confirmed call (`confirm=True`) may also wait up to `confirm_timeout_s` for the
+    processor."""
 
     def __init__(
         self,
@@ -46,17 +52,18 @@ class Reporter:
         generation: int | None = None,
         first_index: int = 0,
         source: str = SOURCE,
-        connection: KafkaConnection | None = None,
-        timeout_s: float | None = 60.0,
+        connection: Connection | None = None,
+        timeout_s: float | None = None,
         confirm: bool = False,
         confirm_timeout_s: float | None = 60.0,
         processor_group: str = PROCESSOR_GROUP,
         dlq_topic: str = DLQ_TOPIC,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
     ) -> None:
-        if connection is None:  # a training script learns now, not at its first report hours later
-            bootstrap_servers = require_bootstrap(bootstrap_servers)
+        # a training script learns now, not at its first report hours later: no Kafka, a bad setting
+        connection, bootstrap_servers = connect_now(bootstrap_servers, "ckptlog-reporter", connection), None
         self._thread = LoopThread(f"ckptlog-reporter-{run_id}")
-        self._timeout, self._started = timeout_s, False
+        self._timeout, self._started, self._servers = timeout_s, False, connection.bootstrap_servers
         self._async = AsyncReporter(
             run_id,
             bootstrap_servers=bootstrap_servers,
@@ -69,6 +76,7 @@ class Reporter:
             confirm_timeout_s=confirm_timeout_s,
             processor_group=processor_group,
             dlq_topic=dlq_topic,
+            checkpoints_topic=checkpoints_topic,
         )
 
     @property
@@ -101,7 +109,13 @@ class Reporter:
                 coro.close()
                 raise
             self._started = True
-        return self._thread.call(coro, timeout_s)
+        try:
+            return self._thread.call(coro, timeout_s)
+        except concurrent.futures.TimeoutError:
+            raise KafkaIOError(
+                f"a call of the reporter of run {self.run_id!r} took longer than timeout_s={timeout_s:g} s "
+                f"(Kafka at {self._servers}); check the broker, then retry: event ids are deterministic"
+            ) from None
 
     def run_started(
         self,
@@ -168,13 +182,15 @@ class Reporter:
         coro = self._async.worker_group_restart(num_workers, reason, event_id=event_id, confirm=confirm)
         return self._call(coro, self._limit(confirm))
 
-    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
+    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> tuple[EventWarning, ...]:
         """See `AsyncReporter.confirm`."""
-        self._call(self._async.confirm(sent, timeout_s), None)
+        return self._call(self._async.confirm(sent, timeout_s), None)
 
     def close(self) -> None:
         try:
-            self._thread.call(self._async.close(), self._timeout)
+            self._thread.call(self._async.close(), CLOSE_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            pass  # the loop thread goes below: its sockets with it
         finally:
             self._thread.close()
 
@@ -204,11 +220,11 @@ class SyncReader:
         *,
         bootstrap_servers: str | None = None,
         topics: Topics | None = None,
-        connection: KafkaConnection | None = None,
+        connection: Connection | None = None,
         limits: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
-        if connection is None:  # learn now that there is no Kafka, as the Reporter does
-            bootstrap_servers = require_bootstrap(bootstrap_servers)
+        # learn now that there is no Kafka (or a bad setting), as the Reporter does
+        connection, bootstrap_servers = connect_now(bootstrap_servers, "ckptlog-reader", connection), None
         self._thread = LoopThread("ckptlog-reader")
         self._async = Reader(bootstrap_servers=bootstrap_servers, topics=topics, connection=connection, limits=limits)
 

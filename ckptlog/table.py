@@ -61,6 +61,7 @@ def run_table(
     title: str | None = None,
     rejected: int = 0,
     problem: str | None = None,
+    warned: int = 0,
 ) -> Table:
     """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest; the caption
     counts the run's rejected events (its dead letters), if any; `problem`: why the run's newest
@@ -95,5 +96,9 @@ def run_table(
             marks,
         )
     caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
-    table.caption = Text(caption + (f" · {rejected_text(run_id, rejected)}" if rejected else ""))
+    caption += f" · {rejected_text(run_id, rejected)}" if rejected else ""
+    caption += (
+        f" · {warned} warning{'s' if warned > 1 else ''}: `ckptlog rejections {run_id} --warnings`" if warned else ""
+    )
+    table.caption = Text(caption)
     return table

@@ -40,7 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ckptlog.connect import EVENTS_TOPIC
+from ckptlog.connect import EVENTS_TOPIC, Connection
+from ckptlog.integrations.outbox import Outbox
 from ckptlog.sync_clients import Reporter
 
 try:
@@ -98,8 +99,16 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         keep_time_interval_s: float | None = None,
         bootstrap_servers: str | None = None,
         topic: str = EVENTS_TOPIC,
+        connection: Connection | None = None,
+        max_buffered_reports: int = 1000,
+        flush_timeout_s: float = 120.0,
     ) -> None:
+        """`connection`: how the controller reaches Kafka (TLS, SASL: see docs/clients.md); without it
+        the controller's own CKPTLOG_* environment, as for every client. While Kafka is unreachable
+        up to `max_buffered_reports` events wait (ckptlog.integrations.outbox); more, or events still
+        waiting `flush_timeout_s` after the controller finished, fail the job with ReportsUndelivered."""
         self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
+        self.connection, self.max_buffered, self.flush_timeout_s = connection, max_buffered_reports, flush_timeout_s
         self.retention: dict[str, Any] = {
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
@@ -110,9 +119,10 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         }
         self.groups = 0  # worker groups started: the generation is groups - 1
         self._reporter: Reporter | None = None
+        self._outbox: Outbox | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_reporter": None}  # a producer never travels: one is made where it runs
+        return {**self.__dict__, "_reporter": None, "_outbox": None}  # a producer never travels
 
     # -- the controller ---------------------------------------------------------------------------
 
@@ -130,44 +140,51 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         retention["checkpoint_score_order"] = (
             retention["checkpoint_score_order"] or getattr(ray_config, "checkpoint_score_order", None) or "max"
         )
-        self._reporter = Reporter(self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic)
-        self._reporter.run_started(root, **retention)
+        self._reporter = Reporter(
+            self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic, connection=self.connection
+        )
+        self._outbox = Outbox(self._reporter, self.run_id, self.max_buffered)
+        self._outbox.send("run_started", root, **retention)
         _FORWARDING.append(self._validated)
 
     def after_controller_finish(self, result: Any = None) -> None:
         if self._validated in _FORWARDING:
             _FORWARDING.remove(self._validated)
-        if self._reporter is not None:
-            self._reporter.close()
-            self._reporter = None
+        try:
+            if self._outbox is not None:
+                self._outbox.close(self.flush_timeout_s)
+        finally:
+            if self._reporter is not None:
+                self._reporter.close()
+            self._reporter = self._outbox = None
 
     # -- worker groups and reports ----------------------------------------------------------------
 
     def after_worker_group_start(self, worker_group: Any) -> None:
         """A worker group after the first is a restart: the next generation."""
         self.groups += 1
-        if self.groups > 1 and self._reporter is not None:
+        if self.groups > 1 and self._outbox is not None:
             workers = len(worker_group.get_workers())
-            self._reporter.worker_group_restart(workers, reason="Ray Train started a new worker group")
+            self._outbox.send("worker_group_restart", workers, reason="Ray Train started a new worker group")
 
     def after_report(self, training_report: Any, metrics: list[dict[str, Any]]) -> None:
-        if self._reporter is None:
+        if self._outbox is None:
             return
         checkpoint = training_report.checkpoint
         path = checkpoint_url(checkpoint) if checkpoint is not None else None
         validation = validation_body(training_report.validation) if path is not None else False
         generation = self.groups - 1 if self.groups > 1 else None
-        self._reporter.report(dict(training_report.metrics or {}), path, validation, generation)
+        self._outbox.send("report", dict(training_report.metrics or {}), path, validation, generation)
 
     def _validated(self, manager: Any, updates: dict[Any, Any]) -> None:
         """Ray's validation results, as they reach its CheckpointManager."""
-        if self._reporter is None:
+        if self._outbox is None:
             return
         for checkpoint, (metrics, status) in updates.items():
             name = _STATUSES.get(getattr(status, "name", str(status)))
             if name is not None:
-                self._reporter.validation_result(
-                    checkpoint_url(checkpoint), name, metrics if name == "VALIDATED" else {}
+                self._outbox.send(
+                    "validation_result", checkpoint_url(checkpoint), name, metrics if name == "VALIDATED" else {}
                 )
 
 

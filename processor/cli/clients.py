@@ -21,25 +21,31 @@ from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.reader import Reader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
+from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
+from processor.kafka.settings import ConnectionSettings
 
 T = TypeVar("T")
 Opt = typer.Option
-Bootstrap = Annotated[
-    str | None,
-    Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-]
+connection_options = settings_options(fields_of(["connection", "clients"]))
+"""The connection flags of `ckptlog run` (--bootstrap-servers, --security-protocol, --sasl-*, --ssl-*, and
+--config / CKPTLOG_* as for run), plus --delivery-timeout-s: the command gets `settings=`, its connection."""
 EventsTopic = Annotated[str, Opt(help="Input topic the processor consumes.")]
 RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
 Keep = Annotated[int | None, Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
 ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
 ScoreOrder = Annotated[str, Opt(help="max or min.")]
-ValKwargs = Annotated[str | None, Opt(help="Evaluator fn_kwargs as a JSON object (implies --validate).")]
-ValTimeout = Annotated[float | None, Opt(help="Evaluator time limit in seconds (implies --validate).")]
+ValKwargs = Annotated[
+    str | None, Opt(help="Evaluator fn_kwargs as a JSON object (report: implies --validate; start-run: the default).")
+]
+ValTimeout = Annotated[
+    float | None, Opt(help="Evaluator time limit in seconds (report: implies --validate; start-run: the default).")
+]
 Confirm = Annotated[
     bool,
     Opt(
@@ -104,6 +110,8 @@ def confirming(confirm: bool, timeout_s: float, group: str, dlq_topic: str) -> d
 def _print(sent: SentEvent) -> None:
     typer.echo(sent.event_id)
     typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
+    for warning in sent.warnings:  # --confirm: applied, but the processor warned about it
+        typer.echo(f"warning {warning.code}: {warning.message}", err=True)
 
 
 async def _start_run(
@@ -131,6 +139,7 @@ async def _start_run(
 
 
 @app.command("report")
+@connection_options
 def report_command(
     run_id: RunArg,
     metric: Annotated[list[str], Opt("--metric", "-m", help="name=value; repeatable.")] = [],  # noqa: B006
@@ -155,12 +164,13 @@ def report_command(
     keep: Keep = None,
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
-    bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = PROCESSOR_GROUP,
     dlq_topic: DlqTopic = DLQ_TOPIC,
+    *,
+    settings: ConnectionSettings,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless."""
@@ -170,7 +180,7 @@ def report_command(
         spec = validation_flag(validate, validate_kwargs, validate_timeout_s)
         async with AsyncReporter(
             run_id,
-            bootstrap_servers=bootstrap_servers,
+            connection=settings,
             topic=topic,
             report_ids="content",
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
@@ -183,6 +193,7 @@ def report_command(
 
 
 @app.command("start-run")
+@connection_options
 def start_run_command(
     run_id: RunArg,
     storage_path: Annotated[str, typer.Argument(help="The run's root (URL or absolute path).")],
@@ -200,12 +211,13 @@ def start_run_command(
     keep_time_interval_s: Annotated[
         float | None, Opt(help="Preserve for good one checkpoint per this many seconds of report time.")
     ] = None,
-    bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = PROCESSOR_GROUP,
     dlq_topic: DlqTopic = DLQ_TOPIC,
+    *,
+    settings: ConnectionSettings,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
 
@@ -218,7 +230,7 @@ def start_run_command(
         }
         async with AsyncReporter(
             run_id,
-            bootstrap_servers=bootstrap_servers,
+            connection=settings,
             topic=topic,
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
         ) as reporter:
@@ -228,6 +240,7 @@ def start_run_command(
 
 
 @app.command("worker-group-restart")
+@connection_options
 def restart_command(
     run_id: RunArg,
     num_workers: Annotated[int, Opt(help="Workers in the new group.")],
@@ -235,25 +248,26 @@ def restart_command(
     generation: Annotated[
         int | None, Opt(help="The run's current generation (default: read from the run's view on the state topic).")
     ] = None,
-    bootstrap_servers: Bootstrap = None,
     topic: EventsTopic = EVENTS_TOPIC,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = PROCESSOR_GROUP,
     dlq_topic: DlqTopic = DLQ_TOPIC,
+    *,
+    settings: ConnectionSettings,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
 
     async def main() -> None:
         current = generation
         if current is None:
-            async with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic)) as reader:
+            async with Reader(connection=settings, topics=Topics(state=state_topic)) as reader:
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
         async with AsyncReporter(
             run_id,
-            bootstrap_servers=bootstrap_servers,
+            connection=settings,
             topic=topic,
             generation=current,
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
@@ -264,6 +278,7 @@ def restart_command(
 
 
 @app.command("evaluate")
+@connection_options
 def evaluate_command(
     fn: Annotated[str, Opt("--fn", help="module:function called as fn(checkpoint_path, **fn_kwargs) -> dict.")],
     concurrency: Annotated[int, Opt(min=1, help="Validations run at once.")] = 4,
@@ -271,10 +286,11 @@ def evaluate_command(
     group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
     group_instance_id: Annotated[str | None, Opt(help="Static membership id (restarts skip a rebalance).")] = None,
     session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
-    bootstrap_servers: Bootstrap = None,
     events_topic: EventsTopic = EVENTS_TOPIC,
     validations_topic: Annotated[str, Opt(help="Work queue the processor fills.")] = VALIDATIONS_TOPIC,
     log_level: Annotated[str, Opt(help="DEBUG, INFO, WARNING, ...")] = "INFO",
+    *,
+    settings: ConnectionSettings,
 ) -> None:
     """Validate checkpoints: consume validation requests, run FN, report each result (at least once)."""
     from processor.service.logs import configure_logging
@@ -285,7 +301,7 @@ def evaluate_command(
     async def main() -> None:
         evaluator = Evaluator(
             load_function(fn),
-            bootstrap_servers=bootstrap_servers,
+            connection=settings,
             topics=Topics(events=events_topic, validations=validations_topic),
             group_id=group_id,
             concurrency=concurrency,
@@ -302,13 +318,18 @@ def evaluate_command(
 
 
 @app.command("watch")
+@connection_options
 def watch_command(
     run_id: RunArg,
     score_attribute: ScoreAttr = None,
     once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
-    bootstrap_servers: Bootstrap = None,
     state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
     dlq_topic: Annotated[str, Opt(help="Dead-letter topic (its rejections of RUN are counted).")] = DLQ_TOPIC,
+    checkpoints_topic: Annotated[
+        str, Opt(help="Checkpoints topic (its warnings about RUN are counted).")
+    ] = CHECKPOINTS_TOPIC,
+    *,
+    settings: ConnectionSettings,
 ) -> None:
     """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) and its rejected
     events, until Ctrl-C."""
@@ -318,6 +339,6 @@ def watch_command(
 
     topics = Topics(state=state_topic)
     try:
-        _run(watch(Console(), run_id, score_attribute, once, bootstrap_servers, topics, dlq_topic))
+        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq_topic, checkpoints_topic))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

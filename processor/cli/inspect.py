@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import count_by_run, read_dead_letters
+from ckptlog.event_warnings import count_warnings, read_warnings
 from events.codec import DecodeLimits
 from events.state import Problem
 from processor.cli.errors import cli_errors, echo_err
@@ -35,7 +36,7 @@ def _metrics(metrics: dict[str, Any]) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def render(console: Console, run_id: str, view: View, rejected: int = 0) -> None:
+def render(console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0) -> None:
     """The run's kept checkpoints as a table (every text as plain text: no markup from the topic)."""
     table = Table(title=Text(f"run {run_id}"), title_justify="left", expand=False)
     for column in ("#", "report", "path", "status", "metrics", ""):
@@ -52,6 +53,7 @@ def render(console: Console, run_id: str, view: View, rejected: int = 0) -> None
             f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
             f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}"
             + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
+            + (f"\n  warnings={warned} (`ckptlog rejections {run_id} --warnings`)" if warned else "")
             + "\n"
         )
     )
@@ -69,13 +71,18 @@ def render_problems(console: Console, problems: list[Problem], state_topic: str)
 
 async def read_state(
     conn: KafkaConnection, settings: ServiceSettings, runs: list[str]
-) -> tuple[StateRead, Counter[str]]:
+) -> tuple[StateRead, Counter[str], Counter[str]]:
     """The runs' VIEWs (and what cannot be read) and the count of each run's dead letters (runs
     filters both); decoded within the processor's limits."""
     limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
     state = await read_state_topic(conn, settings.state_topic, runs, limits)
     counts = count_by_run(await read_dead_letters(conn, settings.dlq_topic, limits=limits))
-    return state, Counter({r: n for r, n in counts.items() if not runs or r in runs})
+    warned = count_warnings(await read_warnings(conn, settings.checkpoints_topic))
+
+    def wanted(found: Counter[str]) -> Counter[str]:
+        return Counter({r: n for r, n in found.items() if not runs or r in runs})
+
+    return state, wanted(counts), wanted(warned)
 
 
 @app.command("inspect")
@@ -98,19 +105,20 @@ def inspect_command(
         )
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
-        state, rejected = asyncio.run(read_state(conn, settings, runs or []))
+        state, rejected, warned = asyncio.run(read_state(conn, settings, runs or []))
     views = state.views
     if as_json:
         body = {
             "runs": views,
             "rejections": dict(sorted(rejected.items())),
+            "warnings": dict(sorted(warned.items())),
             "undecodable": [p.to_json() for p in state.problems],
         }
         sys.stdout.write(json.dumps(body, allow_nan=True) + "\n")
     else:
         console = Console()
         for run_id, view in views.items():
-            render(console, run_id, view, rejected[run_id])
+            render(console, run_id, view, rejected[run_id], warned[run_id])
         if state.problems:
             render_problems(console, state.problems, settings.state_topic)
         if not views:

@@ -9,6 +9,7 @@ code, the message (what to fix) and where the original record is (`topic[partiti
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.text import Text
 
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import DeadLetter, read_dead_letters
+from ckptlog.event_warnings import EventWarning, read_warnings
 from events.codec import DecodeLimits
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
@@ -44,6 +46,25 @@ def rejections_table(letters: list[DeadLetter], title: str) -> Table:
     return table
 
 
+def print_warnings(found: list[EventWarning], run_id: str | None, topic: str, as_json: bool) -> None:
+    """`rejections --warnings`: one row (or JSON object) per warning, in log order."""
+    if as_json:
+        for w in found:
+            sys.stdout.write(json.dumps(dataclasses.asdict(w)) + "\n")
+        return
+    whose = f"run {run_id!r}" if run_id is not None else "any run"
+    if not found:
+        typer.echo(f"no warnings of {whose} on {topic}")
+        return
+    table = Table(title=Text(f"{len(found)} warning(s) of {whose} on {topic}"), title_justify="left", expand=False)
+    for column in ("run", "code", "message", "checkpoint", "caused by"):
+        table.add_column(column, overflow="fold")
+    for w in found:
+        cells = (w.run_id, w.code, w.message, w.checkpoint_path or "—", f"{w.topic}[{w.partition}]@{w.offset}")
+        table.add_row(*map(Text, cells))
+    Console().print(table)
+
+
 @app.command("rejections")
 def rejections_command(
     run_id: Annotated[str | None, typer.Argument(help="Only this run's rejections (default: every run's).")] = None,
@@ -55,12 +76,18 @@ def rejections_command(
         Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
     ] = None,
     dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
+    warnings: Annotated[
+        bool, Opt("--warnings", help="List the warnings applied events caused instead (from the checkpoints topic).")
+    ] = False,
 ) -> None:
     """List rejected events (reason, message, source topic[partition]@offset) from the dead-letter topic."""
     with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, dlq_topic=dlq_topic)
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+        if warnings:
+            found = asyncio.run(read_warnings(conn, settings.checkpoints_topic, run_id))
+            return print_warnings(found[-last:] if last else found, run_id, settings.checkpoints_topic, as_json)
         limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
         letters = asyncio.run(read_dead_letters(conn, settings.dlq_topic, run_id, limits))
     letters.sort(key=lambda d: (d.timestamp or 0, d.dlq_partition, d.dlq_offset))

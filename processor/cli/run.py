@@ -11,7 +11,7 @@ import typer
 
 from processor.cli.errors import echo_err
 from processor.cli.main import app
-from processor.cli.options import settings_options
+from processor.cli.options import fields_of, settings_options
 from processor.errors import CkptlogError
 from processor.service.logs import configure_logging
 from processor.service.processor import Processor, tune_gc
@@ -44,7 +44,7 @@ async def serve(settings: ServiceSettings) -> None:
 
 
 @app.command("run")
-@settings_options(ServiceSettings.model_fields)
+@settings_options(f for f in ServiceSettings.model_fields if f not in fields_of(["clients"]))
 def run_command(*, settings: ServiceSettings) -> None:
     """Run the stream processor: consume events, publish checkpoint events, views and watermarks.
 

@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ckptlog.connect import Topics, resolve
+from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.dead_letters import DeadLetterFeed
 from ckptlog.errors import ClientError
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC, WarningFeed
 from ckptlog.reader import Reader
 from ckptlog.table import run_table
 from ckptlog.views import RunView
@@ -43,39 +44,53 @@ async def watch(
     run_id: str,
     score_attribute: str | None,
     once: bool,
-    bootstrap_servers: str | None,
+    connection: Connection,
     topics: Topics,
     dlq_topic: str,
+    checkpoints_topic: str = CHECKPOINTS_TOPIC,
 ) -> None:
     """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled."""
-    conn = await resolve(bootstrap_servers, "ckptlog-watch")
+    conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
+    warned = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=False)
     async with Reader(connection=conn, topics=topics) as reader:
         await feed.start()
+        await warned.start()
         try:
             if once:
                 view = await reader.view(run_id)
                 await feed.catch_up()
+                await warned.catch_up()
                 problem = reader.problem(run_id)
                 if view is None:
                     raise ClientError(no_view_message(run_id, topics.state, feed, problem))
                 shown = None if problem is None else str(problem)
-                console.print(run_table(run_id, view, score_attribute, rejected=feed.counts[run_id], problem=shown))
+                count = warned.counts[run_id]
+                console.print(
+                    run_table(run_id, view, score_attribute, rejected=feed.counts[run_id], problem=shown, warned=count)
+                )
                 return
-            await _live(console, run_id, score_attribute, reader, feed)
+            await _live(console, run_id, score_attribute, reader, feed, warned)
         finally:
+            await warned.close()
             await feed.close()
 
 
 async def _live(
-    console: Console, run_id: str, score_attribute: str | None, reader: Reader, feed: DeadLetterFeed
+    console: Console,
+    run_id: str,
+    score_attribute: str | None,
+    reader: Reader,
+    feed: DeadLetterFeed,
+    warned: WarningFeed,
 ) -> None:
     latest: list[RunView | None] = [None]
 
     def table() -> Table:
         problem = reader.problem(run_id)
         shown = None if problem is None else str(problem)
-        return run_table(run_id, latest[0], score_attribute, rejected=feed.counts[run_id], problem=shown)
+        rejected, count = feed.counts[run_id], warned.counts[run_id]
+        return run_table(run_id, latest[0], score_attribute, rejected=rejected, problem=shown, warned=count)
 
     with Live(table(), console=console, auto_refresh=False) as live:
 

@@ -12,18 +12,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from processor.kafka.connection import CHECK_BROKER, KafkaConnection, start_client
-from processor.kafka.errors import best_effort, map_kafka_errors
+from processor.kafka.errors import KafkaIOError, best_effort, map_kafka_errors
 from processor.kafka.reader import Record
 from processor.kafka.topics import _Admin, admin_client
 
 log = logging.getLogger(__name__)
+RETRY_SAFELY = "the call can be retried safely (event ids are deterministic)"
+STALLED_CLOSE_S = 2.0
+"""How long closing a producer whose send timed out may take (its sockets, not the broker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +43,14 @@ class EventProducer:
     by the broker, and an acknowledged record is on every in-sync replica."""
 
     def __init__(self, conn: KafkaConnection) -> None:
-        self._conn = conn
-        self._producer = AIOKafkaProducer(**conn.client_kwargs(), enable_idempotence=True, acks="all", linger_ms=0)
+        self._conn, self._stalled = conn, False
+        self._producer = AIOKafkaProducer(
+            **conn.client_kwargs(),
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=0,
+            request_timeout_ms=int(conn.delivery_timeout_s * 1000),
+        )
 
     async def start(self) -> None:
         await start_client(self._producer, self._conn, "an idempotent producer")
@@ -61,17 +70,49 @@ class EventProducer:
         return bool(cluster.partitions_for_topic(topic))
 
     async def send(self, topic: str, key: bytes, value: bytes) -> Delivery:
-        """Send one record and wait for the broker's acknowledgement."""
-        with map_kafka_errors(
-            f"sending to {topic} on {self._conn.bootstrap_servers} failed",
-            "the call can be retried safely (event ids are deterministic)",
-        ):
-            meta = await (await self._producer.send(topic, value, key=key))
+        """Send one record and wait for the broker's acknowledgement, up to the connection's
+        `delivery_timeout_s`; then KafkaIOError naming the broker and the next step."""
+        limit = self._conn.delivery_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                with map_kafka_errors(f"sending to {topic} on {self._conn.bootstrap_servers} failed", RETRY_SAFELY):
+                    meta = await (await self._producer.send(topic, value, key=key))
+        except TimeoutError:
+            self._stalled = True
+            raise KafkaIOError(
+                f"Kafka at {self._conn.bootstrap_servers} did not acknowledge a record for {topic} within "
+                f"{limit:g} s (delivery_timeout_s): the broker is down or unreachable; check it (`ckptlog broker "
+                f"status` for the local one) and {RETRY_SAFELY}, or raise CKPTLOG_DELIVERY_TIMEOUT_S to wait longer"
+            ) from None
+        except KafkaIOError:
+            self._stalled = True
+            raise
         return Delivery(meta.topic, meta.partition, meta.offset)
 
     async def stop(self) -> None:
-        with best_effort(log, "producer_stop_failed", "stopping the idempotent event producer failed"):
-            await self._producer.stop()
+        """Close; after a send that failed, the records still unacknowledged are dropped at once
+        instead of waiting for the broker again (their callers already got KafkaIOError)."""
+        if self._stalled:
+            await self._abandon()
+            return
+        try:
+            async with asyncio.timeout(self._conn.delivery_timeout_s):
+                with best_effort(log, "producer_stop_failed", "stopping the idempotent event producer failed"):
+                    await self._producer.stop()
+        except TimeoutError:
+            log.warning("event=producer_stop_timeout servers=%s", self._conn.bootstrap_servers)
+
+    async def _abandon(self) -> None:
+        """Stop the sender (it would retry those records until the broker is back), then the client's
+        connections: aiokafka's own stop() would first wait for every record to be acknowledged."""
+        producer = self._producer
+        task = producer._sender.sender_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=STALLED_CLOSE_S)
+        producer._closed = True
+        with suppress(TimeoutError), best_effort(log, "producer_stop_failed", "closing the event producer failed"):
+            await asyncio.wait_for(producer.client.close(), STALLED_CLOSE_S)
 
 
 class TopicTail:

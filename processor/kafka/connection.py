@@ -15,8 +15,9 @@ from aiokafka.helpers import create_ssl_context
 from processor.errors import ConfigError
 from processor.kafka import throttle
 from processor.kafka.errors import KafkaIOError, map_kafka_errors
+from processor.kafka.settings import DEFAULT_DELIVERY_TIMEOUT_S, PROTOCOLS
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_PROTOCOLS = PROTOCOLS
 
 
 class _RedactSasl(logging.Filter):
@@ -50,6 +51,7 @@ class KafkaConnection:
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S  # a client's send, then KafkaIOError
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments common to AIOKafkaConsumer, AIOKafkaProducer and the admin client."""

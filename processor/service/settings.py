@@ -7,15 +7,13 @@ in a config file is an error instead of a silently ignored setting.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from events import topics
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
@@ -24,6 +22,7 @@ from events.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.limits import session_timeout_problem
+from processor.kafka.settings import ConnectionSettings, environment_values, invalid_message, read_config_file, setting
 
 if TYPE_CHECKING:
     from processor.kafka.connection import KafkaConnection
@@ -33,13 +32,7 @@ Guarantee = Literal["exactly_once", "at_least_once"]
 _SECRET_KEY = re.compile(r"(?i)key|secret|token|passw|credential|connection_string|sas")
 
 
-def _f(default: Any, group: str, description: str, env_only: str | None = None, **checks: Any) -> Any:
-    """A setting: its default, its group (which commands take it: processor/cli/options.py), the
-    help its flag and the docs show, and its checks. `env_only`: why it has no flag."""
-    extra: dict[str, str] = {"group": group}
-    if env_only is not None:
-        extra["env_only"] = env_only
-    return Field(default=default, description=description, json_schema_extra=extra, **checks)  # type: ignore[arg-type]
+_f = setting
 
 
 def default_snapshots_dir() -> str:
@@ -48,22 +41,12 @@ def default_snapshots_dir() -> str:
     return str((Path(home).expanduser() if home else Path.home() / ".ckptlog") / "snapshots")
 
 
-class ServiceSettings(BaseSettings):
+class ServiceSettings(ConnectionSettings):
+    """Every setting of `ckptlog run`; the connection ones (and their checks) are `ConnectionSettings`',
+    which the clients read too."""
+
     model_config = SettingsConfigDict(env_prefix="CKPTLOG_", extra="forbid", frozen=True)
 
-    # Kafka: where it is and how to connect (every client takes these too)
-    bootstrap_servers: str | None = _f(
-        None, "connection", "Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker)"
-    )
-    security_protocol: str = _f("PLAINTEXT", "connection", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
-    sasl_mechanism: str | None = _f(None, "connection", "SASL mechanism, e.g. PLAIN or SCRAM-SHA-512")
-    sasl_plain_username: str | None = _f(None, "connection", "SASL user name")
-    sasl_plain_password: SecretStr | None = _f(
-        None, "connection", "SASL password", env_only="a secret: CKPTLOG_SASL_PLAIN_PASSWORD or --config, never a flag"
-    )
-    ssl_cafile: str | None = _f(None, "connection", "CA bundle (PEM) the broker's certificate is checked against")
-    ssl_certfile: str | None = _f(None, "connection", "client certificate (PEM), for mutual TLS")
-    ssl_keyfile: str | None = _f(None, "connection", "the client certificate's key (PEM)")
     # the processor's consumer group
     group_id: str = _f("ckptlog", "group", "the processor's consumer group")
     group_instance_id: str | None = _f(None, "group", "static group membership id (e.g. the pod name)")
@@ -178,20 +161,7 @@ class ServiceSettings(BaseSettings):
         )
 
     def connection(self, bootstrap_servers: str) -> KafkaConnection:
-        from processor.kafka.connection import KafkaConnection  # aiokafka: loaded by the commands that connect
-
-        password = self.sasl_plain_password.get_secret_value() if self.sasl_plain_password else None
-        return KafkaConnection(
-            bootstrap_servers,
-            f"ckptlog-{self.group_id}",
-            self.security_protocol,
-            self.sasl_mechanism,
-            self.sasl_plain_username,
-            password,
-            self.ssl_cafile,
-            self.ssl_certfile,
-            self.ssl_keyfile,
-        )
+        return self.connect(bootstrap_servers, f"ckptlog-{self.group_id}")
 
     @property
     def txn_prefix(self) -> str:
@@ -211,22 +181,6 @@ class ServiceSettings(BaseSettings):
         return found
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A flat table of settings from TOML (`.toml`) or JSON (anything else); `-` in keys means `_`."""
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}; check --config") from None
-    try:
-        data = tomllib.loads(text.decode()) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        kind = "TOML" if path.suffix == ".toml" else "JSON"
-        raise ConfigError(f"config file {path} is not valid {kind}: {exc}; fix the file") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold one table/object of settings")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
-
-
 def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceSettings:
     """Merge defaults < config file < CKPTLOG_* environment < overrides (None = not given)."""
     file_values = read_config_file(config_file) if config_file is not None else {}
@@ -234,15 +188,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> ServiceS
     if unknown:
         raise ConfigError(unknown_message(unknown, ServiceSettings.model_fields))
     try:
-        from_env = ServiceSettings()
-        env_values = {name: getattr(from_env, name) for name in from_env.model_fields_set}
+        env_values = environment_values(ServiceSettings)
         given = {k: v for k, v in overrides.items() if v is not None}
         return ServiceSettings(**{**file_values, **env_values, **given})
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        source = f" (config file {config_file})" if config_file else ""
-        raise ConfigError(
-            f"invalid setting {where}: {first['msg']}{source}; fix the flag --{where.replace('_', '-')}, the "
-            f"CKPTLOG_{where.upper()} variable or the config file"
-        ) from None
+        raise ConfigError(invalid_message(exc, config_file)) from None

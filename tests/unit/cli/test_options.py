@@ -30,7 +30,10 @@ def test_every_setting_has_a_group_a_help_and_a_flag_or_says_why_not(name: str) 
     assert isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("group"), name
     assert info.description, f"{name} has no description: its flag and the docs would have no help"
     why = env_only(info)
-    assert (flag(name) in flags_of("run")) != bool(why), f"{name}: a flag of `ckptlog run`, or env-only with why"
+    command = "report" if info.json_schema_extra["group"] == "clients" else "run"  # clients only: not run's
+    assert (flag(name) in flags_of(command)) != bool(why), f"{name}: a flag of `ckptlog {command}`, or env-only"
+    if command == "report":
+        assert flag(name) not in flags_of("run"), f"{name} is a client setting: `ckptlog run` has no use for it"
 
 
 @pytest.mark.parametrize(
@@ -43,6 +46,15 @@ def test_every_setting_has_a_group_a_help_and_a_flag_or_says_why_not(name: str) 
 def test_a_command_taking_settings_offers_the_same_flags_as_run(command: str, groups: list[str]) -> None:
     wanted = {flag(n) for n in fields_of(groups) if env_only(FIELDS[n]) is None}
     assert wanted <= flags_of(command) and wanted <= flags_of("run")
+
+
+@pytest.mark.parametrize("command", ["report", "start-run", "worker-group-restart", "evaluate", "watch"])
+def test_every_client_command_takes_the_connection_settings_of_run(command: str) -> None:
+    """Issue 21 #1: a client command offered --bootstrap-servers only, so TLS/SASL were never used."""
+    wanted = {flag(n) for n in fields_of(["connection"]) if env_only(FIELDS[n]) is None}
+    assert {"--security-protocol", "--ssl-cafile", "--sasl-plain-username"} <= wanted
+    assert wanted <= flags_of(command) and wanted <= flags_of("run")
+    assert {"--config", "--delivery-timeout-s"} <= flags_of(command)
 
 
 def test_the_docs_table_is_the_models() -> None:

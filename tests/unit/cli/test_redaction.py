@@ -58,6 +58,8 @@ def test_the_fatal_error_of_run_is_redacted(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(run, "serve", fatal)
     monkeypatch.setenv("CKPTLOG_SASL_PLAIN_PASSWORD", "pw")
+    monkeypatch.setenv("CKPTLOG_SASL_PLAIN_USERNAME", "ckptlog")  # a password without SASL is refused (issue 21)
+    monkeypatch.setenv("CKPTLOG_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
     result = CliRunner().invoke(app, ["run", "--bootstrap-servers", "127.0.0.1:1"])
     assert result.exit_code == 1
     assert "error: cannot authenticate" in result.stderr and "pw" not in result.stderr.replace("password", "")

@@ -11,6 +11,7 @@ import pytest
 
 ray_integration = pytest.importorskip("ckptlog.integrations.ray", reason="the ray extra is installed by make venv")
 CkptlogCallback = ray_integration.CkptlogCallback
+Outbox = ray_integration.Outbox
 
 
 class Checkpoint:
@@ -74,6 +75,7 @@ class Recorder:
 def running(callback: Any) -> Recorder:
     recorder = Recorder()
     callback._reporter = recorder
+    callback._outbox = Outbox(recorder, "r")
     ray_integration._FORWARDING.append(callback._validated)
     return recorder
 

@@ -66,6 +66,8 @@ def test_no_secret_reaches_a_line(message: str) -> None:
 def test_settings_name_their_secrets() -> None:
     settings = load_settings(
         None,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_plain_username="ckptlog",
         sasl_plain_password="sasl-pw-1",
         snapshot_storage_options={"key": "ak-1", "secret": "sk-1", "endpoint_url": "http://minio:9000"},
         checkpoint_storage_options={"s3": {"client_kwargs": {"aws_session_token": "tok-1"}, "anon": False}},
