@@ -105,6 +105,10 @@ class WorkerGroupRestartData(_Data, frozen=True):
     generation: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
+class RunFinishedData(_Data, frozen=True):
+    keep: Literal["kept", "best"] = "kept"
+
+
 class CompletedPath(_Data, frozen=True):
     checkpoint_path: NonEmpty
     eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -163,11 +167,15 @@ class DeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.delet
     data: DeletionCompletedData
 
 
-DecodedEvent = RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted
+class RunFinished(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_finished.v1"):
+    data: RunFinishedData
+
+
+DecodedEvent = RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished
 #: CloudEvents type -> its Struct (what `from_model` builds from a validated input event).
 EVENT_TYPES: dict[str, type[DecodedEvent]] = {
     str(kind.__struct_config__.tag): kind
-    for kind in (RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted)
+    for kind in (RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted, RunFinished)
 }
 FastEvent = Report | ValidationResult | DeletionCompleted  # the types the fast path decodes
 _FAST = msgspec.json.Decoder(FastEvent)
@@ -209,6 +217,7 @@ _STRUCTS: dict[str, type[msgspec.Struct]] = {
         CompletedPath,
         RefusedPath,
         DeletionCompletedData,
+        RunFinishedData,
         *EVENT_TYPES.values(),
     )
 }

@@ -111,6 +111,18 @@ class WorkerGroupRestartData(BaseModel):
     generation: Annotated[int, Field(ge=1)] | None = None
 
 
+FinishKeep = Literal["kept", "best"]
+
+
+class RunFinishedData(BaseModel):
+    """The run is over (contract §3 "Finished runs"). `keep`: what its storage keeps for good —
+    `kept` (default): the kept set as it is; `best`: only the best, besides the latest, pending
+    and preserved checkpoints, which are never evicted."""
+
+    model_config = _STRICT
+    keep: FinishKeep = "kept"
+
+
 MAX_COMPLETED_PATHS = 1000
 
 
@@ -217,13 +229,18 @@ class WorkerGroupRestart(Envelope):
     data: WorkerGroupRestartData
 
 
+class RunFinished(Envelope):
+    type: Literal["ckptlog.run_finished.v1"]
+    data: RunFinishedData
+
+
 class DeletionCompleted(Envelope):
     type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
 
 
 InputEvent = Annotated[
-    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted,
+    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished,
     Field(discriminator="type"),
 ]
 
@@ -234,4 +251,5 @@ INPUT_TYPES: dict[str, int] = {
     "validation_result": 1,
     "worker_group_restart": 1,
     "deletion_completed": 3,
+    "run_finished": 1,
 }

@@ -27,6 +27,7 @@ class Reason(StrEnum):
     DUPLICATE_CHECKPOINT_PATH = "duplicate_checkpoint_path"
     RUN_STARTED_CONFLICT = "run_started_conflict"
     RUN_REFUSED = "run_refused"
+    RUN_FINISHED = "run_finished"
     INTERNAL_ERROR = "internal_error"
 
 

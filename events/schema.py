@@ -20,7 +20,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from events.codec import INPUT_ADAPTER
-from events.models import INPUT_TYPES, DeletionCompleted, Report, RunStarted, ValidationResult, WorkerGroupRestart
+from events.models import (
+    INPUT_TYPES,
+    DeletionCompleted,
+    Report,
+    RunFinished,
+    RunStarted,
+    ValidationResult,
+    WorkerGroupRestart,
+)
 from events.outputs import OUTPUT_MODELS, OutputEnvelope
 from events.view import RunView, ViewPage
 
@@ -31,6 +39,7 @@ INPUTS: dict[str, type[BaseModel]] = {
     "validation_result": ValidationResult,
     "worker_group_restart": WorkerGroupRestart,
     "deletion_completed": DeletionCompleted,
+    "run_finished": RunFinished,
 }
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SNAPSHOT_SCHEMA: dict[str, Any] = {
@@ -42,7 +51,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "`ckptlog replay`.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"const": 3},
+        "schema_version": {"enum": [3, 4], "description": "4 is written; 3 (no finished runs) is read"},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",
@@ -58,6 +67,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
                     "description": "Run id -> why its run_started was refused.",
+                },
+                "finished": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Schema 4: run id -> root of each finished run that left the hot state.",
                 },
             },
         },

@@ -22,6 +22,7 @@ from events.decoded import (
     DecodedEvent,
     DeletionCompleted,
     Report,
+    RunFinished,
     RunStarted,
     ValidationResult,
     ValidationSpec,
@@ -30,8 +31,8 @@ from events.decoded import (
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from events.rules import validation_without_checkpoint
+from processor.core import finishing, lifecycle
 from processor.core import journal as undo
-from processor.core import lifecycle
 from processor.core.outputs import (
     DUPLICATE,
     Deletion,
@@ -57,6 +58,7 @@ from processor.core.state import CheckpointRecord, FoldSettings, RunState, impli
 
 _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
+_AFTER_FINISH = (DeletionCompleted, RunFinished)  # what a finished run still takes: settlements, a repeated finish
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 
 
@@ -77,12 +79,19 @@ class Fold:
         emit: bool = True,
         refused: dict[str, str] | None = None,
         root_history: bool = False,
+        finished: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
         self.runs: dict[str, RunState] = runs if runs is not None else {}
         self.refused: dict[str, str] = refused if refused is not None else {}  # run id -> why its run_started was
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
+        # finished runs that left the hot state: run id -> their root ('' without one), still registered
+        self.finished: dict[str, str] = finished if finished is not None else {}
+        for run_id, root in self.finished.items():
+            if root:
+                self.roots.add(root, run_id)
+        self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
@@ -91,13 +100,21 @@ class Fold:
             ValidationResult: self._validation_result,
             WorkerGroupRestart: lambda event, run: lifecycle.restart(self, event, run),
             DeletionCompleted: lambda event, run: lifecycle.deletion_completed(self, event, run),
+            RunFinished: lambda event, run: finishing.run_finished(self, event, run),
         }
 
     def apply(self, event: DecodedEvent) -> Effects:
         subject, runs = event.subject, self.runs
         run = runs.get(subject)
-        if run is not None and event.id in run.seen_set:
+        if self.leaving:
+            self.leaving.clear()
+        if run is None:
+            if self.finished and subject in self.finished:
+                return finishing.after_retired(subject, event)
+        elif event.id in run.seen_set:
             return DUPLICATE
+        elif run.finished is not None and event.__class__ not in _AFTER_FINISH:
+            return rejected(finishing.finished_rejection(subject, event.type))
         if self.refused and subject in self.refused and event.__class__ not in _ALWAYS:
             return rejected(run_refused(subject, self.refused[subject]))
         journal = self.journal

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
+from processor.core import finishing
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
 from processor.core.outputs import NOTHING, Effects, Output, rejected, warning, watermark
@@ -195,6 +196,7 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
                 "it stays in storage — remove it by hand once you know why"
             )
             outputs.append(warning("deletion_refused", message, entry.checkpoint_path))
+    finishing.retire_if_settled(fold, run)  # a finished run leaves once nothing is owed
     return Effects(outputs) if outputs else NOTHING
 
 
