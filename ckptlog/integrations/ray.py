@@ -19,6 +19,9 @@ What it forwards, from the controller actor, after Ray's own CheckpointManager h
   request as Ray got it: `True` or a `ValidationTaskConfig`'s fn_kwargs and timeout), tagged
   with the worker group's generation, so reports of a replaced group are refused;
 - a `worker_group_restart` for every worker group after the first (generation 1, 2, …);
+- `run_finished` when the controller finishes without an error (`finish=True`, the default;
+  `finish_keep` chooses what the finished run keeps): a failed run is not finished, so
+  restoring it under the same name goes on with the same ckptlog run;
 - Ray's own validation results (`DataParallelTrainer(validation_config=...)`), as
   `validation_result` events: Ray has no hook for them, so the callback wraps
   `CheckpointManager.update_checkpoints_with_validation_result` in the controller process.
@@ -98,8 +101,11 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         keep_time_interval_s: float | None = None,
         bootstrap_servers: str | None = None,
         topic: str = EVENTS_TOPIC,
+        finish: bool = True,
+        finish_keep: Literal["kept", "best"] | None = None,
     ) -> None:
         self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
+        self.finish, self.finish_keep = finish, finish_keep
         self.retention: dict[str, Any] = {
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
@@ -138,8 +144,12 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         if self._validated in _FORWARDING:
             _FORWARDING.remove(self._validated)
         if self._reporter is not None:
-            self._reporter.close()
-            self._reporter = None
+            try:
+                if self.finish and getattr(result, "error", None) is None:
+                    self._reporter.finish(self.finish_keep)
+            finally:
+                self._reporter.close()
+                self._reporter = None
 
     # -- worker groups and reports ----------------------------------------------------------------
 

@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "worker-group-restart": "clients",
     "evaluate": "clients",
     "watch": "clients",
+    "finish": "finish",
     "demo": "demo",
 }
 
