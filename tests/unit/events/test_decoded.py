@@ -27,6 +27,8 @@ PAIRS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
     (models.ValidationResult, decoded.ValidationResult),
     (models.WorkerGroupRestart, decoded.WorkerGroupRestart),
     (models.DeletionCompleted, decoded.DeletionCompleted),
+    (models.RunFinishedData, decoded.RunFinishedData),
+    (models.RunFinished, decoded.RunFinished),
 ]
 
 
@@ -44,6 +46,7 @@ def test_every_input_type_decodes_to_its_struct() -> None:
         decoded.ValidationResult: f.result("r", "file:///data/r/a"),
         decoded.WorkerGroupRestart: f.restart(),
         decoded.DeletionCompleted: f.deleted_many("r", ["file:///data/r/a"]),
+        decoded.RunFinished: f.finished(),
     }
     for kind, raw in lines.items():
         event = decode_event(raw)
