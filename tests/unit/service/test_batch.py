@@ -78,3 +78,22 @@ def test_a_result_for_an_unknown_run_is_a_warning_not_a_wedged_partition() -> No
     assert [w["data"]["code"] for w in warnings] == ["not_pending"]
     assert batch.applied == 4 and batch.rejected == 0
     assert not any(r.topic == "state" and r.key == b"typo-run" for r in batch.records)  # no run, no view
+
+
+def test_a_run_finished_and_retired_in_a_batch_publishes_its_final_view() -> None:
+    """A run that owes nothing leaves the fold's hot state in its run_finished itself; its final VIEW,
+    marked finished, is still published, and a later report in the same batch is dead-lettered."""
+    from tests import factories as fx
+
+    lines = [
+        fx.started("x", "file:///r/x"),
+        fx.report("x", {"acc": 1}, "file:///r/x/c0"),
+        fx.finished("x"),
+        fx.report("x", {"acc": 2}, "file:///r/x/c1"),
+    ]
+    f = folder()
+    batch = f.fold_records(records(lines), publish_from=0)
+    views = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "state" and r.key == b"x"]
+    assert len(views) == 1 and views[0]["finished"] is True and views[0]["committed"] == 1
+    assert [dict(r.headers)["__ckptlog.errors.reason"] for r in batch.records if r.topic == "dlq"] == [b"run_finished"]
+    assert "x" not in f.fold.runs and f.fold.finished == {"x": "file:///r/x"}
