@@ -132,6 +132,8 @@ class BatchFolder:
         stamp = ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed else ()  # orders heads (events.state)
         for changed_run in changed.values():  # the object: a run retired since is published as it left
             out.extend(self.pager.records(changed_run, stamp))
+            if changed_run.finished is not None and changed_run.run_id not in runs:
+                self.pager.retired(changed_run)
         batch.views = len(out) - before
         return batch
 

@@ -141,6 +141,14 @@ class ViewPager:
             out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), value, headers))
         return out
 
+    def retired(self, run: RunState) -> None:
+        """The run left the fold's hot state (finished, contract §3): its final VIEW is published,
+        and no record of it changes again, so what is kept to rewrite its pages goes."""
+        if run.run_id in self._index:
+            self.forget(run.run_id)
+            for page in range(-(-run.report_count // self.span)):
+                self._parts.pop((run.run_id, page), None)
+
     def forget(self, run_id: str) -> None:
         """Drop what is kept about a run (its partition was closed)."""
         self._index.pop(run_id, None)

@@ -97,3 +97,16 @@ def test_a_run_finished_and_retired_in_a_batch_publishes_its_final_view() -> Non
     assert len(views) == 1 and views[0]["finished"] is True and views[0]["committed"] == 1
     assert [dict(r.headers)["__ckptlog.errors.reason"] for r in batch.records if r.topic == "dlq"] == [b"run_finished"]
     assert "x" not in f.fold.runs and f.fold.finished == {"x": "file:///r/x"}
+
+
+def test_a_paged_run_that_retires_leaves_nothing_in_the_pager() -> None:
+    from tests import factories as fx
+
+    lines = [fx.started("p", "file:///r/p"), *(fx.report("p", {}, f"file:///r/p/c{i}") for i in range(300))]
+    f = folder()
+    f.fold_records(records(lines), publish_from=0)
+    assert "p" in f.pager._index  # published as pages: more than 256 kept
+    batch = f.fold_records(records([fx.finished("p")], start=len(lines)), publish_from=0)
+    heads = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "state" and r.key == b"p"]
+    assert heads[-1]["finished"] is True and heads[-1]["pages"] == {"span": 32}
+    assert "p" not in f.pager._index and not [k for k in f.pager._parts if k[0] == "p"]
