@@ -14,7 +14,7 @@ from events.rejections import Reason
 from events.view import RunView
 from processor.core import Fold, run_view
 from processor.core.lifecycle import deletion_problem
-from processor.core.snapshot import SCHEMA_VERSION, Snapshot, decode, encode, of_fold
+from processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
 from processor.errors import SnapshotVersionError
 from tests import factories as f
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS, logs
