@@ -43,21 +43,23 @@ from processor.core.snapshot import decode, encode, of_fold
 
 ROOT = "file:///bench/runs"
 REPORTS = 5
-_ENV = {"specversion": "1.0", "source": "bench", "time": "2026-12-02T12:00:00Z"}
+_SOURCE, _TIME = "bench", "2026-12-02T12:00:00Z"
 
 
 def _started(run: str) -> RunStarted:
     data = RunStartedData(f"{ROOT}/{run}", CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="acc"))
-    return RunStarted(id=f"{run}/s", subject=run, data=data, **_ENV)
+    return RunStarted(id=f"{run}/s", subject=run, data=data, specversion="1.0", source=_SOURCE, time=_TIME)
 
 
 def _report(run: str, i: int) -> Report:
     data = ReportData({"acc": (i * 7) % 5, "step": i}, CheckpointRef(f"{ROOT}/{run}/ckpt-{i}"))
-    return Report(id=f"{run}/r{i}", subject=run, data=data, **_ENV)
+    return Report(id=f"{run}/r{i}", subject=run, data=data, specversion="1.0", source=_SOURCE, time=_TIME)
 
 
 def _finished(run: str) -> RunFinished:
-    return RunFinished(id=f"{run}/f", subject=run, data=RunFinishedData(), **_ENV)
+    return RunFinished(
+        id=f"{run}/f", subject=run, data=RunFinishedData(), specversion="1.0", source=_SOURCE, time=_TIME
+    )
 
 
 def schedule(runs: int, active: int) -> Iterator[tuple[int, str, int]]:
@@ -91,7 +93,14 @@ def fold_side(runs: int, active: int, baseline: bool) -> dict[str, Any]:
         assert effects.rejection is None, effects.rejection
         if effects.deletions:  # the Deleter: every eviction settled at once
             done = [CompletedPath(d.path, d.eviction) for d in effects.deletions]
-            settle = DeletionCompleted(id=f"{run}/d{i}", subject=run, data=DeletionCompletedData(done), **_ENV)
+            settle = DeletionCompleted(
+                id=f"{run}/d{i}",
+                subject=run,
+                data=DeletionCompletedData(done),
+                specversion="1.0",
+                source=_SOURCE,
+                time=_TIME,
+            )
             assert fold.apply(settle).rejection is None
             events, settled = events + 1, settled + len(done)
     elapsed = time.perf_counter() - begin
