@@ -9,7 +9,8 @@ and the event rejected as `internal_error`. This is the one fold: the processor,
 replay` and `ckptlog fold` all run it.
 
 Reports and validation results (nearly all traffic) are handled here; run_started, restarts
-and deletion completions in processor/core/lifecycle.py.
+and deletion completions in processor/core/lifecycle.py; run_finished and a finished run's
+retirement from the hot state in processor/core/finishing.py.
 """
 
 from __future__ import annotations
