@@ -256,6 +256,13 @@ class AsyncReporter:
             event_id = event_id or ids.finished_id(self.run_id)
             return await self._send("run_finished", data, event_id, confirm, lambda: None)
 
+    async def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
+        """An operator drops the run (contract §3 "Forgotten runs"): its state and VIEW go, its
+        checkpoints stay in storage; refused (`deletions_owed`) while deletions are not settled."""
+        async with self._order:
+            event_id = event_id or ids.forgotten_id(self.run_id)
+            return await self._send("run_forgotten", {}, event_id, confirm, lambda: None)
+
     def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
         url = as_url(checkpoint_path, "checkpoint_path")
         root = self._storage_path

@@ -174,6 +174,10 @@ class Reporter:
         """See `AsyncReporter.finish`."""
         return self._call(self._async.finish(keep, event_id=event_id, confirm=confirm), self._limit(confirm))
 
+    def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
+        """See `AsyncReporter.forget`."""
+        return self._call(self._async.forget(event_id=event_id, confirm=confirm), self._limit(confirm))
+
     def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> None:
         """See `AsyncReporter.confirm`."""
         self._call(self._async.confirm(sent, timeout_s), None)

@@ -109,6 +109,10 @@ class RunFinishedData(_Data, frozen=True):
     keep: Literal["kept", "best"] = "kept"
 
 
+class RunForgottenData(_Data, frozen=True):
+    pass
+
+
 class CompletedPath(_Data, frozen=True):
     checkpoint_path: NonEmpty
     eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -171,11 +175,17 @@ class RunFinished(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_finishe
     data: RunFinishedData
 
 
-DecodedEvent = RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished
+class RunForgotten(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_forgotten.v1"):
+    data: RunForgottenData
+
+
+DecodedEvent = (
+    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished | RunForgotten
+)
 #: CloudEvents type -> its Struct (what `from_model` builds from a validated input event).
 EVENT_TYPES: dict[str, type[DecodedEvent]] = {
     str(kind.__struct_config__.tag): kind
-    for kind in (RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted, RunFinished)
+    for kind in (RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted, RunFinished, RunForgotten)
 }
 FastEvent = Report | ValidationResult | DeletionCompleted  # the types the fast path decodes
 _FAST = msgspec.json.Decoder(FastEvent)
@@ -218,6 +228,7 @@ _STRUCTS: dict[str, type[msgspec.Struct]] = {
         RefusedPath,
         DeletionCompletedData,
         RunFinishedData,
+        RunForgottenData,
         *EVENT_TYPES.values(),
     )
 }

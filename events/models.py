@@ -123,6 +123,12 @@ class RunFinishedData(BaseModel):
     keep: FinishKeep = "kept"
 
 
+class RunForgottenData(BaseModel):
+    """An operator drops a run (contract §3 "Forgotten runs"): nothing to say beyond the run id."""
+
+    model_config = _STRICT
+
+
 MAX_COMPLETED_PATHS = 1000
 
 
@@ -234,13 +240,18 @@ class RunFinished(Envelope):
     data: RunFinishedData
 
 
+class RunForgotten(Envelope):
+    type: Literal["ckptlog.run_forgotten.v1"]
+    data: RunForgottenData
+
+
 class DeletionCompleted(Envelope):
     type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
 
 
 InputEvent = Annotated[
-    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished,
+    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished | RunForgotten,
     Field(discriminator="type"),
 ]
 
@@ -252,4 +263,5 @@ INPUT_TYPES: dict[str, int] = {
     "worker_group_restart": 1,
     "deletion_completed": 3,
     "run_finished": 1,
+    "run_forgotten": 1,
 }

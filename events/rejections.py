@@ -28,6 +28,7 @@ class Reason(StrEnum):
     RUN_STARTED_CONFLICT = "run_started_conflict"
     RUN_REFUSED = "run_refused"
     RUN_FINISHED = "run_finished"
+    DELETIONS_OWED = "deletions_owed"
     INTERNAL_ERROR = "internal_error"
 
 

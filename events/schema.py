@@ -25,6 +25,7 @@ from events.models import (
     DeletionCompleted,
     Report,
     RunFinished,
+    RunForgotten,
     RunStarted,
     ValidationResult,
     WorkerGroupRestart,
@@ -40,6 +41,7 @@ INPUTS: dict[str, type[BaseModel]] = {
     "worker_group_restart": WorkerGroupRestart,
     "deletion_completed": DeletionCompleted,
     "run_finished": RunFinished,
+    "run_forgotten": RunForgotten,
 }
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SNAPSHOT_SCHEMA: dict[str, Any] = {

@@ -114,3 +114,7 @@ def event(raw: bytes) -> DecodedEvent:
 def finished(run: str = "r", keep: str | None = None, **kw: Any) -> bytes:
     """A run_finished: `keep` None sends `{}` (the default, the kept set as it is)."""
     return line("run_finished", run, {} if keep is None else {"keep": keep}, **kw)
+
+
+def forgotten(run: str = "r", **kw: Any) -> bytes:
+    return line("run_forgotten", run, {}, **kw)

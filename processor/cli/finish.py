@@ -1,4 +1,4 @@
-"""`ckptlog finish RUN`: send a run's run_finished (contract §3 "Finished runs")."""
+"""`ckptlog finish RUN` and `ckptlog forget RUN`: a run's run_finished or run_forgotten (contract §3)."""
 
 from __future__ import annotations
 
@@ -64,5 +64,30 @@ def finish_command(
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
         ) as reporter:
             _print(await reporter.finish(mode))
+
+    _run(main())
+
+
+@app.command("forget")
+def forget_command(
+    run_id: RunArg,
+    bootstrap_servers: Bootstrap = None,
+    topic: EventsTopic = EVENTS_TOPIC,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = PROCESSOR_GROUP,
+    dlq_topic: DlqTopic = DLQ_TOPIC,
+) -> None:
+    """Forget a run (an abandoned one): its state leaves the processor and its VIEW is tombstoned; its checkpoints
+    stay in storage. Refused (`deletions_owed`) while its deletions are not settled: send it again then."""
+
+    async def main() -> None:
+        async with AsyncReporter(
+            run_id,
+            bootstrap_servers=bootstrap_servers,
+            topic=topic,
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+        ) as reporter:
+            _print(await reporter.forget())
 
     _run(main())

@@ -35,6 +35,7 @@ COMMAND_MODULES = {
     "evaluate": "clients",
     "watch": "clients",
     "finish": "finish",
+    "forget": "finish",
     "demo": "demo",
 }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from events.decoded import DecodedEvent, DeletionCompleted, RunFinished
+from events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
 from events.rejections import Reason, Rejection
 from processor.core import journal as undo
 from processor.core.outputs import NOTHING, Deletion, Effects, Output, rejected, warning, watermark
@@ -36,7 +36,7 @@ def finished_rejection(run_id: str, event_type: str) -> Rejection:
 def after_retired(run_id: str, event: DecodedEvent) -> Effects:
     """An event for a run that finished and left the hot state: a repeated finish and a late
     settlement change nothing; anything else is refused (`run_finished`)."""
-    if isinstance(event, RunFinished | DeletionCompleted):
+    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten):
         return NOTHING
     return rejected(finished_rejection(run_id, event.type))
 
@@ -74,3 +74,23 @@ def retire_if_settled(fold: Fold, run: RunState) -> None:
     push((undo.NEW, fold.finished, run_id))
     fold.finished[run_id] = run.root_prefix[:-1] if run.storage_root is not None else ""
     fold.leaving[run_id] = run
+
+
+def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effects:
+    """An operator drops a run now (contract §3 "Forgotten runs"): it is finished as it stands
+    (nothing evicted, nothing deleted) and retired at once; the service tombstones its VIEW.
+    Refused while the run owes deletions: its state is what the deleter checks them against."""
+    if run is None:
+        return NOTHING  # retired already, or never seen: only the VIEW's tombstone is left to write
+    if run.outstanding:
+        return rejected(
+            Rejection(
+                Reason.DELETIONS_OWED,
+                f"run {run.run_id!r} owes {len(run.outstanding)} deletion(s) not settled yet; its state stays "
+                "until they are (the deleter settles them, deleted or refused) — send the forget again then",
+            )
+        )
+    if run.finished is None:
+        run.finished = "kept"  # the journal saved the old value (journal.SCALARS)
+    retire_if_settled(fold, run)
+    return NOTHING

@@ -24,6 +24,7 @@ from events.decoded import (
     DeletionCompleted,
     Report,
     RunFinished,
+    RunForgotten,
     RunStarted,
     ValidationResult,
     ValidationSpec,
@@ -59,7 +60,7 @@ from processor.core.state import CheckpointRecord, FoldSettings, RunState, impli
 
 _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
-_AFTER_FINISH = (DeletionCompleted, RunFinished)  # what a finished run still takes: settlements, a repeated finish
+_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finished run still takes
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 
 
@@ -102,6 +103,7 @@ class Fold:
             WorkerGroupRestart: lambda event, run: lifecycle.restart(self, event, run),
             DeletionCompleted: lambda event, run: lifecycle.deletion_completed(self, event, run),
             RunFinished: lambda event, run: finishing.run_finished(self, event, run),
+            RunForgotten: lambda event, run: finishing.run_forgotten(self, event, run),
         }
 
     def apply(self, event: DecodedEvent) -> Effects:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from events.codec import decode_event
-from events.decoded import DecodedEvent
+from events.decoded import DecodedEvent, RunForgotten
 from events.rejections import Reason, Rejection
 from events.state import H_INPUT_OFFSET
 from processor.core.fold import Fold
@@ -77,6 +77,7 @@ class BatchFolder:
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
         batch = Batch(consumed=len(records), live=bool(records) and records[-1].offset >= publish_from)
         out, changed = batch.records, dict[str, RunState]()
+        forgotten: dict[str, RunState | None] = {}  # runs whose VIEW is tombstoned (contract §3 "Forgotten runs")
         apply, factory, note, runs = self.fold.apply, self.factory, self.pager.note, self.fold.runs
         max_bytes, max_depth = self.max_bytes, self.max_depth
         applied, deletions, kinds, kinds_get = 0, batch.deletions, batch.kinds, batch.kinds.get
@@ -105,6 +106,9 @@ class BatchFolder:
                 batch.duplicates += 1
                 continue
             applied += 1
+            if live and kind is RunForgotten:
+                changed.pop(event.subject, None)
+                forgotten[event.subject] = self.fold.leaving.get(event.subject)
             if live:
                 if effects.outputs:
                     subject, mark = event.subject, len(out)
@@ -129,11 +133,15 @@ class BatchFolder:
         if self.fold.roots.fresh:
             batch.claims = self.fold.roots.claimed()
         before = len(out)
-        stamp = ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed else ()  # orders heads (events.state)
+        stamp = (
+            ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed or forgotten else ()
+        )  # orders heads (events.state)
         for changed_run in changed.values():  # the object: a run retired since is published as it left
             out.extend(self.pager.records(changed_run, stamp))
             if changed_run.finished is not None and changed_run.run_id not in runs:
                 self.pager.retired(changed_run)
+        for run_id, gone in forgotten.items():
+            out.extend(self.pager.tombstones(run_id, gone, stamp))
         batch.views = len(out) - before
         return batch
 

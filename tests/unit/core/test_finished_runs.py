@@ -178,12 +178,15 @@ def _reencode(body: dict[str, Any], version: int) -> bytes:
 
 @st.composite
 def finishing_logs(draw: Any) -> list[bytes]:
-    """The fold properties' logs with run_finished (either keep) inserted anywhere, some twice."""
+    """The fold properties' logs with run_finished (either keep) and run_forgotten inserted anywhere."""
     lines: list[bytes] = draw(logs())
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(lines)))
         run, keep = draw(st.sampled_from(["a", "b"])), draw(st.sampled_from([None, "kept", "best"]))
-        lines.insert(at, f.finished(run, keep, event_id=f"finish-{run}-{at}"))
+        if draw(st.booleans()):
+            lines.insert(at, f.finished(run, keep, event_id=f"finish-{run}-{at}"))
+        else:  # an operator's forget: refused while deletions are owed, else the run retires
+            lines.insert(at, f.forgotten(run, event_id=f"forget-{run}-{at}"))
     return lines
 
 
@@ -232,3 +235,31 @@ def test_finished_runs_never_delete_what_they_keep_and_change_only_by_settlement
             assert other.finished is None or other.outstanding
         for run_id, root in fold.finished.items():
             assert run_id not in fold.runs and (not root or fold.roots.owners[root] == run_id)
+
+
+# -- forgotten runs -------------------------------------------------------------------------
+
+
+def test_forget_with_outstanding_deletions_is_refused_until_they_settle() -> None:
+    fold = fold_of(*five(keep=2))
+    owed = sorted((d.path, d.eviction) for d in fold.owed())
+    before = state(fold)
+    refused = fold.apply(f.event(f.forgotten("a"))).rejection
+    assert refused is not None and refused.reason == Reason.DELETIONS_OWED and "3 deletion(s)" in refused.message
+    assert state(fold) == before  # nothing changed: the deleter still finds what it owes
+    back = restored(fold)
+    assert sorted((d.path, d.eviction) for d in back.owed()) == owed
+    fold_of(*(f.settled("a", deleted=[(p, e)]) for p, e in owed), fold=fold)
+    assert fold.apply(f.event(f.forgotten("a"))).rejection is None
+    assert "a" not in fold.runs and fold.finished == {"a": A}  # the root stays registered
+    assert not fold.owed()  # the kept c3, c4 were never evicted: they stay in storage
+    late = fold.apply(f.event(f.report("a", {}, f"{A}/c9"))).rejection
+    assert late is not None and late.reason == Reason.RUN_FINISHED
+    nested = fold.apply(f.event(f.started("b", f"{A}/b"))).rejection
+    assert nested is not None and nested.reason == Reason.UNSAFE_STORAGE_ROOT
+    assert fold.apply(f.event(f.forgotten("a"))).rejection is None  # again: nothing to do
+
+
+def test_forget_of_a_finished_run_and_of_an_unknown_one_changes_no_kept_set() -> None:
+    fold = fold_of(*five(keep=None), f.finished("a"), f.forgotten("a"), f.forgotten("ghost"))
+    assert fold.finished == {"a": A} and not fold.runs

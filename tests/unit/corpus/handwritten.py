@@ -319,6 +319,13 @@ def _finished() -> list[bytes]:
         finish("nobody"),  # nothing to finish: a warning
         rep("k", f"{ROOT}/k/c0", {"acc": 1}),  # an implicit run, finished with nothing owed: retired at once
         finish("k"),
+        started("m", f"{ROOT}/m", keep=1, eid="sm"),  # an abandoned run, forgotten by an operator
+        rep("m", f"{ROOT}/m/c0", {"acc": 1}, eid="m0"),
+        rep("m", f"{ROOT}/m/c1", {"acc": 2}, eid="m1"),  # evicts c0
+        ev("run_forgotten", "m", {}, "fm"),  # c0's deletion is owed: deletions_owed
+        settled("m", deleted=[(f"{ROOT}/m/c0", 0)]),
+        ev("run_forgotten", "m", {}, "fm"),  # now: retired, c1 stays in storage
+        rep("m", f"{ROOT}/m/c2", {"acc": 3}),  # run_finished
     ]
 
 

@@ -29,6 +29,8 @@ PAIRS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
     (models.DeletionCompleted, decoded.DeletionCompleted),
     (models.RunFinishedData, decoded.RunFinishedData),
     (models.RunFinished, decoded.RunFinished),
+    (models.RunForgottenData, decoded.RunForgottenData),
+    (models.RunForgotten, decoded.RunForgotten),
 ]
 
 
@@ -47,6 +49,7 @@ def test_every_input_type_decodes_to_its_struct() -> None:
         decoded.WorkerGroupRestart: f.restart(),
         decoded.DeletionCompleted: f.deleted_many("r", ["file:///data/r/a"]),
         decoded.RunFinished: f.finished(),
+        decoded.RunForgotten: f.forgotten(),
     }
     for kind, raw in lines.items():
         event = decode_event(raw)

@@ -110,3 +110,20 @@ def test_a_paged_run_that_retires_leaves_nothing_in_the_pager() -> None:
     heads = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "state" and r.key == b"p"]
     assert heads[-1]["finished"] is True and heads[-1]["pages"] == {"span": 32}
     assert "p" not in f.pager._index and not [k for k in f.pager._parts if k[0] == "p"]
+
+
+def test_a_forgotten_run_gets_tombstones_not_a_view() -> None:
+    from tests import factories as fx
+
+    lines = [fx.started("z", "file:///r/z"), fx.report("z", {}, "file:///r/z/c0"), fx.forgotten("z")]
+    f = folder()
+    batch = f.fold_records(records(lines), publish_from=0)
+    state = [(r.key, r.value) for r in batch.records if r.topic == "state"]
+    assert state == [(b"z", None)]  # the view of this batch's changes is never written: only its tombstone
+    assert "z" not in f.fold.runs and f.fold.finished == {"z": "file:///r/z"}
+    paged = [fx.started("q", "file:///r/q"), *(fx.report("q", {}, f"file:///r/q/c{i}") for i in range(300))]
+    f.fold_records(records(paged, start=3), publish_from=0)
+    batch = f.fold_records(records([fx.forgotten("q")], start=303), publish_from=0)
+    keys = [r.key for r in batch.records if r.topic == "state"]
+    assert keys[-1] == b"q" and len(keys) == 11 and all(r.value is None for r in batch.records if r.topic == "state")
+    assert "q" not in f.pager._index
