@@ -76,3 +76,28 @@ async def test_a_finished_run_keeps_its_best_and_its_final_view_across_a_restart
 
 async def _gone(root: Path, numbers: list[int]) -> bool:
     return not any((root / f"c{i}").exists() for i in numbers)
+
+
+async def test_a_forgotten_run_leaves_the_state_topic_and_its_checkpoints_in_storage(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path)
+    conn, root = conn_of(settings), tmp_path / "runs" / "m"
+    lines = [f.started("m", root.as_uri(), keep=None), f.started("n", (tmp_path / "runs" / "n").as_uri())]
+    for i in range(2):
+        (root / f"c{i}").mkdir(parents=True)
+        lines.append(f.report("m", {}, (root / f"c{i}").as_uri()))
+    async with running(settings):
+        await produce(conn, [event_record(settings.input_topic, line) for line in lines])
+
+        async def both() -> bool:
+            return set(await read_views(conn, settings.state_topic)) == {"m", "n"}
+
+        await _until(both)
+        await produce(conn, [event_record(settings.input_topic, f.forgotten("m"))])
+
+        async def only_n() -> bool:
+            return set(await read_views(conn, settings.state_topic)) == {"n"}
+
+        await _until(only_n)
+    assert (root / "c0").is_dir() and (root / "c1").is_dir()
