@@ -17,7 +17,7 @@ from ckptlog.bodies import encode_checked, envelope
 from ckptlog.errors import InvalidEvent
 from ckptlog.invoke import Outcome, describe, safe_text
 from events.codec import DEFAULT_MAX_BYTES
-from events.outputs import OutputEnvelope, ValidationRequested
+from events.outputs import VALIDATION_REQUESTED, OutputEnvelope, ValidationRequested
 
 SOURCE = "ckptlog/evaluator"
 RESULT_MAX_BYTES = DEFAULT_MAX_BYTES - 4096
@@ -31,7 +31,7 @@ def parse_request(value: bytes | None) -> tuple[OutputEnvelope, ValidationReques
         return None
     try:
         event = OutputEnvelope.model_validate_json(value)
-        if event.name != "validation_requested":
+        if event.name != VALIDATION_REQUESTED.name:
             return None
         return event, ValidationRequested.model_validate(event.data)
     except ValidationError:

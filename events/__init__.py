@@ -6,12 +6,11 @@ events/view.py, not imported here: `ckptlog fold` would pay for building it at s
 """
 
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, decode_event
-from events.decoded import DecodedEvent
+from events.decoded import DecodedEvent, InputEvent
 from events.models import (
     CheckpointConfig,
     DeletionCompleted,
     Envelope,
-    InputEvent,
     Report,
     RunStarted,
     ValidationResult,

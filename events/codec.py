@@ -17,8 +17,16 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from events.decoded import EVENT_TYPES, FAST_MAX_DEPTH, DecodedEvent, decode_fast, from_model
-from events.models import INPUT_TYPES, InputEvent
+from events.decoded import (
+    EVENT_TYPES,
+    FAST_MAX_DEPTH,
+    INPUT_TYPES,
+    INPUTS,
+    DecodedEvent,
+    InputEvent,
+    decode_fast,
+    from_model,
+)
 from events.rejections import Reason, Rejection
 from events.upcast import upcast
 
@@ -204,7 +212,7 @@ def _diagnose(raw: bytes, exc: ValidationError) -> InputEvent | Rejection:
 
 
 def _upcast_or_reject(body: dict[str, Any], name: str, version: int, newest: int) -> InputEvent | Rejection:
-    upgraded = upcast(name, version, newest, body) if version < newest else None
+    upgraded = upcast(INPUTS[name].upcasters, name, version, newest, body) if version < newest else None
     if upgraded is None:
         return Rejection(
             Reason.UNKNOWN_VERSION,

@@ -1,13 +1,16 @@
 """The decoded input events: the one shape `decode_event` yields and the fold reads.
 
 Frozen msgspec Structs for the five input types and their data, with the attribute names of
-the pydantic models (events/models.py), so the fold has one handler per type. Pydantic stays
+the pydantic models (events/models.py), so the fold has one handler per type; and the input
+table, `INPUT_KINDS`: one row per input kind (its model, Struct, handler, fast path and
+upcasters), from which every list of input kinds is derived (docs/design.md, "One table per
+direction"). Pydantic stays
 the contract — the JSON Schema, the precise rejection reasons, the rare events — but its
 validation costs ~4 µs per report, three times msgspec's, and the fold's budget is ~10 µs.
 So there are two routes into these Structs:
 
 - `decode_fast(raw)`: msgspec decodes reports, validation results and deletion completions
-  (nearly all traffic) straight into them. It accepts a strict *subset* of what pydantic
+  (nearly all traffic; the rows with `fast`) straight into them. It accepts a strict *subset* of what pydantic
   accepts, with equal values, and returns None for anything it cannot vouch for: extension
   attributes, NaN/Infinity literals (msgspec cannot parse them), `validation` as an object,
   a run id with control characters, a `time` that is not RFC 3339, and the other two types.
@@ -24,12 +27,17 @@ decode). The bound lives in the `Metrics` annotation, so it applies only when ms
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, Union
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar, Union
 
 import msgspec
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from events import models, upcast
 from events.models import MAX_COMPLETED_PATHS, RUN_ID_MAX, check_time
+from events.upcast import Upcaster
 
 FAST_NESTING = 8  # msgspec expands the nested type as a tree: 2**8 nodes, built in ~7 ms
 #: The deepest event the fast path accepts: envelope > data > metrics > FAST_NESTING containers.
@@ -179,16 +187,74 @@ class RunForgotten(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_forgot
     data: RunForgottenData
 
 
-DecodedEvent = (
-    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished | RunForgotten
+@dataclass(frozen=True, slots=True)
+class InputKind:
+    """One input event kind: everything the codec, the fold, the schemas and the metrics need to
+    know about it, so that adding a kind is one row of `INPUT_KINDS` (and its model, Struct and
+    handler) instead of six registries in as many files.
+
+    `model` is the pydantic envelope (the contract: the JSON Schema, the diagnosis of a refusal),
+    `struct` what decoding yields and the fold reads, `handler` the name of what applies it (a name:
+    events/ does not import the fold; `Fold.handler` resolves it: a `Fold` method such as `_report`,
+    or `lifecycle.restart`, a function of processor/core/lifecycle.py), `fast` whether msgspec's fast path may
+    decode it (`decode_fast`: only where tests/unit/events/test_fastpath.py vouches for it), and
+    `upcasters` the older versions still read, by the version each step reads (events/upcast.py).
+    `name` and `version` come from the Struct's tag, `ckptlog.{name}.v{version}`."""
+
+    model: type[models.Envelope]
+    struct: type[_Envelope]
+    handler: str
+    fast: bool = False
+    upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
+    name: str = field(init=False)
+    version: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        match = _TYPE_NAME.match(str(self.struct.__struct_config__.tag))
+        if match is None:
+            raise ValueError(f"{self.struct.__name__}: the tag must read ckptlog.{{name}}.v{{version}}")
+        object.__setattr__(self, "name", match.group(1))
+        object.__setattr__(self, "version", int(match.group(2)))
+
+    @property
+    def type(self) -> str:
+        """The CloudEvents type of the newest version, e.g. `ckptlog.report.v1`."""
+        return f"ckptlog.{self.name}.v{self.version}"
+
+
+_TYPE_NAME = re.compile(r"^ckptlog\.([a-z_]+)\.v([0-9]+)$")
+
+INPUT_KINDS: tuple[InputKind, ...] = (
+    InputKind(models.RunStarted, RunStarted, "lifecycle.run_started"),
+    InputKind(models.Report, Report, "_report", fast=True),
+    InputKind(models.ValidationResult, ValidationResult, "_validation_result", fast=True),
+    InputKind(models.WorkerGroupRestart, WorkerGroupRestart, "lifecycle.restart"),
+    InputKind(
+        models.DeletionCompleted,
+        DeletionCompleted,
+        "lifecycle.deletion_completed",
+        fast=True,
+        upcasters={1: upcast.deletion_completed_v1, 2: upcast.deletion_completed_v2},
+    ),
+    InputKind(models.RunFinished, RunFinished, "lifecycle.run_finished"),
+    InputKind(models.RunForgotten, RunForgotten, "lifecycle.run_forgotten"),
 )
-#: CloudEvents type -> its Struct (what `from_model` builds from a validated input event).
-EVENT_TYPES: dict[str, type[DecodedEvent]] = {
-    str(kind.__struct_config__.tag): kind
-    for kind in (RunStarted, Report, ValidationResult, WorkerGroupRestart, DeletionCompleted, RunFinished, RunForgotten)
-}
-FastEvent = Report | ValidationResult | DeletionCompleted  # the types the fast path decodes
-_FAST = msgspec.json.Decoder(FastEvent)
+"""The input table: every input event kind this build reads. Everything below is derived from it."""
+
+INPUTS: dict[str, InputKind] = {kind.name: kind for kind in INPUT_KINDS}
+"""Event name (`report`) -> its kind."""
+INPUT_TYPES: dict[str, int] = {kind.name: kind.version for kind in INPUT_KINDS}
+"""Event name -> the newest version this build reads."""
+EVENT_TYPES: dict[str, type[_Envelope]] = {kind.type: kind.struct for kind in INPUT_KINDS}
+"""CloudEvents type -> its Struct (what `from_model` builds from a validated input event)."""
+
+if TYPE_CHECKING:  # for the type checker: the base classes (the fold dispatches on the class)
+    DecodedEvent: TypeAlias = _Envelope
+    InputEvent: TypeAlias = models.Envelope
+else:  # at run time, the unions of the table's Structs and models (decoders and the TypeAdapter read them)
+    DecodedEvent = Union[tuple(kind.struct for kind in INPUT_KINDS)]  # noqa: UP007
+    InputEvent = Annotated[Union[tuple(kind.model for kind in INPUT_KINDS)], Field(discriminator="type")]  # noqa: UP007
+_FAST = msgspec.json.Decoder(Union[tuple(kind.struct for kind in INPUT_KINDS if kind.fast)])  # noqa: UP007
 
 
 def decode_fast(raw: bytes) -> DecodedEvent | None:
@@ -210,28 +276,17 @@ def decode_fast(raw: bytes) -> DecodedEvent | None:
         return None  # a ValidationSpec: its fn_kwargs are JSON of any depth, beyond the fast path's bound
     if isinstance(data, DeletionCompletedData) and not (data.deleted or data.refused):
         return None  # pydantic says why (an empty completion)
-    return event
+    vouched: DecodedEvent = event  # the decoder's union is built from the table: Any to the type checker
+    return vouched
 
 
 S = TypeVar("S", bound=msgspec.Struct)
 _STRUCTS: dict[str, type[msgspec.Struct]] = {
-    kind.__name__: kind
-    for kind in (
-        ValidationSpec,
-        CheckpointConfig,
-        RunStartedData,
-        CheckpointRef,
-        ReportData,
-        ValidationResultData,
-        WorkerGroupRestartData,
-        CompletedPath,
-        RefusedPath,
-        DeletionCompletedData,
-        RunFinishedData,
-        RunForgottenData,
-        *EVENT_TYPES.values(),
-    )
+    name: value
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, _Data | _Envelope) and not name.startswith("_")
 }
+"""Every Struct of this module by name: `from_model` copies a model into the Struct of its class's name."""
 
 
 def from_model(model: BaseModel, kind: type[S]) -> S:

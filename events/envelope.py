@@ -16,9 +16,12 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import pydantic_core
 
+from events.decoded import INPUTS
+
 PROCESSOR_SOURCE = "ckptlog/processor"
 DELETION_COMPLETED = "deletion_completed"
-DELETION_COMPLETED_VERSION = 3
+DELETION_COMPLETED_VERSION = INPUTS[DELETION_COMPLETED].version
+"""The version the processor writes back: the newest it reads (the input table's)."""
 
 _fast_json = msgspec.json.Encoder().encode
 _exact_json = partial(pydantic_core.to_json, inf_nan_mode="constants")
@@ -92,7 +95,7 @@ def deletion_completed_data(deleted: Settled, refused: Refused = ()) -> dict[str
 
 
 def deletion_completed_event(run_id: str, deleted: Settled, refused: Refused = ()) -> dict[str, Any]:
-    """The internal `ckptlog.deletion_completed.v3` input event settling evictions of one run."""
+    """The internal `ckptlog.deletion_completed` input event (newest version) settling evictions of one run."""
     data = deletion_completed_data(deleted, refused)
     event_id = deletion_completed_id(run_id, deleted, refused)
     return envelope(DELETION_COMPLETED, run_id, data, event_id, version=DELETION_COMPLETED_VERSION)
@@ -117,7 +120,7 @@ class _Run:
 
     def __init__(self, run_id: str) -> None:
         self.key, self.subject = run_id.encode(), encode_json(run_id)
-        self.middles: dict[str, tuple[bytes, bool, str]] = {}  # fold outputs (version 1), by name
+        self.middles: dict[str, tuple[bytes, bool, str]] = {}  # fold outputs, by name
         self.others: dict[tuple[str, int], bytes] = {}  # any other envelope, by name and version
 
 
@@ -131,13 +134,19 @@ class EnvelopeBuilder(Generic[R]):
     output only `data` is encoded. Output ids are `output_id(topic, partition, offset, sequence)`,
     sequence = the output's index among its input record's outputs.
 
-    `outputs` appends finished records, keyed by run id and sent to `route(name)`, of the caller's
+    `outputs` appends finished records, keyed by run id, of the caller's
     record type `record` (a tuple type: topic, key, value, headers, partition; built with
     `tuple.__new__`: a NamedTuple's own `__new__` is a Python frame per record, and a second loop
-    wrapping bytes into records cost a fifth of the hot path)."""
+    wrapping bytes into records cost a fifth of the hot path). `route(name)` says where an output
+    goes and which version it is: its topic and version (the output table, events/outputs.py)."""
 
     def __init__(
-        self, topic: str, partition: int, route: Callable[[str], str], record: type[R], source: str = PROCESSOR_SOURCE
+        self,
+        topic: str,
+        partition: int,
+        route: Callable[[str], tuple[str, int]],
+        record: type[R],
+        source: str = PROCESSOR_SOURCE,
     ) -> None:
         self._route, self._record = route, record
         self._source = encode_json(source)
@@ -185,6 +194,7 @@ class EnvelopeBuilder(Generic[R]):
 
     def _output(self, run: _Run, name: str) -> tuple[bytes, bool, str]:
         """A fold output's cached pieces: its middle, whether it must take the exact path, its topic."""
-        middle = self._middle(run, name, 1)
-        pieces = run.middles[name] = (middle, self._prefix_exact or bool(middle.count(b"null")), self._route(name))
+        topic, version = self._route(name)
+        middle = self._middle(run, name, version)
+        pieces = run.middles[name] = (middle, self._prefix_exact or bool(middle.count(b"null")), topic)
         return pieces

@@ -4,7 +4,8 @@ Validation is strict (no "5" for 5, no unknown `data` fields) because a silently
 typo such as `num_to_kep` would change retention without anyone noticing.
 
 These models are the contract: the JSON Schema in schemas/ and the precise rejection reasons
-come from them. What the fold reads is their mirror in msgspec Structs (events/decoded.py).
+come from them. What the fold reads is their mirror in msgspec Structs (events/decoded.py), where
+the input table (`INPUT_KINDS`) pairs each envelope model with its Struct and its handler.
 """
 
 from __future__ import annotations
@@ -248,20 +249,3 @@ class RunForgotten(Envelope):
 class DeletionCompleted(Envelope):
     type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
-
-
-InputEvent = Annotated[
-    RunStarted | Report | ValidationResult | WorkerGroupRestart | DeletionCompleted | RunFinished | RunForgotten,
-    Field(discriminator="type"),
-]
-
-#: event name -> newest version this build reads.
-INPUT_TYPES: dict[str, int] = {
-    "run_started": 1,
-    "report": 1,
-    "validation_result": 1,
-    "worker_group_restart": 1,
-    "deletion_completed": 3,
-    "run_finished": 1,
-    "run_forgotten": 1,
-}

@@ -7,6 +7,7 @@ same log re-emits the very same ids and consumers can deduplicate on them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -15,14 +16,27 @@ from events.envelope import PROCESSOR_SOURCE, encode_json, envelope, output_id
 from events.models import RunId, Status, TerminalStatus
 
 __all__ = [  # the envelope and its encoder live in events.envelope; re-exported for readers of outputs
+    "CHECKPOINTS_DELETED",
+    "CHECKPOINTS_MISSING",
+    "CHECKPOINT_EVICTED",
+    "CHECKPOINT_REGISTERED",
+    "CHECKPOINT_STATUS_CHANGED",
+    "OUTPUTS",
+    "OUTPUT_KINDS",
     "OUTPUT_MODELS",
     "PROCESSOR_SOURCE",
+    "VALIDATION_REQUESTED",
+    "WARNING",
+    "WATERMARK",
+    "WORKER_GROUP_STARTED",
     "CheckpointEvicted",
     "CheckpointRegistered",
     "CheckpointStatusChanged",
     "CheckpointsDeleted",
     "CheckpointsMissing",
     "OutputEnvelope",
+    "OutputKind",
+    "Topic",
     "ValidationRequested",
     "Warning",
     "Watermark",
@@ -32,7 +46,7 @@ __all__ = [  # the envelope and its encoder live in events.envelope; re-exported
     "output_id",
 ]
 
-_OUT = ConfigDict(extra="allow", frozen=True)
+_OUT = ConfigDict(extra="allow", frozen=True, defer_build=True)  # built when first used: the fold imports the table
 
 
 class CheckpointRegistered(BaseModel):
@@ -108,23 +122,60 @@ class CheckpointsMissing(BaseModel):
     message: str
 
 
-OUTPUT_MODELS: dict[str, type[BaseModel]] = {
-    "checkpoint_registered": CheckpointRegistered,
-    "validation_requested": ValidationRequested,
-    "checkpoint_status_changed": CheckpointStatusChanged,
-    "checkpoint_evicted": CheckpointEvicted,
-    "checkpoints_deleted": CheckpointsDeleted,
-    "watermark": Watermark,
-    "worker_group_started": WorkerGroupStarted,
-    "warning": Warning,
-    "checkpoints_missing": CheckpointsMissing,
-}
+Topic = Literal["checkpoints", "validations", "watermarks"]
+"""The output topics, by the name of their `TopicNames` field (processor/service/records.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputKind:
+    """One output event kind: its short name (what the fold's `Output` carries), the model of its
+    `data` (the published schema, schemas/output/), the topic it is routed to and its version (the
+    envelope's `type` is `ckptlog.{name}.v{version}`). Routing, the envelope, schema generation and
+    the metric labels all read `OUTPUT_KINDS`, so a new output is one row here and its model."""
+
+    name: str
+    model: type[BaseModel]
+    topic: Topic
+    version: int = 1
+
+    @property
+    def type(self) -> str:
+        """The CloudEvents type, e.g. `ckptlog.watermark.v1`."""
+        return f"ckptlog.{self.name}.v{self.version}"
+
+
+CHECKPOINT_REGISTERED = OutputKind("checkpoint_registered", CheckpointRegistered, "checkpoints")
+VALIDATION_REQUESTED = OutputKind("validation_requested", ValidationRequested, "validations")
+CHECKPOINT_STATUS_CHANGED = OutputKind("checkpoint_status_changed", CheckpointStatusChanged, "checkpoints")
+CHECKPOINT_EVICTED = OutputKind("checkpoint_evicted", CheckpointEvicted, "checkpoints")
+CHECKPOINTS_DELETED = OutputKind("checkpoints_deleted", CheckpointsDeleted, "checkpoints")
+WATERMARK = OutputKind("watermark", Watermark, "watermarks")
+WORKER_GROUP_STARTED = OutputKind("worker_group_started", WorkerGroupStarted, "checkpoints")
+WARNING = OutputKind("warning", Warning, "checkpoints")
+CHECKPOINTS_MISSING = OutputKind("checkpoints_missing", CheckpointsMissing, "checkpoints")  # made by the service
+
+OUTPUT_KINDS: tuple[OutputKind, ...] = (
+    CHECKPOINT_REGISTERED,
+    VALIDATION_REQUESTED,
+    CHECKPOINT_STATUS_CHANGED,
+    CHECKPOINT_EVICTED,
+    CHECKPOINTS_DELETED,
+    WATERMARK,
+    WORKER_GROUP_STARTED,
+    WARNING,
+    CHECKPOINTS_MISSING,
+)
+"""The output table: every output event kind, in the order the schemas list them."""
+OUTPUTS: dict[str, OutputKind] = {kind.name: kind for kind in OUTPUT_KINDS}
+"""Short name (`watermark`) -> its kind."""
+OUTPUT_MODELS: dict[str, type[BaseModel]] = {kind.name: kind.model for kind in OUTPUT_KINDS}
+"""Short name -> the model of its `data` (derived from the table, for readers)."""
 
 
 class OutputEnvelope(BaseModel):
     """How every output is read back (evaluators, readers, tests)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     specversion: Literal["1.0"]
     id: str
     source: str

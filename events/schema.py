@@ -20,29 +20,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from events.codec import INPUT_ADAPTER
-from events.models import (
-    INPUT_TYPES,
-    DeletionCompleted,
-    Report,
-    RunFinished,
-    RunForgotten,
-    RunStarted,
-    ValidationResult,
-    WorkerGroupRestart,
-)
-from events.outputs import OUTPUT_MODELS, OutputEnvelope
+from events.decoded import INPUT_KINDS
+from events.outputs import OUTPUT_KINDS, OutputEnvelope, Topic
 from events.view import RunView, ViewPage
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
-INPUTS: dict[str, type[BaseModel]] = {
-    "run_started": RunStarted,
-    "report": Report,
-    "validation_result": ValidationResult,
-    "worker_group_restart": WorkerGroupRestart,
-    "deletion_completed": DeletionCompleted,
-    "run_finished": RunFinished,
-    "run_forgotten": RunForgotten,
-}
+INPUTS: dict[str, type[BaseModel]] = {kind.name: kind.model for kind in INPUT_KINDS}
+"""Input event name -> its envelope model, from the input table (events/decoded.py)."""
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SNAPSHOT_SCHEMA: dict[str, Any] = {
     "title": "Snapshot",
@@ -84,10 +68,10 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
 def documents() -> dict[str, Any]:
     """File name -> JSON document, in a stable order."""
     docs: dict[str, Any] = {}
-    for name, model in INPUTS.items():
-        docs[f"input/{name}.v{INPUT_TYPES[name]}.json"] = model.model_json_schema()
-    for name, model in OUTPUT_MODELS.items():
-        docs[f"output/{name}.v1.json"] = {"title": f"ckptlog.{name}.v1 data", **model.model_json_schema()}
+    for kind in INPUT_KINDS:
+        docs[input_file(kind.name, kind.version)] = kind.model.model_json_schema()
+    for out in OUTPUT_KINDS:
+        docs[output_file(out.name, out.version)] = {"title": f"{out.type} data", **out.model.model_json_schema()}
     docs["output/envelope.json"] = OutputEnvelope.model_json_schema()
     docs["view.schema.json"] = RunView.model_json_schema()
     docs["view_page.schema.json"] = ViewPage.model_json_schema()
@@ -96,6 +80,16 @@ def documents() -> dict[str, Any]:
     docs["input-event.schema.json"] = input_event_schema()
     docs["output-event.schema.json"] = output_event_schema()
     return docs
+
+
+def input_file(name: str, version: int) -> str:
+    """Where an input kind's schema is published."""
+    return f"input/{name}.v{version}.json"
+
+
+def output_file(name: str, version: int) -> str:
+    """Where an output kind's `data` schema is published."""
+    return f"output/{name}.v{version}.json"
 
 
 def input_event_schema() -> dict[str, Any]:
@@ -114,16 +108,17 @@ def output_event_schema() -> dict[str, Any]:
     envelope = OutputEnvelope.model_json_schema()
     defs: dict[str, Any] = {}
     variants = []
-    for name, model in OUTPUT_MODELS.items():
+    for out in OUTPUT_KINDS:
+        model = out.model
         data = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(data.pop("$defs", {}))
         defs[model.__name__] = data
         event = {
             **envelope,
-            "title": f"ckptlog.{name}.v1",
+            "title": out.type,
             "properties": {
                 **envelope["properties"],
-                "type": {"const": f"ckptlog.{name}.v1", "type": "string"},
+                "type": {"const": out.type, "type": "string"},
                 "data": {"$ref": f"#/$defs/{model.__name__}"},
             },
         }
@@ -140,31 +135,31 @@ def output_event_schema() -> dict[str, Any]:
     }
 
 
-def asyncapi() -> dict[str, Any]:
-    def ref(path: str) -> dict[str, str]:
-        return {"$ref": f"./{path}"}
+def _ref(path: str) -> dict[str, str]:
+    return {"$ref": f"./{path}"}
 
+
+def _messages(topic: Topic) -> dict[str, Any]:
+    """The output kinds routed to `topic`, by the output table."""
+    return {
+        out.name: {"payload": _ref(output_file(out.name, out.version))} for out in OUTPUT_KINDS if out.topic == topic
+    }
+
+
+def asyncapi() -> dict[str, Any]:
+    """Topics and their messages: the input kinds on the input topic, each output kind on its topic."""
+    ref = _ref
     channels = {
         "ckptlog.events": {
             "description": "Input log; key = run id.",
-            "messages": {n: {"payload": ref(f"input/{n}.v{INPUT_TYPES[n]}.json")} for n in INPUTS},
+            "messages": {k.name: {"payload": ref(input_file(k.name, k.version))} for k in INPUT_KINDS},
         },
         "ckptlog.checkpoints": {
             "description": "Checkpoint events; key = run id.",
-            "messages": {
-                n: {"payload": ref(f"output/{n}.v1.json")}
-                for n in OUTPUT_MODELS
-                if n not in ("validation_requested", "watermark")
-            },
+            "messages": _messages("checkpoints"),
         },
-        "ckptlog.validations": {
-            "description": "Evaluators' work queue.",
-            "messages": {"validation_requested": {"payload": ref("output/validation_requested.v1.json")}},
-        },
-        "ckptlog.watermarks": {
-            "description": "Committed/validated watermarks.",
-            "messages": {"watermark": {"payload": ref("output/watermark.v1.json")}},
-        },
+        "ckptlog.validations": {"description": "Evaluators' work queue.", "messages": _messages("validations")},
+        "ckptlog.watermarks": {"description": "Committed/validated watermarks.", "messages": _messages("watermarks")},
         "ckptlog.state": {
             "description": "Compacted. Key = run id: the run VIEW (for a run keeping many checkpoints, a head "
             "with `pages` and no checkpoints). Key = run id, \\x1f, 'page', \\x1f, page, \\x1f, part: one part "

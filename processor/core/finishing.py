@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
+from events.outputs import CHECKPOINT_EVICTED
 from events.rejections import Reason, Rejection
 from processor.core import journal as undo
-from processor.core.outputs import NOTHING, Deletion, Effects, Output, rejected, warning, watermark
+from processor.core.outputs import NOTHING, Deletion, Effects, Output, output, rejected, warning, watermark
 from processor.core.retention import apply_retention
 from processor.core.state import RunState
 
@@ -56,7 +57,7 @@ def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effect
         root = run.storage_root or ""
         for record, eviction in apply_retention(run, excess, fold.journal.push):
             outputs.append(
-                Output("checkpoint_evicted", {"checkpoint_path": record.path, "report_index": record.report_index})
+                output(CHECKPOINT_EVICTED, {"checkpoint_path": record.path, "report_index": record.report_index})
             )
             deletions.append(Deletion(run.run_id, record.path, root, eviction))
     outputs.append(watermark(run))

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from events.decoded import (
+    INPUT_KINDS,
     DecodedEvent,
     DeletionCompleted,
     Report,
@@ -28,8 +30,8 @@ from events.decoded import (
     RunStarted,
     ValidationResult,
     ValidationSpec,
-    WorkerGroupRestart,
 )
+from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED, VALIDATION_REQUESTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from events.rules import validation_without_checkpoint
@@ -62,6 +64,9 @@ _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
 _AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finished run still takes
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
+# the hot path's output names, read once from the output table (events/outputs.py)
+_REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
+_EVICTED, _CHANGED = CHECKPOINT_EVICTED.name, CHECKPOINT_STATUS_CHANGED.name
 
 
 class Fold:
@@ -96,15 +101,19 @@ class Fold:
         self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
-        self._handlers: dict[type, Callable[[Any, RunState | None], Effects]] = {
-            Report: self._report,
-            RunStarted: lambda event, run: lifecycle.run_started(self, event, run),
-            ValidationResult: self._validation_result,
-            WorkerGroupRestart: lambda event, run: lifecycle.restart(self, event, run),
-            DeletionCompleted: lambda event, run: lifecycle.deletion_completed(self, event, run),
-            RunFinished: lambda event, run: finishing.run_finished(self, event, run),
-            RunForgotten: lambda event, run: finishing.run_forgotten(self, event, run),
-        }
+        self._handlers = {kind.struct: self.handler(kind.handler) for kind in INPUT_KINDS}
+
+    def handler(self, name: str) -> Callable[[Any, RunState | None], Effects]:
+        """The handler an input kind's row names (events/decoded.py `INPUT_KINDS`): `_report` is this
+        fold's method, `lifecycle.restart` the function of processor/core/lifecycle.py (the rare
+        events live there), called with this fold. An unknown name is an AttributeError at once."""
+        module, _, function = name.rpartition(".")
+        if not module:
+            method: Callable[[Any, RunState | None], Effects] = getattr(self, function)
+            return method
+        if module != "lifecycle":
+            raise ValueError(f"handler {name!r}: a Fold method or a function of processor/core/lifecycle.py")
+        return partial(getattr(lifecycle, function), self)
 
     def apply(self, event: DecodedEvent) -> Effects:
         subject, runs = event.subject, self.runs
@@ -252,7 +261,7 @@ class Fold:
             run.pending[key] = record
         if not self.emit:
             return self._retain(run, outputs, size)
-        outputs.append(_new(Output, ("checkpoint_registered", _registered(record))))
+        outputs.append(_new(Output, (_REGISTERED, _registered(record))))
         if spec is not None:
             requested = {
                 "checkpoint_path": path,
@@ -260,7 +269,7 @@ class Fold:
                 "fn_kwargs": spec.fn_kwargs,
                 "timeout_s": spec.timeout_s,
             }
-            outputs.append(_new(Output, ("validation_requested", requested)))
+            outputs.append(_new(Output, (_REQUESTED, requested)))
         if problem is not None:
             outputs.append(score_warning(run, path, problem))
         return self._retain(run, outputs, size)
@@ -279,7 +288,7 @@ class Fold:
             path = record.path
             if emit:
                 evicted = {"checkpoint_path": path, "report_index": record.report_index}
-                outputs.append(_new(Output, ("checkpoint_evicted", evicted)))
+                outputs.append(_new(Output, (_EVICTED, evicted)))
             deletions.append(_new(Deletion, (run_id, path, root, eviction)))
         if emit:
             outputs.append(watermark(run))
@@ -322,7 +331,7 @@ class Fold:
         }
         if data.error is not None:
             changed["error"] = data.error
-        return self._retain(run, [Output("checkpoint_status_changed", changed)], len(run.checkpoints))
+        return self._retain(run, [Output(_CHANGED, changed)], len(run.checkpoints))
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:

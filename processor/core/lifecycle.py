@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
+from events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from processor.core import finishing
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
-from processor.core.outputs import NOTHING, Effects, Output, rejected, warning, watermark
+from processor.core.outputs import NOTHING, Effects, Output, output, rejected, warning, watermark
 from processor.core.rejections import (
     check_root,
     conflict,
@@ -176,7 +177,7 @@ def _start_generation(run: RunState, generation: int, num_workers: int | None) -
         "latest_checkpoint_path": run.latest.path if run.latest else None,
         "num_workers": num_workers,
     }
-    return Output("worker_group_started", started)
+    return output(WORKER_GROUP_STARTED, started)
 
 
 def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | None) -> Effects:
@@ -188,7 +189,7 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
     data, outputs = event.data, []
     deleted = [e.checkpoint_path for e in data.deleted if _settle(fold, run, e.checkpoint_path, e.eviction)]
     if deleted:
-        outputs.append(Output("checkpoints_deleted", {"checkpoint_paths": deleted}))
+        outputs.append(output(CHECKPOINTS_DELETED, {"checkpoint_paths": deleted}))
     for entry in data.refused:
         if _settle(fold, run, entry.checkpoint_path, entry.eviction):
             message = (
@@ -240,3 +241,9 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
             return f"it lies inside the live checkpoint {key[:at]}"
         at = key.find("/", at + 1)
     return None
+
+
+# The finished-run handlers the input table names (events/decoded.py `INPUT_KINDS`: "lifecycle.run_finished",
+# "lifecycle.run_forgotten"); they live in processor/core/finishing.py.
+run_finished = finishing.run_finished
+run_forgotten = finishing.run_forgotten

@@ -1,10 +1,17 @@
-"""What one applied event produces: output events, deletions to perform, or a rejection."""
+"""What one applied event produces: output events, deletions to perform, or a rejection.
+
+Every output's name comes from its row in the output table (events/outputs.py `OUTPUT_KINDS`),
+which also holds the model its data must validate against (the property tests and the corpus
+test check every output the fold emits there: tests/unit/core/published.py), its topic and its
+version.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from events.outputs import WARNING, WATERMARK, OutputKind
 from events.rejections import Rejection
 
 if TYPE_CHECKING:
@@ -12,7 +19,8 @@ if TYPE_CHECKING:
 
 
 class Output(NamedTuple):
-    """One output event before its envelope: `type` is the short name (`watermark`).
+    """One output event before its envelope: `type` is the short name (`watermark`), an
+    `OutputKind.name` of the output table.
 
     A tuple, not a dataclass: the fold makes two or three per event, and building a
     tuple is several times cheaper than a frozen dataclass.
@@ -49,6 +57,11 @@ def rejected(rejection: Rejection) -> Effects:
     return Effects(rejection=rejection)
 
 
+def output(kind: OutputKind, data: dict[str, Any]) -> Output:
+    """An output of `kind` (a row of the output table): how the rare outputs are built."""
+    return Output(kind.name, data)
+
+
 # -- outputs the fold builds in more than one place --------------------------------------
 
 
@@ -60,14 +73,14 @@ def watermark(run: RunState) -> Output:
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
     }
-    return Output("watermark", data)
+    return Output(WATERMARK.name, data)
 
 
 def warning(code: str, message: str, checkpoint_path: str | None = None) -> Output:
     data: dict[str, Any] = {"code": code, "message": message}
     if checkpoint_path is not None:
         data["checkpoint_path"] = checkpoint_path
-    return Output("warning", data)
+    return Output(WARNING.name, data)
 
 
 def not_pending(run_id: str, path: str) -> Output:

@@ -21,13 +21,21 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from events.decoded import EVENT_TYPES
+from events.decoded import INPUT_KINDS
+from events.outputs import OUTPUT_KINDS
 
-EVENT_NAMES: dict[type, str] = {kind: tag.split(".")[1] for tag, kind in EVENT_TYPES.items()}
-"""Decoded event class -> the `type` label (`report`, `run_started`, ...)."""
+EVENT_NAMES: dict[type, str] = {kind.struct: kind.name for kind in INPUT_KINDS}
+"""Decoded event class -> the `type` label (`report`, `run_started`, ...): the input table's names."""
 
 UNDECODABLE = "invalid"
 """The `type` label of records that did not decode (they are also counted by reason as rejected)."""
+VIEW = "view"
+"""The `type` label of state-topic records (views and view pages) among the outputs."""
+EVENT_LABELS = (*EVENT_NAMES.values(), UNDECODABLE)
+OUTPUT_LABELS = (*(kind.name for kind in OUTPUT_KINDS), VIEW)
+"""Every `type` label of ckptlog_events_total and ckptlog_outputs_total, from the input and output
+tables: each series exists from the start at 0, so `increase()` and `rate()` over a type that has
+not happened yet read 0 instead of nothing (alerts.yml's "validations stalled" needs that)."""
 
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 RECORD_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 20_000, 50_000)
@@ -157,6 +165,10 @@ class PrometheusMetrics(ServiceMetrics):
         self.restores_dropped = counter("ckptlog_restores_dropped_total")
         self.offset_jumps = counter("ckptlog_offset_jumps_total")
         self._children: dict[tuple[Counter, tuple[str, ...]], Counter] = {}
+        for label in EVENT_LABELS:
+            self._child(self.events, label)
+        for label in OUTPUT_LABELS:
+            self._child(self.outputs, label)
 
     def _child(self, metric: Counter, *labels: str) -> Counter:
         """Labelled children, cached: `labels()` takes a lock and builds a tuple each call."""
@@ -188,7 +200,7 @@ class PrometheusMetrics(ServiceMetrics):
         for name, count in batch.outputs.items():
             self._child(self.outputs, name).inc(count)
         if batch.views:
-            self._child(self.outputs, "view").inc(batch.views)
+            self._child(self.outputs, VIEW).inc(batch.views)
         for reason, count in batch.dead.items():
             self._child(self.dead_letters, reason).inc(count)
 

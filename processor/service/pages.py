@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from events.envelope import encode_json
+from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED
 from events.view import page_key
 from processor.core.outputs import Output
 from processor.core.state import CheckpointRecord, RunState
@@ -46,7 +47,8 @@ from processor.kafka.records import Header, OutRecord
 SPAN = 32  # report indices per page: a keep-all run rewrites ~16 entries per report, not its whole view
 PAGED_FROM = 256  # kept checkpoints past which a run is paged
 BUDGET = 512 * 1024  # bytes of one record's value beyond which it is split (the broker default max is 1 MiB)
-_TOUCHING = frozenset({"checkpoint_registered", "checkpoint_evicted", "checkpoint_status_changed"})
+_REGISTERED, _EVICTED = CHECKPOINT_REGISTERED.name, CHECKPOINT_EVICTED.name
+_TOUCHING = frozenset({_REGISTERED, _EVICTED, CHECKPOINT_STATUS_CHANGED.name})  # outputs that name a kept record
 
 
 class ViewPager:
@@ -71,9 +73,9 @@ class ViewPager:
             page = report_index // self.span
             dirty.add(page)
             entries = index.setdefault(page, {})
-            if kind == "checkpoint_evicted":
+            if kind == _EVICTED:
                 entries.pop(report_index, None)
-            elif kind == "checkpoint_registered" and run.latest is not None:
+            elif kind == _REGISTERED and run.latest is not None:
                 record = run.latest if run.latest.report_index == report_index else None
                 if record is not None:
                     entries[report_index] = record

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from events.outputs import CHECKPOINTS_MISSING
 from events.paths import UnsafePath, normalize
 from processor.core.fold import Fold
 from processor.core.lifecycle import deletion_problem
@@ -268,7 +269,7 @@ class PartitionTask:
                 still,
             )
             self.cycle.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
-            self.metrics.extra_outputs("checkpoints_missing", 1)
+            self.metrics.extra_outputs(CHECKPOINTS_MISSING.name, 1)
 
     def deletions_settled(
         self, done: Iterable[tuple[str, str]], refused: Iterable[tuple[tuple[str, str], str]] = ()

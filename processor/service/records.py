@@ -3,9 +3,10 @@ and the internal deletion_completed events.
 
 Every CloudEvents record (fold outputs, checkpoints_missing, deletion_completed) is built by the
 partition's `events.envelope.EnvelopeBuilder`, and every JSON value is `events.envelope.encode_json`:
-one shape, one encoder. Routing (see docs/processor.md): `validation_requested` -> validations
-topic; `watermark` -> watermarks topic; every other output -> checkpoints topic; the run VIEW ->
-the compacted state topic. Keys are run ids. Output ids come from the input coordinates, so a
+one shape, one encoder. Routing (see docs/processor.md) is the `topic` of each output's row in the
+output table (events/outputs.py `OUTPUT_KINDS`): `validation_requested` -> validations topic;
+`watermark` -> watermarks topic; every other output -> checkpoints topic; the run VIEW -> the
+compacted state topic. Keys are run ids. Output ids come from the input coordinates, so a
 replay produces byte-identical records.
 """
 
@@ -25,6 +26,7 @@ from events.envelope import (
     deletion_completed_id,
     restore_id,
 )
+from events.outputs import CHECKPOINTS_MISSING, OUTPUTS
 from events.rejections import Rejection
 from processor import __version__
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
@@ -54,10 +56,14 @@ class TopicNames:
     dlq: str
 
     def route(self, name: str) -> str:
-        """The topic of an output event: the evaluators' work queue, the watermarks, or the rest."""
-        if name == "validation_requested":
-            return self.validations
-        return self.watermarks if name == "watermark" else self.checkpoints
+        """The topic of an output event, as its row in the output table says (a name without a row
+        is a KeyError: an output no schema describes is never published)."""
+        topic: str = getattr(self, OUTPUTS[name].topic)
+        return topic
+
+    def placement(self, name: str) -> tuple[str, int]:
+        """An output's topic and version: what the envelope builder caches per run and type."""
+        return self.route(name), OUTPUTS[name].version
 
 
 class RecordFactory:
@@ -65,7 +71,7 @@ class RecordFactory:
 
     def __init__(self, names: TopicNames, pid: PartitionId) -> None:
         self.names, self.pid = names, pid
-        self.envelopes = EnvelopeBuilder(pid.topic, pid.partition, names.route, OutRecord)
+        self.envelopes = EnvelopeBuilder(pid.topic, pid.partition, names.placement, OutRecord)
         self.outputs = self.envelopes.outputs
         """Append the records of one applied event's outputs (sequence = index in `outputs`), keyed by
         run and routed: `outputs(run_id, offset, outputs, into)`."""
@@ -103,7 +109,6 @@ class RecordFactory:
             f"{self.pid} at offset {restored_at}; restore them from a backup or report new checkpoints"
         )
         event_id = restore_id(self.pid.topic, self.pid.partition, restored_at, run_id)
-        value = self.envelopes.encode(
-            "checkpoints_missing", run_id, {"missing": list(missing), "message": message}, event_id
-        )
-        return OutRecord(self.names.route("checkpoints_missing"), run_id.encode(), value)
+        data = {"missing": list(missing), "message": message}
+        value = self.envelopes.encode(CHECKPOINTS_MISSING.name, run_id, data, event_id, CHECKPOINTS_MISSING.version)
+        return OutRecord(self.names.route(CHECKPOINTS_MISSING.name), run_id.encode(), value)

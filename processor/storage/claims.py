@@ -34,13 +34,18 @@ class Claimant(NamedTuple):
 
 
 UNREADABLE = Claimant("\x00an unreadable claim")  # no run id holds a control character: nobody's
+CLAIMING = Claimant("\x00a claim still being written")
+"""A marker directory with no claim in it: its claimant made the directory and has not linked its
+claim yet (another thread of this process, another processor), or died in between; the owner's
+next claim fills it. Refused for now, never for good: see `foreign`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """Must not be done: final, nothing was touched."""
+    """Must not be done, nothing was touched: final, unless `retry` (the check may pass later)."""
 
     reason: str
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,12 @@ def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claiman
 
 
 def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
+    if all(c == CLAIMING for c in claimants):
+        return Refused(
+            f"{where} holds an ownership marker ({MARKER}) with no claim in it yet: a run's claim is being "
+            "written there (or its writer stopped before it; the owner's next claim completes it); retried",
+            retry=True,
+        )
     named = ", ".join(map(str, claimants[:3])) + (" and more" if len(claimants) > 3 else "")
     return Refused(
         f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "

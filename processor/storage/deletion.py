@@ -295,7 +295,9 @@ class Deleter:
             done = [key for key, outcome in zip(keys, outcomes, strict=True) if outcome is None]
             refused = []
             for key, outcome in zip(keys, outcomes, strict=True):
-                if isinstance(outcome, Refused):
+                if isinstance(outcome, Refused) and outcome.retry:
+                    self._attempt_failed(key, outcome.reason)
+                elif isinstance(outcome, Refused):
                     del self._outstanding[key]
                     self._attempts.pop(key, None)
                     refused.append((key, outcome.reason))

@@ -38,6 +38,7 @@ from typing import Any
 from events.paths import MARKER, root_problem
 from processor.storage import remote_markers
 from processor.storage.claims import (
+    CLAIMING,
     UNREADABLE,
     Claimant,
     Outcome,
@@ -85,7 +86,7 @@ def read_marker(dir_fd: int) -> set[Claimant] | None:
             return {UNREADABLE}  # a file or a link by that name: nobody's, so everybody is refused
         raise
     with opened(fd):
-        return {_read_claim(fd, name) for name in os.listdir(fd) if not name.startswith(_TEMP)} or {UNREADABLE}
+        return {_read_claim(fd, name) for name in os.listdir(fd) if not name.startswith(_TEMP)} or {CLAIMING}
 
 
 def _read_claim(marker_fd: int, name: str) -> Claimant:

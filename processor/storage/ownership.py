@@ -127,7 +127,7 @@ class Claims:
                     root,
                     outcome.reason,
                 )
-        elif isinstance(outcome, Refused):
+        elif isinstance(outcome, Refused) and not outcome.retry:
             self.refused[claim] = outcome.reason
             self.counts.refused += 1
             log.error(
@@ -146,7 +146,7 @@ class Claims:
                 run_id,
                 root,
                 attempt,
-                outcome,
+                outcome.reason if isinstance(outcome, Refused) else outcome,
                 delay,
             )
             self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)

@@ -11,7 +11,7 @@ import fsspec
 
 from events.paths import MARKER, parse_url
 from processor.storage.claims import (
-    UNREADABLE,
+    CLAIMING,
     Claimant,
     Outcome,
     Refused,
@@ -34,7 +34,7 @@ def claimants_at(fs: fsspec.AbstractFileSystem, directory: str) -> set[Claimant]
     if not fs.exists(path):
         return None
     names = [p for p in fs.find(path) if not p.rsplit("/", 1)[-1].startswith(_TEMP)]
-    return {claimant_in(fs.cat_file(p)) for p in names} or {UNREADABLE}
+    return {claimant_in(fs.cat_file(p)) for p in names} or {CLAIMING}
 
 
 def root_problem(

@@ -146,7 +146,7 @@ def _remove_entry(parent: int, name: str, me: Claimant, url: str) -> Outcome:
         if stat.S_ISDIR(mode):
             refused = marker_below(parent, name, me)  # another run's root inside, or too deep to check
             if refused is not None:
-                return Refused(f"in {url}: {refused.reason}")
+                return Refused(f"in {url}: {refused.reason}", refused.retry)
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)

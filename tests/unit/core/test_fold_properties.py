@@ -12,6 +12,7 @@ from events.view import RunView
 from processor.core import Fold, FoldSettings, run_view
 from processor.core.snapshot import Snapshot, canonical, decode, encode
 from tests import factories as f
+from tests.unit.core import published
 
 ROOT = "file:///data"
 SCORES = st.one_of(
@@ -72,10 +73,13 @@ PROFILE = settings(max_examples=100, deadline=None, suppress_health_check=[Healt
 
 
 def run_all(lines: list[bytes], fold: Fold | None = None) -> tuple[Fold, list[Any]]:
+    """Fold `lines`; the trace of outputs, deletions and rejections. Every output is checked against
+    its published schema on the way (tests/unit/core/published.py), in every property that folds."""
     fold = fold or Fold(SETTINGS)
     trace = []
     for raw in lines:
         effects = fold.apply(f.event(raw))
+        published.check(effects.outputs)
         trace.append(
             ([(o.type, repr(o.data)) for o in effects.outputs], [d.path for d in effects.deletions], effects.rejection)
         )
@@ -92,6 +96,7 @@ def test_latest_and_pending_never_evicted(lines: list[bytes]) -> None:
     fold = Fold(SETTINGS)
     for raw in lines:
         effects = fold.apply(f.event(raw))
+        published.check(effects.outputs)
         for run in fold.runs.values():
             kept = {c.key for c in run.checkpoints}
             if run.latest is not None:
@@ -174,6 +179,7 @@ def test_matches_naive_model(lines: list[bytes]) -> None:
     for raw in lines:
         ev = f.event(raw)
         effects = fold.apply(ev)
+        published.check(effects.outputs)
         if effects.rejection is not None or effects.duplicate:
             continue
         _naive_apply(model, ev)

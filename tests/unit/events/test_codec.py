@@ -8,8 +8,7 @@ import math
 import pytest
 
 from events import Reason, Rejection, decode_event
-from events.decoded import Report
-from events.upcast import UPCASTERS
+from events.decoded import INPUTS, Report
 from tests.factories import line, report, started
 
 
@@ -108,7 +107,7 @@ def test_upcaster_reads_an_older_version(monkeypatch: pytest.MonkeyPatch) -> Non
         data["metrics"] = data.pop("values")
         return {**body, "data": data}
 
-    monkeypatch.setitem(UPCASTERS, ("report", 0), v0_to_v1)
+    monkeypatch.setitem(INPUTS["report"].upcasters, 0, v0_to_v1)  # type: ignore[index]
     raw = json.dumps(
         {
             "specversion": "1.0",

@@ -10,28 +10,11 @@ from pydantic import BaseModel
 from events import decoded, models
 from events.codec import decode_event
 from events.rejections import Reason, Rejection
-from processor.core import Fold
 from tests import factories as f
 
 PAIRS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
-    (models.ValidationSpec, decoded.ValidationSpec),
-    (models.CheckpointConfig, decoded.CheckpointConfig),
-    (models.RunStartedData, decoded.RunStartedData),
-    (models.CheckpointRef, decoded.CheckpointRef),
-    (models.ReportData, decoded.ReportData),
-    (models.ValidationResultData, decoded.ValidationResultData),
-    (models.WorkerGroupRestartData, decoded.WorkerGroupRestartData),
-    (models.DeletionCompletedData, decoded.DeletionCompletedData),
-    (models.RunStarted, decoded.RunStarted),
-    (models.Report, decoded.Report),
-    (models.ValidationResult, decoded.ValidationResult),
-    (models.WorkerGroupRestart, decoded.WorkerGroupRestart),
-    (models.DeletionCompleted, decoded.DeletionCompleted),
-    (models.RunFinishedData, decoded.RunFinishedData),
-    (models.RunFinished, decoded.RunFinished),
-    (models.RunForgottenData, decoded.RunForgottenData),
-    (models.RunForgotten, decoded.RunForgotten),
-]
+    (getattr(models, name), struct) for name, struct in decoded._STRUCTS.items()
+]  # every Struct and the model of its name (tests/unit/events/test_kinds.py: every model has one)
 
 
 @pytest.mark.parametrize(("model", "struct"), PAIRS, ids=lambda kind: kind.__name__)
@@ -39,26 +22,6 @@ def test_each_struct_has_its_models_fields(model: type[BaseModel], struct: type[
     assert struct.__name__ == model.__name__
     assert list(struct.__struct_fields__) == [name for name in model.model_fields if name != "type"]
     assert struct.__struct_config__.frozen
-
-
-def test_every_input_type_decodes_to_its_struct() -> None:
-    lines = {
-        decoded.RunStarted: f.started(),
-        decoded.Report: f.report(path="file:///data/r/a"),
-        decoded.ValidationResult: f.result("r", "file:///data/r/a"),
-        decoded.WorkerGroupRestart: f.restart(),
-        decoded.DeletionCompleted: f.deleted_many("r", ["file:///data/r/a"]),
-        decoded.RunFinished: f.finished(),
-        decoded.RunForgotten: f.forgotten(),
-    }
-    for kind, raw in lines.items():
-        event = decode_event(raw)
-        assert type(event) is kind and event.type == kind.__struct_config__.tag
-    assert set(decoded.EVENT_TYPES.values()) == set(lines)
-
-
-def test_the_fold_has_one_handler_per_type() -> None:
-    assert set(Fold()._handlers) == set(decoded.EVENT_TYPES.values())
 
 
 def test_from_model_copies_nested_models_and_checks_the_kind() -> None:

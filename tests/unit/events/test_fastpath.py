@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.codec import INPUT_ADAPTER, _depth, decode_event, to_decoded
-from events.decoded import FAST_MAX_DEPTH, FAST_NESTING, Report, decode_fast
-from events.models import INPUT_TYPES
+from events.decoded import FAST_MAX_DEPTH, FAST_NESTING, INPUT_TYPES, Report, decode_fast
 from events.rejections import Reason, Rejection
 
 weird_scalars = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 2**70, 1e308, "", "x", "1", [], {}])
