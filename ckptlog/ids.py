@@ -11,6 +11,8 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | report, CLI without --index | `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
+| run_finished | `run\\nrun_finished` (a run finishes once) |
+| run_forgotten | `run\\nrun_forgotten` |
 | validation_result, forwarded | `run\\nforwarded_result\\n<sha256 of the canonical data, 16 hex>` |
 
 run_started hashes its body: an identical repeat is deduplicated, a different body gets a
@@ -62,3 +64,12 @@ def forwarded_result_id(run_id: str, data: dict[str, Any]) -> str:
 def validation_result_id(run_id: str, request_id: str) -> str:
     """One result per validation request: a redo after an evaluator crash is deduplicated."""
     return _id(run_id, "validation_result", request_id)
+
+
+def finished_id(run_id: str) -> str:
+    """A run finishes once: every finish of it is the same event (the first one's `keep` decides)."""
+    return _id(run_id, "run_finished")
+
+
+def forgotten_id(run_id: str) -> str:
+    return _id(run_id, "run_forgotten")

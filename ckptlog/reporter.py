@@ -260,6 +260,25 @@ class AsyncReporter:
             event_id = event_id or ids.restart_id(self.run_id, new_generation)
             return await self._send("worker_group_restart", data, event_id, confirm, restarted)
 
+    async def finish(
+        self, keep: Literal["kept", "best"] | None = None, *, event_id: str | None = None, confirm: bool | None = None
+    ) -> SentEvent:
+        """The run is over (contract §3 "Finished runs"): its last retention is applied (`keep`:
+        `kept`, the default, keeps the kept set; `best` only the best besides the latest, pending
+        and preserved ones), later events for it are refused (`run_finished`) and it leaves the
+        processor's hot state once its deletions are settled; its final VIEW stays readable."""
+        async with self._order:
+            data: dict[str, Any] = {} if keep is None else {"keep": keep}
+            event_id = event_id or ids.finished_id(self.run_id)
+            return await self._send("run_finished", data, event_id, confirm, lambda: None)
+
+    async def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
+        """An operator drops the run (contract §3 "Forgotten runs"): its state and VIEW go, its
+        checkpoints stay in storage; refused (`deletions_owed`) while deletions are not settled."""
+        async with self._order:
+            event_id = event_id or ids.forgotten_id(self.run_id)
+            return await self._send("run_forgotten", {}, event_id, confirm, lambda: None)
+
     def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
         url = as_url(checkpoint_path, "checkpoint_path")
         root = self._storage_path

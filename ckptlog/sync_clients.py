@@ -182,6 +182,16 @@ class Reporter:
         coro = self._async.worker_group_restart(num_workers, reason, event_id=event_id, confirm=confirm)
         return self._call(coro, self._limit(confirm))
 
+    def finish(
+        self, keep: Literal["kept", "best"] | None = None, *, event_id: str | None = None, confirm: bool | None = None
+    ) -> SentEvent:
+        """See `AsyncReporter.finish`."""
+        return self._call(self._async.finish(keep, event_id=event_id, confirm=confirm), self._limit(confirm))
+
+    def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
+        """See `AsyncReporter.forget`."""
+        return self._call(self._async.forget(event_id=event_id, confirm=confirm), self._limit(confirm))
+
     def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> tuple[EventWarning, ...]:
         """See `AsyncReporter.confirm`."""
         return self._call(self._async.confirm(sent, timeout_s), None)

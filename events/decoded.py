@@ -113,6 +113,14 @@ class WorkerGroupRestartData(_Data, frozen=True):
     generation: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
+class RunFinishedData(_Data, frozen=True):
+    keep: Literal["kept", "best"] = "kept"
+
+
+class RunForgottenData(_Data, frozen=True):
+    pass
+
+
 class CompletedPath(_Data, frozen=True):
     checkpoint_path: NonEmpty
     eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -171,6 +179,14 @@ class DeletionCompleted(_Envelope, frozen=True, kw_only=True, tag="ckptlog.delet
     data: DeletionCompletedData
 
 
+class RunFinished(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_finished.v1"):
+    data: RunFinishedData
+
+
+class RunForgotten(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_forgotten.v1"):
+    data: RunForgottenData
+
+
 @dataclass(frozen=True, slots=True)
 class InputKind:
     """One input event kind: everything the codec, the fold, the schemas and the metrics need to
@@ -220,6 +236,8 @@ INPUT_KINDS: tuple[InputKind, ...] = (
         fast=True,
         upcasters={1: upcast.deletion_completed_v1, 2: upcast.deletion_completed_v2},
     ),
+    InputKind(models.RunFinished, RunFinished, "lifecycle.run_finished"),
+    InputKind(models.RunForgotten, RunForgotten, "lifecycle.run_forgotten"),
 )
 """The input table: every input event kind this build reads. Everything below is derived from it."""
 

@@ -112,6 +112,24 @@ class WorkerGroupRestartData(BaseModel):
     generation: Annotated[int, Field(ge=1)] | None = None
 
 
+FinishKeep = Literal["kept", "best"]
+
+
+class RunFinishedData(BaseModel):
+    """The run is over (contract §3 "Finished runs"). `keep`: what its storage keeps for good —
+    `kept` (default): the kept set as it is; `best`: only the best, besides the latest, pending
+    and preserved checkpoints, which are never evicted."""
+
+    model_config = _STRICT
+    keep: FinishKeep = "kept"
+
+
+class RunForgottenData(BaseModel):
+    """An operator drops a run (contract §3 "Forgotten runs"): nothing to say beyond the run id."""
+
+    model_config = _STRICT
+
+
 MAX_COMPLETED_PATHS = 1000
 
 
@@ -216,6 +234,16 @@ class ValidationResult(Envelope):
 class WorkerGroupRestart(Envelope):
     type: Literal["ckptlog.worker_group_restart.v1"]
     data: WorkerGroupRestartData
+
+
+class RunFinished(Envelope):
+    type: Literal["ckptlog.run_finished.v1"]
+    data: RunFinishedData
+
+
+class RunForgotten(Envelope):
+    type: Literal["ckptlog.run_forgotten.v1"]
+    data: RunForgottenData
 
 
 class DeletionCompleted(Envelope):

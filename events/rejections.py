@@ -27,6 +27,8 @@ class Reason(StrEnum):
     DUPLICATE_CHECKPOINT_PATH = "duplicate_checkpoint_path"
     RUN_STARTED_CONFLICT = "run_started_conflict"
     RUN_REFUSED = "run_refused"
+    RUN_FINISHED = "run_finished"
+    DELETIONS_OWED = "deletions_owed"
     INTERNAL_ERROR = "internal_error"
 
 

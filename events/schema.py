@@ -37,7 +37,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "`ckptlog replay`.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"const": 3},
+        "schema_version": {"enum": [3, 4], "description": "4 is written; 3 (no finished runs) is read"},
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",
@@ -53,6 +53,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
                     "description": "Run id -> why its run_started was refused.",
+                },
+                "finished": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Schema 4: run id -> root of each finished run that left the hot state.",
                 },
             },
         },

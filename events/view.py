@@ -56,6 +56,13 @@ class RunView(BaseModel):
     validated: int = Field(description="Validated watermark: the smallest pending report index, else `committed`.")
     generation: int = Field(description="Current worker-group generation: 0 until the first restart.")
     index_in_generation: int = Field(description="Reports since the current generation started.")
+    finished: Literal[True] | SkipJsonSchema[None] = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        json_schema_extra=_no_default,
+        description="Present (true) on a finished run's final VIEW (run_finished, contract §3): no report "
+        "changes it any more. Absent while the run goes on.",
+    )
     evicted: list[str] | SkipJsonSchema[None] = Field(
         default=None,
         exclude=True,  # dumps are the state topic's shape, which has no `evicted`

@@ -109,3 +109,12 @@ def event(raw: bytes) -> DecodedEvent:
     decoded = decode_event(raw)
     assert not isinstance(decoded, Rejection), decoded
     return decoded
+
+
+def finished(run: str = "r", keep: str | None = None, **kw: Any) -> bytes:
+    """A run_finished: `keep` None sends `{}` (the default, the kept set as it is)."""
+    return line("run_finished", run, {} if keep is None else {"keep": keep}, **kw)
+
+
+def forgotten(run: str = "r", **kw: Any) -> bytes:
+    return line("run_forgotten", run, {}, **kw)

@@ -19,6 +19,9 @@ What it forwards, from the controller actor, after Ray's own CheckpointManager h
   request as Ray got it: `True` or a `ValidationTaskConfig`'s fn_kwargs and timeout), tagged
   with the worker group's generation, so reports of a replaced group are refused;
 - a `worker_group_restart` for every worker group after the first (generation 1, 2, …);
+- `run_finished` when the controller finishes without an error (`finish=True`, the default;
+  `finish_keep` chooses what the finished run keeps): a failed run is not finished, so
+  restoring it under the same name goes on with the same ckptlog run;
 - Ray's own validation results (`DataParallelTrainer(validation_config=...)`), as
   `validation_result` events: Ray has no hook for them, so the callback wraps
   `CheckpointManager.update_checkpoints_with_validation_result` in the controller process.
@@ -102,6 +105,8 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         connection: Connection | None = None,
         max_buffered_reports: int = 1000,
         flush_timeout_s: float = 120.0,
+        finish: bool = True,
+        finish_keep: Literal["kept", "best"] | None = None,
     ) -> None:
         """`connection`: how the controller reaches Kafka (TLS, SASL: see docs/clients.md); without it
         the controller's own CKPTLOG_* environment, as for every client. While Kafka is unreachable
@@ -109,6 +114,7 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         waiting `flush_timeout_s` after the controller finished, fail the job with ReportsUndelivered."""
         self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
         self.connection, self.max_buffered, self.flush_timeout_s = connection, max_buffered_reports, flush_timeout_s
+        self.finish, self.finish_keep = finish, finish_keep
         self.retention: dict[str, Any] = {
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
@@ -152,6 +158,8 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
             _FORWARDING.remove(self._validated)
         try:
             if self._outbox is not None:
+                if self.finish and getattr(result, "error", None) is None:  # a failed run may be resumed
+                    self._outbox.send("finish", self.finish_keep)
                 self._outbox.close(self.flush_timeout_s)
         finally:
             if self._reporter is not None:

@@ -34,6 +34,8 @@ COMMAND_MODULES = {
     "worker-group-restart": "clients",
     "evaluate": "clients",
     "watch": "clients",
+    "finish": "finish",
+    "forget": "finish",
     "demo": "demo",
 }
 

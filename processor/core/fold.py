@@ -9,7 +9,8 @@ and the event rejected as `internal_error`. This is the one fold: the processor,
 replay` and `ckptlog fold` all run it.
 
 Reports and validation results (nearly all traffic) are handled here; run_started, restarts
-and deletion completions in processor/core/lifecycle.py.
+and deletion completions in processor/core/lifecycle.py; run_finished and a finished run's
+retirement from the hot state in processor/core/finishing.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from events.decoded import (
     DecodedEvent,
     DeletionCompleted,
     Report,
+    RunFinished,
+    RunForgotten,
     RunStarted,
     ValidationResult,
     ValidationSpec,
@@ -32,8 +35,8 @@ from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from events.rules import validation_without_checkpoint
+from processor.core import finishing, lifecycle
 from processor.core import journal as undo
-from processor.core import lifecycle
 from processor.core.outputs import (
     DUPLICATE,
     Deletion,
@@ -59,6 +62,7 @@ from processor.core.state import CheckpointRecord, FoldSettings, RunState, impli
 
 _NEG_INF = -math.inf
 _ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
+_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finished run still takes
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (events/outputs.py)
 _REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
@@ -82,12 +86,19 @@ class Fold:
         emit: bool = True,
         refused: dict[str, str] | None = None,
         root_history: bool = False,
+        finished: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
         self.runs: dict[str, RunState] = runs if runs is not None else {}
         self.refused: dict[str, str] = refused if refused is not None else {}  # run id -> why its run_started was
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
+        # finished runs that left the hot state: run id -> their root ('' without one), still registered
+        self.finished: dict[str, str] = finished if finished is not None else {}
+        for run_id, root in self.finished.items():
+            if root:
+                self.roots.add(root, run_id)
+        self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers = {kind.struct: self.handler(kind.handler) for kind in INPUT_KINDS}
@@ -107,8 +118,15 @@ class Fold:
     def apply(self, event: DecodedEvent) -> Effects:
         subject, runs = event.subject, self.runs
         run = runs.get(subject)
-        if run is not None and event.id in run.seen_set:
+        if self.leaving:
+            self.leaving.clear()
+        if run is None:
+            if self.finished and subject in self.finished:
+                return finishing.after_retired(subject, event)
+        elif event.id in run.seen_set:
             return DUPLICATE
+        elif run.finished is not None and event.__class__ not in _AFTER_FINISH:
+            return rejected(finishing.finished_rejection(subject, event.type))
         if self.refused and subject in self.refused and event.__class__ not in _ALWAYS:
             return rejected(run_refused(subject, self.refused[subject]))
         journal = self.journal

@@ -41,6 +41,7 @@ SCALARS = (
     "evictions",
     "preserved_at",
     "preserved_count",
+    "finished",
 )
 """The run's counters and orders a rollback restores: saved before each event, whatever it changes."""
 scalars: Callable[[RunState], tuple[Any, ...]] = attrgetter(*SCALARS)  # one C call per event

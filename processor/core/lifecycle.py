@@ -15,6 +15,7 @@ from events.decoded import DeletionCompleted, RunStarted, WorkerGroupRestart
 from events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
+from processor.core import finishing
 from processor.core import journal as undo
 from processor.core.nesting import Nesting
 from processor.core.outputs import NOTHING, Effects, Output, output, rejected, warning, watermark
@@ -196,6 +197,7 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
                 "it stays in storage — remove it by hand once you know why"
             )
             outputs.append(warning("deletion_refused", message, entry.checkpoint_path))
+    finishing.retire_if_settled(fold, run)  # a finished run leaves once nothing is owed
     return Effects(outputs) if outputs else NOTHING
 
 
@@ -239,3 +241,9 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
             return f"it lies inside the live checkpoint {key[:at]}"
         at = key.find("/", at + 1)
     return None
+
+
+# The finished-run handlers the input table names (events/decoded.py `INPUT_KINDS`: "lifecycle.run_finished",
+# "lifecycle.run_forgotten"); they live in processor/core/finishing.py.
+run_finished = finishing.run_finished
+run_forgotten = finishing.run_forgotten

@@ -14,6 +14,12 @@ fold rules (every run a root of its own, refused runs). A version 1 or 2 snapsho
 folded under the old rules, which a clean replay under the new ones may not build (a run refused
 before it left no trace; runs without run_started shared --storage-root), so it is refused with
 the command that rebuilds it (`SnapshotVersionError`).
+
+Schema version 4 added finished runs (contract §3 "Finished runs"): each run's `finished` (the
+keep mode of its run_finished, or null) and `finished` beside `runs` (run id -> root of each
+finished run that left the hot state). A version 3 snapshot is restored as is: its log held no
+run_finished (a build writing 3 did not know the type; it refused it as `unknown_type`), so it
+has no finished run, and every rule for the runs it holds is unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ if TYPE_CHECKING:
     from processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+RESTORABLE = (3, 4)  # the versions decode reads: 3 is 4 without finished runs
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -49,11 +56,14 @@ class Snapshot:
     runs: dict[str, RunState] = field(default_factory=dict)
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
+    finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
     """The snapshot of everything `fold` holds, to resume at `next_offset`."""
-    return Snapshot(topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused)
+    return Snapshot(
+        topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused, finished=fold.finished
+    )
 
 
 def canonical(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -70,6 +80,7 @@ def encode(snapshot: Snapshot) -> bytes:
         "settings": _settings_out(snapshot.settings),
         "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
         "refused": snapshot.refused,
+        "finished": snapshot.finished,
     }
     encoded = canonical(body)
     digest = hashlib.sha256(encoded).hexdigest()
@@ -95,7 +106,7 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
             f"{name}: snapshot schema version {version!r} is newer than this build reads "
             f"({SCHEMA_VERSION}); upgrade ckptlog, or run `ckptlog replay` to rebuild"
         )
-    if version < SCHEMA_VERSION:
+    if version not in RESTORABLE:
         raise SnapshotVersionError(
             f"{name}: snapshot schema version {version!r} was folded under older rules (runs without "
             "run_started shared --storage-root, refused runs were not recorded), which a clean replay under "
@@ -167,6 +178,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
         "evictions": run.evictions,
         "preserved_at": run.preserved_at,
+        "finished": run.finished,
     }
 
 
@@ -202,6 +214,10 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
     run.evictions = int(d["evictions"])
     run.preserved_at = d.get("preserved_at")
+    finished = d.get("finished")  # absent in schema 3
+    if finished not in (None, "kept", "best"):
+        raise ValueError(f"run {run_id!r}: finished is {finished!r}")
+    run.finished = finished
     run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
     return run
@@ -222,6 +238,9 @@ def _snapshot_in(body: dict[str, Any]) -> Snapshot:
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
+    finished = body.get("finished", {})  # absent in schema 3
+    if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
+        raise ValueError("finished must map run ids to roots")
     return Snapshot(
         body["topic"],
         int(body["partition"]),
@@ -230,4 +249,5 @@ def _snapshot_in(body: dict[str, Any]) -> Snapshot:
         runs,
         body["processor_version"],
         dict(refused),
+        dict(finished),
     )

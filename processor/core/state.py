@@ -89,6 +89,7 @@ class RunState:
     evictions: int = 0  # evictions so far: the next one's number
     preserved_at: float | None = None  # the `time` (epoch s) of the last checkpoint the time rule preserved
     preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
+    finished: str | None = None  # run_finished's `keep` once the run finished (contract §3 "Finished runs")
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
     preserving: bool = field(init=False)  # a retention rule beyond Ray is set

@@ -20,7 +20,7 @@ def run_view(run: RunState) -> View:
         for entry, record in zip(checkpoints, run.checkpoints, strict=True):
             if record.preserved is not None:
                 entry["preserved"] = record.preserved
-    return {
+    view = {
         "checkpoints": checkpoints,
         "latest": run.latest.path if run.latest is not None else None,
         "best": checkpoints[-1]["path"] if checkpoints else None,
@@ -29,13 +29,16 @@ def run_view(run: RunState) -> View:
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
     }
+    if run.finished is not None:  # its final VIEW (contract §4): absent while the run goes on
+        view["finished"] = True
+    return view
 
 
 def view_head(run: RunState, span: int) -> View:
     """The VIEW of a run whose kept checkpoints are published in pages of `span` report indices:
     the same fields, `checkpoints` empty, and `pages` saying how to find them. O(1), not O(kept)."""
     best = run.checkpoints.last()
-    return {
+    head: View = {
         "checkpoints": [],
         "latest": run.latest.path if run.latest is not None else None,
         "best": best.path if best is not None else None,
@@ -45,3 +48,6 @@ def view_head(run: RunState, span: int) -> View:
         "index_in_generation": run.index_in_generation,
         "pages": {"span": span},
     }
+    if run.finished is not None:
+        head["finished"] = True
+    return head

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from events.codec import decode_event
-from events.decoded import DecodedEvent
+from events.decoded import DecodedEvent, RunForgotten
 from events.rejections import Reason, Rejection
 from events.state import H_INPUT_OFFSET
 from processor.core.fold import Fold
 from processor.core.outputs import Deletion
 from processor.core.rejections import internal_error
+from processor.core.state import RunState
 from processor.kafka.records import InputRecord, OutRecord
 from processor.service.pages import ViewPager
 from processor.service.records import RecordFactory
@@ -75,7 +76,8 @@ class BatchFolder:
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
         batch = Batch(consumed=len(records), live=bool(records) and records[-1].offset >= publish_from)
-        out, changed = batch.records, dict[str, None]()
+        out, changed = batch.records, dict[str, RunState]()
+        forgotten: dict[str, RunState | None] = {}  # runs whose VIEW is tombstoned (contract §3 "Forgotten runs")
         apply, factory, note, runs = self.fold.apply, self.factory, self.pager.note, self.fold.runs
         max_bytes, max_depth = self.max_bytes, self.max_depth
         applied, deletions, kinds, kinds_get = 0, batch.deletions, batch.kinds, batch.kinds.get
@@ -104,12 +106,16 @@ class BatchFolder:
                 batch.duplicates += 1
                 continue
             applied += 1
+            if live and kind is RunForgotten:
+                changed.pop(event.subject, None)
+                forgotten[event.subject] = self.fold.leaving.get(event.subject)
             if live:
                 if effects.outputs:
                     subject, mark = event.subject, len(out)
                     try:
                         factory.outputs(subject, offset, effects.outputs, out)
-                        run = runs.get(subject)  # None: an event that warns about a run it did not create
+                        # None: an event that warns about a run it did not create; `leaving`: a run it retired
+                        run = runs.get(subject) or self.fold.leaving.get(subject)
                         if run is not None:
                             note(run, effects.outputs)
                     except Exception as exc:  # the outputs cannot be written: the event is not applied either
@@ -118,7 +124,7 @@ class BatchFolder:
                         self._unapply(batch, record, event, exc, live)
                         continue
                     if run is not None:
-                        changed[subject] = None
+                        changed[subject] = run
                     for name, _ in effects.outputs:
                         counts[name] = counts_get(name, 0) + 1
                 if effects.deletions:
@@ -127,9 +133,15 @@ class BatchFolder:
         if self.fold.roots.fresh:
             batch.claims = self.fold.roots.claimed()
         before = len(out)
-        stamp = ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed else ()  # orders heads (events.state)
-        for run_id in changed:
-            out.extend(self.pager.records(runs[run_id], stamp))
+        stamp = (
+            ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed or forgotten else ()
+        )  # orders heads (events.state)
+        for changed_run in changed.values():  # the object: a run retired since is published as it left
+            out.extend(self.pager.records(changed_run, stamp))
+            if changed_run.finished is not None and changed_run.run_id not in runs:
+                self.pager.retired(changed_run)
+        for run_id, gone in forgotten.items():
+            out.extend(self.pager.tombstones(run_id, gone, stamp))
         batch.views = len(out) - before
         return batch
 

@@ -143,6 +143,26 @@ class ViewPager:
             out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), value, headers))
         return out
 
+    def retired(self, run: RunState) -> None:
+        """The run left the fold's hot state (finished, contract §3): its final VIEW is published,
+        and no record of it changes again, so what is kept to rewrite its pages goes."""
+        if run.run_id in self._index:
+            self.forget(run.run_id)
+            for page in range(-(-run.report_count // self.span)):
+                self._parts.pop((run.run_id, page), None)
+
+    def tombstones(self, run_id: str, run: RunState | None, headers: tuple[Header, ...] = ()) -> list[OutRecord]:
+        """The records deleting a forgotten run's VIEW: its pages' parts (for a run published as
+        pages, when its state is at hand) and its head, last."""
+        out: list[OutRecord] = []
+        if run is not None and (run_id in self._index or len(run.checkpoints) > self.paged_from):
+            for page in range(-(-run.report_count // self.span)):
+                for part in range(self._parts.pop((run_id, page), 1)):
+                    out.append(OutRecord(self.topic, page_key(run_id, page, part).encode(), None, headers))
+            self.forget(run_id)
+        out.append(OutRecord(self.topic, run_id.encode(), None, headers))
+        return out
+
     def forget(self, run_id: str) -> None:
         """Drop what is kept about a run (its partition was closed)."""
         self._index.pop(run_id, None)

@@ -68,6 +68,9 @@ class Recorder:
     def validation_result(self, path: str, status: str, metrics: dict[str, Any]) -> None:
         self.calls.append(("validation_result", path, status, metrics))
 
+    def finish(self, keep: str | None) -> None:
+        self.calls.append(("finish", keep))
+
     def close(self) -> None:
         self.calls.append(("close",))
 
@@ -97,9 +100,25 @@ def test_reports_carry_the_generation_after_a_restart() -> None:
         ("report", {"loss": 1.0}, "/r/c0", True, None),
         ("restart", 3),
         ("report", {"loss": 0.5}, None, False, 1),  # no checkpoint: never a validation request
+        ("finish", None),  # the controller finished without an error: the run is over
         ("close",),
     ]
     assert callback._validated not in ray_integration._FORWARDING
+
+
+def test_a_failed_run_is_not_finished_and_finish_can_be_turned_off() -> None:
+    failed = CkptlogCallback("r")
+    recorder = running(failed)
+    failed.after_controller_finish(SimpleNamespace(error=RuntimeError("worker died")))
+    assert recorder.calls == [("close",)]  # restoring it under the same name goes on with the same run
+    off = CkptlogCallback("r", finish=False)
+    recorder = running(off)
+    off.after_controller_finish(SimpleNamespace(error=None))
+    assert recorder.calls == [("close",)]
+    best = CkptlogCallback("r", finish_keep="best")
+    recorder = running(best)
+    best.after_controller_finish(SimpleNamespace(error=None))
+    assert recorder.calls == [("finish", "best"), ("close",)]
 
 
 def test_ray_validation_results_are_forwarded_through_the_wrapped_manager() -> None:

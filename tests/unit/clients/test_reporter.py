@@ -48,6 +48,16 @@ async def test_report_ids_follow_the_sequence_and_restart_resets_it() -> None:
     assert rep.reports_sent == 3
 
 
+async def test_finish_sends_run_finished_once_per_run() -> None:
+    rep, fake = reporter()
+    plain = await rep.finish()
+    best = await rep.finish("best")
+    assert plain.event_id == best.event_id == ids.finished_id("run-1") and plain.type == "ckptlog.run_finished.v1"
+    assert [e["data"] for e in fake.sent] == [{}, {"keep": "best"}]
+    with pytest.raises(InvalidEvent, match="invalid_data"):
+        await rep.finish("everything")  # type: ignore[arg-type]
+
+
 async def test_a_retry_of_the_same_report_has_the_same_id() -> None:
     first, _ = reporter()
     second, _ = reporter()  # e.g. the job re-run from the top

@@ -148,6 +148,7 @@ PINNED: dict[str, Any] = {
             "outstanding": [],
             "pending": ["file:///d/r/a", "file:///d/r/b"],
             "preserved_at": None,
+            "finished": None,
             "report_count": 2,
             "seen": ["s", "a", "b"],
             "started": {
@@ -166,6 +167,7 @@ PINNED: dict[str, Any] = {
         }
     },
     "refused": {},
+    "finished": {},
     "settings": {
         "dedup_window": 4096,
         "max_depth": 64,

@@ -295,6 +295,40 @@ def _decode() -> list[bytes]:
     ]
 
 
+def finish(run: str, eid: str = "", **data: Any) -> bytes:
+    return ev("run_finished", run, data, eid or f"f{next(_ids)}")
+
+
+def _finished() -> list[bytes]:
+    """contract §3 "Finished runs": the last retention, events after the finish, retirement once
+    settled, the finished run's id and root never reused."""
+    g = f"{ROOT}/g"
+    return [
+        started("g", g, keep=3, attr="acc", eid="sg"),
+        *(rep("g", f"{g}/c{i}", {"acc": i % 3}, eid=f"g{i}") for i in range(4)),
+        rep("g", f"{g}/p", {"acc": -1}, validation=True, eid="gp"),  # pending at the finish: kept, never deleted
+        finish("g", keep="best", eid="fg"),  # evicts all but the best, the latest (p) and pending (p)
+        rep("g", f"{g}/late", {"acc": 9}),  # run_finished
+        res("g", f"{g}/p"),  # the validation in flight: refused, run_finished
+        rep("g", f"{g}/c3", {"acc": 0}, eid="g3"),  # a redelivery while hot: a duplicate
+        finish("g", eid="fg2"),  # a repeated finish: a no-op
+        settled("g", deleted=[(f"{g}/c0", 0), (f"{g}/c3", 1), (f"{g}/c1", 2)]),  # all settled: g retires
+        rep("g", f"{g}/c3", {"acc": 0}, eid="g3"),  # retired: run_finished
+        started("g", f"{ROOT}/g2", eid="sg2"),  # the id again: run_finished
+        started("h", f"{g}/inner", eid="sh"),  # inside the finished run's root: unsafe_storage_root
+        finish("nobody"),  # nothing to finish: a warning
+        rep("k", f"{ROOT}/k/c0", {"acc": 1}),  # an implicit run, finished with nothing owed: retired at once
+        finish("k"),
+        started("m", f"{ROOT}/m", keep=1, eid="sm"),  # an abandoned run, forgotten by an operator
+        rep("m", f"{ROOT}/m/c0", {"acc": 1}, eid="m0"),
+        rep("m", f"{ROOT}/m/c1", {"acc": 2}, eid="m1"),  # evicts c0
+        ev("run_forgotten", "m", {}, "fm"),  # c0's deletion is owed: deletions_owed
+        settled("m", deleted=[(f"{ROOT}/m/c0", 0)]),
+        ev("run_forgotten", "m", {}, "fm"),  # now: retired, c1 stays in storage
+        rep("m", f"{ROOT}/m/c2", {"acc": 3}),  # run_finished
+    ]
+
+
 def _big_ints() -> list[bytes]:
     """Int scores a double cannot hold exactly: Python compares them with floats exactly."""
     scores: list[Any] = [
@@ -381,4 +415,5 @@ NASTY: dict[str, Case] = {
     "big_int_scores": Case(_lines(_big_ints()), fold_settings(keep=4, attr="acc")),
     "big_int_scores_min": Case(_lines(_big_ints()), fold_settings(keep=4, attr="acc", order="min")),
     "bench_like": Case(_lines(_bench_like()), fold_settings(keep=2, attr="val/acc")),
+    "finished": Case(_lines(_finished()), fold_settings(keep=2, attr="acc")),
 }

@@ -29,6 +29,8 @@ SAMPLES = {  # one event of the newest version of each input kind
     "validation_result": f.result("r", "file:///data/r/a"),
     "worker_group_restart": f.restart(),
     "deletion_completed": f.settled("r", deleted=[("file:///data/r/a", 0)]),
+    "run_finished": f.finished(),
+    "run_forgotten": f.forgotten(),
 }
 
 

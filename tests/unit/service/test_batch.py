@@ -78,3 +78,52 @@ def test_a_result_for_an_unknown_run_is_a_warning_not_a_wedged_partition() -> No
     assert [w["data"]["code"] for w in warnings] == ["not_pending"]
     assert batch.applied == 4 and batch.rejected == 0
     assert not any(r.topic == "state" and r.key == b"typo-run" for r in batch.records)  # no run, no view
+
+
+def test_a_run_finished_and_retired_in_a_batch_publishes_its_final_view() -> None:
+    """A run that owes nothing leaves the fold's hot state in its run_finished itself; its final VIEW,
+    marked finished, is still published, and a later report in the same batch is dead-lettered."""
+    from tests import factories as fx
+
+    lines = [
+        fx.started("x", "file:///r/x"),
+        fx.report("x", {"acc": 1}, "file:///r/x/c0"),
+        fx.finished("x"),
+        fx.report("x", {"acc": 2}, "file:///r/x/c1"),
+    ]
+    f = folder()
+    batch = f.fold_records(records(lines), publish_from=0)
+    views = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "state" and r.key == b"x"]
+    assert len(views) == 1 and views[0]["finished"] is True and views[0]["committed"] == 1
+    assert [dict(r.headers)["__ckptlog.errors.reason"] for r in batch.records if r.topic == "dlq"] == [b"run_finished"]
+    assert "x" not in f.fold.runs and f.fold.finished == {"x": "file:///r/x"}
+
+
+def test_a_paged_run_that_retires_leaves_nothing_in_the_pager() -> None:
+    from tests import factories as fx
+
+    lines = [fx.started("p", "file:///r/p"), *(fx.report("p", {}, f"file:///r/p/c{i}") for i in range(300))]
+    f = folder()
+    f.fold_records(records(lines), publish_from=0)
+    assert "p" in f.pager._index  # published as pages: more than 256 kept
+    batch = f.fold_records(records([fx.finished("p")], start=len(lines)), publish_from=0)
+    heads = [json.loads(r.value or b"{}") for r in batch.records if r.topic == "state" and r.key == b"p"]
+    assert heads[-1]["finished"] is True and heads[-1]["pages"] == {"span": 32}
+    assert "p" not in f.pager._index and not [k for k in f.pager._parts if k[0] == "p"]
+
+
+def test_a_forgotten_run_gets_tombstones_not_a_view() -> None:
+    from tests import factories as fx
+
+    lines = [fx.started("z", "file:///r/z"), fx.report("z", {}, "file:///r/z/c0"), fx.forgotten("z")]
+    f = folder()
+    batch = f.fold_records(records(lines), publish_from=0)
+    state = [(r.key, r.value) for r in batch.records if r.topic == "state"]
+    assert state == [(b"z", None)]  # the view of this batch's changes is never written: only its tombstone
+    assert "z" not in f.fold.runs and f.fold.finished == {"z": "file:///r/z"}
+    paged = [fx.started("q", "file:///r/q"), *(fx.report("q", {}, f"file:///r/q/c{i}") for i in range(300))]
+    f.fold_records(records(paged, start=3), publish_from=0)
+    batch = f.fold_records(records([fx.forgotten("q")], start=303), publish_from=0)
+    keys = [r.key for r in batch.records if r.topic == "state"]
+    assert keys[-1] == b"q" and len(keys) == 11 and all(r.value is None for r in batch.records if r.topic == "state")
+    assert "q" not in f.pager._index

@@ -1,0 +1,97 @@
+"""Runs end (contract §3 "Finished runs"): run_finished, its last retention, and the run leaving
+the hot state once every deletion it owes is settled.
+
+A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and
+the deleter's check still finds them, contract §9); once `outstanding` is empty it is retired:
+its state leaves `Fold.runs` and only `Fold.finished[run_id] = root` remains, whose root stays
+registered so no later run can claim a root equal to, above or below it. Retirement happens in
+the event that settles the last deletion (or in run_finished itself when nothing is owed), so it
+is a function of the log alone: a replay retires the same runs at the same offsets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
+from events.outputs import CHECKPOINT_EVICTED
+from events.rejections import Reason, Rejection
+from processor.core import journal as undo
+from processor.core.outputs import NOTHING, Deletion, Effects, Output, output, rejected, warning, watermark
+from processor.core.retention import apply_retention
+from processor.core.state import RunState
+
+if TYPE_CHECKING:
+    from processor.core.fold import Fold
+
+
+def finished_rejection(run_id: str, event_type: str) -> Rejection:
+    return Rejection(
+        Reason.RUN_FINISHED,
+        f"run {run_id!r} has finished: {event_type} after its run_finished is refused; its final VIEW stays on "
+        "the state topic (`ckptlog inspect`); a retry of an event sent before the finish may have been applied "
+        "already — check that VIEW; a new run needs a new run id",
+    )
+
+
+def after_retired(run_id: str, event: DecodedEvent) -> Effects:
+    """An event for a run that finished and left the hot state: a repeated finish and a late
+    settlement change nothing; anything else is refused (`run_finished`)."""
+    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten):
+        return NOTHING
+    return rejected(finished_rejection(run_id, event.type))
+
+
+def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effects:
+    """Mark the run finished, apply its last retention (`keep`), retire it when nothing is owed."""
+    if run is None:  # nothing was ever folded for it: nothing to finish, nothing to remember
+        message = f"run {event.subject!r}: run_finished for a run this partition has no state for; ignored"
+        return Effects([warning("finish_unknown_run", message)])
+    if run.finished is not None:
+        return NOTHING  # a repeated finish: the first one decided what the run keeps
+    run.finished = event.data.keep  # the journal saved the old value (journal.SCALARS)
+    outputs: list[Output] = []
+    deletions = []
+    excess = len(run.checkpoints) - run.preserved_count - 1
+    if event.data.keep == "best" and excess > 0:  # latest, pending and preserved ones stay (§9)
+        root = run.storage_root or ""
+        for record, eviction in apply_retention(run, excess, fold.journal.push):
+            outputs.append(
+                output(CHECKPOINT_EVICTED, {"checkpoint_path": record.path, "report_index": record.report_index})
+            )
+            deletions.append(Deletion(run.run_id, record.path, root, eviction))
+    outputs.append(watermark(run))
+    retire_if_settled(fold, run)
+    return Effects(outputs, deletions)
+
+
+def retire_if_settled(fold: Fold, run: RunState) -> None:
+    """A finished run that owes no deletion leaves the hot state, its root still registered."""
+    if run.finished is None or run.outstanding:
+        return
+    push, run_id = fold.journal.push, run.run_id
+    push((undo.RUN, fold.runs, run_id, run))
+    del fold.runs[run_id]
+    push((undo.NEW, fold.finished, run_id))
+    fold.finished[run_id] = run.root_prefix[:-1] if run.storage_root is not None else ""
+    fold.leaving[run_id] = run
+
+
+def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effects:
+    """An operator drops a run now (contract §3 "Forgotten runs"): it is finished as it stands
+    (nothing evicted, nothing deleted) and retired at once; the service tombstones its VIEW.
+    Refused while the run owes deletions: its state is what the deleter checks them against."""
+    if run is None:
+        return NOTHING  # retired already, or never seen: only the VIEW's tombstone is left to write
+    if run.outstanding:
+        return rejected(
+            Rejection(
+                Reason.DELETIONS_OWED,
+                f"run {run.run_id!r} owes {len(run.outstanding)} deletion(s) not settled yet; its state stays "
+                "until they are (the deleter settles them, deleted or refused) — send the forget again then",
+            )
+        )
+    if run.finished is None:
+        run.finished = "kept"  # the journal saved the old value (journal.SCALARS)
+    retire_if_settled(fold, run)
+    return NOTHING
