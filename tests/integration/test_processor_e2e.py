@@ -104,7 +104,7 @@ async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
         check=True,
         timeout=60,
     )
-    assert json.loads(out.stdout) == {"runs": expected, "rejections": {}, "undecodable": []}
+    assert json.loads(out.stdout) == {"runs": expected, "rejections": {}, "warnings": {}, "undecodable": []}
 
 
 def _evicted(lines: list[bytes], settings: ServiceSettings) -> dict[str, list[str]]:
