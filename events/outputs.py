@@ -34,6 +34,7 @@ __all__ = [  # the envelope and its encoder live in events.envelope; re-exported
     "CheckpointStatusChanged",
     "CheckpointsDeleted",
     "CheckpointsMissing",
+    "EvictionReason",
     "OutputEnvelope",
     "OutputKind",
     "Topic",
@@ -50,11 +51,14 @@ _OUT = ConfigDict(extra="allow", frozen=True, defer_build=True)  # built when fi
 
 
 class CheckpointRegistered(BaseModel):
+    """`preserved`: the rule that preserved the checkpoint for good (contract §3), absent otherwise."""
+
     model_config = _OUT
     checkpoint_path: str
     report_index: int
     metrics: dict[str, Any]
     status: Status
+    preserved: Literal["steps", "time"] | None = None
 
 
 class ValidationRequested(BaseModel):
@@ -75,10 +79,28 @@ class CheckpointStatusChanged(BaseModel):
     error: str | None = None
 
 
+class EvictionReason(BaseModel):
+    """Why a checkpoint was evicted (contract §5): the rule, the order it ranked by, its rank then
+    (1 = best of the checkpoints that count), the `num_to_keep` it fell outside of, its score and
+    the score of the worst checkpoint the rule keeps (null without one), and why no exemption held."""
+
+    model_config = _OUT
+    rule: Literal["num_to_keep", "best"]
+    order: Literal["score", "report"]
+    rank: int
+    num_to_keep: int
+    score: float | None
+    worst_kept_score: float | None
+    not_exempt: list[Literal["not_latest", "not_pending", "not_preserved"]]
+
+
 class CheckpointEvicted(BaseModel):
+    """v2: `reason` added (required); v1 had only the path and report index."""
+
     model_config = _OUT
     checkpoint_path: str
     report_index: int
+    reason: EvictionReason
 
 
 class CheckpointsDeleted(BaseModel):
@@ -147,7 +169,7 @@ class OutputKind:
 CHECKPOINT_REGISTERED = OutputKind("checkpoint_registered", CheckpointRegistered, "checkpoints")
 VALIDATION_REQUESTED = OutputKind("validation_requested", ValidationRequested, "validations")
 CHECKPOINT_STATUS_CHANGED = OutputKind("checkpoint_status_changed", CheckpointStatusChanged, "checkpoints")
-CHECKPOINT_EVICTED = OutputKind("checkpoint_evicted", CheckpointEvicted, "checkpoints")
+CHECKPOINT_EVICTED = OutputKind("checkpoint_evicted", CheckpointEvicted, "checkpoints", version=2)
 CHECKPOINTS_DELETED = OutputKind("checkpoints_deleted", CheckpointsDeleted, "checkpoints")
 WATERMARK = OutputKind("watermark", Watermark, "watermarks")
 WORKER_GROUP_STARTED = OutputKind("worker_group_started", WorkerGroupStarted, "checkpoints")

@@ -14,10 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
-from events.outputs import CHECKPOINT_EVICTED
 from events.rejections import Reason, Rejection
 from processor.core import journal as undo
-from processor.core.outputs import NOTHING, Deletion, Effects, Output, output, rejected, warning, watermark
+from processor.core.outputs import NOTHING, Deletion, Effects, Output, evicted, rejected, warning, watermark
 from processor.core.retention import apply_retention
 from processor.core.state import RunState
 
@@ -55,10 +54,9 @@ def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effect
     excess = len(run.checkpoints) - run.preserved_count - 1
     if event.data.keep == "best" and excess > 0:  # latest, pending and preserved ones stay (§9)
         root = run.storage_root or ""
-        for record, eviction in apply_retention(run, excess, fold.journal.push):
-            outputs.append(
-                output(CHECKPOINT_EVICTED, {"checkpoint_path": record.path, "report_index": record.report_index})
-            )
+        retained = apply_retention(run, excess, fold.journal.push)
+        for record, eviction, rank in retained.evicted:
+            outputs.append(evicted(run, record, rank, retained.worst_kept, "best", 1))
             deletions.append(Deletion(run.run_id, record.path, root, eviction))
     outputs.append(watermark(run))
     retire_if_settled(fold, run)

@@ -31,7 +31,7 @@ from events.decoded import (
     ValidationResult,
     ValidationSpec,
 )
-from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED, VALIDATION_REQUESTED
+from events.outputs import CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHANGED, VALIDATION_REQUESTED
 from events.paths import UnsafePath, normalize
 from events.rejections import Rejection
 from events.rules import validation_without_checkpoint
@@ -42,6 +42,7 @@ from processor.core.outputs import (
     Deletion,
     Effects,
     Output,
+    evicted,
     not_pending,
     rejected,
     score_warning,
@@ -66,7 +67,7 @@ _AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finishe
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (events/outputs.py)
 _REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
-_EVICTED, _CHANGED = CHECKPOINT_EVICTED.name, CHECKPOINT_STATUS_CHANGED.name
+_CHANGED = CHECKPOINT_STATUS_CHANGED.name
 
 
 class Fold:
@@ -284,11 +285,11 @@ class Fold:
             return _new(Effects, (outputs, (), None, False))
         deletions = []
         run_id, root = run.run_id, run.storage_root or ""
-        for record, eviction in apply_retention(run, size - keep, self.journal.push):
+        retained = apply_retention(run, size - keep, self.journal.push)
+        for record, eviction, rank in retained.evicted:
             path = record.path
             if emit:
-                evicted = {"checkpoint_path": path, "report_index": record.report_index}
-                outputs.append(_new(Output, (_EVICTED, evicted)))
+                outputs.append(evicted(run, record, rank, retained.worst_kept, "num_to_keep", keep))
             deletions.append(_new(Deletion, (run_id, path, root, eviction)))
         if emit:
             outputs.append(watermark(run))
@@ -335,9 +336,12 @@ class Fold:
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:
-    return {
+    data = {
         "checkpoint_path": record.path,
         "report_index": record.report_index,
         "metrics": record.metrics,
         "status": record.status,
     }
+    if record.preserved is not None:  # contract §5: the rule that preserved it (absent on others)
+        data["preserved"] = record.preserved
+    return data

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from events.outputs import WARNING, WATERMARK, OutputKind
+from events.outputs import CHECKPOINT_EVICTED, WARNING, WATERMARK, OutputKind
 from events.rejections import Rejection
 
 if TYPE_CHECKING:
-    from processor.core.state import RunState
+    from processor.core.state import CheckpointRecord, RunState
 
 
 class Output(NamedTuple):
@@ -74,6 +74,37 @@ def watermark(run: RunState) -> Output:
         "index_in_generation": run.index_in_generation,
     }
     return Output(WATERMARK.name, data)
+
+
+_NOT_EXEMPT = ["not_latest", "not_pending", "not_preserved"]
+
+
+def evicted(
+    run: RunState, record: CheckpointRecord, rank: int, worst_kept: CheckpointRecord | None, rule: str, keep: int
+) -> Output:
+    """contract §5: a `checkpoint_evicted` with its reason. Built only when a checkpoint is evicted:
+    the rule (`num_to_keep`, or a finished run's `best`), the order it ranked by, its rank then,
+    its score and that of the worst checkpoint the rule keeps (null without a score)."""
+    order = "score" if run.score_attribute is not None else "report"
+    reason = {
+        "rule": rule,
+        "order": order,
+        "rank": rank,
+        "num_to_keep": keep,
+        "score": _score(run, record),
+        "worst_kept_score": None if worst_kept is None else _score(run, worst_kept),
+        "not_exempt": list(_NOT_EXEMPT),  # neither the latest, nor pending, nor preserved: what §9 exempts
+    }
+    data = {"checkpoint_path": record.path, "report_index": record.report_index, "reason": reason}
+    return Output(CHECKPOINT_EVICTED.name, data)
+
+
+def _score(run: RunState, record: CheckpointRecord) -> float | None:
+    """The record's score as reported (the sort key holds it signed by the order), or None."""
+    has, value, _ = record.sort_key
+    if not has or run.score_attribute is None:
+        return None
+    return value if run.config.checkpoint_score_order == "max" else -value
 
 
 def warning(code: str, message: str, checkpoint_path: str | None = None) -> Output:

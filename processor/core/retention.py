@@ -63,41 +63,50 @@ def _epoch(time: str) -> float:
     return parsed.timestamp()
 
 
-def apply_retention(
-    run: RunState, excess: int, push: Callable[[tuple[Any, ...]], None]
-) -> list[tuple[CheckpointRecord, int]]:
+class Retained(NamedTuple):
+    """What one retention did: the evicted records in order, each with its eviction number and its
+    rank (1 = best among the checkpoints that count) before the eviction, and the worst record the
+    rule keeps (rank `num_to_keep`; None when nothing that counts is kept)."""
+
+    evicted: list[tuple[CheckpointRecord, int, int]]
+    worst_kept: CheckpointRecord | None
+
+
+def apply_retention(run: RunState, excess: int, push: Callable[[tuple[Any, ...]], None]) -> Retained:
     """Evict what falls outside the top `num_to_keep` among the checkpoints that count (`excess`
-    = counted kept - num_to_keep > 0); returns the evicted records in order, each with its
-    eviction number. `push` records the inverse of each change (processor/core/journal.py).
+    = counted kept - num_to_keep > 0). `push` records the inverse of each change
+    (processor/core/journal.py).
 
     Exempt records (latest, pending, preserved) stay where they are, so the i-th victim is popped
     at the position of the exempt records before it: no search per victim.
     """
     checkpoints = run.checkpoints
     latest, pending = run.latest, run.pending
-    victims: list[tuple[int, CheckpointRecord]] = []  # (position in the list as it was, record)
-    counted = 0
-    # without preserved records the first `excess` are all that can go (a copy: popped below)
-    for position, record in enumerate(checkpoints.head(excess) if not run.preserved_count else checkpoints):
+    total = len(checkpoints) - run.preserved_count  # the records that count, ranked best = 1
+    victims: list[tuple[int, CheckpointRecord, int]] = []  # (position in the list as it was, record, rank)
+    counted, worst_kept = 0, None
+    # without preserved records the first `excess` + 1 are all that can go or rank `num_to_keep` (a copy)
+    for position, record in enumerate(checkpoints.head(excess + 1) if not run.preserved_count else checkpoints):
         if record.preserved is not None:
             continue
         if counted == excess:
+            worst_kept = record
             break
         counted += 1
         if record is not latest and record.key not in pending:
-            victims.append((position, record))
-    for popped, (position, record) in enumerate(victims):
+            victims.append((position, record, total - counted + 1))
+    for popped, (position, record, _) in enumerate(victims):
         push((undo.DROPPED, record))
         checkpoints.pop(position - popped)
-    return _evict(run, [record for _, record in victims], push)
+    return Retained(_evict(run, victims, push), worst_kept)
 
 
 def _evict(
-    run: RunState, victims: list[CheckpointRecord], push: Callable[[tuple[Any, ...]], None]
-) -> list[tuple[CheckpointRecord, int]]:
+    run: RunState, victims: list[tuple[int, CheckpointRecord, int]], push: Callable[[tuple[Any, ...]], None]
+) -> list[tuple[CheckpointRecord, int, int]]:
     by_key, outstanding = run.by_key, run.outstanding
     evicted = []
-    for record in victims:
+    for _, record, rank in victims:
         key = record.key
         push((undo.OLD, by_key, key, record))
         del by_key[key]
@@ -105,5 +114,5 @@ def _evict(
         eviction = run.evictions
         outstanding[key] = Evicted(record.path, eviction)
         run.evictions = eviction + 1
-        evicted.append((record, eviction))
+        evicted.append((record, eviction, rank))
     return evicted

@@ -94,7 +94,7 @@ class FakeKafka:
         return {
             str(v["data"]["checkpoint_path"])  # type: ignore[index]
             for v in self.values("ckptlog.checkpoints")
-            if v.get("type") == "ckptlog.checkpoint_evicted.v1"
+            if v.get("type") == "ckptlog.checkpoint_evicted.v2"
         }
 
     def end(self, pid: PartitionId) -> int:
