@@ -26,6 +26,8 @@ COMMAND_MODULES = {
     "run": "run",
     "inspect": "inspect",
     "replay": "replay",
+    "history": "history",
+    "explain": "history",
     "rejections": "rejections",
     "export": "export",
     "topics": "topics",

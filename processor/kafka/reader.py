@@ -10,13 +10,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.partitioner import murmur2
 
 from processor.kafka.connection import KafkaConnection, start_client
 from processor.kafka.errors import KafkaIOError, TopicMissing, map_kafka_errors
 from processor.kafka.records import Header, PartitionId
 from processor.kafka.topics import admin_client, partition_counts
+
+
+def partition_of(key: bytes, count: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, every ckptlog client's) puts `key` in."""
+    return (murmur2(key) & 0x7FFFFFFF) % count
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,24 @@ class TopicReader:
 
     async def batches(self, max_records: int = 5000) -> AsyncIterator[list[Record]]:
         """Batches (one partition each, in offset order) until every partition reached its end."""
+        async for tp, records in self._fetched(max_records):
+            end = self.end[PartitionId(*tp)]
+            batch = [
+                Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+                for r in records
+                if r.offset < end
+            ]
+            if batch:
+                yield batch
+
+    async def raw_batches(self, max_records: int = 50_000) -> AsyncIterator[Sequence[Any]]:
+        """`batches` without a `Record` built per record: aiokafka's own records (their key, value,
+        offset and timestamp are what processor/explain/run_replay.py `InputRecord` reads), for scans that look at nearly every record only long enough to skip it."""
+        async for tp, records in self._fetched(max_records):
+            end = self.end[PartitionId(*tp)]
+            yield records if not records or records[-1].offset < end else [r for r in records if r.offset < end]
+
+    async def _fetched(self, max_records: int) -> AsyncIterator[tuple[TopicPartition, list[Any]]]:
         remaining = {TopicPartition(*p) for p, end in self.end.items()}
         while remaining:
             for tp in list(remaining):
@@ -104,14 +129,7 @@ class TopicReader:
             with self._reading("records"):
                 fetched = await self._consumer.getmany(*remaining, timeout_ms=200, max_records=max_records)
             for tp, records in fetched.items():
-                end = self.end[PartitionId(*tp)]
-                batch = [
-                    Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
-                    for r in records
-                    if r.offset < end
-                ]
-                if batch:
-                    yield batch
+                yield tp, records
 
 
 async def offsets_at(conn: KafkaConnection, topic: str, when_ms: int) -> dict[int, int]:

@@ -1,0 +1,176 @@
+"""`ckptlog history RUN` and `ckptlog explain RUN PATH`: every decision about a run, replayed from
+its input partition (contract §11); `inspect --as-of` reads through `as_of` here too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ckptlog.connect import require_bootstrap
+from processor.cli.errors import cli_errors, echo_err
+from processor.cli.main import app
+from processor.cli.options import fields_of, settings_options
+from processor.errors import ConfigError
+from processor.explain.checkpoint import explain, paragraph
+from processor.explain.source import Progress as OnProgress
+from processor.explain.source import Replayed, partitions_of, replay_runs
+from processor.explain.story import Step
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.reader import offsets_at
+from processor.kafka.records import PartitionId
+from processor.redaction import register_secrets
+from processor.service.settings import ServiceSettings
+
+GROUPS = ("connection", "topics", "fold", "snapshots")
+Opt = typer.Option
+Moment = int | datetime  # an input offset, or a time (by record timestamp)
+
+
+def parse_moment(text: str | None, flag: str) -> Moment | None:
+    """`123` (an offset of the run's input partition) or an ISO 8601 time (UTC unless it says)."""
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: give an input offset (123) or an ISO 8601 time (2026-12-02T10:00:00Z)")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
+
+
+async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
+    """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
+    if isinstance(moment, int):
+        return moment + 1
+    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000) + 1))[partition]
+
+
+async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
+    """The first offset at or after `moment`."""
+    if isinstance(moment, int):
+        return moment
+    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000)))[partition]
+
+
+@contextmanager
+def progress_bar() -> Iterator[OnProgress]:
+    """A progress bar on stderr for a long replay (a terminal only; nothing when piped)."""
+    console = Console(stderr=True)
+    columns = (TextColumn("replaying {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        tasks: dict[PartitionId, Any] = {}
+
+        def update(pid: PartitionId, position: int, begin: int, end: int) -> None:
+            if pid not in tasks:
+                tasks[pid] = bar.add_task(str(pid), total=max(0, end - begin))
+            bar.update(tasks[pid], completed=max(0, position - begin))
+
+        yield update
+
+
+async def run_history(
+    conn: KafkaConnection, settings: ServiceSettings, run_id: str, to: Moment | None, progress: OnProgress | None
+) -> Replayed:
+    [(partition, _)] = (await partitions_of(conn, settings.input_topic, [run_id])).items()
+    until = None if to is None else await offset_after(conn, settings.input_topic, partition, to)
+    return await replay_runs(conn, settings, partition, [run_id], until=until, progress=progress)
+
+
+def _effect_text(effect: dict[str, Any]) -> str:
+    kind, path = effect["kind"], effect.get("path")
+    if kind == "evicted":
+        r = effect["reason"]
+        score = "" if r["score"] is None else f", score {r['score']:g}"
+        return f"evicted {path} (rank {r['rank']} by {r['order']}, num_to_keep {r['num_to_keep']}{score})"
+    if kind == "registered":
+        return f"registered {path} ({effect['status']}{', preserved: ' + effect['preserved'] if 'preserved' in effect else ''})"
+    if kind == "status_changed":
+        return f"{path} {effect['previous_status']} -> {effect['status']}"
+    if kind == "rejected":
+        return f"rejected ({effect['reason']}): {effect['message']}"
+    if kind in ("warning", "deletion_refused"):
+        return f"{kind} {effect.get('code', '')} {effect['message']}".replace("  ", " ")
+    if kind == "watermark":
+        return f"committed={effect['committed']} validated={effect['validated']}"
+    if kind == "restart":
+        return f"restart: generation {effect['generation']}"
+    return f"{kind} {path}" if path is not None else kind
+
+
+def step_line(step: Step) -> str:
+    effects = "; ".join(_effect_text(e) for e in step.effects) or "no effect"
+    return f"@{step.offset} {step.time or '-'} {(step.type or 'undecodable').removeprefix('ckptlog.')} {step.id or '-'}: {effects}"
+
+
+@app.command("history")
+@settings_options(fields_of(GROUPS))
+def history_command(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    as_json: Annotated[bool, Opt("--json", help="JSON lines: offset, id, type, time, effects.")] = False,
+    from_: Annotated[str | None, Opt("--from", help="First input offset or time to show.")] = None,
+    to: Annotated[str | None, Opt("--to", help="Last input offset or time to show (the replay stops there).")] = None,
+    *,
+    settings: ServiceSettings,
+) -> None:
+    """The run's story in log order: each input event that touched it and what it did (registered,
+    status changed, evicted and why, deleted, refused, restart, warning, rejection)."""
+    with cli_errors():
+        register_secrets(settings.secrets())
+        conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+        first, last = parse_moment(from_, "--from"), parse_moment(to, "--to")
+        with progress_bar() as progress:
+            replayed = asyncio.run(run_history(conn, settings, run_id, last, progress))
+            start = 0 if first is None else asyncio.run(
+                offset_from(conn, settings.input_topic, replayed.pid.partition, first)
+            )
+    steps = [s for s in replayed.replay.steps[run_id] if s.offset >= start]
+    for step in steps:
+        sys.stdout.write((json.dumps(step.to_json(), allow_nan=True) if as_json else step_line(step)) + "\n")
+    _note_start(replayed)
+    if not replayed.replay.steps[run_id]:
+        echo_err(f"error: run {run_id!r} has no events in {replayed.pid} (its partition by run id); check the run id")
+        raise typer.Exit(1)
+
+
+def _note_start(replayed: Replayed) -> None:
+    if replayed.snapshot is not None:
+        echo_err(
+            f"note: {replayed.pid} starts at offset {replayed.snapshot} (retention deleted the records before it): "
+            "the history shown begins at the snapshot there"
+        )
+
+
+@app.command("explain")
+@settings_options(fields_of(GROUPS))
+def explain_command(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    path: Annotated[str, typer.Argument(help="The checkpoint path, as reported (any spelling the fold accepts).")],
+    as_json: Annotated[bool, Opt("--json", help="The explanation as one JSON document.")] = False,
+    *,
+    settings: ServiceSettings,
+) -> None:
+    """One checkpoint's state now (kept, latest, pending, preserved, evicted, deleted,
+    deletion_refused or unknown) and why: the events that reported and evicted it."""
+    with cli_errors():
+        register_secrets(settings.secrets())
+        conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+        with progress_bar() as progress:
+            replayed = asyncio.run(run_history(conn, settings, run_id, None, progress))
+    replay = replayed.replay
+    doc = explain(run_id, path, replay.steps[run_id], replay.state(run_id))
+    sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
+    _note_start(replayed)
+    if doc["state"] == "unknown":
+        known = "has no events" if not replay.steps[run_id] else "never reported that path"
+        echo_err(f"error: run {run_id!r} {known} in {replayed.pid}; check the run id and the path")
+        raise typer.Exit(1)

@@ -1,0 +1,128 @@
+"""Where `history`, `explain` and `inspect --as-of` read from: a run's input partition, replayed
+from the log start (history) or from the newest snapshot at or before the moment asked for
+(`--as-of`), with the fold settings the processor's snapshots record (contract §11).
+
+The shell around processor/explain/run_replay.py: Kafka and the snapshot store in, a finished
+`RunReplay` out. A replay whose split folds were not exact is done again as one fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from processor.core.snapshot import Snapshot, decode
+from processor.errors import OffsetOutOfRange
+from processor.explain.run_replay import RunReplay
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.reader import TopicReader, partition_of
+from processor.kafka.records import PartitionId
+from processor.kafka.topics import topic_partitions
+from processor.service.settings import ServiceSettings
+from processor.storage.snapshots import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[PartitionId, int, int, int], None]  # pid, position, begin, end
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A partition replayed for some runs: from `start` (the log start, or `snapshot`'s offset)
+    up to `end` (exclusive); `exact` False: it was done again as one fold of every run."""
+
+    pid: PartitionId
+    replay: RunReplay
+    start: int
+    end: int
+    snapshot: int | None
+    split: bool
+
+
+async def partitions_of(conn: KafkaConnection, topic: str, runs: Iterable[str]) -> dict[int, set[str]]:
+    """The input partition of each run (Kafka's default partitioner, by run id), runs grouped by it."""
+    count = await topic_partitions(conn, topic)
+    grouped: dict[int, set[str]] = {}
+    for run_id in runs:
+        grouped.setdefault(partition_of(run_id.encode(), count), set()).add(run_id)
+    return grouped
+
+
+def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
+    return SnapshotStore(settings.snapshots, pid.topic, pid.partition, storage_options=settings.snapshot_storage_options)
+
+
+async def _snapshot(store: SnapshotStore, at_or_below: int | None) -> Snapshot | None:
+    return await asyncio.to_thread(store.load_latest, decode, at_or_below)
+
+
+async def replay_runs(
+    conn: KafkaConnection,
+    settings: ServiceSettings,
+    partition: int,
+    runs: Iterable[str],
+    *,
+    until: int | None = None,
+    as_of: bool = False,
+    progress: Progress | None = None,
+) -> Replayed:
+    """Replay `partition` for `runs` up to offset `until` (exclusive; None: its current end).
+    `as_of`: start from the newest snapshot at or below `until` (the state at a moment); else
+    from the log start (a whole history), or from the oldest snapshot the log still reaches when
+    retention has deleted its start."""
+    pid = PartitionId(settings.input_topic, partition)
+    store = _store(settings, pid)
+    newest = await _snapshot(store, until if as_of else None)  # also: the settings the processor folds with
+    start_from = newest if as_of else None
+    runs = set(runs)
+    async with TopicReader(conn, pid.topic, [partition], stop={} if until is None else {partition: until}) as reader:
+        begin = reader.begin[pid]
+        if begin > (start_from.next_offset if start_from is not None else 0):
+            start_from = await _oldest_reaching(store, pid, begin, until)
+    fold_settings = newest.settings if newest is not None else settings.fold_settings()
+    replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from), until, progress)
+    split = replay.context is not None
+    if not replay.exact():
+        log.warning(
+            "event=history_refold partition=%s runs=%d: another run's storage root nests with one of these "
+            "runs' (contract §9), which only one fold of every run decides: replaying again as one fold",
+            pid,
+            len(runs),
+        )
+        replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=True), until, progress)
+    start = start_from.next_offset if start_from is not None else 0
+    return Replayed(pid, replay, start, replay.position, start_from.next_offset if start_from else None, split)
+
+
+async def _oldest_reaching(store: SnapshotStore, pid: PartitionId, begin: int, until: int | None) -> Snapshot:
+    """The oldest snapshot at or after the log start `begin` (and not after `until`), else why not."""
+    offsets = sorted(o for o in await asyncio.to_thread(store.list_offsets) if o >= begin)
+    offsets = [o for o in offsets if until is None or o <= until]
+    snapshot = await _snapshot(store, offsets[0]) if offsets else None
+    if snapshot is None or snapshot.next_offset < begin:
+        raise OffsetOutOfRange(
+            f"{pid}: the input log starts at offset {begin} (retention deleted the records before it) and no "
+            f"snapshot under {store.url} starts at or after it{'' if until is None else f' and at or before {until}'}: "
+            "the events before cannot be replayed; give --snapshots the processor's snapshot URL, or ask for a "
+            f"moment at or after offset {begin}"
+        )
+    return snapshot
+
+
+async def _replay(
+    conn: KafkaConnection, pid: PartitionId, replay: RunReplay, until: int | None, progress: Progress | None
+) -> RunReplay:
+    start = replay.position
+    stop = {} if until is None else {pid.partition: until}
+    async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}, stop) as reader:
+        begin, end = reader.begin[pid], reader.end[pid]
+        feed = replay.feed
+        async for batch in reader.raw_batches():
+            for record in batch:
+                feed(record)
+            if progress is not None and batch:
+                progress(pid, batch[-1].offset + 1, begin, end)
+        replay.position = max(replay.position, end)
+    return replay

@@ -1,0 +1,183 @@
+"""A replay of a few runs (processor/explain/run_replay.py) equals a fold of the whole partition,
+for those runs: every step's effects and the state after it; and `explain` agrees with the fold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from events.codec import decode_event
+from events.rejections import Rejection
+from processor.core import Fold, run_view
+from processor.core.snapshot import canonical, decode, encode, of_fold
+from processor.explain.checkpoint import explain, path_key
+from processor.explain.run_replay import RunReplay
+from processor.explain.story import effects_of
+from tests import factories as f
+from tests.unit.core.test_fold_properties import ROOT, SETTINGS, logs
+
+RUNS = ("a", "b", "c")
+PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class Rec:
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    timestamp: int | None = 1_700_000_000_000
+
+
+@st.composite
+def partitions(draw: st.DrawFn) -> list[Rec]:
+    """Several runs' events with what couples runs: roots that nest or collide, a run_started after
+    reports, finishes, forgets, undecodable and keyless records."""
+    lines = draw(logs(runs=RUNS))
+    hostile = [
+        f.started("b", f"{ROOT}/a"),  # b takes a's implicit root
+        f.started("c", ROOT),  # above every implicit root
+        f.started("a", f"{ROOT}/a/inner"),  # inside its own implicit root
+        f.started("c", f"{ROOT}/c2"),  # a fresh root, after c may have reported
+        f.finished("a", keep=draw(st.sampled_from([None, "best", "kept"]))),
+        f.forgotten("b"),
+        f.report("a", {"acc": 1}, f"{ROOT}/b/x1"),  # into another run's root
+        b"garbage",
+    ]
+    for extra in draw(st.lists(st.sampled_from(hostile), max_size=5)):
+        lines.insert(draw(st.integers(0, len(lines))), extra)
+    records = []
+    for offset, raw in enumerate(lines):
+        event = decode_event(raw)
+        key = None if isinstance(event, Rejection) else event.subject.encode()
+        if key is not None and draw(st.integers(0, 15)) == 0:
+            key = None  # a keyless record: the fold reads its subject
+        records.append(Rec(key if raw != b"garbage" else b"a", raw, offset))
+    return records
+
+
+def full_fold(records: list[Rec], run_id: str) -> tuple[Fold, list[tuple[int, list[dict[str, Any]]]]]:
+    """The reference: one fold of every record; the target run's steps (offset, effects)."""
+    fold = Fold(SETTINGS)
+    steps = []
+    for rec in records:
+        event = decode_event(rec.value or b"", rec.key)
+        if isinstance(event, Rejection):
+            if rec.key == run_id.encode():
+                steps.append((rec.offset, [{"kind": "rejected", "reason": str(event.reason)}]))
+            continue
+        effects = fold.apply(event)
+        if event.subject == run_id:
+            steps.append((rec.offset, effects_of(event, effects)))
+    return fold, steps
+
+
+def replayed(records: list[Rec], run_id: str, snapshot_at: int | None = None) -> RunReplay:
+    snapshot = None
+    if snapshot_at is not None:  # a snapshot of the whole fold at `snapshot_at`, as the processor writes
+        fold = Fold(SETTINGS)
+        for rec in records[:snapshot_at]:
+            event = decode_event(rec.value or b"", rec.key)
+            if not isinstance(event, Rejection):
+                fold.apply(event)
+        snapshot = decode(encode(of_fold(fold, "in", 0, snapshot_at)))
+        records = records[snapshot_at:]
+    replay = RunReplay(SETTINGS, [run_id], snapshot)
+    for rec in records:
+        replay.feed(rec)
+    if not replay.exact():
+        replay = RunReplay(SETTINGS, [run_id], snapshot, whole=True)
+        for rec in records:
+            replay.feed(rec)
+    return replay
+
+
+def _comparable(effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"kind": e["kind"], "reason": e["reason"]} if e["kind"] == "rejected" else e for e in effects]
+
+
+@PROFILE
+@given(partitions(), st.sampled_from(RUNS))
+def test_a_replay_of_one_run_equals_the_fold_of_every_run(records: list[Rec], run_id: str) -> None:
+    fold, expected = full_fold(records, run_id)
+    replay = replayed(records, run_id)
+    got = [(s.offset, _comparable(s.effects)) for s in replay.steps[run_id]]
+    assert got == [(o, _comparable(e)) for o, e in expected]
+    mine, theirs = replay.fold.runs.get(run_id), fold.runs.get(run_id)
+    assert (mine is None) == (theirs is None)
+    if mine is not None and theirs is not None:
+        assert canonical(run_view(mine)) == canonical(run_view(theirs))
+    assert (run_id in replay.fold.refused) == (run_id in fold.refused)
+
+
+@PROFILE
+@given(partitions(), st.sampled_from(RUNS), st.data())
+def test_a_replay_from_a_snapshot_equals_the_fold_of_every_run(records: list[Rec], run_id: str, data: Any) -> None:
+    cut = data.draw(st.integers(0, len(records)))
+    fold, _ = full_fold(records, run_id)
+    replay = replayed(records, run_id, snapshot_at=cut)
+    mine, theirs = replay.fold.runs.get(run_id), fold.runs.get(run_id)
+    assert (mine is None) == (theirs is None)
+    if mine is not None and theirs is not None:
+        assert canonical(run_view(mine)) == canonical(run_view(theirs))
+
+
+@PROFILE
+@given(partitions(), st.sampled_from(RUNS))
+def test_explain_agrees_with_the_fold(records: list[Rec], run_id: str) -> None:
+    """Every kept path is explained as kept (or latest, pending, preserved); every path evicted since
+    its last report names the input event whose folding first stopped keeping it."""
+    fold, expected = full_fold(records, run_id)
+    replay = replayed(records, run_id)
+    run = replay.state(run_id)
+    paths = {e["path"] for _, effects in expected for e in effects if e["kind"] == "registered"}
+    ids = {rec.offset: decode_event(rec.value or b"") for rec in records}
+    for path in paths:
+        doc = explain(run_id, path, replay.steps[run_id], run)
+        key = path_key(path)
+        last_report = max(o for o, effects in expected for e in effects if e["kind"] == "registered" and path_key(e["path"]) == key)
+        evictions = [
+            (o, e) for o, effects in expected for e in effects
+            if e["kind"] == "evicted" and path_key(e["path"]) == key and o >= last_report
+        ]
+        theirs = fold.runs.get(run_id)
+        if theirs is not None and key in theirs.by_key:
+            assert doc["state"] in ("kept", "latest", "pending", "preserved"), doc
+            assert doc["evicted"] is None and doc["kept_because"] is not None
+            if doc["kept_because"]["within_num_to_keep"] and theirs.keep is not None:
+                assert doc["kept_because"]["rank"] <= theirs.keep
+        elif evictions:
+            offset, effect = evictions[0]
+            assert doc["state"] in ("evicted", "deleted", "deletion_refused"), doc
+            event = ids[offset]
+            assert not isinstance(event, Rejection)
+            assert doc["evicted"]["offset"] == offset and doc["evicted"]["id"] == event.id
+            assert doc["evicted"]["reason"] == effect["reason"]
+            owed = theirs is not None and key in theirs.outstanding
+            assert (doc["state"] == "evicted") == owed, doc
+        assert doc["reported"]["offset"] == last_report
+
+
+def test_an_unknown_path_is_unknown() -> None:
+    records = [Rec(b"a", f.report("a", {"acc": 1}, f"{ROOT}/a/c1"), 0)]
+    replay = replayed(records, "a")
+    doc = explain("a", f"{ROOT}/a/nope", replay.steps["a"], replay.state("a"))
+    assert doc["state"] == "unknown" and doc["reported"] is None
+    doc = explain("a", f"{ROOT}/a//c1", replay.steps["a"], replay.state("a"))  # another spelling of the path
+    assert doc["state"] == "kept" and doc["kept_because"]["latest"] and doc["reported"]["offset"] == 0
+
+
+def test_a_root_another_run_holds_makes_the_replay_fold_every_run() -> None:
+    """b's run_started names a's root: only a fold that sees a refuses it. The split replay says it
+    was not exact, and the whole replay refuses b as the processor did."""
+    lines = [f.report("a", {"acc": 1}, f"{ROOT}/a/c1"), f.started("b", f"{ROOT}/a"), f.report("b", {}, f"{ROOT}/a/c2")]
+    records = [Rec(b"a" if i == 0 else b"b", raw, i) for i, raw in enumerate(lines)]
+    split = RunReplay(SETTINGS, ["b"])
+    for rec in records:
+        split.feed(rec)
+    assert not split.exact()
+    whole = replayed(records, "b")
+    assert "b" in whole.fold.refused
+    assert [e["kind"] for s in whole.steps["b"] for e in s.effects] == ["rejected", "rejected"]
