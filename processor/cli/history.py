@@ -21,18 +21,15 @@ from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
 from processor.explain.checkpoint import explain, paragraph
+from processor.explain.source import Moment, Replayed, history_of, offset_from
 from processor.explain.source import Progress as OnProgress
-from processor.explain.source import Replayed, partitions_of, replay_runs
 from processor.explain.story import Step
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import offsets_at
 from processor.kafka.records import PartitionId
 from processor.redaction import register_secrets
 from processor.service.settings import ServiceSettings
 
 GROUPS = ("connection", "topics", "fold", "snapshots")
 Opt = typer.Option
-Moment = int | datetime  # an input offset, or a time (by record timestamp)
 
 
 def parse_moment(text: str | None, flag: str) -> Moment | None:
@@ -44,22 +41,10 @@ def parse_moment(text: str | None, flag: str) -> Moment | None:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"{flag} {text!r}: give an input offset (123) or an ISO 8601 time (2026-12-02T10:00:00Z)")
+        raise ConfigError(
+            f"{flag} {text!r}: give an input offset (123) or an ISO 8601 time (2026-12-02T10:00:00Z)"
+        ) from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
-
-
-async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
-    """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
-    if isinstance(moment, int):
-        return moment + 1
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000) + 1))[partition]
-
-
-async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
-    """The first offset at or after `moment`."""
-    if isinstance(moment, int):
-        return moment
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000)))[partition]
 
 
 @contextmanager
@@ -78,14 +63,6 @@ def progress_bar() -> Iterator[OnProgress]:
         yield update
 
 
-async def run_history(
-    conn: KafkaConnection, settings: ServiceSettings, run_id: str, to: Moment | None, progress: OnProgress | None
-) -> Replayed:
-    [(partition, _)] = (await partitions_of(conn, settings.input_topic, [run_id])).items()
-    until = None if to is None else await offset_after(conn, settings.input_topic, partition, to)
-    return await replay_runs(conn, settings, partition, [run_id], until=until, progress=progress)
-
-
 def _effect_text(effect: dict[str, Any]) -> str:
     kind, path = effect["kind"], effect.get("path")
     if kind == "evicted":
@@ -93,7 +70,8 @@ def _effect_text(effect: dict[str, Any]) -> str:
         score = "" if r["score"] is None else f", score {r['score']:g}"
         return f"evicted {path} (rank {r['rank']} by {r['order']}, num_to_keep {r['num_to_keep']}{score})"
     if kind == "registered":
-        return f"registered {path} ({effect['status']}{', preserved: ' + effect['preserved'] if 'preserved' in effect else ''})"
+        preserved = f", preserved by {effect['preserved']}" if "preserved" in effect else ""
+        return f"registered {path} ({effect['status']}{preserved})"
     if kind == "status_changed":
         return f"{path} {effect['previous_status']} -> {effect['status']}"
     if kind == "rejected":
@@ -109,7 +87,8 @@ def _effect_text(effect: dict[str, Any]) -> str:
 
 def step_line(step: Step) -> str:
     effects = "; ".join(_effect_text(e) for e in step.effects) or "no effect"
-    return f"@{step.offset} {step.time or '-'} {(step.type or 'undecodable').removeprefix('ckptlog.')} {step.id or '-'}: {effects}"
+    kind = (step.type or "undecodable").removeprefix("ckptlog.")
+    return f"@{step.offset} {step.time or '-'} {kind} {step.id or '-'}: {effects}"
 
 
 @app.command("history")
@@ -129,9 +108,11 @@ def history_command(
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         first, last = parse_moment(from_, "--from"), parse_moment(to, "--to")
         with progress_bar() as progress:
-            replayed = asyncio.run(run_history(conn, settings, run_id, last, progress))
-            start = 0 if first is None else asyncio.run(
-                offset_from(conn, settings.input_topic, replayed.pid.partition, first)
+            replayed = asyncio.run(history_of(conn, settings, run_id, last, progress))
+            start = (
+                0
+                if first is None
+                else asyncio.run(offset_from(conn, settings.input_topic, replayed.pid.partition, first))
             )
     steps = [s for s in replayed.replay.steps[run_id] if s.offset >= start]
     for step in steps:
@@ -165,7 +146,7 @@ def explain_command(
         register_secrets(settings.secrets())
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         with progress_bar() as progress:
-            replayed = asyncio.run(run_history(conn, settings, run_id, None, progress))
+            replayed = asyncio.run(history_of(conn, settings, run_id, None, progress))
     replay = replayed.replay
     doc = explain(run_id, path, replay.steps[run_id], replay.state(run_id))
     sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")

@@ -96,16 +96,34 @@ def inspect_command(
     ] = None,
     state_topic: Annotated[str | None, Opt(help="Compacted state topic (default ckptlog.state).")] = None,
     dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
+    as_of: Annotated[
+        str | None,
+        Opt(
+            "--as-of",
+            help="The state right after this input offset (of each run's partition) or time: replayed from the "
+            "newest snapshot at or before it, not read from the state topic.",
+        ),
+    ] = None,
+    input_topic: Annotated[str | None, Opt(help="Input topic, for --as-of (default ckptlog.events).")] = None,
+    snapshots: Annotated[str | None, Opt(help="The processor's snapshot URL, for --as-of.")] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins) and its rejected events.
     --json: {"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}, "undecodable": [...]}."""
     with cli_errors():
         settings = load_settings(
-            config, bootstrap_servers=bootstrap_servers, state_topic=state_topic, dlq_topic=dlq_topic
+            config,
+            bootstrap_servers=bootstrap_servers,
+            state_topic=state_topic,
+            dlq_topic=dlq_topic,
+            input_topic=input_topic,
+            snapshots=snapshots,
         )
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
-        state, rejected, warned = asyncio.run(read_state(conn, settings, runs or []))
+        if as_of is not None:
+            state, rejected, warned = _as_of(conn, settings, runs or [], as_of)
+        else:
+            state, rejected, warned = asyncio.run(read_state(conn, settings, runs or []))
     views = state.views
     if as_json:
         body = {
@@ -126,6 +144,22 @@ def inspect_command(
     _warn_missing(runs or [], state, rejected, settings.state_topic)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+def _as_of(
+    conn: KafkaConnection, settings: ServiceSettings, runs: list[str], moment: str
+) -> tuple[StateRead, Counter[str], Counter[str]]:
+    """What `read_state` gives, for the state right after `moment` (processor/explain/source.py)."""
+    from processor.cli.history import parse_moment, progress_bar  # the replay's modules: only for --as-of
+    from processor.explain.source import views_as_of
+
+    parsed = parse_moment(moment, "--as-of")
+    assert parsed is not None
+    with progress_bar() as progress:
+        found = asyncio.run(views_as_of(conn, settings, runs, parsed, progress))
+    positions = ", ".join(f"{settings.input_topic}[{p}] up to offset {o}" for p, o in sorted(found.positions.items()))
+    echo_err(f"as of {moment}: replayed {positions or 'nothing'}")
+    return StateRead(found.views, []), +Counter(found.rejected), +Counter(found.warned)
 
 
 def _warn_missing(runs: list[str], state: StateRead, rejected: Counter[str], topic: str) -> None:

@@ -55,7 +55,9 @@ def _state_of_kept(because: dict[str, Any]) -> str:
 def explain(run_id: str, path: str, steps: Sequence[Step], run: RunState | None) -> dict[str, Any]:
     """The document: `state`, `reported`, `evicted`, `kept_because`, and the steps naming the path."""
     key = path_key(path)
-    mine = [(step, e) for step in steps for e in step.effects if e.get("path") is not None and path_key(e["path"]) == key]
+    mine = [
+        (step, e) for step in steps for e in step.effects if e.get("path") is not None and path_key(e["path"]) == key
+    ]
     doc: dict[str, Any] = {"run_id": run_id, "path": path, "state": "unknown", "reported": None, "evicted": None}
     doc["kept_because"] = None
     doc["history"] = [{"offset": s.offset, "id": s.id, "type": s.type, "time": s.time, **e} for s, e in mine]
@@ -103,8 +105,11 @@ def paragraph(doc: dict[str, Any]) -> str:
     head = f"run {doc['run_id']!r}, checkpoint {doc['path']!r}: {doc['state'].upper().replace('_', ' ')}."
     reported = doc["reported"]
     if reported is None:
-        return head + " The run never reported it (check the run id and the path; `ckptlog history RUN` lists its events)."
-    text = f"{head} Reported as report {reported['report_index']} by event {reported['id']!r} (offset {reported['offset']})."
+        return (
+            head + " The run never reported it (check the run id and the path; `ckptlog history RUN` lists its events)."
+        )
+    event = f"event {reported['id']!r} (offset {reported['offset']})"
+    text = f"{head} Reported as report {reported['report_index']} by {event}."
     evicted = doc["evicted"]
     if evicted is not None:
         text += f" Evicted by event {evicted['id']!r} (offset {evicted['offset']}): {_reason_text(evicted['reason'])}."

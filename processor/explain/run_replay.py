@@ -95,7 +95,9 @@ class RunReplay:
             assert self.context is not None
             run_id = self._fold_other(self.context, record)
             context = self.context
-            if run_id is not None and (run_id in context.runs or run_id in context.refused or run_id in context.finished):
+            if run_id is not None and (
+                run_id in context.runs or run_id in context.refused or run_id in context.finished
+            ):
                 self._settled.add(key)
             else:
                 self._settled.discard(key)

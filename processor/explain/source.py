@@ -12,12 +12,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from processor.core.snapshot import Snapshot, decode
+from processor.core.view import View, run_view
 from processor.errors import OffsetOutOfRange
 from processor.explain.run_replay import RunReplay
 from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import TopicReader, partition_of
+from processor.kafka.reader import TopicReader, offsets_at, partition_of
 from processor.kafka.records import PartitionId
 from processor.kafka.topics import topic_partitions
 from processor.service.settings import ServiceSettings
@@ -26,6 +28,8 @@ from processor.storage.snapshots import SnapshotStore
 log = logging.getLogger(__name__)
 
 Progress = Callable[[PartitionId, int, int, int], None]  # pid, position, begin, end
+Moment = int | datetime
+"""An offset of the run's input partition, or a time (compared with the records' broker timestamps)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +55,9 @@ async def partitions_of(conn: KafkaConnection, topic: str, runs: Iterable[str]) 
 
 
 def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
-    return SnapshotStore(settings.snapshots, pid.topic, pid.partition, storage_options=settings.snapshot_storage_options)
+    return SnapshotStore(
+        settings.snapshots, pid.topic, pid.partition, storage_options=settings.snapshot_storage_options
+    )
 
 
 async def _snapshot(store: SnapshotStore, at_or_below: int | None) -> Snapshot | None:
@@ -66,23 +72,26 @@ async def replay_runs(
     *,
     until: int | None = None,
     as_of: bool = False,
+    every_run: bool = False,
     progress: Progress | None = None,
 ) -> Replayed:
     """Replay `partition` for `runs` up to offset `until` (exclusive; None: its current end).
     `as_of`: start from the newest snapshot at or below `until` (the state at a moment); else
     from the log start (a whole history), or from the oldest snapshot the log still reaches when
-    retention has deleted its start."""
+    retention has deleted its start. `every_run`: one fold of every run (the state of all of them)."""
     pid = PartitionId(settings.input_topic, partition)
     store = _store(settings, pid)
-    newest = await _snapshot(store, until if as_of else None)  # also: the settings the processor folds with
+    newest = await _snapshot(store, until if as_of else None)
     start_from = newest if as_of else None
+    if newest is None and as_of:  # the settings the processor folds with: any snapshot of it has them
+        newest = await _snapshot(store, None)
     runs = set(runs)
     async with TopicReader(conn, pid.topic, [partition], stop={} if until is None else {partition: until}) as reader:
         begin = reader.begin[pid]
         if begin > (start_from.next_offset if start_from is not None else 0):
             start_from = await _oldest_reaching(store, pid, begin, until)
     fold_settings = newest.settings if newest is not None else settings.fold_settings()
-    replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from), until, progress)
+    replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=every_run), until, progress)
     split = replay.context is not None
     if not replay.exact():
         log.warning(
@@ -126,3 +135,74 @@ async def _replay(
                 progress(pid, batch[-1].offset + 1, begin, end)
         replay.position = max(replay.position, end)
     return replay
+
+
+async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
+    """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
+    if isinstance(moment, int):
+        return moment + 1
+    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000) + 1))[partition]
+
+
+async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
+    """The first offset at or after `moment`."""
+    if isinstance(moment, int):
+        return moment
+    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000)))[partition]
+
+
+async def history_of(
+    conn: KafkaConnection,
+    settings: ServiceSettings,
+    run_id: str,
+    to: Moment | None = None,
+    progress: Progress | None = None,
+) -> Replayed:
+    """The run's whole story up to `to` (inclusive; None: the log's end)."""
+    [(partition, _)] = (await partitions_of(conn, settings.input_topic, [run_id])).items()
+    until = None if to is None else await offset_after(conn, settings.input_topic, partition, to)
+    return await replay_runs(conn, settings, partition, [run_id], until=until, progress=progress)
+
+
+@dataclass(frozen=True, slots=True)
+class AsOf:
+    """The state right after `moment`: each run's VIEW, its rejected events and warnings so far (for
+    the runs asked for), and per input partition the offset replayed up to (exclusive)."""
+
+    views: dict[str, View]
+    rejected: dict[str, int]
+    warned: dict[str, int]
+    positions: dict[int, int]
+
+
+async def views_as_of(
+    conn: KafkaConnection,
+    settings: ServiceSettings,
+    runs: Iterable[str],
+    moment: Moment,
+    progress: Progress | None = None,
+) -> AsOf:
+    """The VIEWs of `runs` (none: every run of every partition) right after `moment`: from the newest
+    snapshot at or before it plus a replay, or from the log start (contract §11)."""
+    wanted = sorted(set(runs))
+    if wanted:
+        groups = await partitions_of(conn, settings.input_topic, wanted)
+    else:
+        groups = {p: set() for p in range(await topic_partitions(conn, settings.input_topic))}
+    views: dict[str, View] = {}
+    rejected: dict[str, int] = {}
+    warned: dict[str, int] = {}
+    positions: dict[int, int] = {}
+    for partition, members in sorted(groups.items()):
+        until = await offset_after(conn, settings.input_topic, partition, moment)
+        replayed = await replay_runs(
+            conn, settings, partition, members, until=until, as_of=True, every_run=not members, progress=progress
+        )
+        replay = replayed.replay
+        positions[partition] = replayed.end
+        states = {r: replay.state(r) for r in members} if members else dict(replay.fold.runs)
+        views.update({r: run_view(state) for r, state in states.items() if state is not None})
+        for run_id, steps in replay.steps.items():
+            effects = [e["kind"] for s in steps for e in s.effects]
+            rejected[run_id], warned[run_id] = effects.count("rejected"), effects.count("warning")
+    return AsOf(views, rejected, warned, positions)

@@ -42,7 +42,12 @@ def _registered(data: dict[str, Any]) -> list[Effect]:
 
 def _evicted(data: dict[str, Any]) -> list[Effect]:
     return [
-        {"kind": "evicted", "path": data["checkpoint_path"], "report_index": data["report_index"], "reason": data["reason"]}
+        {
+            "kind": "evicted",
+            "path": data["checkpoint_path"],
+            "report_index": data["report_index"],
+            "reason": data["reason"],
+        }
     ]
 
 

@@ -23,7 +23,7 @@ from processor.kafka.topics import admin_client, partition_counts
 
 def partition_of(key: bytes, count: int) -> int:
     """The partition Kafka's default partitioner (murmur2, every ckptlog client's) puts `key` in."""
-    return (murmur2(key) & 0x7FFFFFFF) % count
+    return int(murmur2(key) & 0x7FFFFFFF) % count
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,8 @@ class TopicReader:
 
     async def raw_batches(self, max_records: int = 50_000) -> AsyncIterator[Sequence[Any]]:
         """`batches` without a `Record` built per record: aiokafka's own records (their key, value,
-        offset and timestamp are what processor/explain/run_replay.py `InputRecord` reads), for scans that look at nearly every record only long enough to skip it."""
+        offset and timestamp are what processor/explain/run_replay.py `InputRecord` reads), for
+        scans that look at nearly every record only long enough to skip it."""
         async for tp, records in self._fetched(max_records):
             end = self.end[PartitionId(*tp)]
             yield records if not records or records[-1].offset < end else [r for r in records if r.offset < end]

@@ -137,9 +137,13 @@ def test_explain_agrees_with_the_fold(records: list[Rec], run_id: str) -> None:
     for path in paths:
         doc = explain(run_id, path, replay.steps[run_id], run)
         key = path_key(path)
-        last_report = max(o for o, effects in expected for e in effects if e["kind"] == "registered" and path_key(e["path"]) == key)
+        last_report = max(
+            o for o, effects in expected for e in effects if e["kind"] == "registered" and path_key(e["path"]) == key
+        )
         evictions = [
-            (o, e) for o, effects in expected for e in effects
+            (o, e)
+            for o, effects in expected
+            for e in effects
             if e["kind"] == "evicted" and path_key(e["path"]) == key and o >= last_report
         ]
         theirs = fold.runs.get(run_id)
