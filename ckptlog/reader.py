@@ -8,9 +8,6 @@ on the VIEW's own watermarks (see ckptlog.views for why).
     async with Reader() as reader:
         kept = await reader.get_all_reported_checkpoints("run-1", report_index=10)
         async for view in reader.watch("run-1"): ...
-        steps = await reader.history("run-1")                 # every decision, replayed from the log
-        why = await reader.explain("run-1", "s3://b/run-1/c3")  # one checkpoint's state and story
-        then = await reader.view("run-1", as_of=1234)         # the VIEW right after input offset 1234
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.errors import ClientClosed
@@ -28,10 +23,6 @@ from ckptlog.views import Consistency, ReportedCheckpoint, RunView
 from events.codec import DEFAULT_LIMITS, DecodeLimits
 from events.state import Problem
 from processor.kafka.clients_io import TopicTail
-
-if TYPE_CHECKING:
-    from processor.kafka.connection import KafkaConnection
-    from processor.service.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +39,10 @@ class Reader:
         topics: Topics | None = None,
         connection: Connection | None = None,
         limits: DecodeLimits = DEFAULT_LIMITS,
-        processor: ServiceSettings | None = None,
     ) -> None:
         """`limits`: the processor's --max-payload-bytes and --max-depth, when it runs with others
-        than the defaults (a state record beyond what they allow is shown as unreadable).
-        `processor`: the processor's settings, for `history`, `explain` and `view(as_of=)` (its
-        snapshot URL and fold settings); default: read from the CKPTLOG_* environment as `ckptlog
-        run` does, with this reader's input topic."""
+        than the defaults (a state record beyond what they allow is shown as unreadable)."""
         self.topics = topics or Topics()
-        self._processor = processor
-        self._conn: KafkaConnection | None = None
         self.table = ViewTable(limits)
         self._bootstrap, self._connection = bootstrap_servers, connection
         self._tail: TopicTail | None = None
@@ -67,7 +52,7 @@ class Reader:
     async def start(self) -> None:
         if self._tail is not None:
             return
-        conn = self._conn = await resolve(self._bootstrap, "ckptlog-reader", self._connection)
+        conn = await resolve(self._bootstrap, "ckptlog-reader", self._connection)
         tail = TopicTail(conn, self.topics.state)
         await tail.start()
         self._tail = tail
@@ -88,48 +73,10 @@ class Reader:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def view(self, run_id: str, *, as_of: int | datetime | None = None) -> RunView | None:
-        """The run's newest VIEW as of now (None for a run the processor has not published); with
-        `as_of` (an offset of the run's input partition, or a time) the VIEW right after that
-        record, replayed from the newest snapshot at or before it (None: the run had no state then)."""
-        if as_of is None:
-            await self.catch_up()
-            return self.table.views.get(run_id)
-        from processor.explain.source import views_as_of
-
-        found = await views_as_of(self._connected(), self._settings(), [run_id], as_of)
-        view = found.views.get(run_id)
-        return None if view is None else RunView.model_validate(view)
-
-    async def history(self, run_id: str, *, until: int | datetime | None = None) -> list[dict[str, Any]]:
-        """Each input event of the run up to `until` (inclusive; None: now) and what it did, as the
-        JSON lines of `ckptlog history --json`: offset, id, type, time, effects. Replays the run's
-        input partition from the log start (or the oldest snapshot the log still reaches)."""
-        from processor.explain.source import history_of
-
-        replayed = await history_of(self._connected(), self._settings(), run_id, until)
-        return [step.to_json() for step in replayed.replay.steps[run_id]]
-
-    async def explain(self, run_id: str, path: str) -> dict[str, Any]:
-        """One checkpoint's state now and why, as `ckptlog explain --json` prints it (`state` is
-        "unknown" for a run or path the log does not know)."""
-        from processor.explain.checkpoint import explain
-        from processor.explain.source import history_of
-
-        replay = (await history_of(self._connected(), self._settings(), run_id)).replay
-        return explain(run_id, path, replay.steps[run_id], replay.state(run_id))
-
-    def _connected(self) -> KafkaConnection:
-        self._require_started()
-        assert self._conn is not None
-        return self._conn
-
-    def _settings(self) -> ServiceSettings:
-        if self._processor is None:
-            from processor.service.settings import load_settings
-
-            self._processor = load_settings(None, input_topic=self.topics.events)
-        return self._processor
+    async def view(self, run_id: str) -> RunView | None:
+        """The run's newest VIEW as of now (None for a run the processor has not published)."""
+        await self.catch_up()
+        return self.table.views.get(run_id)
 
     def problem(self, run_id: str) -> Problem | None:
         """Why the run's newest state record (or its VIEW) cannot be read, if it cannot; the reader

@@ -1,5 +1,5 @@
 """`ckptlog history RUN` and `ckptlog explain RUN PATH`: every decision about a run, replayed from
-its input partition (contract §11); `inspect --as-of` reads through `as_of` here too."""
+its input partition (contract §10); `inspect --as-of` reads through `as_of` here too."""
 
 from __future__ import annotations
 

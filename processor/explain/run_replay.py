@@ -4,7 +4,8 @@ Runs are independent in the fold but for one rule: no two runs' storage roots ma
 §9). So the target runs are folded in a fold of their own (`fold`, every record of theirs,
 outputs on), and the partition's other runs in a second one (`context`) that sees only the
 records that can register or release a root: a run's records until it has state, and any record
-that may be a run_started or run_forgotten (a byte search: a false hit only costs a decode). A
+that may be a run_started or run_forgotten (a byte search for `ckptlog.run_`, and any record with
+a backslash, which could spell the type with escapes: a false hit only costs a decode). A
 report of a run that has state never touches a root, so it is skipped without being decoded.
 
 If no root the one fold registered or looked up nests with one the other did, every nesting
@@ -29,7 +30,7 @@ from processor.core.state import FoldSettings, RunState
 from processor.explain.story import Step, effects_of, rejected, step_of
 from processor.foldfile import roots_nest
 
-_MAY_TOUCH_ROOTS = (b"run_started", b"run_forgotten")
+_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished: a harmless extra)
 
 
 class InputRecord(Protocol):
@@ -84,23 +85,32 @@ class RunReplay:
         self.position = snapshot.next_offset if snapshot is not None else 0
         self.folded = 0  # records decoded and folded (either fold)
 
-    def feed(self, record: InputRecord) -> None:
-        key, value = record.key, record.value
-        self.position = record.offset + 1
-        if key in self._keys or key is None:
-            self._target(record)
-        elif self.whole:
-            self._fold_other(self.fold, record)
-        elif key not in self._settled or (value is not None and any(word in value for word in _MAY_TOUCH_ROOTS)):
-            assert self.context is not None
-            run_id = self._fold_other(self.context, record)
-            context = self.context
-            if run_id is not None and (
-                run_id in context.runs or run_id in context.refused or run_id in context.finished
-            ):
-                self._settled.add(key)
-            else:
-                self._settled.discard(key)
+    def feed(self, records: Iterable[InputRecord]) -> None:
+        """Fold a batch of the partition's records, in offset order (the hot loop: nearly every
+        record is another run's report, skipped after a set lookup and two byte searches)."""
+        keys, settled, whole, target, other = self._keys, self._settled, self.whole, self._target, self._other
+        last = None
+        for record in records:
+            last = record
+            key, value = record.key, record.value
+            if key in keys or key is None:
+                target(record)
+            elif whole:
+                self._fold_other(self.fold, record)
+            elif key not in settled or value is None or _MAY_TOUCH_ROOTS in value or b"\\" in value:
+                other(key, record)
+        if last is not None:
+            self.position = last.offset + 1
+
+    def _other(self, key: bytes, record: InputRecord) -> None:
+        """Another run's record that may register or release a root: into the context fold."""
+        context = self.context
+        assert context is not None
+        run_id = self._fold_other(context, record)
+        if run_id is not None and (run_id in context.runs or run_id in context.refused or run_id in context.finished):
+            self._settled.add(key)
+        else:
+            self._settled.discard(key)
 
     def exact(self) -> bool:
         """Whether the split folds gave what one fold of every run would have (module docstring)."""

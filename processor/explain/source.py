@@ -1,6 +1,6 @@
 """Where `history`, `explain` and `inspect --as-of` read from: a run's input partition, replayed
 from the log start (history) or from the newest snapshot at or before the moment asked for
-(`--as-of`), with the fold settings the processor's snapshots record (contract §11).
+(`--as-of`), with the fold settings the processor's snapshots record (contract §10).
 
 The shell around processor/explain/run_replay.py: Kafka and the snapshot store in, a finished
 `RunReplay` out. A replay whose split folds were not exact is done again as one fold.
@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from processor.core.snapshot import Snapshot, decode
+from processor.core.snapshot import Snapshot, decode, decode_settings
+from processor.core.state import FoldSettings
 from processor.core.view import View, run_view
 from processor.errors import OffsetOutOfRange
 from processor.explain.run_replay import RunReplay
@@ -81,16 +82,17 @@ async def replay_runs(
     retention has deleted its start. `every_run`: one fold of every run (the state of all of them)."""
     pid = PartitionId(settings.input_topic, partition)
     store = _store(settings, pid)
-    newest = await _snapshot(store, until if as_of else None)
-    start_from = newest if as_of else None
-    if newest is None and as_of:  # the settings the processor folds with: any snapshot of it has them
-        newest = await _snapshot(store, None)
+    start_from = await _snapshot(store, until) if as_of else None
     runs = set(runs)
     async with TopicReader(conn, pid.topic, [partition], stop={} if until is None else {partition: until}) as reader:
         begin = reader.begin[pid]
         if begin > (start_from.next_offset if start_from is not None else 0):
             start_from = await _oldest_reaching(store, pid, begin, until)
-    fold_settings = newest.settings if newest is not None else settings.fold_settings()
+    if start_from is not None:
+        fold_settings = start_from.settings
+    else:  # the settings the processor folds with: any snapshot of it has them
+        found: FoldSettings | None = await asyncio.to_thread(store.load_latest, _settings_of)
+        fold_settings = found if found is not None else settings.fold_settings()
     replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=every_run), until, progress)
     split = replay.context is not None
     if not replay.exact():
@@ -103,6 +105,10 @@ async def replay_runs(
         replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=True), until, progress)
     start = start_from.next_offset if start_from is not None else 0
     return Replayed(pid, replay, start, replay.position, start_from.next_offset if start_from else None, split)
+
+
+def _settings_of(data: bytes) -> FoldSettings:
+    return decode_settings(data)
 
 
 async def _oldest_reaching(store: SnapshotStore, pid: PartitionId, begin: int, until: int | None) -> Snapshot:
@@ -127,10 +133,8 @@ async def _replay(
     stop = {} if until is None else {pid.partition: until}
     async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}, stop) as reader:
         begin, end = reader.begin[pid], reader.end[pid]
-        feed = replay.feed
         async for batch in reader.raw_batches():
-            for record in batch:
-                feed(record)
+            replay.feed(batch)
             if progress is not None and batch:
                 progress(pid, batch[-1].offset + 1, begin, end)
         replay.position = max(replay.position, end)
@@ -183,7 +187,7 @@ async def views_as_of(
     progress: Progress | None = None,
 ) -> AsOf:
     """The VIEWs of `runs` (none: every run of every partition) right after `moment`: from the newest
-    snapshot at or before it plus a replay, or from the log start (contract §11)."""
+    snapshot at or before it plus a replay, or from the log start (contract §10)."""
     wanted = sorted(set(runs))
     if wanted:
         groups = await partitions_of(conn, settings.input_topic, wanted)

@@ -1,4 +1,4 @@
-"""A run's story: what each input event that touched it did, as JSON-ready steps (contract §11).
+"""A run's story: what each input event that touched it did, as JSON-ready steps (contract §10).
 
 Pure: the fold's `Effects` (or the rejection of an event) in, a `Step` out. Every effect is an
 object with a `kind` and, where one applies, a `path`; the kinds are the names `EFFECT_KINDS`

@@ -1,4 +1,4 @@
-"""History, explain and --as-of against a real processor (contract §11): random streams over
+"""History, explain and --as-of against a real processor (contract §10): random streams over
 several runs and two input partitions, real checkpoint directories, the processor's own outputs
 as the ground truth, and every reader (the CLI, `Reader`) asked the same questions.
 
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from ckptlog import Reader, Topics
 from events.outputs import CHECKPOINT_EVICTED, OutputEnvelope
 from processor.explain.checkpoint import explain, path_key
+from processor.explain.client import History
 from processor.explain.source import history_of, views_as_of
 from processor.foldfile import fold_lines
 from processor.kafka import read_topic
@@ -109,7 +110,7 @@ async def check_explanations(settings: ServiceSettings, tmp_path: Path) -> None:
     conn = conn_of(settings)
     evictions = await processor_evictions(settings)
     topics = Topics(settings.input_topic, settings.validations_topic, settings.state_topic, settings.watermarks_topic)
-    async with Reader(connection=conn, topics=topics, processor=settings) as reader:
+    async with Reader(connection=conn, topics=topics) as reader, History(connection=conn, processor=settings) as api:
         views = await reader.runs()
         for run_id in RUNS:
             replay = (await history_of(conn, settings, run_id)).replay
@@ -126,8 +127,8 @@ async def check_explanations(settings: ServiceSettings, tmp_path: Path) -> None:
                 on_disk = Path(path.removeprefix("file://")).exists()
                 assert doc["state"] in ("deleted", "evicted"), doc
                 assert (doc["state"] == "deleted") == (not on_disk), doc
-            assert [s["offset"] for s in await reader.history(run_id)] == [s.offset for s in steps]
-            assert (await reader.explain(run_id, "file:///nowhere/x"))["state"] == "unknown"
+            assert [s["offset"] for s in await api.history(run_id)] == [s.offset for s in steps]
+            assert (await api.explain(run_id, "file:///nowhere/x"))["state"] == "unknown"
 
 
 async def check_as_of(
@@ -142,10 +143,13 @@ async def check_as_of(
         expected = fold_lines([raw + b"\n" for _, raw in records[: index + 1]], settings.fold_settings()).document()
         runs = [r for r in RUNS if r in expected["runs"]]
         found = await views_as_of(conn, settings, runs, offset)
-        for run_id in runs:
-            view = dict(expected["runs"][run_id])
-            view.pop("evicted")
-            assert json.dumps(found.views[run_id], sort_keys=True) == json.dumps(view, sort_keys=True)
+        async with History(connection=conn, processor=settings) as api:
+            for run_id in runs:
+                view = dict(expected["runs"][run_id])
+                view.pop("evicted")
+                assert json.dumps(found.views[run_id], sort_keys=True) == json.dumps(view, sort_keys=True)
+                python = await api.view(run_id, as_of=offset)
+                assert python is not None and python.model_dump(mode="json")["committed"] == view["committed"]
 
 
 def partition_lines(settings: ServiceSettings, records: list[Any]) -> dict[int, list[tuple[int, bytes]]]:

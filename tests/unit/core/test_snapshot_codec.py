@@ -210,3 +210,17 @@ def test_configs_and_specs_are_written_as_ever() -> None:
     assert written == canonical(PINNED, sort_keys=True)  # 5.0 stays 5.0, not 5
     back = decode(data)
     assert back.settings == settings and back.runs["r"].started == fold.runs["r"].started
+
+
+def test_the_settings_alone_decode_to_what_the_whole_snapshot_holds() -> None:
+    """`decode_settings` (what a history replay from the log start folds with) reads the same
+    settings as `decode`, and refuses what `decode` refuses as not a snapshot."""
+    from processor.core.snapshot import decode_settings
+    from processor.errors import SnapshotCorrupt
+
+    settings = FoldSettings(default_root="file:///data", outer_root="file:///data", dedup_window=7, max_depth=9)
+    data = encode(Snapshot("in", 0, 5, settings))
+    assert decode_settings(data) == decode(data).settings == settings
+    for bad in (b"", b"{}", data.replace(b'"ckptlog.snapshot"', b'"other"'), data[:40]):
+        with pytest.raises(SnapshotCorrupt):
+            decode_settings(bad)

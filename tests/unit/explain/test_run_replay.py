@@ -85,12 +85,10 @@ def replayed(records: list[Rec], run_id: str, snapshot_at: int | None = None) ->
         snapshot = decode(encode(of_fold(fold, "in", 0, snapshot_at)))
         records = records[snapshot_at:]
     replay = RunReplay(SETTINGS, [run_id], snapshot)
-    for rec in records:
-        replay.feed(rec)
+    replay.feed(records)
     if not replay.exact():
         replay = RunReplay(SETTINGS, [run_id], snapshot, whole=True)
-        for rec in records:
-            replay.feed(rec)
+        replay.feed(records)
     return replay
 
 
@@ -179,9 +177,19 @@ def test_a_root_another_run_holds_makes_the_replay_fold_every_run() -> None:
     lines = [f.report("a", {"acc": 1}, f"{ROOT}/a/c1"), f.started("b", f"{ROOT}/a"), f.report("b", {}, f"{ROOT}/a/c2")]
     records = [Rec(b"a" if i == 0 else b"b", raw, i) for i, raw in enumerate(lines)]
     split = RunReplay(SETTINGS, ["b"])
-    for rec in records:
-        split.feed(rec)
+    split.feed(records)
     assert not split.exact()
     whole = replayed(records, "b")
     assert "b" in whole.fold.refused
     assert [e["kind"] for s in whole.steps["b"] for e in s.effects] == ["rejected", "rejected"]
+
+
+def test_a_record_with_a_backslash_reaches_the_context_fold() -> None:
+    """A byte search for the type misses `ckptlog\\u002erun_started`: a record of another run with a
+    backslash is decoded and folded like a run_started, whatever its type turns out to be."""
+    escaped = f.started("c", f"{ROOT}/a").replace(b"ckptlog.run_started", b"ckptlog\\u002erun_started")
+    plain = f.report("c", {}, f"{ROOT}/c/y")
+    lines = [f.report("c", {}, f"{ROOT}/c/x"), escaped, plain, f.report("a", {"acc": 1}, f"{ROOT}/a/c1")]
+    split = RunReplay(SETTINGS, ["a"])
+    split.feed([Rec(b"c" if i < 3 else b"a", raw, i) for i, raw in enumerate(lines)])
+    assert split.folded == 3  # c's first report, the escaped record, a's report; not c's second report
