@@ -1,9 +1,10 @@
 """History, explain and --as-of on a large partition (issue 22, item 5):
 `python -m bench.history --events 1000000 --runs 1000`.
 
-One input partition on a real broker holds `--events` reports spread round-robin over `--runs`
-runs (each started with num_to_keep 5 by score, so nearly every report evicts one), keyed by
-run id as every ckptlog client writes them. A snapshot of the whole fold is written
+One input partition on a real broker holds `--events` records: reports spread round-robin over
+`--runs` runs (each started with num_to_keep 5 by score, so nearly every report evicts one) and
+the deletion_completed that settles each eviction, keyed by run id as every ckptlog client (and
+the processor's deleter) writes them. A snapshot of the whole fold is written
 `--interval` events (the processor's default snapshot_every) before the end, as the processor
 would have. Then, each timed from a cold call, as `ckptlog history` / `explain` / `inspect
 --as-of` run them:
@@ -28,8 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.processor import delete_topics, preload, settings_for, topics
+from events.codec import decode_event
+from events.decoded import DecodedEvent
+from events.envelope import deletion_completed_event, encode_json
+from events.rejections import Rejection
 from processor.broker import ensure_bootstrap
-from processor.core import Fold
+from processor.core import Fold, FoldSettings
 from processor.core.snapshot import encode, of_fold
 from processor.explain.checkpoint import explain
 from processor.explain.source import history_of, views_as_of
@@ -46,7 +51,10 @@ def _line(kind: str, run: str, event_id: str, data: dict[str, Any]) -> bytes:
     return json.dumps({**body, "time": "2026-12-02T12:00:00Z", "data": data}, separators=(",", ":")).encode()
 
 
-def workload(events: int, runs: int) -> list[bytes]:
+def workload(events: int, runs: int, settings: FoldSettings) -> list[bytes]:
+    """`events` records: each run's run_started, then reports round-robin, each eviction followed by
+    the deletion_completed that settles it, as the processor's deleter writes it (found by folding
+    as the log is written, so the settled evictions are exactly the fold's)."""
     lines = [
         _line(
             "run_started.v1",
@@ -59,11 +67,24 @@ def workload(events: int, runs: int) -> list[bytes]:
         )
         for r in range(runs)
     ]
-    for i in range(events - runs):
+    fold = Fold(settings, emit=False)
+    for line in lines:
+        fold.apply(_decoded(line))
+    i = 0
+    while len(lines) < events:
         run = f"run-{i % runs}"
         data = {"metrics": {"acc": (i * 7919) % 1000 / 1000, "step": i}, "checkpoint": {"path": f"{ROOT}/{run}/c{i}"}}
         lines.append(_line("report.v1", run, f"e{i}", data))
-    return lines
+        for deletion in fold.apply(_decoded(lines[-1])).deletions:
+            lines.append(encode_json(deletion_completed_event(run, [(deletion.path, deletion.eviction)])))
+        i += 1
+    return lines[:events]
+
+
+def _decoded(line: bytes) -> DecodedEvent:
+    event = decode_event(line)
+    assert not isinstance(event, Rejection), event
+    return event
 
 
 async def raw_scan(conn: Any, topic: str) -> tuple[float, int]:
@@ -78,7 +99,7 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
     settings = settings_for(bootstrap, names, tmp, root=ROOT)
     conn = settings.connection(bootstrap)
-    lines = workload(args.events, args.runs)
+    lines = workload(args.events, args.runs, settings.fold_settings())
     started = time.perf_counter()
     end = await preload(bootstrap, names["input"], lines)
     print(
@@ -90,11 +111,12 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     whole = fold_lines([line + b"\n" for line in lines], settings.fold_settings())
     fold_s = time.perf_counter() - started
     cut = end - args.interval
-    fold = Fold(settings.fold_settings(), emit=False)
     prefix = fold_lines([line + b"\n" for line in lines[:cut]], settings.fold_settings())
     fold = prefix.fold
     store = SnapshotStore(settings.snapshots, names["input"], 0)
-    store.write(encode(of_fold(fold, names["input"], 0, cut)), cut)
+    encoded = encode(of_fold(fold, names["input"], 0, cut))
+    snapshot_bytes = len(encoded)
+    store.write(encoded, cut)
     pid = PartitionId(names["input"], 0)
 
     scan_s, scanned = await raw_scan(conn, names["input"])
@@ -108,7 +130,7 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     replay = (await history_of(conn, settings, run_id)).replay
     doc = explain(run_id, evicted, replay.steps[run_id], replay.state(run_id))
     explain_s = time.perf_counter() - t
-    assert doc["state"] == "evicted", doc
+    assert doc["state"] == "deleted", doc
     as_of = end - args.interval // 2
     t = time.perf_counter()
     found = await views_as_of(conn, settings, [run_id], as_of)
@@ -118,7 +140,10 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     as_of_start_s = time.perf_counter() - t
     view = whole.fold.runs[run_id]
     assert len(found.views[run_id]["checkpoints"]) <= len(view.checkpoints) + 1
-    print(f"{pid}, {end:,} records; run {run_id!r}: {len(steps):,} events in its history")
+    print(
+        f"{pid}, {end:,} records; run {run_id!r}: {len(steps):,} events in its history; snapshot "
+        f"{snapshot_bytes / 1e6:.1f} MB"
+    )
     rows = [
         ("raw scan of the partition (aiokafka, nothing decoded)", scan_s, f"{scanned:,} records"),
         ("ckptlog history RUN", history_s, f"split exact: {replayed.split and replayed.replay.exact()}"),
