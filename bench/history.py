@@ -104,7 +104,7 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     end = await preload(bootstrap, names["input"], lines)
     print(
         f"wrote {end:,} input records ({sum(map(len, lines)) / len(lines):.0f} B each) in "
-        f"{time.perf_counter() - started:.1f} s; {args.runs:,} runs, {args.events // args.runs:,} events each"
+        f"{time.perf_counter() - started:.1f} s; {args.runs:,} runs, ~{args.events // args.runs:,} records each"
     )
 
     started = time.perf_counter()
@@ -136,7 +136,7 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     found = await views_as_of(conn, settings, [run_id], as_of)
     as_of_s = time.perf_counter() - t
     t = time.perf_counter()
-    await views_as_of(conn, settings, [run_id], cut - 1)  # below the snapshot: from the log start
+    await views_as_of(conn, settings, [run_id], cut - 2)  # before the only snapshot: from the log start
     as_of_start_s = time.perf_counter() - t
     view = whole.fold.runs[run_id]
     assert len(found.views[run_id]["checkpoints"]) <= len(view.checkpoints) + 1
@@ -149,7 +149,7 @@ async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
         ("ckptlog history RUN", history_s, f"split exact: {replayed.split and replayed.replay.exact()}"),
         ("ckptlog explain RUN PATH (an evicted checkpoint)", explain_s, doc["state"]),
         (f"inspect RUN --as-of {as_of} (snapshot at {cut} + {as_of - cut + 1:,} records)", as_of_s, ""),
-        (f"inspect RUN --as-of {cut - 1} (no snapshot at or before: from the log start)", as_of_start_s, ""),
+        (f"inspect RUN --as-of {cut - 2} (before the only snapshot: from the log start)", as_of_start_s, ""),
         ("for comparison: fold of the whole partition (decode + fold every record)", fold_s, "in memory, no Kafka"),
     ]
     print(f"| {'what':<78} | {'seconds':>8} | note")
