@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ckptlog.connect import require_bootstrap
+from events.outputs import WARNING, WATERMARK
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
@@ -23,7 +24,7 @@ from processor.errors import ConfigError
 from processor.explain.checkpoint import explain, paragraph
 from processor.explain.source import Moment, Replayed, history_of, offset_from
 from processor.explain.source import Progress as OnProgress
-from processor.explain.story import Step
+from processor.explain.story import DELETION_REFUSED, Step
 from processor.kafka.records import PartitionId
 from processor.redaction import register_secrets
 from processor.service.settings import ServiceSettings
@@ -76,9 +77,9 @@ def _effect_text(effect: dict[str, Any]) -> str:
         return f"{path} {effect['previous_status']} -> {effect['status']}"
     if kind == "rejected":
         return f"rejected ({effect['reason']}): {effect['message']}"
-    if kind in ("warning", "deletion_refused"):
+    if kind in (WARNING.name, DELETION_REFUSED):
         return f"{kind} {effect.get('code', '')} {effect['message']}".replace("  ", " ")
-    if kind == "watermark":
+    if kind == WATERMARK.name:
         return f"committed={effect['committed']} validated={effect['validated']}"
     if kind == "restart":
         return f"restart: generation {effect['generation']}"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from events.outputs import WARNING
 from processor.core.snapshot import Snapshot, decode, decode_settings
 from processor.core.state import FoldSettings
 from processor.core.view import View, run_view
@@ -208,5 +209,5 @@ async def views_as_of(
         views.update({r: run_view(state) for r, state in states.items() if state is not None})
         for run_id, steps in replay.steps.items():
             effects = [e["kind"] for s in steps for e in s.effects]
-            rejected[run_id], warned[run_id] = effects.count("rejected"), effects.count("warning")
+            rejected[run_id], warned[run_id] = effects.count("rejected"), effects.count(WARNING.name)
     return AsOf(views, rejected, warned, positions)

@@ -63,17 +63,17 @@ def _warning(data: dict[str, Any]) -> list[Effect]:
     path = data.get("checkpoint_path")
     if data["code"] == DELETION_REFUSED:
         return [{"kind": DELETION_REFUSED, "path": path, "message": data["message"]}]
-    effect = {"kind": "warning", "code": data["code"], "message": data["message"]}
+    effect = {"kind": WARNING.name, "code": data["code"], "message": data["message"]}
     return [effect | {"path": path}] if path is not None else [effect]
 
 
 _OF_OUTPUT: dict[str, Callable[[dict[str, Any]], list[Effect]]] = {
     CHECKPOINT_REGISTERED.name: _registered,
-    VALIDATION_REQUESTED.name: lambda d: [{"kind": "validation_requested", "path": d["checkpoint_path"]}],
+    VALIDATION_REQUESTED.name: lambda d: [{"kind": VALIDATION_REQUESTED.name, "path": d["checkpoint_path"]}],
     CHECKPOINT_STATUS_CHANGED.name: _status,
     CHECKPOINT_EVICTED.name: _evicted,
     CHECKPOINTS_DELETED.name: lambda d: [{"kind": "deleted", "path": p} for p in d["checkpoint_paths"]],
-    WATERMARK.name: lambda d: [{"kind": "watermark", **d}],
+    WATERMARK.name: lambda d: [{"kind": WATERMARK.name, **d}],
     WORKER_GROUP_STARTED.name: lambda d: [
         {"kind": "restart", "generation": d["generation"], "num_workers": d["num_workers"]}
     ],
@@ -84,14 +84,14 @@ _OF_OUTPUT: dict[str, Callable[[dict[str, Any]], list[Effect]]] = {
 EFFECT_KINDS = (
     "started",
     "registered",
-    "validation_requested",
+    VALIDATION_REQUESTED.name,  # three effects are named as the output they come from
     "status_changed",
     "evicted",
     "deleted",
     DELETION_REFUSED,
     "restart",
-    "warning",
-    "watermark",
+    WARNING.name,
+    WATERMARK.name,
     "finished",
     "forgotten",
     "rejected",

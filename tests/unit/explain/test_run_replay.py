@@ -10,12 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.codec import decode_event
+from events.outputs import CHECKPOINTS_MISSING, OUTPUTS
 from events.rejections import Rejection
 from processor.core import Fold, run_view
 from processor.core.snapshot import canonical, decode, encode, of_fold
 from processor.explain.checkpoint import explain, path_key
 from processor.explain.run_replay import RunReplay
-from processor.explain.story import effects_of
+from processor.explain.story import _OF_OUTPUT, EFFECT_KINDS, effects_of
 from tests import factories as f
 from tests.unit.core.test_fold_properties import ROOT, SETTINGS, logs
 
@@ -102,6 +103,7 @@ def test_a_replay_of_one_run_equals_the_fold_of_every_run(records: list[Rec], ru
     fold, expected = full_fold(records, run_id)
     replay = replayed(records, run_id)
     got = [(s.offset, _comparable(s.effects)) for s in replay.steps[run_id]]
+    assert {e["kind"] for s in replay.steps[run_id] for e in s.effects} <= set(EFFECT_KINDS)
     assert got == [(o, _comparable(e)) for o, e in expected]
     mine, theirs = replay.fold.runs.get(run_id), fold.runs.get(run_id)
     assert (mine is None) == (theirs is None)
@@ -193,3 +195,8 @@ def test_a_record_with_a_backslash_reaches_the_context_fold() -> None:
     split = RunReplay(SETTINGS, ["a"])
     split.feed([Rec(b"c" if i < 3 else b"a", raw, i) for i, raw in enumerate(lines)])
     assert split.folded == 3  # c's first report, the escaped record, a's report; not c's second report
+
+
+def test_every_output_of_the_fold_has_its_effects() -> None:
+    """A new output kind needs its effect in the story, or history would drop it with a KeyError."""
+    assert set(_OF_OUTPUT) == set(OUTPUTS) - {CHECKPOINTS_MISSING.name}  # that one the service makes at a restore
