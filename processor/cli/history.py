@@ -81,6 +81,8 @@ def _effect_text(effect: dict[str, Any]) -> str:
         return f"{kind} {effect.get('code', '')} {effect['message']}".replace("  ", " ")
     if kind == WATERMARK.name:
         return f"committed={effect['committed']} validated={effect['validated']}"
+    if kind == "started":
+        return f"started, root {effect['storage_path']}"
     if kind == "restart":
         return f"restart: generation {effect['generation']}"
     return f"{kind} {path}" if path is not None else kind
