@@ -3,7 +3,8 @@
 Which topics exist and with how many partitions, and how many processors are in the group: an
 input topic of N partitions keeps at most N of them working (the rest wait as standbys). `--check`
 exits 1 unless every topic exists and the group has a member — the processor's health check in
-deploy/docker-compose.yml, which other services wait on before they use the topics.
+deploy/docker-compose.yml, which other services wait on before they use the topics. Both warn
+(without failing the check) when the input topic's retention can delete what a restore needs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.kafka.connection import KafkaConnection
-from processor.kafka.topics import existing_topics, group_members
+from processor.kafka.topics import existing_topics, group_members, topic_configs
 from processor.service.settings import ServiceSettings, load_settings
 
 Opt = typer.Option
@@ -36,8 +37,38 @@ def roles(settings: ServiceSettings) -> dict[str, str]:
     }
 
 
+RETENTION_FLOOR_S = 86_400
+"""The shortest input retention `topics` accepts without a warning: a day, or 100 snapshot intervals."""
+
+
 async def describe(conn: KafkaConnection, settings: ServiceSettings) -> tuple[dict[str, int], tuple[str, int]]:
     return await existing_topics(conn, list(roles(settings))), await group_members(conn, settings.group_id)
+
+
+async def input_retention(conn: KafkaConnection, settings: ServiceSettings) -> dict[str, str]:
+    return await topic_configs(conn, settings.input_topic, ["retention.ms", "retention.bytes"])
+
+
+def retention_warnings(settings: ServiceSettings, configs: dict[str, str]) -> list[str]:
+    """What the input topic's retention puts at risk (docs/runbook.md "Input-topic retention"): a
+    restore needs the log from the newest snapshot's offset on, `ckptlog replay` from the log start
+    and `ckptlog history` the whole log."""
+    found = []
+    ms, size = int(configs.get("retention.ms", "-1")), int(configs.get("retention.bytes", "-1"))
+    floor_s = max(RETENTION_FLOOR_S, 100 * settings.snapshot_interval_s)
+    if 0 <= ms < floor_s * 1000:
+        found.append(
+            f"{settings.input_topic} keeps records for {ms / 1000:g} s (retention.ms), under {floor_s:g} s (a day, or "
+            f"100 snapshot intervals of {settings.snapshot_interval_s:g} s): an outage or a stale snapshot longer than "
+            "that makes a restore lose events (OffsetOutOfRange); set retention.ms to days, or -1 to keep "
+            "`ckptlog replay` from the start and `ckptlog history` possible"
+        )
+    if size >= 0:
+        found.append(
+            f"{settings.input_topic} is capped at {size:,} bytes per partition (retention.bytes): a burst can delete "
+            "records a restore still needs; prefer retention.bytes=-1 and a time-based retention.ms"
+        )
+    return found
 
 
 def report(settings: ServiceSettings, counts: dict[str, int], group: tuple[str, int]) -> list[str]:
@@ -80,10 +111,13 @@ def topics_command(
         )
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         counts, group = asyncio.run(describe(conn, settings))
+        retention = asyncio.run(input_retention(conn, settings)) if settings.input_topic in counts else {}
     for line in report(settings, counts, group):
         typer.echo(line)
     found = problems(settings, counts, group)
     for problem in found:
         typer.echo(f"{'error' if check else 'warning'}: {problem}", err=True)
+    for risk in retention_warnings(settings, retention):  # a risk, not a failed health check
+        typer.echo(f"warning: {risk}", err=True)
     if check and found:
         raise typer.Exit(1)

@@ -62,7 +62,11 @@ def explain(run_id: str, path: str, steps: Sequence[Step], run: RunState | None)
     doc["kept_because"] = None
     doc["history"] = [{"offset": s.offset, "id": s.id, "type": s.type, "time": s.time, **e} for s, e in mine]
     last = max((i for i, (_, e) in enumerate(mine) if e["kind"] == "registered"), default=None)
-    if last is None:
+    record = run.by_key.get(key) if run is not None else None
+    if last is None:  # never reported, or reported before the replay's start (a snapshot): kept or not known
+        if record is not None and run is not None:
+            doc["kept_because"] = _kept_because(run, record)
+            doc["state"] = _state_of_kept(doc["kept_because"])
         return doc
     step, effect = mine[last]
     doc["reported"] = {"id": step.id, "offset": step.offset, "report_index": effect["report_index"]}
@@ -73,7 +77,6 @@ def explain(run_id: str, path: str, steps: Sequence[Step], run: RunState | None)
             doc["state"] = "evicted"
         elif effect["kind"] in _AFTER_EVICTION and doc["evicted"] is not None:
             doc["state"] = _AFTER_EVICTION[effect["kind"]]
-    record = run.by_key.get(key) if run is not None else None
     if doc["evicted"] is None and record is not None and run is not None:
         doc["kept_because"] = _kept_because(run, record)
         doc["state"] = _state_of_kept(doc["kept_because"])
@@ -104,12 +107,15 @@ def paragraph(doc: dict[str, Any]) -> str:
     """The document as one paragraph a person reads in five seconds."""
     head = f"run {doc['run_id']!r}, checkpoint {doc['path']!r}: {doc['state'].upper().replace('_', ' ')}."
     reported = doc["reported"]
-    if reported is None:
+    if reported is None and doc["kept_because"] is None:
         return (
             head + " The run never reported it (check the run id and the path; `ckptlog history RUN` lists its events)."
         )
-    event = f"event {reported['id']!r} (offset {reported['offset']})"
-    text = f"{head} Reported as report {reported['report_index']} by {event}."
+    if reported is None:
+        text = f"{head} Reported before the oldest event the log still holds (the replay began at a snapshot)."
+    else:
+        event = f"event {reported['id']!r} (offset {reported['offset']})"
+        text = f"{head} Reported as report {reported['report_index']} by {event}."
     evicted = doc["evicted"]
     if evicted is not None:
         text += f" Evicted by event {evicted['id']!r} (offset {evicted['offset']}): {_reason_text(evicted['reason'])}."

@@ -159,6 +159,27 @@ async def existing_topics(conn: KafkaConnection, names: Sequence[str]) -> dict[s
         return await partition_counts(admin, names)
 
 
+async def topic_configs(conn: KafkaConnection, topic: str, names: Sequence[str]) -> dict[str, str]:
+    """The topic's values of the config entries `names` (as the broker reports them, strings)."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async with admin_client(conn) as admin:
+        with map_kafka_errors(
+            f"describing the configs of {topic} on {conn.bootstrap_servers} failed",
+            "check that the topic exists and this principal may describe its configs",
+        ):
+            responses = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(names))]
+            )
+    return {
+        entry[0]: entry[1]
+        for response in responses
+        for resource in response.resources  # (error_code, error_message, type, name, entries)
+        for entry in resource[4]
+        if entry[1] is not None
+    }
+
+
 async def group_members(conn: KafkaConnection, group_id: str) -> tuple[str, int]:
     """A consumer group's state (`Stable`, `Empty`, `Dead`, ...) and how many members it has now."""
     async with admin_client(conn) as admin:
