@@ -106,6 +106,11 @@ def inspect_command(
     ] = None,
     input_topic: Annotated[str | None, Opt(help="Input topic, for --as-of (default ckptlog.events).")] = None,
     snapshots: Annotated[str | None, Opt(help="The processor's snapshot URL, for --as-of.")] = None,
+    prefix: Annotated[str | None, Opt("--prefix", help="Only runs whose id starts with this.")] = None,
+    limit: Annotated[
+        int | None,
+        Opt("--limit", help="Show at most N runs, in run id order (default 100 as tables, all as JSON; 0: all)."),
+    ] = None,
 ) -> None:
     """Print each run's VIEW from the state topic (last value per run wins) and its rejected events.
     --json: {"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}, "undecodable": [...]}."""
@@ -124,7 +129,9 @@ def inspect_command(
             state, rejected, warned = _as_of(conn, settings, runs or [], as_of)
         else:
             state, rejected, warned = asyncio.run(read_state(conn, settings, runs or []))
-    views = state.views
+    if limit is None:  # runs named on the command line are all shown
+        limit = 0 if as_json or runs else DEFAULT_LIMIT
+    views, hidden = _page(state.views, prefix, limit)
     if as_json:
         body = {
             "runs": views,
@@ -140,10 +147,22 @@ def inspect_command(
         if state.problems:
             render_problems(console, state.problems, settings.state_topic)
         if not views:
-            console.print(Text(f"no runs on {settings.state_topic}"))
+            console.print(Text(f"no runs on {settings.state_topic}" + (f" starting with {prefix!r}" if prefix else "")))
+    if hidden:
+        echo_err(f"... and {hidden} more runs: narrow with --prefix, or --limit 0 for all of them")
     _warn_missing(runs or [], state, rejected, settings.state_topic)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+DEFAULT_LIMIT = 100  # runs shown as tables: 10,000 of them would scroll for minutes
+
+
+def _page(views: dict[str, View], prefix: str | None, limit: int) -> tuple[dict[str, View], int]:
+    """The runs to show, in run id order (`limit` 0: all), and how many matching ones are left out."""
+    matching = sorted(run_id for run_id in views if prefix is None or run_id.startswith(prefix))
+    shown = matching if limit <= 0 else matching[:limit]
+    return {run_id: views[run_id] for run_id in shown}, len(matching) - len(shown)
 
 
 def _as_of(
