@@ -11,7 +11,8 @@ def test_runs_are_paged_in_id_order_and_filtered_by_prefix() -> None:
     views: dict[str, Any] = {f"run-{i:05d}": {"committed": i} for i in reversed(range(10_000))}
     views["other"] = {"committed": 0}
     shown, hidden = _page(views, None, DEFAULT_LIMIT)
-    assert list(shown) == [f"run-{i:05d}" for i in range(DEFAULT_LIMIT)] and hidden == 10_001 - DEFAULT_LIMIT
+    assert list(shown) == ["other"] + [f"run-{i:05d}" for i in range(DEFAULT_LIMIT - 1)]
+    assert hidden == 10_001 - DEFAULT_LIMIT
     shown, hidden = _page(views, "run-0999", 0)
     assert list(shown) == [f"run-0999{i}" for i in range(10)] and hidden == 0
     assert _page(views, "nope", 5) == ({}, 0)
