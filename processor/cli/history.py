@@ -36,7 +36,7 @@ def parse_moment(text: str | None, flag: str) -> Moment | None:
     """`123` (an offset of the run's input partition) or an ISO 8601 time (UTC unless it says)."""
     if text is None:
         return None
-    if text.strip().isdigit():
+    if text.strip().isascii() and text.strip().isdigit():  # not '²' or '١٢': str.isdigit takes those too
         return int(text)
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
