@@ -141,14 +141,20 @@ async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment
     """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
     if isinstance(moment, int):
         return moment + 1
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000) + 1))[partition]
+    return (await offsets_at(conn, topic, _epoch_ms(moment) + 1))[partition]
 
 
 async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
     """The first offset at or after `moment`."""
     if isinstance(moment, int):
         return moment
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000)))[partition]
+    return (await offsets_at(conn, topic, _epoch_ms(moment)))[partition]
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """The time in ms since the epoch; a time before it is the epoch (no record is older, and Kafka
+    reads a negative time as "latest" or "earliest", which aiokafka refuses)."""
+    return max(0, int(moment.timestamp() * 1000))
 
 
 async def history_of(
@@ -200,7 +206,9 @@ async def views_as_of(
         )
         replay = replayed.replay
         positions[partition] = replayed.end
-        states = {r: replay.state(r) for r in members} if members else dict(replay.fold.runs)
+        # the hot state only, as `ckptlog fold` of the prefix: a finished run that left it (and a
+        # forgotten one) has no state then, wherever the snapshot the replay started from lies
+        states = {r: replay.fold.runs.get(r) for r in members} if members else dict(replay.fold.runs)
         views.update({r: run_view(state) for r, state in states.items() if state is not None})
         for run_id, steps in replay.steps.items():
             effects = [e["kind"] for s in steps for e in s.effects]
