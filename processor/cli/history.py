@@ -47,6 +47,17 @@ def parse_moment(text: str | None, flag: str) -> Moment | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
 
 
+def require_text(value: str, what: str) -> str:
+    """`value` as given, or a ConfigError when it is not text: bytes that are not UTF-8 (the shell
+    passes them as surrogates) can be no Kafka key, no event's subject and no checkpoint path."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "backslashreplace").decode()
+        raise ConfigError(f"{what} {shown!r} is not UTF-8 text; give it as the run reported it") from None
+    return value
+
+
 @contextmanager
 def progress_bar() -> Iterator[OnProgress]:
     """A progress bar on stderr for a long replay (a terminal only; nothing when piped)."""
@@ -105,6 +116,7 @@ def history_command(
     status changed, evicted and why, deleted, refused, restart, warning, rejection)."""
     with cli_errors():
         register_secrets(settings.secrets())
+        require_text(run_id, "run id")
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         first, last = parse_moment(from_, "--from"), parse_moment(to, "--to")
         with progress_bar() as progress:
@@ -144,6 +156,8 @@ def explain_command(
     deletion_refused or unknown) and why: the events that reported and evicted it."""
     with cli_errors():
         register_secrets(settings.secrets())
+        require_text(run_id, "run id")
+        require_text(path, "checkpoint path")
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         with progress_bar() as progress:
             replayed = asyncio.run(history_of(conn, settings, run_id, None, progress))
@@ -152,6 +166,17 @@ def explain_command(
     sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
     _note_start(replayed)
     if doc["state"] == "unknown":
-        known = "has no events" if not replay.steps[run_id] else "never reported that path"
-        echo_err(f"error: run {run_id!r} {known} in {replayed.pid}; check the run id and the path")
+        echo_err(f"error: run {run_id!r} {_why_unknown(doc, replay.steps[run_id])} in {replayed.pid}")
         raise typer.Exit(1)
+
+
+def _why_unknown(doc: dict[str, Any], steps: list[Step]) -> str:
+    forgets = [s for s in steps if any(e["kind"] == "forgotten" for e in s.effects)]
+    if doc["reported"] is not None and forgets:  # reported, never evicted, its state dropped
+        return (
+            f"was forgotten (run_forgotten {forgets[-1].id!r} at offset {forgets[-1].offset}): its state and VIEW "
+            "are gone, so nothing keeps or deletes that path any more; `ckptlog history RUN` shows its reports"
+        )
+    if not steps:
+        return "has no events; check the run id"
+    return "never reported that path; check the path (`ckptlog history RUN` lists the paths it reported)"
