@@ -21,7 +21,7 @@ from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
 from processor.explain.checkpoint import explain, paragraph
-from processor.explain.source import Moment, Replayed, history_of, offset_from
+from processor.explain.source import Moment, Replayed, elsewhere, history_of, offset_from
 from processor.explain.source import Progress as OnProgress
 from processor.explain.story import Step
 from processor.kafka.records import PartitionId
@@ -119,6 +119,8 @@ def history_command(
         require_text(run_id, "run id")
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         first, last = parse_moment(from_, "--from"), parse_moment(to, "--to")
+        if _backwards(first, last):
+            raise ConfigError(f"--from {from_} is after --to {to}: nothing is between them; swap them")
         with progress_bar() as progress:
             replayed = asyncio.run(history_of(conn, settings, run_id, last, progress))
             start = (
@@ -131,8 +133,38 @@ def history_command(
         sys.stdout.write((json.dumps(step.to_json(), allow_nan=True) if as_json else step_line(step)) + "\n")
     _note_start(replayed)
     if not replayed.replay.steps[run_id]:
-        echo_err(f"error: run {run_id!r} has no events in {replayed.pid} (its partition by run id); check the run id")
+        if last is not None:
+            echo_err(f"error: run {run_id!r} has no events in {replayed.pid} up to --to {to}; try a later --to")
+            raise typer.Exit(1)
+        with cli_errors():
+            others = asyncio.run(elsewhere(conn, settings, run_id, replayed.pid.partition))
+        echo_err(
+            f"error: run {run_id!r} has no events in {replayed.pid} (its partition by run id); {_where(run_id, others)}"
+        )
         raise typer.Exit(1)
+
+
+def _backwards(first: Moment | None, last: Moment | None) -> bool:
+    """--from after --to (two offsets, or two times; an offset and a time are not compared)."""
+    if isinstance(first, int) and isinstance(last, int):
+        return first > last
+    return isinstance(first, datetime) and isinstance(last, datetime) and first > last
+
+
+def _where(run_id: str, others: list[Replayed]) -> str:
+    """Where else the run's events are (`elsewhere`), or "check the run id"."""
+    if not others:
+        return "check the run id"
+    places = []
+    for other in others:
+        offsets = [str(step.offset) for step in other.replay.steps[run_id]]
+        places.append(
+            f"{other.pid} has {len(offsets)} (offsets {', '.join(offsets[:5])}{', ...' * (len(offsets) > 5)})"
+        )
+    return (
+        f"but {'; '.join(places)}: produced without the run id as key, or to an explicit partition, so the "
+        "processor folded them there as a separate state of the run; produce every event of a run with key = run id"
+    )
 
 
 def _note_start(replayed: Replayed) -> None:
@@ -166,17 +198,36 @@ def explain_command(
     sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
     _note_start(replayed)
     if doc["state"] == "unknown":
-        echo_err(f"error: run {run_id!r} {_why_unknown(doc, replay.steps[run_id])} in {replayed.pid}")
+        why = _why_unknown(doc, replay.steps[run_id], replayed)
+        if doc["reported"] is None:
+            with cli_errors():
+                others = asyncio.run(elsewhere(conn, settings, run_id, replayed.pid.partition))
+            why += _reported_elsewhere(run_id, path, others)
+        echo_err(f"error: run {run_id!r} {why}")
         raise typer.Exit(1)
 
 
-def _why_unknown(doc: dict[str, Any], steps: list[Step]) -> str:
+def _reported_elsewhere(run_id: str, path: str, others: list[Replayed]) -> str:
+    for other in others:
+        found = explain(run_id, path, other.replay.steps[run_id], other.replay.state(run_id))
+        if found["reported"] is not None:
+            at = f"event {found['reported']['id']!r} at offset {found['reported']['offset']} of {other.pid}"
+            return (
+                f"; but {at} reported it ({found['state']} there): it was produced without the run id as key (or "
+                "to an explicit partition), so the processor folded it there as a separate state of the run; "
+                "produce every event of a run with key = run id"
+            )
+    return ""
+
+
+def _why_unknown(doc: dict[str, Any], steps: list[Step], replayed: Replayed) -> str:
     forgets = [s for s in steps if any(e["kind"] == "forgotten" for e in s.effects)]
     if doc["reported"] is not None and forgets:  # reported, never evicted, its state dropped
         return (
-            f"was forgotten (run_forgotten {forgets[-1].id!r} at offset {forgets[-1].offset}): its state and VIEW "
-            "are gone, so nothing keeps or deletes that path any more; `ckptlog history RUN` shows its reports"
+            f"was forgotten (run_forgotten {forgets[-1].id!r} at offset {forgets[-1].offset} of {replayed.pid}): "
+            "its state and VIEW are gone, so nothing keeps or deletes that path any more; `ckptlog history RUN` "
+            "shows its reports"
         )
     if not steps:
-        return "has no events; check the run id"
-    return "never reported that path; check the path (`ckptlog history RUN` lists the paths it reported)"
+        return f"has no events in {replayed.pid} (its partition by run id); check the run id"
+    return f"never reported that path in {replayed.pid}; check the path (`ckptlog history RUN` lists its paths)"

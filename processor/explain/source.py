@@ -16,7 +16,7 @@ from datetime import datetime
 
 from processor.core.snapshot import Snapshot, decode
 from processor.core.view import View, run_view
-from processor.errors import OffsetOutOfRange
+from processor.errors import CkptlogError, ConfigError, OffsetOutOfRange
 from processor.explain.run_replay import RunReplay
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader, offsets_at, partition_of
@@ -137,17 +137,23 @@ async def _replay(
     return replay
 
 
+def _offset(moment: int) -> int:
+    if moment < 0:
+        raise ConfigError(f"input offset {moment}: an offset is 0 or more (or give a time)")
+    return moment
+
+
 async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
     """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
     if isinstance(moment, int):
-        return moment + 1
+        return _offset(moment) + 1
     return (await offsets_at(conn, topic, _epoch_ms(moment) + 1))[partition]
 
 
 async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
     """The first offset at or after `moment`."""
     if isinstance(moment, int):
-        return moment
+        return _offset(moment)
     return (await offsets_at(conn, topic, _epoch_ms(moment)))[partition]
 
 
@@ -168,6 +174,25 @@ async def history_of(
     [(partition, _)] = (await partitions_of(conn, settings.input_topic, [run_id])).items()
     until = None if to is None else await offset_after(conn, settings.input_topic, partition, to)
     return await replay_runs(conn, settings, partition, [run_id], until=until, progress=progress)
+
+
+async def elsewhere(conn: KafkaConnection, settings: ServiceSettings, run_id: str, partition: int) -> list[Replayed]:
+    """Replays of the input partitions other than the run id's `partition` that hold events of the
+    run: keyless ones (the producer placed them) or ones produced to an explicit partition. The
+    processor folded those where they landed; history reads the run id's partition only, so this
+    is only asked when it found nothing there (a whole-topic scan). A partition that cannot be
+    replayed (retention, no snapshot) is skipped."""
+    found = []
+    for other in range(await topic_partitions(conn, settings.input_topic)):
+        if other == partition:
+            continue
+        try:
+            replayed = await replay_runs(conn, settings, other, [run_id])
+        except CkptlogError:
+            continue
+        if replayed.replay.steps[run_id]:
+            found.append(replayed)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

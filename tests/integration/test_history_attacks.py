@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from processor.errors import ConfigError
+from processor.explain.source import history_of, views_as_of
 from processor.foldfile import fold_lines
 from processor.kafka import read_topic
 from processor.kafka.producers import produce
-from processor.kafka.reader import TopicReader
-from processor.kafka.records import PartitionId
+from processor.kafka.reader import TopicReader, partition_of
+from processor.kafka.records import OutRecord
 from processor.kafka.topics import committed_offsets, delete_prefix
 from processor.service.harness import event_record, running
 from processor.service.settings import ServiceSettings
@@ -55,23 +57,22 @@ def cli_of(settings: ServiceSettings, **overrides: str) -> Any:
     return cli
 
 
-async def settled(settings: ServiceSettings, timeout_s: float = 60.0) -> None:
-    """Wait until the processor committed every record of its one input partition."""
-    conn, pid, stable = conn_of(settings), PartitionId(settings.input_topic, 0), 0
-    deadline = time.monotonic() + timeout_s
+async def settled_all(settings: ServiceSettings, partitions: int = 1, timeout_s: float = 60.0) -> None:
+    """Wait until the processor committed every record of its input partitions."""
+    conn, stable, deadline = conn_of(settings), 0, time.monotonic() + timeout_s
     while stable < 3:
         async with TopicReader(conn, settings.input_topic) as reader:
-            end = reader.end[pid]
-        done = await committed_offsets(conn, settings.group_id, settings.input_topic, 1)
-        stable = stable + 1 if done.get(0, 0) >= end else 0
-        assert time.monotonic() < deadline, f"not settled: committed {done}, end {end}"
+            ends = {pid.partition: end for pid, end in reader.end.items()}
+        done = await committed_offsets(conn, settings.group_id, settings.input_topic, partitions)
+        stable = stable + 1 if all(done.get(p, 0) >= end for p, end in ends.items()) else 0
+        assert time.monotonic() < deadline, f"not settled: committed {done}, ends {ends}"
         await asyncio.sleep(0.3)
 
 
 async def run_lines(settings: ServiceSettings, lines: list[bytes]) -> None:
     async with running(settings):
         await produce(conn_of(settings), [event_record(settings.input_topic, line) for line in lines])
-        await settled(settings)
+        await settled_all(settings)
 
 
 async def test_finished_forgotten_and_hostile_moments(topic_factory: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
@@ -159,3 +160,58 @@ async def test_retention_below_a_snapshot(topic_factory: Any, kafka_bootstrap: s
     for args in (["history", "a"], ["explain", "a", (root / "a" / "c1").as_uri()]):
         done = lost(*args)
         assert done.returncode == 1 and f"offset {cut}" in done.stderr and "--snapshots" in done.stderr, done.stderr
+
+
+async def test_events_on_another_partition_than_the_run_ids(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A keyless event (placed by the producer, not by run id) and a run produced to an explicit
+    partition: the processor folded them where they landed (its checkpoint_registered says so);
+    history and explain read the run id's partition only, so they must say where the events are
+    instead of "never reported" / "check the run id"."""
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=2, snapshot_every=3)
+    root = tmp_path / "runs"
+    home = partition_of(b"a", 2)
+    records = [event_record(settings.input_topic, f.started("a", (root / "a").as_uri(), keep=2))]
+    records.append(event_record(settings.input_topic, f.report("a", {}, checkpoint(root, "a", "c0"))))
+    stray = f.report("a", {}, checkpoint(root, "a", "c1"), event_id="keyless-1")
+    records.append(OutRecord(settings.input_topic, None, stray, partition=1 - home))
+    elsewhere = 1 - partition_of(b"x", 2)
+    for line in (f.started("x", (root / "x").as_uri()), f.report("x", {}, checkpoint(root, "x", "c0"))):
+        records.append(OutRecord(settings.input_topic, b"x", line, partition=elsewhere))
+    async with running(settings):
+        await produce(conn_of(settings), records)
+        await settled_all(settings, 2)
+    registered = [
+        r.value
+        for r in await read_topic(conn_of(settings), settings.checkpoints_topic)
+        if b"checkpoint_registered" in (v := r.value or b"") and (root / "a" / "c1").as_uri().encode() in v
+    ]
+    assert registered, "the processor registered the keyless report on the partition it landed on"
+    cli = cli_of(settings)
+    stray_path = cli("explain", "a", (root / "a" / "c1").as_uri())
+    assert stray_path.returncode == 1
+    assert f"{settings.input_topic}[{1 - home}]" in stray_path.stderr and "keyless-1" in stray_path.stderr
+    assert "key" in stray_path.stderr, stray_path.stderr
+    moved = cli("history", "x")
+    assert moved.returncode == 1 and f"{settings.input_topic}[{elsewhere}]" in moved.stderr, moved.stderr
+    assert "check the run id" not in moved.stderr
+
+
+async def test_garbage_moments_from_python_and_the_cli(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=1)
+    root = tmp_path / "runs"
+    await run_lines(settings, [f.started("a", (root / "a").as_uri()), f.report("a", {}, checkpoint(root, "a", "c0"))])
+    conn = conn_of(settings)
+    for moment in (-1, -(10**12)):
+        with pytest.raises(ConfigError, match="offset"):
+            await views_as_of(conn, settings, ["a"], moment)
+        with pytest.raises(ConfigError, match="offset"):
+            await history_of(conn, settings, "a", moment)
+    cli = cli_of(settings)
+    backwards = cli("history", "a", "--from", "1", "--to", "0")
+    assert backwards.returncode == 2 and "--from" in backwards.stderr, backwards.stderr
+    early = cli("history", "a", "--to", "2026-01-01T00:00:00Z")  # before the run's first event
+    assert early.returncode == 1 and "--to" in early.stderr and "check the run id" not in early.stderr, early.stderr
