@@ -50,8 +50,16 @@ async def partitions_of(conn: KafkaConnection, topic: str, runs: Iterable[str]) 
     count = await topic_partitions(conn, topic)
     grouped: dict[int, set[str]] = {}
     for run_id in runs:
-        grouped.setdefault(partition_of(run_id.encode(), count), set()).add(run_id)
+        grouped.setdefault(partition_of(_key(run_id), count), set()).add(run_id)
     return grouped
+
+
+def _key(run_id: str) -> bytes:
+    try:
+        return run_id.encode()
+    except UnicodeEncodeError:  # raw bytes a shell passed as surrogates: no producer keyed a record so
+        shown = run_id.encode("utf-8", "backslashreplace").decode()
+        raise ConfigError(f"run id {shown!r} is not UTF-8 text; give it as the run reported it") from None
 
 
 def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
@@ -88,7 +96,8 @@ async def replay_runs(
     runs = set(runs)
     async with TopicReader(conn, pid.topic, [partition], stop={} if until is None else {partition: until}) as reader:
         begin = reader.begin[pid]
-        if begin > (start_from.next_offset if start_from is not None else 0):
+        start = start_from.next_offset if start_from is not None else 0
+        if begin > start and (until is None or start < until):  # records it needs are gone (none when start == until)
             start_from = await _oldest_reaching(store, pid, begin, until)
     fold_settings = newest.settings if newest is not None else settings.fold_settings()
     replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=every_run), until, progress)

@@ -215,3 +215,26 @@ async def test_garbage_moments_from_python_and_the_cli(
     assert backwards.returncode == 2 and "--from" in backwards.stderr, backwards.stderr
     early = cli("history", "a", "--to", "2026-01-01T00:00:00Z")  # before the run's first event
     assert early.returncode == 1 and "--to" in early.stderr and "check the run id" not in early.stderr, early.stderr
+
+
+async def test_as_of_a_snapshot_the_log_was_truncated_past(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The log now starts after a snapshot: the state right before that snapshot's offset needs no
+    record (the snapshot is it), so --as-of there answers it (equal to the fold of the prefix)."""
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=1, snapshot_every=2)
+    root = tmp_path / "runs"
+    lines = [f.started("a", (root / "a").as_uri(), keep=2, attr="acc")]
+    lines += [f.report("a", {"acc": s}, checkpoint(root, "a", f"c{i}")) for i, s in enumerate([0.1, 0.9, 0.5, 0.3])]
+    await run_lines(settings, lines)
+    conn = conn_of(settings)
+    records = await read_topic(conn, settings.input_topic)
+    cut = min(o for o in SnapshotStore(settings.snapshots, settings.input_topic, 0).list_offsets() if o >= 2)
+    await delete_prefix(conn, settings.input_topic, 0, cut + 1)
+    prefix = [r.value + b"\n" for r in records if r.offset < cut and r.value is not None]
+    expected = fold_lines(prefix, settings.fold_settings()).document()["runs"]["a"]
+    expected.pop("evicted")
+    found = await views_as_of(conn, settings, ["a"], cut - 1)
+    assert json.dumps(found.views["a"], sort_keys=True) == json.dumps(expected, sort_keys=True)
+    with pytest.raises(ConfigError, match="UTF-8"):
+        await history_of(conn, settings, "r\udcff")
