@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -96,10 +97,18 @@ def _effect_text(effect: dict[str, Any]) -> str:
     return f"{kind} {path}" if path is not None else kind
 
 
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """Control characters (an event id may hold any) as escapes: no terminal sequence reaches the screen."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 def step_line(step: Step) -> str:
     effects = "; ".join(_effect_text(e) for e in step.effects) or "no effect"
     kind = (step.type or "undecodable").removeprefix("ckptlog.")
-    return f"@{step.offset} {step.time or '-'} {kind} {step.id or '-'}: {effects}"
+    return _printable(f"@{step.offset} {step.time or '-'} {kind} {step.id or '-'}: {effects}")
 
 
 @app.command("history")

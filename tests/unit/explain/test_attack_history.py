@@ -96,3 +96,16 @@ def test_a_unicode_digit_is_a_config_error_not_a_traceback(text: str) -> None:
 def test_an_ascii_offset_still_parses() -> None:
     assert parse_moment(" 12 ", "--to") == 12
     assert parse_moment("2026-12-02T10:00:00Z", "--to") == datetime(2026, 12, 2, 10, tzinfo=UTC)
+
+
+def test_history_lines_do_not_pass_terminal_control_sequences() -> None:
+    """An event id is any string the decoder accepts, control characters included: a hostile
+    producer must not be able to clear the screen or retitle the terminal of whoever reads history."""
+    from processor.cli.history import step_line
+    from processor.explain.story import Step
+
+    hostile = "\x1b[2J\x1b]0;pwned\x07\u009b31m"
+    effects = [{"kind": "rejected", "reason": "x", "message": f"id {hostile}", "stage": "fold"}]
+    line = step_line(Step(3, hostile, "ckptlog.report.v1", hostile, effects))
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line), repr(line)
+    assert "\\x1b[2J" in line and line.startswith("@3 ")
