@@ -239,4 +239,10 @@ def _why_unknown(doc: dict[str, Any], steps: list[Step], replayed: Replayed) -> 
         )
     if not steps:
         return f"has no events in {replayed.pid} (its partition by run id); check the run id"
+    refused = [h for h in doc["history"] if h["kind"] == "rejected"]
+    if refused:
+        return (
+            f"reported that path but the processor rejected it (offset {refused[-1]['offset']} of {replayed.pid}, "
+            f"{refused[-1]['reason']}); `ckptlog rejections RUN` shows every rejected event"
+        )
     return f"never reported that path in {replayed.pid}; check the path (`ckptlog history RUN` lists its paths)"

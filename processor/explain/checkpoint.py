@@ -131,6 +131,13 @@ def paragraph(doc: dict[str, Any]) -> str:
     head = f"run {doc['run_id']!r}, checkpoint {doc['path']!r}: {doc['state'].upper().replace('_', ' ')}."
     reported = doc["reported"]
     if reported is None:
+        refused = [h for h in doc["history"] if h["kind"] == "rejected"]
+        if refused:
+            last = refused[-1]
+            return (
+                f"{head} The processor rejected the run's report of it ({len(refused)} time(s); the last by event "
+                f"{last['id']!r} at offset {last['offset']}, {last['reason']}: {last['message']})."
+            )
         return (
             head + " The run never reported it (check the run id and the path; `ckptlog history RUN` lists its events)."
         )

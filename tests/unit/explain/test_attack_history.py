@@ -109,3 +109,16 @@ def test_history_lines_do_not_pass_terminal_control_sequences() -> None:
     line = step_line(Step(3, hostile, "ckptlog.report.v1", hostile, effects))
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line), repr(line)
     assert "\\x1b[2J" in line and line.startswith("@3 ")
+
+
+def test_a_rejected_report_of_the_path_is_explained_as_rejected_not_never_reported() -> None:
+    """The run reported the path and the processor refused the report (here: a path outside the
+    run's root): explain must not say "the run never reported it"."""
+    outside = "file:///elsewhere/c0"
+    lines = [f.started("a", f"{ROOT}/a"), f.report("a", {}, outside)]
+    replay = replay_of(records_of(lines), "a")
+    doc = explain("a", outside, replay.steps["a"], replay.state("a"))
+    assert doc["state"] == "unknown" and doc["reported"] is None
+    assert [h["kind"] for h in doc["history"]] == ["rejected"] and doc["history"][0]["offset"] == 1
+    text = paragraph(doc)
+    assert "rejected" in text and "never reported" not in text, text
