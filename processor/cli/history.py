@@ -142,6 +142,9 @@ def history_command(
         sys.stdout.write((json.dumps(step.to_json(), allow_nan=True) if as_json else step_line(step)) + "\n")
     _note_start(replayed)
     if not replayed.replay.steps[run_id]:
+        if (retired := _retired(run_id, replayed)) is not None:
+            echo_err(f"error: run {run_id!r} {retired}")
+            raise typer.Exit(1)
         if last is not None:
             echo_err(f"error: run {run_id!r} has no events in {replayed.pid} up to --to {to}; try a later --to")
             raise typer.Exit(1)
@@ -207,7 +210,7 @@ def explain_command(
     sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
     _note_start(replayed)
     if doc["state"] == "unknown":
-        why = _why_unknown(doc, replay.steps[run_id], replayed)
+        why = _why_unknown(run_id, doc, replay.steps[run_id], replayed)
         if doc["reported"] is None:
             with cli_errors():
                 others = asyncio.run(elsewhere(conn, settings, run_id, replayed.pid.partition))
@@ -229,7 +232,20 @@ def _reported_elsewhere(run_id: str, path: str, others: list[Replayed]) -> str:
     return ""
 
 
-def _why_unknown(doc: dict[str, Any], steps: list[Step], replayed: Replayed) -> str:
+def _retired(run_id: str, replayed: Replayed) -> str | None:
+    """Why a run with no events replayed is known anyway: the snapshot the replay started from
+    (retention deleted the log below it) remembers that it finished, and nothing else."""
+    if replayed.snapshot is None or run_id not in replayed.replay.fold.finished:
+        return None
+    return (
+        f"finished (or was forgotten) and left the processor's state before offset {replayed.snapshot} of "
+        f"{replayed.pid}, where the replay starts: retention deleted its events, and the snapshot there remembers "
+        f"only that it finished; its final VIEW, unless it was forgotten, is on the state topic (`ckptlog inspect "
+        f"{run_id}`)"
+    )
+
+
+def _why_unknown(run_id: str, doc: dict[str, Any], steps: list[Step], replayed: Replayed) -> str:
     forgets = [s for s in steps if any(e["kind"] == "forgotten" for e in s.effects)]
     if doc["reported"] is not None and forgets:  # reported, never evicted, its state dropped
         return (
@@ -237,6 +253,8 @@ def _why_unknown(doc: dict[str, Any], steps: list[Step], replayed: Replayed) -> 
             "its state and VIEW are gone, so nothing keeps or deletes that path any more; `ckptlog history RUN` "
             "shows its reports"
         )
+    if not steps and (retired := _retired(run_id, replayed)) is not None:
+        return retired
     if not steps:
         return f"has no events in {replayed.pid} (its partition by run id); check the run id"
     refused = [h for h in doc["history"] if h["kind"] == "rejected"]

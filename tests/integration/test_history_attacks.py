@@ -238,3 +238,25 @@ async def test_as_of_a_snapshot_the_log_was_truncated_past(
     assert json.dumps(found.views["a"], sort_keys=True) == json.dumps(expected, sort_keys=True)
     with pytest.raises(ConfigError, match="UTF-8"):
         await history_of(conn, settings, "r\udcff")
+
+
+async def test_a_finished_run_whose_events_retention_deleted(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The run finished and left the hot state; retention then deleted its events below a snapshot
+    (which remembers only that it finished): not "check the run id", but what is known and where
+    its final VIEW is."""
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, partitions=1, snapshot_every=2)
+    root = tmp_path / "runs"
+    lines = [f.started("fin", (root / "fin").as_uri()), f.report("fin", {}, checkpoint(root, "fin", "c0"))]
+    lines += [f.finished("fin"), f.started("z", (root / "z").as_uri())]
+    lines += [f.report("z", {}, checkpoint(root, "z", f"c{i}")) for i in range(4)]
+    await run_lines(settings, lines)
+    conn = conn_of(settings)
+    cut = min(o for o in SnapshotStore(settings.snapshots, settings.input_topic, 0).list_offsets() if o >= 3)
+    await delete_prefix(conn, settings.input_topic, 0, cut)
+    cli = cli_of(settings)
+    for args in (["history", "fin"], ["explain", "fin", (root / "fin" / "c0").as_uri()]):
+        done = cli(*args)
+        assert done.returncode == 1 and "finished" in done.stderr and "check the run id" not in done.stderr, done
+        assert "ckptlog inspect" in done.stderr, done.stderr
