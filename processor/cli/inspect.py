@@ -147,10 +147,14 @@ def inspect_command(
         if state.problems:
             render_problems(console, state.problems, settings.state_topic)
         if not views:
-            console.print(Text(f"no runs on {settings.state_topic}" + (f" starting with {prefix!r}" if prefix else "")))
+            where = settings.state_topic if as_of is None else f"{settings.input_topic} as of {as_of}"
+            console.print(Text(f"no runs on {where}" + (f" starting with {prefix!r}" if prefix else "")))
     if hidden:
         echo_err(f"... and {hidden} more runs: narrow with --prefix, or --limit 0 for all of them")
-    _warn_missing(runs or [], state, rejected, settings.state_topic)
+    if as_of is None:
+        _warn_missing(runs or [], state, rejected, settings.state_topic)
+    else:
+        _warn_missing_as_of(runs or [], views, rejected, settings.input_topic, as_of)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
 
@@ -169,9 +173,11 @@ def _as_of(
     conn: KafkaConnection, settings: ServiceSettings, runs: list[str], moment: str
 ) -> tuple[StateRead, Counter[str], Counter[str]]:
     """What `read_state` gives, for the state right after `moment` (processor/explain/source.py)."""
-    from processor.cli.history import parse_moment, progress_bar  # the replay's modules: only for --as-of
+    from processor.cli.history import parse_moment, progress_bar, require_text  # the replay's: only for --as-of
     from processor.explain.source import views_as_of
 
+    for run_id in runs:
+        require_text(run_id, "run id")
     parsed = parse_moment(moment, "--as-of")
     assert parsed is not None
     with progress_bar() as progress:
@@ -179,6 +185,18 @@ def _as_of(
     positions = ", ".join(f"{settings.input_topic}[{p}] up to offset {o}" for p, o in sorted(found.positions.items()))
     echo_err(f"as of {moment}: replayed {positions or 'nothing'}")
     return StateRead(found.views, []), +Counter(found.rejected), +Counter(found.warned)
+
+
+def _warn_missing_as_of(
+    runs: list[str], views: dict[str, View], rejected: Counter[str], topic: str, as_of: str
+) -> None:
+    """On stderr: the runs without state at the moment (replayed from `topic`, not the state topic)."""
+    for run_id in sorted(set(runs) - set(views)):
+        why = f"; {rejected[run_id]} of its events were rejected by then" if rejected[run_id] else ""
+        echo_err(
+            f"warning: run {run_id!r} had no state as of {as_of} on {topic} (not started by then, finished and "
+            f"retired, or forgotten{why}); `ckptlog history {run_id}` shows its events"
+        )
 
 
 def _warn_missing(runs: list[str], state: StateRead, rejected: Counter[str], topic: str) -> None:

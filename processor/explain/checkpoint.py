@@ -1,4 +1,4 @@
-"""One checkpoint's story and its state now (`ckptlog explain`, `Reader.explain`), contract §10.
+"""One checkpoint's story and its state now (`ckptlog explain`, `Reader.explain`), contract §11.
 
 Pure: a run's steps (processor/explain/story.py) and its state after them in, a JSON-ready
 document and one paragraph out. A path is matched by its canonical key, so any spelling of it
@@ -62,27 +62,50 @@ def explain(run_id: str, path: str, steps: Sequence[Step], run: RunState | None)
     doc["kept_because"] = None
     doc["history"] = [{"offset": s.offset, "id": s.id, "type": s.type, "time": s.time, **e} for s, e in mine]
     last = max((i for i, (_, e) in enumerate(mine) if e["kind"] == "registered"), default=None)
-    record = run.by_key.get(key) if run is not None else None
-    if last is None:  # never reported, or reported before the replay's start (a snapshot): kept or not known
-        if record is not None and run is not None:
-            doc["kept_because"] = _kept_because(run, record)
-            doc["state"] = _state_of_kept(doc["kept_because"])
-        return doc
-    step, effect = mine[last]
-    doc["reported"] = {"id": step.id, "offset": step.offset, "report_index": effect["report_index"]}
-    doc["state"] = "kept"
-    for step, effect in mine[last + 1 :]:
+    if last is None:  # reported before the replay's start (a snapshot, retention deleted the log below it)?
+        tail = _before_start(doc, key, mine, run)
+        if tail is None:
+            return doc
+    else:
+        step, effect = mine[last]
+        doc["reported"] = {"id": step.id, "offset": step.offset, "report_index": effect["report_index"]}
+        doc["state"] = "kept"
+        tail = mine[last + 1 :]
+    for step, effect in tail:
         if effect["kind"] == "evicted":
             doc["evicted"] = {"id": step.id, "offset": step.offset, "reason": effect["reason"]}
             doc["state"] = "evicted"
         elif effect["kind"] in _AFTER_EVICTION and doc["evicted"] is not None:
             doc["state"] = _AFTER_EVICTION[effect["kind"]]
+    record = run.by_key.get(key) if run is not None else None
     if doc["evicted"] is None and record is not None and run is not None:
         doc["kept_because"] = _kept_because(run, record)
         doc["state"] = _state_of_kept(doc["kept_because"])
     elif doc["evicted"] is None:  # registered, never evicted, not kept: the run was forgotten
         doc["state"] = "unknown"
     return doc
+
+
+_UNKNOWN_EVENT = {"id": None, "offset": None}
+
+
+def _before_start(
+    doc: dict[str, Any], key: str, mine: list[tuple[Step, dict[str, Any]]], run: RunState | None
+) -> list[tuple[Step, dict[str, Any]]] | None:
+    """A path the replayed steps never register but the state it started from (a snapshot) knows:
+    kept, or evicted with its deletion owed or settled after the start. Sets `reported` (and
+    `evicted`) with no event (those records are gone); the steps to apply after. None: unknown."""
+    record = run.by_key.get(key) if run is not None else None
+    settled = any(e["kind"] in _AFTER_EVICTION for _, e in mine)
+    owed = run is not None and key in run.outstanding
+    if record is None and not owed and not settled:
+        return None
+    doc["reported"] = {**_UNKNOWN_EVENT, "report_index": record.report_index if record is not None else None}
+    doc["state"] = "kept"
+    if record is None:
+        doc["evicted"] = {**_UNKNOWN_EVENT, "reason": None}
+        doc["state"] = "evicted"
+    return mine
 
 
 def _ordinal(n: int) -> str:
@@ -107,18 +130,30 @@ def paragraph(doc: dict[str, Any]) -> str:
     """The document as one paragraph a person reads in five seconds."""
     head = f"run {doc['run_id']!r}, checkpoint {doc['path']!r}: {doc['state'].upper().replace('_', ' ')}."
     reported = doc["reported"]
-    if reported is None and doc["kept_because"] is None:
+    if reported is None:
+        refused = [h for h in doc["history"] if h["kind"] == "rejected"]
+        if refused:
+            last = refused[-1]
+            return (
+                f"{head} The processor rejected the run's report of it ({len(refused)} time(s); the last by event "
+                f"{last['id']!r} at offset {last['offset']}, {last['reason']}: {last['message']})."
+            )
         return (
             head + " The run never reported it (check the run id and the path; `ckptlog history RUN` lists its events)."
         )
-    if reported is None:
-        text = f"{head} Reported before the oldest event the log still holds (the replay began at a snapshot)."
+    if reported["offset"] is None:
+        index = "" if reported["report_index"] is None else f" as report {reported['report_index']}"
+        text = f"{head} Reported{index} before the replay's start (retention deleted those events; the snapshot"
+        text += " the replay starts from holds it)."
     else:
         event = f"event {reported['id']!r} (offset {reported['offset']})"
         text = f"{head} Reported as report {reported['report_index']} by {event}."
     evicted = doc["evicted"]
-    if evicted is not None:
+    if evicted is not None and evicted["offset"] is None:
+        text += " Evicted before the replay's start (why was in the deleted events)."
+    elif evicted is not None:
         text += f" Evicted by event {evicted['id']!r} (offset {evicted['offset']}): {_reason_text(evicted['reason'])}."
+    if evicted is not None:
         text += {
             "deleted": " Its deletion is confirmed.",
             "evicted": " Its deletion is owed: the processor deletes it once the eviction is durable.",

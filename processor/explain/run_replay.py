@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from events.codec import decode_event
-from events.decoded import DecodedEvent
+from events.decoded import DecodedEvent, RunForgotten
 from events.rejections import Reason, Rejection
 from processor.core.fold import Fold
 from processor.core.snapshot import Snapshot
@@ -119,7 +119,7 @@ class RunReplay:
         return not roots_nest([self.fold.roots.history or [], self.context.roots.history or []])
 
     def state(self, run_id: str) -> RunState | None:
-        """The run's state now: in the hot state, or as it left it (finished and settled)."""
+        """The run's state now: in the hot state, or as it left it (finished and settled; not forgotten)."""
         return self.fold.runs.get(run_id) or self.last.get(run_id)
 
     def _decode(self, record: InputRecord) -> DecodedEvent | Rejection:
@@ -156,6 +156,8 @@ class RunReplay:
         effects = self.fold.apply(event)
         run_id = event.subject
         run = self.fold.runs.get(run_id) or self.fold.leaving.get(run_id)
-        if run is not None:
+        if isinstance(event, RunForgotten) and effects.rejection is None:
+            self.last.pop(run_id, None)  # its state is gone: the processor tombstones its VIEW (contract §3)
+        elif run is not None:
             self.last[run_id] = run
         self.steps[run_id].append(step_of(record.offset, record.timestamp, event, effects_of(event, effects)))

@@ -18,7 +18,7 @@ from events.outputs import WARNING
 from processor.core.snapshot import Snapshot, decode, decode_settings
 from processor.core.state import FoldSettings
 from processor.core.view import View, run_view
-from processor.errors import OffsetOutOfRange
+from processor.errors import CkptlogError, ConfigError, OffsetOutOfRange
 from processor.explain.run_replay import RunReplay
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader, offsets_at, partition_of
@@ -52,8 +52,16 @@ async def partitions_of(conn: KafkaConnection, topic: str, runs: Iterable[str]) 
     count = await topic_partitions(conn, topic)
     grouped: dict[int, set[str]] = {}
     for run_id in runs:
-        grouped.setdefault(partition_of(run_id.encode(), count), set()).add(run_id)
+        grouped.setdefault(partition_of(_key(run_id), count), set()).add(run_id)
     return grouped
+
+
+def _key(run_id: str) -> bytes:
+    try:
+        return run_id.encode()
+    except UnicodeEncodeError:  # raw bytes a shell passed as surrogates: no producer keyed a record so
+        shown = run_id.encode("utf-8", "backslashreplace").decode()
+        raise ConfigError(f"run id {shown!r} is not UTF-8 text; give it as the run reported it") from None
 
 
 def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
@@ -87,7 +95,8 @@ async def replay_runs(
     runs = set(runs)
     async with TopicReader(conn, pid.topic, [partition], stop={} if until is None else {partition: until}) as reader:
         begin = reader.begin[pid]
-        if begin > (start_from.next_offset if start_from is not None else 0):
+        start = start_from.next_offset if start_from is not None else 0
+        if begin > start and (until is None or start < until):  # records it needs are gone (none when start == until)
             start_from = await _oldest_reaching(store, pid, begin, until)
     if start_from is not None:
         fold_settings = start_from.settings
@@ -142,18 +151,30 @@ async def _replay(
     return replay
 
 
+def _offset(moment: int) -> int:
+    if moment < 0:
+        raise ConfigError(f"input offset {moment}: an offset is 0 or more (or give a time)")
+    return moment
+
+
 async def offset_after(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
     """The first offset after `moment`: the offset + 1, or the first record stamped later than the time."""
     if isinstance(moment, int):
-        return moment + 1
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000) + 1))[partition]
+        return _offset(moment) + 1
+    return (await offsets_at(conn, topic, _epoch_ms(moment) + 1))[partition]
 
 
 async def offset_from(conn: KafkaConnection, topic: str, partition: int, moment: Moment) -> int:
     """The first offset at or after `moment`."""
     if isinstance(moment, int):
-        return moment
-    return (await offsets_at(conn, topic, int(moment.timestamp() * 1000)))[partition]
+        return _offset(moment)
+    return (await offsets_at(conn, topic, _epoch_ms(moment)))[partition]
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """The time in ms since the epoch; a time before it is the epoch (no record is older, and Kafka
+    reads a negative time as "latest" or "earliest", which aiokafka refuses)."""
+    return max(0, int(moment.timestamp() * 1000))
 
 
 async def history_of(
@@ -167,6 +188,25 @@ async def history_of(
     [(partition, _)] = (await partitions_of(conn, settings.input_topic, [run_id])).items()
     until = None if to is None else await offset_after(conn, settings.input_topic, partition, to)
     return await replay_runs(conn, settings, partition, [run_id], until=until, progress=progress)
+
+
+async def elsewhere(conn: KafkaConnection, settings: ServiceSettings, run_id: str, partition: int) -> list[Replayed]:
+    """Replays of the input partitions other than the run id's `partition` that hold events of the
+    run: keyless ones (the producer placed them) or ones produced to an explicit partition. The
+    processor folded those where they landed; history reads the run id's partition only, so this
+    is only asked when it found nothing there (a whole-topic scan). A partition that cannot be
+    replayed (retention, no snapshot) is skipped."""
+    found = []
+    for other in range(await topic_partitions(conn, settings.input_topic)):
+        if other == partition:
+            continue
+        try:
+            replayed = await replay_runs(conn, settings, other, [run_id])
+        except CkptlogError:
+            continue
+        if replayed.replay.steps[run_id]:
+            found.append(replayed)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +245,9 @@ async def views_as_of(
         )
         replay = replayed.replay
         positions[partition] = replayed.end
-        states = {r: replay.state(r) for r in members} if members else dict(replay.fold.runs)
+        # the hot state only, as `ckptlog fold` of the prefix: a finished run that left it (and a
+        # forgotten one) has no state then, wherever the snapshot the replay started from lies
+        states = {r: replay.fold.runs.get(r) for r in members} if members else dict(replay.fold.runs)
         views.update({r: run_view(state) for r, state in states.items() if state is not None})
         for run_id, steps in replay.steps.items():
             effects = [e["kind"] for s in steps for e in s.effects]

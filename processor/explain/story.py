@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from events.decoded import DecodedEvent, RunFinished, RunForgotten, RunStarted
+from events.decoded import DecodedEvent, Report, RunFinished, RunForgotten, RunStarted, ValidationResult
 from events.outputs import (
     CHECKPOINT_EVICTED,
     CHECKPOINT_REGISTERED,
@@ -113,13 +113,24 @@ def _of_event(event: DecodedEvent) -> list[Effect]:
 def effects_of(event: DecodedEvent, effects: Effects) -> list[Effect]:
     """The effects of one applied (or duplicate, or rejected-by-the-fold) event, in output order."""
     if effects.rejection is not None:
-        return [rejected(effects.rejection, "fold")]
+        effect = rejected(effects.rejection, "fold")
+        path = _path_of(event)
+        return [effect if path is None else effect | {"path": path}]  # so explain finds a refused report
     if effects.duplicate:
         return [{"kind": "duplicate"}]
     found = _of_event(event)
     for name, data in effects.outputs:
         found.extend(_OF_OUTPUT[name](data))
     return found
+
+
+def _path_of(event: DecodedEvent) -> str | None:
+    """The checkpoint path a report or a validation result names (None: another kind, or none)."""
+    if isinstance(event, Report):
+        return event.data.checkpoint.path if event.data.checkpoint is not None else None
+    if isinstance(event, ValidationResult):
+        return event.data.checkpoint_path
+    return None
 
 
 def rejected(rejection: Rejection, stage: str) -> Effect:
