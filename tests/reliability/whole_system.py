@@ -223,6 +223,37 @@ class Stream:
             found += [p for p in [watch.failed()] if p]
             if watch.code == 0 and not watch.out.strip():
                 found.append(f"`ckptlog watch {run_id} --once` printed nothing")
+        return found + await self.history_tools(model, watched[0])
+
+    async def history_tools(self, model: checks.Model, run_id: str) -> list[str]:
+        """explain of the run's kept checkpoints and inspect --as-of its end (contract §10): they replay
+        the log with the processor's snapshots, and must agree with the model's fold."""
+        s = self.system.settings
+        replay = [
+            "--bootstrap-servers",
+            self.system.bootstrap,
+            "--input-topic",
+            s.input_topic,
+            "--snapshots",
+            s.snapshots,
+        ]
+        fold = [f"--storage-root={s.storage_root}", f"--default-num-to-keep={DEFAULT_KEEP}"]
+        fold += [f"--max-depth={MAX_DEPTH}", f"--max-payload-bytes={MAX_PAYLOAD_BYTES}"]
+        kept = [c["path"] for c in model.views[run_id]["checkpoints"]][:2]
+        as_of, *explains = await asyncio.gather(
+            self.system.cli("inspect", run_id, "--as-of", "2100-01-01T00:00:00Z", "--json", *replay),
+            *(self.system.cli("explain", run_id, path, "--json", *replay, *fold) for path in kept),
+        )
+        found = [p for p in [as_of.failed()] if p]
+        if not found:
+            got = json.loads(as_of.out)["runs"].get(run_id)
+            if not checks.same(got, model.views[run_id]):
+                found.append(f"`ckptlog inspect {run_id} --as-of` differs from the fold of the log: {got}")
+        for path, explained in zip(kept, explains, strict=True):
+            failed = explained.failed()
+            state = None if failed else json.loads(explained.out)["state"]
+            if failed or state not in ("kept", "latest", "pending", "preserved"):
+                found.append(f"`ckptlog explain {run_id} {path}`: {failed or state} for a kept checkpoint")
         return found
 
 
