@@ -59,7 +59,8 @@ def _split(snapshot: Snapshot | None, settings: FoldSettings, runs: set[str], in
 
 
 class RunReplay:
-    """Fold `records` of one partition for `runs`, from a snapshot (or the log start)."""
+    """Fold `records` of one partition for `runs`, from a snapshot (or the log start). It folds into
+    the snapshot's run states: a second replay needs a snapshot decoded again, not the same one."""
 
     def __init__(
         self, settings: FoldSettings, runs: Iterable[str], snapshot: Snapshot | None = None, *, whole: bool = False

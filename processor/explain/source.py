@@ -112,9 +112,10 @@ async def replay_runs(
             pid,
             len(runs),
         )
-        replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=True), until, progress)
-    start = start_from.next_offset if start_from is not None else 0
-    return Replayed(pid, replay, start, replay.position, start_from.next_offset if start_from else None, split)
+        again = None if start_from is None else await _snapshot(store, start_from.next_offset)  # a fresh copy
+        replay = await _replay(conn, pid, RunReplay(fold_settings, runs, again, whole=True), until, progress)
+    at = start_from.next_offset if start_from is not None else None
+    return Replayed(pid, replay, at or 0, replay.position, at, split)
 
 
 def _settings_of(data: bytes) -> FoldSettings:
