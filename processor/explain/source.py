@@ -98,22 +98,22 @@ async def replay_runs(
         start = start_from.next_offset if start_from is not None else 0
         if begin > start and (until is None or start < until):  # records it needs are gone (none when start == until)
             start_from = await _oldest_reaching(store, pid, begin, until)
-    if start_from is not None:
-        fold_settings = start_from.settings
-    else:  # the settings the processor folds with: any snapshot of it has them
-        found: FoldSettings | None = await asyncio.to_thread(store.load_latest, _settings_of)
-        fold_settings = found if found is not None else settings.fold_settings()
-    replay = await _replay(conn, pid, RunReplay(fold_settings, runs, start_from, whole=every_run), until, progress)
-    split = replay.context is not None
-    if not replay.exact():
-        log.warning(
-            "event=history_refold partition=%s runs=%d: another run's storage root nests with one of these "
-            "runs' (contract §9), which only one fold of every run decides: replaying again as one fold",
-            pid,
-            len(runs),
-        )
-        again = None if start_from is None else await _snapshot(store, start_from.next_offset)  # a fresh copy
-        replay = await _replay(conn, pid, RunReplay(fold_settings, runs, again, whole=True), until, progress)
+        if start_from is not None:
+            fold_settings = start_from.settings
+        else:  # the settings the processor folds with: any snapshot of it has them
+            found: FoldSettings | None = await asyncio.to_thread(store.load_latest, _settings_of)
+            fold_settings = found if found is not None else settings.fold_settings()
+        replay = await _replay(reader, pid, RunReplay(fold_settings, runs, start_from, whole=every_run), progress)
+        split = replay.context is not None
+        if not replay.exact():
+            log.warning(
+                "event=history_refold partition=%s runs=%d: another run's storage root nests with one of these "
+                "runs' (contract §9), which only one fold of every run decides: replaying again as one fold",
+                pid,
+                len(runs),
+            )
+            again = None if start_from is None else await _snapshot(store, start_from.next_offset)  # a fresh copy
+            replay = await _replay(reader, pid, RunReplay(fold_settings, runs, again, whole=True), progress)
     at = start_from.next_offset if start_from is not None else None
     return Replayed(pid, replay, at or 0, replay.position, at, split)
 
@@ -137,18 +137,16 @@ async def _oldest_reaching(store: SnapshotStore, pid: PartitionId, begin: int, u
     return snapshot
 
 
-async def _replay(
-    conn: KafkaConnection, pid: PartitionId, replay: RunReplay, until: int | None, progress: Progress | None
-) -> RunReplay:
-    start = replay.position
-    stop = {} if until is None else {pid.partition: until}
-    async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}, stop) as reader:
-        begin, end = reader.begin[pid], reader.end[pid]
-        async for batch in reader.raw_batches():
-            replay.feed(batch)
-            if progress is not None and batch:
-                progress(pid, batch[-1].offset + 1, begin, end)
-        replay.position = max(replay.position, end)
+async def _replay(reader: TopicReader, pid: PartitionId, replay: RunReplay, progress: Progress | None) -> RunReplay:
+    """Feed `replay` the partition from where it starts up to the reader's end (one reader serves
+    every replay of a call: its clients and offsets are looked up once)."""
+    reader.seek(pid, replay.position)
+    begin, end = reader.begin[pid], reader.end[pid]
+    async for batch in reader.raw_batches():
+        replay.feed(batch)
+        if progress is not None and batch:
+            progress(pid, batch[-1].offset + 1, begin, end)
+    replay.position = max(replay.position, end)
     return replay
 
 

@@ -8,7 +8,7 @@ lists, each from one output of the output table (events/outputs.py) or from the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -163,8 +163,3 @@ def step_of(offset: int, timestamp_ms: int | None, event: DecodedEvent | None, e
     if event is None:
         return Step(offset, None, None, record_time(timestamp_ms), effects)
     return Step(offset, event.id, event.type, event.time or record_time(timestamp_ms), effects)
-
-
-def touched_paths(steps: Sequence[Step]) -> set[str]:
-    """Every checkpoint path any step names."""
-    return {effect["path"] for step in steps for effect in step.effects if effect.get("path") is not None}

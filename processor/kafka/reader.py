@@ -94,6 +94,12 @@ class TopicReader:
             "check the broker and run the command again",
         )
 
+    def seek(self, pid: PartitionId, offset: int) -> None:
+        """Read `pid` (again) from `offset`, at least its log start; a scan that reached the end paused it."""
+        tp = TopicPartition(*pid)
+        self._consumer.resume(tp)
+        self._consumer.seek(tp, max(offset, self.begin[pid]))
+
     async def position(self, pid: PartitionId) -> int:
         with self._reading(f"the position of {pid}"):
             return int(await self._consumer.position(TopicPartition(*pid)))
