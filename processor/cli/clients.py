@@ -40,11 +40,13 @@ RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
 Keep = Annotated[int | None, Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
 ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
 ScoreOrder = Annotated[str, Opt(help="max or min.")]
-ValKwargs = Annotated[
-    str | None, Opt(help="Evaluator fn_kwargs as a JSON object (report: implies --validate; start-run: the default).")
+ValKwargs = Annotated[str | None, Opt(help="Evaluator fn_kwargs as a JSON object; implies --validate.")]
+ValTimeout = Annotated[float | None, Opt(help="Evaluator time limit in seconds; implies --validate.")]
+DefaultValKwargs = Annotated[
+    str | None, Opt("--validate-kwargs", help="Default evaluator fn_kwargs (JSON object) of the run's reports.")
 ]
-ValTimeout = Annotated[
-    float | None, Opt(help="Evaluator time limit in seconds (report: implies --validate; start-run: the default).")
+DefaultValTimeout = Annotated[
+    float | None, Opt("--validate-timeout-s", help="Default evaluator time limit in seconds of the run's reports.")
 ]
 Confirm = Annotated[
     bool,
@@ -200,8 +202,8 @@ def start_run_command(
     keep: Keep = None,
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
-    validate_kwargs: ValKwargs = None,
-    validate_timeout_s: ValTimeout = None,
+    validate_kwargs: DefaultValKwargs = None,
+    validate_timeout_s: DefaultValTimeout = None,
     keep_every_n_steps: Annotated[
         int | None, Opt(help="Preserve for good every checkpoint whose step is a multiple of N.")
     ] = None,

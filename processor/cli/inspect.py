@@ -30,6 +30,13 @@ from processor.service.views import StateRead, read_state_topic
 
 Opt = typer.Option
 
+#: What `inspect --json` prints (its --help and `json_body` share it; tests/unit/cli/test_inspect_paging.py
+#: checks that the keys agree).
+JSON_SHAPE = (
+    '{"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}, "warnings": {RUN_ID: count}, '
+    '"undecodable": [PROBLEM, ...]}'
+)
+
 
 def _metrics(metrics: dict[str, Any]) -> str:
     text = json.dumps(metrics, separators=(",", ":"), allow_nan=True)
@@ -85,10 +92,14 @@ async def read_state(
     return state, wanted(counts), wanted(warned)
 
 
-@app.command("inspect")
+@app.command(
+    "inspect",
+    help="Print each run's VIEW from the state topic (last value per run wins) and how many of its events "
+    "were rejected or caused warnings. The VIEW is the shape `ckptlog fold` prints (docs/contract.md §4).",
+)
 def inspect_command(
     runs: Annotated[list[str] | None, typer.Argument(help="Run ids (default: every run).")] = None,
-    as_json: Annotated[bool, Opt("--json", help='Print {"runs": {RUN_ID: VIEW}}.')] = False,
+    as_json: Annotated[bool, Opt("--json", help=f"Print one JSON object: {JSON_SHAPE}.")] = False,
     config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
     bootstrap_servers: Annotated[
         str | None,
@@ -112,8 +123,7 @@ def inspect_command(
         Opt("--limit", help="Show at most N runs, in run id order (default 100 as tables, all as JSON; 0: all)."),
     ] = None,
 ) -> None:
-    """Print each run's VIEW from the state topic (last value per run wins) and its rejected events.
-    --json: {"runs": {RUN_ID: VIEW}, "rejections": {RUN_ID: count}, "undecodable": [...]}."""
+    """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
     with cli_errors():
         settings = load_settings(
             config,
@@ -133,12 +143,7 @@ def inspect_command(
         limit = 0 if as_json or runs else DEFAULT_LIMIT
     views, hidden = _page(state.views, prefix, limit)
     if as_json:
-        body = {
-            "runs": views,
-            "rejections": dict(sorted(rejected.items())),
-            "warnings": dict(sorted(warned.items())),
-            "undecodable": [p.to_json() for p in state.problems],
-        }
+        body = json_body(views, rejected, warned, state.problems)
         sys.stdout.write(json.dumps(body, allow_nan=True) + "\n")
     else:
         console = Console()
@@ -157,6 +162,18 @@ def inspect_command(
         _warn_missing_as_of(runs or [], views, rejected, settings.input_topic, as_of)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+def json_body(
+    views: dict[str, View], rejected: Counter[str], warned: Counter[str], problems: list[Problem]
+) -> dict[str, Any]:
+    """The object `inspect --json` prints (JSON_SHAPE)."""
+    return {
+        "runs": views,
+        "rejections": dict(sorted(rejected.items())),
+        "warnings": dict(sorted(warned.items())),
+        "undecodable": [p.to_json() for p in problems],
+    }
 
 
 DEFAULT_LIMIT = 100  # runs shown as tables: 10,000 of them would scroll for minutes

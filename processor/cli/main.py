@@ -13,6 +13,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: it wraps at any width, where rich's tables cut flag names at 80 columns
+    rich_markup_mode=None,
 )
 
 

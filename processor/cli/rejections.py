@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -32,16 +33,39 @@ from processor.service.settings import load_settings
 Opt = typer.Option
 
 
+WIDE = 120  # narrower consoles get one block per rejection: six folded columns at 80 are unreadable
+
+
+def _event(letter: DeadLetter) -> str:
+    kind = (letter.event_type or "").removeprefix("ckptlog.")
+    event = f"{kind} {letter.event_id}" if letter.event_id else kind or "—"
+    return f"unreadable: {letter.undecodable}" if letter.undecodable is not None else event.strip()
+
+
+def render_rejections(letters: list[DeadLetter], title: str, width: int) -> RenderableType:
+    """A table on a wide console, else per rejection a heading line (time, run, reason), the event
+    and where it is, and the message indented below (every text plain: never markup)."""
+    if width >= WIDE:
+        return rejections_table(letters, title)
+    blocks: list[RenderableType] = [Text(title)]
+    for letter in letters:
+        head = Text(f"{letter.time or '—'}  run {letter.run_id or '—'}  ")
+        head.append(letter.reason, style="bold")
+        blocks += [
+            Text(""),
+            head,
+            Padding(Text(f"{_event(letter)}  at {letter.source}"), (0, 0, 0, 2)),
+            Padding(Text(letter.message), (0, 0, 0, 2)),
+        ]
+    return Group(*blocks)
+
+
 def rejections_table(letters: list[DeadLetter], title: str) -> Table:
     table = Table(title=Text(title), title_justify="left", expand=False)
     for column in ("time", "run", "reason", "message", "event", "source"):
         table.add_column(column, overflow="fold")
     for letter in letters:
-        kind = (letter.event_type or "").removeprefix("ckptlog.")
-        event = f"{kind} {letter.event_id}" if letter.event_id else kind or "—"
-        if letter.undecodable is not None:
-            event = f"unreadable: {letter.undecodable}"
-        cells = (letter.time or "—", letter.run_id or "—", letter.reason, letter.message, event.strip(), letter.source)
+        cells = (letter.time or "—", letter.run_id or "—", letter.reason, letter.message, _event(letter), letter.source)
         table.add_row(*map(Text, cells))  # plain text: a message from the topic is never markup
     return table
 
@@ -101,4 +125,6 @@ def rejections_command(
     if not letters:
         typer.echo(f"no rejections of {whose} on {settings.dlq_topic}")
         return
-    Console().print(rejections_table(letters, f"{len(letters)} rejection(s) of {whose} on {settings.dlq_topic}"))
+    console = Console()
+    title = f"{len(letters)} rejection(s) of {whose} on {settings.dlq_topic}"
+    console.print(render_rejections(letters, title, console.width))

@@ -16,7 +16,7 @@ from ckptlog.errors import ClientError
 from ckptlog.reporter import AsyncReporter
 from ckptlog.table import run_table
 from events.rejections import Reason, Rejection
-from processor.cli.rejections import rejections_table
+from processor.cli.rejections import rejections_table, render_rejections
 from processor.cli.watching import no_view_message
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import Record
@@ -91,6 +91,21 @@ async def test_watch_and_the_rejections_table_show_them() -> None:
     message = no_view_message("run-1", "state", feed)
     assert "rejected 2 of its events" in message and "path_outside_root" in message
     assert "processor is running" not in message
+
+
+def test_at_80_columns_each_rejection_is_a_block_with_its_message_whole() -> None:
+    letter = parse(dead_letter(42))
+    assert letter is not None
+    console = Console(width=80, record=True, color_system=None, file=io.StringIO())
+    console.print(render_rejections([letter, letter], "2 rejection(s)", console.width))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert sum("path_outside_root" in line for line in lines) == 2  # one heading per rejection
+    assert any("checkpoint 42 is outside the run's root" in line for line in lines)  # not folded into a column
+    assert any("in[1]@42" in line and "report.v1 e-7" in line for line in lines)
+    wide = Console(width=160, record=True, color_system=None, file=io.StringIO())
+    wide.print(render_rejections([letter], "1 rejection(s)", wide.width))
+    assert "│" in wide.export_text()  # wide consoles keep the table
 
 
 class FakeConfirmer:
