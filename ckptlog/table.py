@@ -54,6 +54,18 @@ def rejected_text(run_id: str, rejected: int) -> str:
     return f"{rejected} event{'s' if rejected > 1 else ''} rejected: `ckptlog rejections {run_id}`"
 
 
+def retention_text(view: RunView) -> str:
+    """What the run keeps, as its VIEW says: `keeps 3 by val/loss (min), plus the latest, pending
+    and preserved`; `finished` for a finished run's final VIEW."""
+    config = view.checkpoint_config
+    assert config is not None
+    by = config.checkpoint_score_attribute
+    order = f"by {by} ({config.checkpoint_score_order})" if by else "newest"
+    keeps = "keeps every checkpoint" if config.num_to_keep is None else f"keeps {config.num_to_keep} {order}"
+    plus = "" if config.num_to_keep is None else ", plus the latest, pending and preserved ones"
+    return ("finished: " if view.finished else "") + keeps + plus
+
+
 def run_table(
     run_id: str,
     view: RunView | None,
@@ -63,9 +75,13 @@ def run_table(
     problem: str | None = None,
     warned: int = 0,
 ) -> Table:
-    """The kept checkpoints, best last (the VIEW's order), with ★ best and ● latest; the caption
-    counts the run's rejected events (its dead letters), if any; `problem`: why the run's newest
-    state record cannot be read (a row says so). Text from the topic is never taken as markup."""
+    """The kept checkpoints, best last (the VIEW's order), with ★ best, ● latest and ◆ preserved;
+    the score column is `score_attribute`, else the run's own (its VIEW's checkpoint_config); the
+    caption says what the run keeps and counts its rejected events and warnings, if any;
+    `problem`: why the run's newest state record cannot be read (a row says so). Text from the
+    topic is never taken as markup."""
+    if score_attribute is None and view is not None and view.checkpoint_config is not None:
+        score_attribute = view.checkpoint_config.checkpoint_score_attribute
     table = Table(title=Text(title or f"run {run_id}"), title_justify="left", expand=False, pad_edge=False)
     table.add_column("#", justify="right", style="dim")
     table.add_column("checkpoint")
@@ -86,7 +102,9 @@ def run_table(
         if ckpt.path == view.best:
             marks.append("★ best ", style="bold yellow")
         if ckpt.path == view.latest:
-            marks.append("● latest", style="cyan")
+            marks.append("● latest ", style="cyan")
+        if ckpt.preserved is not None:
+            marks.append(f"◆ preserved ({ckpt.preserved})", style="magenta")
         score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
         table.add_row(
             str(ckpt.report_index),
@@ -96,6 +114,7 @@ def run_table(
             marks,
         )
     caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
+    caption += f" · {retention_text(view)}" if view.checkpoint_config is not None else ""
     caption += f" · {rejected_text(run_id, rejected)}" if rejected else ""
     caption += (
         f" · {warned} warning{'s' if warned > 1 else ''}: `ckptlog rejections {run_id} --warnings`" if warned else ""

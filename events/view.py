@@ -45,6 +45,23 @@ class ReportedCheckpoint(BaseModel):
     )
 
 
+def _optional() -> Any:
+    """A key absent unless set (never null in a dump or the schema)."""
+    return Field(default=None, exclude_if=lambda v: v is None, json_schema_extra=_no_default)
+
+
+class ViewConfig(BaseModel):
+    """A VIEW's `checkpoint_config`: run_started's, with the beyond-Ray keys only when set."""
+
+    model_config = _VIEW
+    num_to_keep: int | None = Field(description="Kept by score (null: every checkpoint).")
+    checkpoint_score_attribute: str | None = Field(description="The score metric (null: report order).")
+    checkpoint_score_order: Literal["max", "min"]
+    keep_every_n_steps: int | SkipJsonSchema[None] = _optional()
+    step_attribute: str | SkipJsonSchema[None] = _optional()
+    keep_time_interval_s: float | SkipJsonSchema[None] = _optional()
+
+
 class RunView(BaseModel):
     """Value of the state topic (key = run id) and of `ckptlog fold` per run."""
 
@@ -56,6 +73,13 @@ class RunView(BaseModel):
     validated: int = Field(description="Validated watermark: the smallest pending report index, else `committed`.")
     generation: int = Field(description="Current worker-group generation: 0 until the first restart.")
     index_in_generation: int = Field(description="Reports since the current generation started.")
+    checkpoint_config: ViewConfig | SkipJsonSchema[None] = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        json_schema_extra=_no_default,
+        description="The run's retention as the fold applies it (its run_started's checkpoint_config, else the "
+        "processor's defaults): how many are kept and by which score. Absent on VIEWs of processors before it.",
+    )
     finished: Literal[True] | SkipJsonSchema[None] = Field(
         default=None,
         exclude_if=lambda value: value is None,

@@ -4,11 +4,29 @@ contract is events/view.py."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+import msgspec
+
+from events.decoded import CheckpointConfig
 from processor.core.state import RunState
 
 View = dict[str, Any]
+
+
+@lru_cache(maxsize=1024)
+def _config_entry(config: CheckpointConfig) -> dict[str, Any]:
+    """The run's retention as run_started spells it (the beyond-Ray keys only when set): a run's
+    config changes at most at run_started, so views share one encoding per config."""
+    return {k: v for k, v in msgspec.structs.asdict(config).items() if v is not None or k in _RAY_KEYS}
+
+
+_RAY_KEYS = frozenset({"num_to_keep", "checkpoint_score_attribute", "checkpoint_score_order"})
+
+
+def config_entry(run: RunState) -> dict[str, Any]:
+    return dict(_config_entry(run.config))  # a copy: a view is the caller's to change
 
 
 def run_view(run: RunState) -> View:
@@ -28,6 +46,7 @@ def run_view(run: RunState) -> View:
         "validated": run.validated,
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
+        "checkpoint_config": config_entry(run),
     }
     if run.finished is not None:  # its final VIEW (contract §4): absent while the run goes on
         view["finished"] = True
@@ -46,6 +65,7 @@ def view_head(run: RunState, span: int) -> View:
         "validated": run.validated,
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
+        "checkpoint_config": config_entry(run),
         "pages": {"span": span},
     }
     if run.finished is not None:

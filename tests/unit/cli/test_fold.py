@@ -46,7 +46,13 @@ def test_document_shape_and_rejections(tmp_path: Path) -> None:
         "validated",
         "generation",
         "index_in_generation",
+        "checkpoint_config",
         "evicted",
+    }
+    assert view["checkpoint_config"] == {
+        "num_to_keep": 1,
+        "checkpoint_score_attribute": "acc",
+        "checkpoint_score_order": "max",
     }
     assert [c["path"] for c in view["checkpoints"]] == [f"{root}/c"]
     assert set(view["checkpoints"][0]) == {"path", "metrics", "status", "report_index"}

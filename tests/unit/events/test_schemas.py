@@ -44,7 +44,9 @@ def test_view_schema_lists_exactly_the_view_fields() -> None:
     fold.apply(f.event(f.started()))
     view = run_view(fold.runs["r"])
     schema = json.loads((SCHEMAS / "view.schema.json").read_text())
-    assert set(schema["required"]) == set(view)
+    # checkpoint_config is always there, but optional: VIEWs of processors before it lack it
+    assert set(schema["required"]) == set(view) - {"checkpoint_config"}
+    assert set(view) <= set(schema["properties"])
 
 
 def test_every_input_type_has_a_schema() -> None:
