@@ -13,7 +13,7 @@ NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog bro
 
 
 class ClientError(CkptlogError):
-    """A client (Reporter, Evaluator, Reader) cannot do what was asked."""
+    """A client (Reporter, Evaluator, AsyncReader) cannot do what was asked."""
 
 
 class InvalidEvent(ClientError):

@@ -40,7 +40,7 @@ from processor.kafka.records import InputRecord, PartitionId
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_GROUP", "SOURCE", "Evaluator", "load_function", "parse_request", "result_event"]
+__all__ = ["DEFAULT_GROUP", "SOURCE", "AsyncEvaluator", "load_function", "parse_request", "result_event"]
 
 DEFAULT_GROUP = "ckptlog-evaluators"
 TOPIC_POLL_S = 1.0
@@ -65,8 +65,22 @@ def load_function(spec: str) -> ValidationFn:
     return target  # type: ignore[no-any-return]
 
 
-class Evaluator:
-    """`await Evaluator(fn, concurrency=4).run()` until `stop()`."""
+class _Rebalance:
+    """The consumer group's rebalance callbacks (GroupConsumer's AssignmentListener), kept off the
+    evaluator's public surface: they are Kafka's business, not the user's."""
+
+    def __init__(self, evaluator: AsyncEvaluator) -> None:
+        self._evaluator = evaluator
+
+    async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
+        await self._evaluator._revoked(partitions)
+
+    async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+        await self._evaluator._assigned(partitions)
+
+
+class AsyncEvaluator:
+    """`await AsyncEvaluator(fn, concurrency=4).run()` until `stop()`; `Evaluator` is its blocking twin."""
 
     def __init__(
         self,
@@ -123,7 +137,7 @@ class Evaluator:
                 conn,
                 self.group_id,
                 self.topics.validations,
-                self,
+                _Rebalance(self),
                 max_records=self.concurrency,
                 session_timeout_ms=self._session_timeout_ms,
                 group_instance_id=self._instance,
@@ -331,7 +345,7 @@ class Evaluator:
 
     # -- rebalance listener (GroupConsumer's AssignmentListener) ----------------------
 
-    async def partitions_revoked(self, partitions: list[PartitionId]) -> None:
+    async def _revoked(self, partitions: list[PartitionId]) -> None:
         """Commit what is finished, then drop the progress: the new owner redoes anything unfinished.
         What this process started is remembered (StartedRequests): a partition the rebalance
         hands back is fetched again from its committed offset, and those requests must not rerun."""
@@ -341,7 +355,7 @@ class Evaluator:
         for pid in partitions:
             self._progress.pop(pid, None)
 
-    async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+    async def _assigned(self, partitions: list[PartitionId]) -> None:
         self._rebalancing = False
         self._started.retain(partitions)
         for pid in partitions:  # a request finishing before its partition's first fetch finds it assigned

@@ -1,11 +1,11 @@
-"""`Reader`: Ray's `get_all_reported_checkpoints`, a run's VIEW, and a live feed of changes.
+"""`AsyncReader`: Ray's `get_all_reported_checkpoints`, a run's VIEW, and a live feed of changes.
 
 One reader follows every partition of the compacted state topic from its beginning (no
 consumer group, read_committed), keeping the newest VIEW per run (ckptlog.view_table).
 Compaction keeps that small: one record per run plus the not-yet-compacted tail. Waiting is
 on the VIEW's own watermarks (see ckptlog.views for why).
 
-    async with Reader() as reader:
+    async with AsyncReader() as reader:
         kept = await reader.get_all_reported_checkpoints("run-1", report_index=10)
         async for view in reader.watch("run-1"): ...
 """
@@ -28,10 +28,10 @@ log = logging.getLogger(__name__)
 
 CATCH_UP_POLL_S = 0.05
 
-__all__ = ["Reader", "WaitResult"]
+__all__ = ["AsyncReader", "WaitResult"]
 
 
-class Reader:
+class AsyncReader:
     def __init__(
         self,
         *,
@@ -66,7 +66,7 @@ class Reader:
             await self._tail.stop()
         self._task = self._tail = None
 
-    async def __aenter__(self) -> Reader:
+    async def __aenter__(self) -> AsyncReader:
         await self.start()
         return self
 
@@ -139,5 +139,7 @@ class Reader:
 
     def _require_started(self) -> TopicTail:
         if self._tail is None:
-            raise ClientClosed("the Reader is not started; use `async with Reader() as reader:` or await start()")
+            raise ClientClosed(
+                "the AsyncReader is not started; use `async with AsyncReader() as reader:` or await start()"
+            )
         return self._tail

@@ -8,7 +8,7 @@ the top — sends the same ids and the processor ignores the repeats.
 
 A job that *resumes* (continues reporting after a crash without a worker-group restart)
 must continue the numbering: pass `generation=` and `first_index=` (e.g. the run view's
-`generation` / `index_in_generation`, see `Reader.view`).
+`generation` / `index_in_generation`, see `AsyncReader.view`).
 
 By default a call returns once the broker acknowledged the event: whether the processor applies
 or rejects it is known only later (its dead-letter topic says so). With `confirm=True` (for the

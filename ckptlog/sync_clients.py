@@ -1,12 +1,12 @@
-"""The synchronous flavours, for training scripts: `Reporter` and `SyncReader`.
+"""The synchronous flavours, for training scripts: `Reporter` and `Reader`.
 
 Training code is often synchronous (or runs its own loop, e.g. inside Jupyter), so these never
-touch the caller's event loop: each wraps its async counterpart (`AsyncReporter`, `Reader`) on a
+touch the caller's event loop: each wraps its async counterpart (`AsyncReporter`, `AsyncReader`) on a
 private event-loop thread (ckptlog.loop_thread) and waits for every call.
 
     with Reporter("run-42") as reporter:
         reporter.report({"loss": 0.1}, "s3://bucket/run-42/ckpt-1")
-    with SyncReader() as reader:
+    with Reader() as reader:
         kept = reader.get_all_reported_checkpoints("run-42", report_index=1, timeout_s=60)
 """
 
@@ -16,18 +16,22 @@ import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 from ckptlog.bodies import PathLike, ValidationArg
 from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, Connection, Topics, connect_now
 from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.errors import ClientError
+from ckptlog.evaluator import AsyncEvaluator
 from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning
+from ckptlog.invoke import ValidationFn
 from ckptlog.loop_thread import LoopThread
-from ckptlog.reader import Reader, WaitResult
+from ckptlog.reader import AsyncReader, WaitResult
 from ckptlog.reporter import SOURCE, AsyncReporter, SentEvent
 from ckptlog.views import Consistency, ReportedCheckpoint, RunView
 from events.codec import DEFAULT_LIMITS, DecodeLimits
+from events.state import Problem
 from processor.kafka.errors import KafkaIOError
 
 T = TypeVar("T")
@@ -219,11 +223,11 @@ class Reporter:
         self.close()
 
 
-class SyncReader:
-    """The synchronous `Reader`: `view`, `runs`, `get_all_reported_checkpoints`, `wait_for` and
+class Reader:
+    """The synchronous `AsyncReader`: `view`, `runs`, `get_all_reported_checkpoints`, `wait_for` and
     `watch` (a plain iterator), each run on a private event-loop thread.
 
-    `with SyncReader() as reader: reader.get_all_reported_checkpoints("run-42", 10, timeout_s=60)`."""
+    `with Reader() as reader: reader.get_all_reported_checkpoints("run-42", 10, timeout_s=60)`."""
 
     def __init__(
         self,
@@ -236,7 +240,9 @@ class SyncReader:
         # learn now that there is no Kafka (or a bad setting), as the Reporter does
         connection, bootstrap_servers = connect_now(bootstrap_servers, "ckptlog-reader", connection), None
         self._thread = LoopThread("ckptlog-reader")
-        self._async = Reader(bootstrap_servers=bootstrap_servers, topics=topics, connection=connection, limits=limits)
+        self._async = AsyncReader(
+            bootstrap_servers=bootstrap_servers, topics=topics, connection=connection, limits=limits
+        )
 
     def start(self) -> None:
         self._thread.call(self._async.start())
@@ -247,7 +253,7 @@ class SyncReader:
         finally:
             self._thread.close()
 
-    def __enter__(self) -> SyncReader:
+    def __enter__(self) -> Reader:
         try:
             self.start()
         except BaseException:
@@ -260,6 +266,25 @@ class SyncReader:
     ) -> None:
         self.close()
 
+    async def __aenter__(self) -> NoReturn:
+        """`async with Reader()` is the old name of the async reader: say so instead of blocking the loop."""
+        self._thread.close()
+        raise ClientError(
+            "ckptlog.Reader is synchronous (`with Reader() as reader:`); in async code use "
+            "`async with AsyncReader() as reader:` (the async reader was named Reader before ckptlog 0.2)"
+        )
+
+    async def __aexit__(self, *exc_info: object) -> None:  # never reached: __aenter__ raises
+        return None
+
+    def catch_up(self) -> None:
+        """Wait until every record on the state topic now has been read."""
+        self._thread.call(self._async.catch_up())
+
+    def problem(self, run_id: str) -> Problem | None:
+        """Why the run's newest state record (or its VIEW) cannot be read, else None."""
+        return self._async.problem(run_id)
+
     def view(self, run_id: str) -> RunView | None:
         """The run's newest VIEW as of now (None: the processor has published none)."""
         return self._thread.call(self._async.view(run_id))
@@ -270,7 +295,7 @@ class SyncReader:
     def get_all_reported_checkpoints(
         self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
     ) -> list[ReportedCheckpoint]:
-        """Ray's `get_all_reported_checkpoints`: see `Reader.get_all_reported_checkpoints`."""
+        """Ray's `get_all_reported_checkpoints`: see `AsyncReader.get_all_reported_checkpoints`."""
         return self._thread.call(self._async.get_all_reported_checkpoints(run_id, report_index, consistency, timeout_s))
 
     def wait_for(
@@ -300,3 +325,47 @@ async def _close(changes: AsyncIterator[RunView]) -> None:
     close = getattr(changes, "aclose", None)
     if close is not None:
         await close()
+
+
+class Evaluator:
+    """The blocking `AsyncEvaluator`: `Evaluator(fn, concurrency=4).run()` validates until `stop()`
+    (from another thread or a signal handler) or Ctrl-C, on an event loop of its own. The options
+    are AsyncEvaluator's, checked here."""
+
+    def __init__(self, fn: ValidationFn, **options: Any) -> None:
+        self._async = AsyncEvaluator(fn, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+
+    @property
+    def results(self) -> Mapping[str, int]:
+        """How many results of each status were produced."""
+        return self._async.results
+
+    @property
+    def in_flight(self) -> int:
+        return self._async.in_flight
+
+    def run(self) -> None:
+        """Consume, validate and report until `stop()`; in async code, `await AsyncEvaluator(...).run()`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self._main())
+            return
+        raise ClientError(
+            "Evaluator.run() blocks; in async code use `await AsyncEvaluator(fn).run()` (the async evaluator "
+            "was named Evaluator before ckptlog 0.2)"
+        )
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self._stopped:  # stop() came before the loop existed
+            return
+        await self._async.run()
+
+    def stop(self) -> None:
+        """Finish the requests in flight, commit, leave the group (safe from any thread)."""
+        self._stopped = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._async.stop)

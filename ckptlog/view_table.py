@@ -1,7 +1,7 @@
-"""The newest VIEW per run, with waiting on watermarks: the Reader's logic without Kafka.
+"""The newest VIEW per run, with waiting on watermarks: the AsyncReader's logic without Kafka.
 
-Fed with state-topic records by the Reader's tail; `wait_for` and `changes` are the two ways
-to wait on it. Kept apart from the Reader so the waiting rules are tested without a broker.
+Fed with state-topic records by the AsyncReader's tail; `wait_for` and `changes` are the two ways
+to wait on it. Kept apart from the AsyncReader so the waiting rules are tested without a broker.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class ViewTable:
     def raise_error(self) -> None:
         if self._error is not None:
             raise ClientError(
-                f"following the state topic failed: {self._error!r}; create a new Reader"
+                f"following the state topic failed: {self._error!r}; create a new AsyncReader"
             ) from self._error
 
     @staticmethod

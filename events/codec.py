@@ -65,7 +65,7 @@ def decode_json(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
     """One JSON value (NaN and ±Infinity literals included, as the processor writes them), or an
     `Undecodable` saying why not. Never raises and never recurses without bound: the size is checked
     first, then the nesting with the processor's own scan, and only then is the value parsed. Every
-    reader of a topic decodes through here (ckptlog inspect, watch, rejections, export, the Reader)."""
+    reader of a topic decodes through here (ckptlog inspect, watch, rejections, export, the AsyncReader)."""
     if len(raw) > limits.max_bytes:
         return Undecodable(f"too large ({len(raw)} bytes > {limits.max_bytes})", Reason.PAYLOAD_TOO_LARGE)
     try:

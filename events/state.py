@@ -1,6 +1,6 @@
 """The state topic read back (contract §4): every record decoded within limits, the heads and
 page parts of each run, which head of a run is the newest, and the VIEW they assemble to. Pure;
-shared by `ckptlog.Reader` (ckptlog/view_table.py) and `ckptlog inspect` (processor/service/views.py).
+shared by `ckptlog.AsyncReader` (ckptlog/view_table.py) and `ckptlog inspect` (processor/service/views.py).
 
 Any bytes may sit on the topic (a bug, a hostile or mistaken producer), so nothing here raises
 on a record: what cannot be read is kept as a `Problem` (the key, where it is, why) that readers

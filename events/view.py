@@ -1,7 +1,7 @@
 """The run VIEW (contract §4): a run's kept checkpoints, latest, best and watermarks.
 
 One shape for every place a view appears: the processor publishes it on the compacted state
-topic, `ckptlog fold` and `ckptlog inspect` print it per run, and readers (ckptlog.Reader)
+topic, `ckptlog fold` and `ckptlog inspect` print it per run, and readers (ckptlog.AsyncReader)
 parse it into this model. The fold builds views as plain dicts (processor/core/view.py: it
 does so after every change, and a model per view would cost more than the fold); this model
 is their contract. schemas/view.schema.json is generated from it, and tests check that every

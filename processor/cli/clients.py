@@ -20,9 +20,9 @@ import typer
 from ckptlog.confirm import PROCESSOR_GROUP
 from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
 from ckptlog.dead_letters import DLQ_TOPIC
-from ckptlog.evaluator import DEFAULT_GROUP, Evaluator, load_function
+from ckptlog.evaluator import DEFAULT_GROUP, AsyncEvaluator, load_function
 from ckptlog.event_warnings import CHECKPOINTS_TOPIC
-from ckptlog.reader import Reader
+from ckptlog.reader import AsyncReader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
@@ -264,7 +264,7 @@ def restart_command(
     async def main() -> None:
         current = generation
         if current is None:
-            async with Reader(connection=settings, topics=Topics(state=state_topic)) as reader:
+            async with AsyncReader(connection=settings, topics=Topics(state=state_topic)) as reader:
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
         async with AsyncReporter(
@@ -301,7 +301,7 @@ def evaluate_command(
     sys.path.insert(0, os.getcwd())  # `--fn mymodule:fn` from the current directory, as python -m does
 
     async def main() -> None:
-        evaluator = Evaluator(
+        evaluator = AsyncEvaluator(
             load_function(fn),
             connection=settings,
             topics=Topics(events=events_topic, validations=validations_topic),

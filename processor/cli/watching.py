@@ -14,7 +14,7 @@ from ckptlog.connect import Connection, Topics, resolve
 from ckptlog.dead_letters import DeadLetterFeed
 from ckptlog.errors import ClientError
 from ckptlog.event_warnings import CHECKPOINTS_TOPIC, WarningFeed
-from ckptlog.reader import Reader
+from ckptlog.reader import AsyncReader
 from ckptlog.table import run_table
 from ckptlog.views import RunView
 from events.state import Problem
@@ -53,7 +53,7 @@ async def watch(
     conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
     warned = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=False)
-    async with Reader(connection=conn, topics=topics) as reader:
+    async with AsyncReader(connection=conn, topics=topics) as reader:
         await feed.start()
         await warned.start()
         try:
@@ -80,7 +80,7 @@ async def _live(
     console: Console,
     run_id: str,
     score_attribute: str | None,
-    reader: Reader,
+    reader: AsyncReader,
     feed: DeadLetterFeed,
     warned: WarningFeed,
 ) -> None:

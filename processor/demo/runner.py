@@ -1,4 +1,4 @@
-"""Run the demo: processor + evaluator + simulated training job, watched by a Reader, then checked.
+"""Run the demo: processor + evaluator + simulated training job, watched by an AsyncReader, then checked.
 
 Everything is fresh per run (topic names and groups carry a random suffix, storage and
 snapshots live in a temporary directory), so reruns never see each other's state.
@@ -19,9 +19,9 @@ from typing import Any
 
 from ckptlog.connect import Topics
 from ckptlog.errors import ClientError
-from ckptlog.evaluator import Evaluator
+from ckptlog.evaluator import AsyncEvaluator
 from ckptlog.invoke import Outcome
-from ckptlog.reader import Reader
+from ckptlog.reader import AsyncReader
 from ckptlog.reporter import AsyncReporter
 from events.outputs import ValidationRequested
 from processor.broker import ensure_bootstrap
@@ -108,7 +108,7 @@ async def _guarded(work: Awaitable[Any], watched: list[asyncio.Task[None]]) -> A
     return job.result()
 
 
-async def _stop(component: Processor | Evaluator, task: asyncio.Task[None]) -> None:
+async def _stop(component: Processor | AsyncEvaluator, task: asyncio.Task[None]) -> None:
     component.stop()
     try:
         await asyncio.wait_for(asyncio.shield(task), 15.0)
@@ -124,7 +124,7 @@ def _on_result(state: DemoState) -> Callable[[str, ValidationRequested, Outcome]
     return record
 
 
-async def _follow(reader: Reader, state: DemoState, run_id: str) -> None:
+async def _follow(reader: AsyncReader, state: DemoState, run_id: str) -> None:
     async for view in reader.watch(run_id):
         state.runs[run_id].view = view
 
@@ -144,7 +144,7 @@ async def _train_all(
     await asyncio.gather(*(one(plan) for plan in plans))
 
 
-async def _settle(reader: Reader, state: DemoState, report: CheckReport) -> None:
+async def _settle(reader: AsyncReader, state: DemoState, report: CheckReport) -> None:
     """Wait for every run's validated watermark to reach its report count (Ray's VALIDATED read)."""
     for run_id, run in state.runs.items():
         result = await reader.wait_for(run_id, run.total, "validated", SETTLE_TIMEOUT_S)
@@ -157,7 +157,7 @@ async def _settle(reader: Reader, state: DemoState, report: CheckReport) -> None
             )
 
 
-async def _verify(reader: Reader, settings: ServiceSettings, state: DemoState, report: CheckReport) -> None:
+async def _verify(reader: AsyncReader, settings: ServiceSettings, state: DemoState, report: CheckReport) -> None:
     await _settle(reader, state, report)
     views = await reader.runs()
     assert settings.bootstrap_servers is not None
@@ -195,7 +195,7 @@ async def _run(
 ) -> None:
     topics = Topics(settings.input_topic, settings.validations_topic, settings.state_topic, settings.watermarks_topic)
     processor = Processor(settings)
-    evaluator = Evaluator(
+    evaluator = AsyncEvaluator(
         validate_checkpoint,
         bootstrap_servers=settings.bootstrap_servers,
         topics=topics,
@@ -215,7 +215,9 @@ async def _run(
         stack.push_async_callback(_stop, evaluator, etask)
         state.phase = "starting the evaluator"
         await _started("evaluator", evaluator.ready, etask)
-        reader = await stack.enter_async_context(Reader(bootstrap_servers=settings.bootstrap_servers, topics=topics))
+        reader = await stack.enter_async_context(
+            AsyncReader(bootstrap_servers=settings.bootstrap_servers, topics=topics)
+        )
         followers = [asyncio.create_task(_follow(reader, state, p.run_id)) for p in plans]
         stack.callback(lambda: [f.cancel() for f in followers])
         state.phase = "training"

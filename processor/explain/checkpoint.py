@@ -1,4 +1,4 @@
-"""One checkpoint's story and its state now (`ckptlog explain`, `Reader.explain`), contract §10.
+"""One checkpoint's story and its state now (`ckptlog explain`, `AsyncReader.explain`), contract §10.
 
 Pure: a run's steps (processor/explain/story.py) and its state after them in, a JSON-ready
 document and one paragraph out. A path is matched by its canonical key, so any spelling of it

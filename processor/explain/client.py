@@ -6,7 +6,7 @@
         then = await history.view("run-1", as_of=1234)         # the VIEW right after input offset 1234
 
 It replays with the processor's own fold, so it lives in the processor's package: the client
-library (`ckptlog`) never imports the fold (tests/unit/test_architecture.py), and a `Reader`
+library (`ckptlog`) never imports the fold (tests/unit/test_architecture.py), and a `AsyncReader`
 stays a light follower of the state topic.
 """
 

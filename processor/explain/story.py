@@ -3,7 +3,7 @@
 Pure: the fold's `Effects` (or the rejection of an event) in, a `Step` out. Every effect is an
 object with a `kind` and, where one applies, a `path`; the kinds are the names `EFFECT_KINDS`
 lists, each from one output of the output table (events/outputs.py) or from the event itself.
-`ckptlog history`, `ckptlog explain` and `Reader.history` all print these steps.
+`ckptlog history`, `ckptlog explain` and `AsyncReader.history` all print these steps.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The thin aiokafka layer under the client library (`ckptlog.Reporter`, `Evaluator`, `Reader`).
+"""The thin aiokafka layer under the client library (`ckptlog.Reporter`, `Evaluator`, `AsyncReader`).
 
 Only this package may import aiokafka, so the clients talk to Kafka through three small
 pieces: an idempotent producer that returns where each record landed, a tail that follows

@@ -1,4 +1,4 @@
-"""Evaluator on a real broker: each status, and no request lost when an evaluator is killed -9."""
+"""AsyncEvaluator on a real broker: each status, and no request lost when an evaluator is killed -9."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from ckptlog import Evaluator, Topics, ids
+from ckptlog import AsyncEvaluator, Topics, ids
 from events.codec import decode_event
 from events.outputs import encode_json, envelope
 from events.rejections import Rejection
@@ -81,7 +81,7 @@ async def test_validated_failed_and_timeout(kafka_bootstrap: str, topic_factory:
         "/r/slow": await _request(kafka_bootstrap, validations, "run-3", "/r/slow", 3, None, mode="slow"),
     }
     group = f"eval-{uuid.uuid4().hex[:8]}"
-    evaluator = Evaluator(
+    evaluator = AsyncEvaluator(
         judge,
         bootstrap_servers=kafka_bootstrap,
         topics=Topics(events=events, validations=validations),
@@ -165,7 +165,7 @@ async def test_evaluator_killed_mid_task_loses_no_request(
         proc.wait()
     assert await _results(kafka_bootstrap, events, 1, timeout_s=0.5) == []
     # The replacement takes over the same static member id: no session timeout to sit out.
-    evaluator = Evaluator(
+    evaluator = AsyncEvaluator(
         judge,
         bootstrap_servers=kafka_bootstrap,
         topics=Topics(events=events, validations=validations),
@@ -200,15 +200,15 @@ class _Held:
         return {"acc": 0.5}
 
 
-class _Watched(Evaluator):
-    """An Evaluator whose assignments can be awaited."""
+class _Watched(AsyncEvaluator):
+    """An AsyncEvaluator whose assignments can be awaited."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.assignments: asyncio.Queue[list[Any]] = asyncio.Queue()
 
-    async def partitions_assigned(self, partitions: list[Any]) -> None:
-        await super().partitions_assigned(partitions)
+    async def _assigned(self, partitions: list[Any]) -> None:
+        await super()._assigned(partitions)
         self.assignments.put_nowait(partitions)
 
 
@@ -220,7 +220,7 @@ async def test_a_rebalance_that_hands_the_partition_back_does_not_rerun_its_requ
     kwargs: dict[str, Any] = {"bootstrap_servers": kafka_bootstrap, "group_id": group, "session_timeout_ms": 6000}
     first = _Watched(fn, topics=Topics(events=events, validations=validations), concurrency=4, **kwargs)
     # Joins the same group for another topic: the group rebalances and the partition goes back to `first`.
-    second = Evaluator(judge, topics=Topics(events=events, validations=elsewhere), **kwargs)
+    second = AsyncEvaluator(judge, topics=Topics(events=events, validations=elsewhere), **kwargs)
     await _request(kafka_bootstrap, validations, "run-b", "/r/0", 0, 60)
     task = asyncio.create_task(first.run())
     tasks = [task]
@@ -260,7 +260,7 @@ async def test_fn_raising_cancelled_error_or_system_exit_fails_the_checkpoint_an
     await _request(kafka_bootstrap, validations, "run-w", "/r/cancelled", 0, 10, mode="cancelled")
     await _request(kafka_bootstrap, validations, "run-w", "/r/exit", 1, None, mode="exit")
     group = f"eval-{uuid.uuid4().hex[:8]}"
-    evaluator = Evaluator(
+    evaluator = AsyncEvaluator(
         _wedger,
         bootstrap_servers=kafka_bootstrap,
         topics=Topics(events=events, validations=validations),

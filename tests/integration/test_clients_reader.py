@@ -1,4 +1,4 @@
-"""Reader on a real broker: returns at the watermark, at the timeout, follows changes; and one
+"""AsyncReader on a real broker: returns at the watermark, at the timeout, follows changes; and one
 end-to-end run through the real processor and an evaluator."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ckptlog import AsyncReporter, Evaluator, Reader, Topics
+from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, Topics
 from events.outputs import encode_json
 from processor.demo.training import file_url
 from processor.foldfile import fold_lines
@@ -55,7 +55,7 @@ async def test_returns_at_the_watermark(kafka_bootstrap: str, topic_factory: Top
     state = await topic_factory(partitions=2, config={"cleanup.policy": "compact"})
     async with (
         StateWriter(kafka_bootstrap, state) as writer,
-        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+        AsyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
     ):
         await writer.put("r", view(1, 1, ["/a"]))
         waiter = asyncio.create_task(reader.get_all_reported_checkpoints("r", 3, "validated", timeout_s=20))
@@ -75,7 +75,7 @@ async def test_returns_at_the_timeout_with_what_is_known(kafka_bootstrap: str, t
     state = await topic_factory()
     async with (
         StateWriter(kafka_bootstrap, state) as writer,
-        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+        AsyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
     ):
         await writer.put("r", view(2, 2, ["/a", "/b"]))
         await reader.catch_up()
@@ -88,13 +88,13 @@ async def test_returns_at_the_timeout_with_what_is_known(kafka_bootstrap: str, t
 async def test_a_fresh_reader_finds_a_view_already_on_the_topic_whatever_its_timeout(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
-    """Issue 20: a fresh Reader's wait started before its tail had read the topic, so a short timeout
+    """Issue 20: a fresh AsyncReader's wait started before its tail had read the topic, so a short timeout
     returned [] for a run whose VIEW was already there. The wait now first catches up."""
     state = await topic_factory(partitions=3, config={"cleanup.policy": "compact"})
     async with StateWriter(kafka_bootstrap, state) as writer:
         await writer.put("r", view(3, 3, ["/a", "/b"]))
     for timeout_s in (0.0, 0.01):
-        async with Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
+        async with AsyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader:
             kept = await reader.get_all_reported_checkpoints("r", 3, "validated", timeout_s=timeout_s)
             assert [c.path for c in kept] == ["/a", "/b"], timeout_s
 
@@ -103,7 +103,7 @@ async def test_watch_follows_changes(kafka_bootstrap: str, topic_factory: TopicF
     state = await topic_factory()
     async with (
         StateWriter(kafka_bootstrap, state) as writer,
-        Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
+        AsyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=state)) as reader,
     ):
         await writer.put("r", view(1, 1, ["/a"]))
         seen: list[int] = []
@@ -144,7 +144,7 @@ async def test_end_to_end_with_the_processor(kafka_bootstrap: str, tmp_path: Pat
         snapshots=file_url(tmp_path / "snaps"),
     )
     processor = Processor(settings)
-    evaluator = Evaluator(judge, bootstrap_servers=kafka_bootstrap, topics=topics, group_id=f"{prefix}-eval")
+    evaluator = AsyncEvaluator(judge, bootstrap_servers=kafka_bootstrap, topics=topics, group_id=f"{prefix}-eval")
     tasks = [asyncio.create_task(processor.run())]
     try:
         await asyncio.wait_for(processor.ready.wait(), 30)
@@ -152,7 +152,7 @@ async def test_end_to_end_with_the_processor(kafka_bootstrap: str, tmp_path: Pat
         root = tmp_path / "runs" / "r1"
         async with (
             AsyncReporter("r1", bootstrap_servers=kafka_bootstrap, topic=topics.events) as reporter,
-            Reader(bootstrap_servers=kafka_bootstrap, topics=topics) as reader,
+            AsyncReader(bootstrap_servers=kafka_bootstrap, topics=topics) as reader,
         ):
             await reporter.run_started(file_url(root), num_to_keep=2, checkpoint_score_attribute="acc")
             for i in range(4):

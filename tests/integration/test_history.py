@@ -1,6 +1,6 @@
 """History, explain and --as-of against a real processor (contract §10): random streams over
 several runs and two input partitions, real checkpoint directories, the processor's own outputs
-as the ground truth, and every reader (the CLI, `Reader`) asked the same questions.
+as the ground truth, and every reader (the CLI, `AsyncReader`) asked the same questions.
 
 - every evicted path's `explain` names the input record whose folding the processor's own
   `checkpoint_evicted` output (its id names the input record) first evicted it, with that reason;
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ckptlog import Reader, Topics
+from ckptlog import AsyncReader, Topics
 from events.outputs import CHECKPOINT_EVICTED, OutputEnvelope
 from processor.explain.checkpoint import explain, path_key
 from processor.explain.client import History
@@ -110,7 +110,10 @@ async def check_explanations(settings: ServiceSettings, tmp_path: Path) -> None:
     conn = conn_of(settings)
     evictions = await processor_evictions(settings)
     topics = Topics(settings.input_topic, settings.validations_topic, settings.state_topic, settings.watermarks_topic)
-    async with Reader(connection=conn, topics=topics) as reader, History(connection=conn, processor=settings) as api:
+    async with (
+        AsyncReader(connection=conn, topics=topics) as reader,
+        History(connection=conn, processor=settings) as api,
+    ):
         views = await reader.runs()
         for run_id in RUNS:
             replay = (await history_of(conn, settings, run_id)).replay

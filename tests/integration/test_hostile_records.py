@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from ckptlog import Reader, SyncReader, Topics
+from ckptlog import AsyncReader, Reader, Topics
 from ckptlog.dead_letters import DeadLetterFeed, read_dead_letters
 from events.dead_letters import H_OFFSET, H_REASON
 from events.state import input_offset
@@ -151,7 +151,7 @@ async def _check_the_readers(bootstrap: str, settings: Any, expected: dict[str, 
     topics = Topics(state=settings.state_topic)
     state = await read_state_topic(conn, settings.state_topic)
     assert _nan_equal(state.views, expected) and state.problems
-    async with Reader(bootstrap_servers=bootstrap, topics=topics) as reader:
+    async with AsyncReader(bootstrap_servers=bootstrap, topics=topics) as reader:
         view = await reader.view("good")
         assert view is not None and view.committed == 4 and reader.problem("evil") is not None
         assert set(await reader.runs()) == {"good"}
@@ -166,7 +166,7 @@ async def _check_the_readers(bootstrap: str, settings: Any, expected: dict[str, 
         await feed.close()
 
     def sync() -> None:
-        with SyncReader(bootstrap_servers=bootstrap, topics=topics) as reader:
+        with Reader(bootstrap_servers=bootstrap, topics=topics) as reader:
             assert reader.view("good") is not None
 
     await asyncio.to_thread(sync)

@@ -15,7 +15,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from typer.testing import CliRunner, Result
 
-from ckptlog import AsyncReporter, Evaluator, EventRejected, SyncReader, Topics, ids
+from ckptlog import AsyncEvaluator, AsyncReporter, EventRejected, Reader, Topics, ids
 from processor.cli.main import _register, app
 from processor.errors import ConfigError
 from processor.foldfile import fold_lines
@@ -90,7 +90,7 @@ async def test_rejections_reach_the_sender_and_the_export_folds_to_the_views(
         assert shown.exit_code == 0 and "1 event rejected" in " ".join(shown.stdout.split())
 
         def read_synchronously() -> list[int]:  # a training script's loop: no event loop of its own
-            with SyncReader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=settings.state_topic)) as sync:
+            with Reader(bootstrap_servers=kafka_bootstrap, topics=Topics(state=settings.state_topic)) as sync:
                 kept = sync.get_all_reported_checkpoints("good", 4, "committed", timeout_s=20)
                 return [c.report_index for c in kept]
 
@@ -149,7 +149,7 @@ async def _export_folds_to_the_views(settings: ServiceSettings, tmp_path: Path, 
 async def test_an_evaluator_started_before_its_topic_picks_it_up_at_once(kafka_bootstrap: str) -> None:
     """It used to idle ~5 minutes (the consumer's metadata refresh) before seeing the new topic."""
     topics = Topics.prefixed(f"early-{uuid.uuid4().hex[:8]}")
-    evaluator = Evaluator(
+    evaluator = AsyncEvaluator(
         lambda path: {"ok": 1}, bootstrap_servers=kafka_bootstrap, topics=topics, group_id=topics.events
     )
     task = asyncio.create_task(evaluator.run())

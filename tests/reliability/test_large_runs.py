@@ -1,5 +1,5 @@
 """No run's size stops the processor (contract §7, issue 13 case 5): a keep-all run with 300,000 kept
-checkpoints is served, every state-topic record stays far below the broker's limit, and a Reader
+checkpoints is served, every state-topic record stays far below the broker's limit, and a AsyncReader
 gets every kept checkpoint back, best last.
 
 Before bounded views a keep-all run of ~100k checkpoints made a view record larger than the
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog import Reader
+from ckptlog import AsyncReader
 from ckptlog.connect import Topics
 from processor.kafka import read_topic
 from processor.service.harness import produce_events, running
@@ -41,7 +41,7 @@ async def test_a_keep_all_run_of_300k_checkpoints_is_served_and_read_back_whole(
         topics = Topics(
             settings.input_topic, settings.validations_topic, settings.state_topic, settings.watermarks_topic
         )
-        async with Reader(connection=conn, topics=topics) as reader:
+        async with AsyncReader(connection=conn, topics=topics) as reader:
             result = await reader.wait_for("big", KEPT, "committed", timeout_s=600)
     assert result.reached, f"the committed watermark did not reach {KEPT} in time"
     kept = result.checkpoints

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog import AsyncReporter, ConnectionSettings, Evaluator, Reader, Reporter, SyncReader, Topics
+from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, ConnectionSettings, Reader, Reporter, Topics
 from ckptlog.integrations.ray import CkptlogCallback
 from processor.broker import LocalBroker
 from processor.broker.config import BrokerSecurity, free_port
@@ -184,7 +184,7 @@ def ray_controller(run_id: str, root: Path) -> Any:
 
 
 async def test_every_client_works_over_sasl_ssl(secure_broker: tuple[str, Path], tmp_path: Path) -> None:
-    """Reporter, AsyncReporter (confirmed), Evaluator, Reader, SyncReader, the Ray callback and the CLI
+    """Reporter, AsyncReporter (confirmed), AsyncEvaluator, AsyncReader, Reader, the Ray callback and the CLI
     commands, each given the connection by `connection=` or by the CKPTLOG_* environment."""
     bootstrap, cafile = secure_broker
     settings = secure_settings(bootstrap, cafile, tmp_path)
@@ -194,7 +194,7 @@ async def test_every_client_works_over_sasl_ssl(secure_broker: tuple[str, Path],
     root.mkdir()
     confirm = {"confirm": True, "processor_group": settings.group_id, "dlq_topic": settings.dlq_topic}
     async with running(settings):
-        evaluator = Evaluator(
+        evaluator = AsyncEvaluator(
             lambda path: {"acc": 0.5}, connection=conn, topics=topics, group_id=f"{settings.group_id}-e"
         )
         evaluating = asyncio.create_task(evaluator.run())
@@ -206,11 +206,11 @@ async def test_every_client_works_over_sasl_ssl(secure_broker: tuple[str, Path],
             def sync_clients() -> int:
                 with Reporter(run, connection=conn, topic=topics.events, first_index=1, **confirm) as sync:
                     sync.report({"loss": 0.9}, root / "c1")
-                with SyncReader(connection=conn, topics=topics) as sync_reader:
+                with Reader(connection=conn, topics=topics) as sync_reader:
                     return len(sync_reader.get_all_reported_checkpoints(run, 2, "committed", timeout_s=60))
 
             assert await asyncio.to_thread(sync_clients) == 2
-            async with Reader(connection=conn, topics=topics) as reader:
+            async with AsyncReader(connection=conn, topics=topics) as reader:
                 kept = await reader.get_all_reported_checkpoints(run, 1, "validated", timeout_s=60)
             assert evaluator.results["VALIDATED"] == 1
             assert [c.metrics.get("acc") for c in kept if c.path.endswith("/c0")] == [0.5]
@@ -234,7 +234,7 @@ async def ray_callback_reports(conn: ConnectionSettings, topics: Topics, tmp_pat
         callback.after_controller_finish()
 
     await asyncio.to_thread(controller)
-    async with Reader(connection=conn, topics=topics) as reader:
+    async with AsyncReader(connection=conn, topics=topics) as reader:
         result = await reader.wait_for("ray-secure", 1, "committed", timeout_s=60)
     assert result.view is not None and result.view.committed == 1
 

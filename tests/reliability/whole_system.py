@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptlog import SyncReader
+from ckptlog import Reader
 from processor.kafka import Record, read_topic
 from tests.reliability import system_checks as checks
 from tests.reliability.crash_checks import check_outputs, check_watermarks, replay
@@ -134,7 +134,7 @@ class Stream:
             f"validation request without a result: {m}"
             for m in checks.unanswered(outputs[s.validations_topic], records)
         ][:5]
-        found += checks.check_views("SyncReader", await asyncio.to_thread(self.reader_views), model)
+        found += checks.check_views("Reader", await asyncio.to_thread(self.reader_views), model)
         deleted_now, self.deleted = checks.deleted_by_outputs(outputs[s.checkpoints_topic], self.checkpoint_ends)
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
         found += checks.check_tree(self.system.tree, before, model, deleted_now)
@@ -155,7 +155,7 @@ class Stream:
         return [f"{problem} (crash_checks)" for problem in found + marks]
 
     def reader_views(self) -> dict[str, object]:
-        with SyncReader(bootstrap_servers=self.system.bootstrap, topics=self.system.topics) as reader:
+        with Reader(bootstrap_servers=self.system.bootstrap, topics=self.system.topics) as reader:
             return {run_id: view.model_dump(mode="json") for run_id, view in reader.runs().items()}
 
     async def fold(self, records: list[Record]) -> tuple[checks.Model, list[str]]:

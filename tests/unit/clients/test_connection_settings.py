@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ckptlog import AsyncReporter, ConnectionSettings, Evaluator, Reader, Reporter, SyncReader
+from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, ConnectionSettings, Reader, Reporter
 from ckptlog.connect import connect_now
 from processor.cli.main import _register, app
 from processor.errors import ConfigError
@@ -83,7 +83,7 @@ def test_a_setting_no_connection_can_honour_is_an_error_for_every_client(
     set_env(monkeypatch, env)
     for make in (
         lambda: Reporter("r", bootstrap_servers=ADDRESS),
-        lambda: SyncReader(bootstrap_servers=ADDRESS),
+        lambda: Reader(bootstrap_servers=ADDRESS),
         lambda: connect_now(ADDRESS, "ckptlog-evaluator"),
     ):
         with pytest.raises(ConfigError, match=says):
@@ -97,9 +97,9 @@ async def test_the_async_clients_refuse_before_connecting(monkeypatch: pytest.Mo
     with pytest.raises(ConfigError, match="needs a SASL user and password"):
         await AsyncReporter("r", bootstrap_servers=ADDRESS).start()
     with pytest.raises(ConfigError, match="needs a SASL user and password"):
-        await Reader(bootstrap_servers=ADDRESS).start()
+        await AsyncReader(bootstrap_servers=ADDRESS).start()
     with pytest.raises(ConfigError, match="needs a SASL user and password"):
-        await Evaluator(lambda path: {}, bootstrap_servers=ADDRESS).run()
+        await AsyncEvaluator(lambda path: {}, bootstrap_servers=ADDRESS).run()
 
 
 def test_the_config_file_of_run_gives_a_client_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

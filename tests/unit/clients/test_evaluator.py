@@ -141,7 +141,7 @@ async def test_dispatch_bounds_concurrency_and_finishes_every_offset() -> None:
     import threading
     from types import SimpleNamespace
 
-    from ckptlog.evaluator import Evaluator
+    from ckptlog.evaluator import AsyncEvaluator
     from processor.kafka.records import PartitionId
 
     active, peak, lock = 0, 0, threading.Lock()
@@ -156,7 +156,7 @@ async def test_dispatch_bounds_concurrency_and_finishes_every_offset() -> None:
             active -= 1
         return {"ok": 1}
 
-    evaluator = Evaluator(tracked, concurrency=2)
+    evaluator = AsyncEvaluator(tracked, concurrency=2)
     fake = _FakeProducer()
     evaluator._producer = fake  # type: ignore[assignment]
     pid = PartitionId("validations", 0)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ckptlog import ids
-from ckptlog.evaluator import Evaluator
+from ckptlog.evaluator import AsyncEvaluator
 from ckptlog.invoke import Outcome
 from events.codec import decode_event
 from events.outputs import envelope
@@ -51,14 +51,14 @@ class FakeConsumer:
         self.commits.append(dict(offsets))
 
 
-def evaluator(fn: Any, **kwargs: Any) -> tuple[Evaluator, FakeProducer, FakeConsumer]:
-    ev = Evaluator(fn, concurrency=4, **kwargs)
+def evaluator(fn: Any, **kwargs: Any) -> tuple[AsyncEvaluator, FakeProducer, FakeConsumer]:
+    ev = AsyncEvaluator(fn, concurrency=4, **kwargs)
     producer, consumer = FakeProducer(), FakeConsumer()
     ev._producer, ev._consumer = producer, consumer  # type: ignore[assignment]
     return ev, producer, consumer
 
 
-async def settle(ev: Evaluator) -> None:
+async def settle(ev: AsyncEvaluator) -> None:
     """Wait for every task in flight; each must end without an exception."""
     tasks = list(ev._tasks)
     for task in await asyncio.gather(*tasks, return_exceptions=True):
@@ -183,10 +183,10 @@ def held() -> Iterator[Held]:
     fn.release.set()
 
 
-async def rebalance(ev: Evaluator, back: list[PartitionId]) -> None:
+async def rebalance(ev: AsyncEvaluator, back: list[PartitionId]) -> None:
     """Eager rebalancing, as aiokafka does it: every partition revoked, then the new assignment."""
-    await ev.partitions_revoked(sorted(ev._progress))
-    await ev.partitions_assigned(back)
+    await ev._revoked(sorted(ev._progress))
+    await ev._assigned(back)
 
 
 async def test_requests_in_flight_are_not_restarted_when_the_partition_comes_back(held: Held) -> None:
@@ -210,10 +210,10 @@ async def test_requests_finished_but_not_committed_are_not_rerun(held: Held) -> 
     ev, producer, consumer = evaluator(held)
     ev._dispatch(PID, request(0))
     await asyncio.sleep(0)
-    await ev.partitions_revoked([PID])  # commits 0: the request is still running
+    await ev._revoked([PID])  # commits 0: the request is still running
     held.release.set()
     await settle(ev)  # finished while no partition is assigned: nothing commits it
-    await ev.partitions_assigned([PID])
+    await ev._assigned([PID])
     ev._dispatch(PID, request(0))
     await settle(ev)
     assert held.calls == ["/r/c0"] and len(producer.sent) == 1

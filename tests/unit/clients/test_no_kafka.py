@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ckptlog import AsyncReporter, Evaluator, NoKafkaConfigured, Reader, Reporter, SyncReader
+from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, NoKafkaConfigured, Reader, Reporter
 from ckptlog.errors import ClientError
 from processor.broker import LocalBroker
 from processor.cli.main import _register, app
@@ -112,19 +112,19 @@ async def test_async_reporter_fails_at_once(no_kafka: Path) -> None:
 
 async def test_reader_fails_at_once(no_kafka: Path) -> None:
     with at_once(), pytest.raises(NoKafkaConfigured) as info:
-        async with Reader():
+        async with AsyncReader():
             pass
     assert str(info.value) == NO_KAFKA
 
 
 def test_sync_reader_fails_at_once(no_kafka: Path) -> None:
     with at_once(), pytest.raises(NoKafkaConfigured) as info:
-        SyncReader()
+        Reader()
     assert str(info.value) == NO_KAFKA
 
 
 async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
-    evaluator = Evaluator(lambda path: {"ok": 1})
+    evaluator = AsyncEvaluator(lambda path: {"ok": 1})
     with at_once(), pytest.raises(NoKafkaConfigured) as info:
         await evaluator.run()
     assert str(info.value) == NO_KAFKA

@@ -1,4 +1,4 @@
-"""Issue 20: a fresh `Reader` with a short timeout returned [] for a run whose VIEW was already on the
+"""Issue 20: a fresh `AsyncReader` with a short timeout returned [] for a run whose VIEW was already on the
 state topic: `wait_for` started its clock before the tail had read what the topic held. Now a wait
 first catches up with the topic as it was at the call, then waits what is left of its timeout."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ckptlog import reader as reader_module
-from ckptlog.reader import Reader
+from ckptlog.reader import AsyncReader
 from processor.kafka.reader import Record
 from tests.unit.clients.test_views import view
 
@@ -53,14 +53,14 @@ def slow_topic(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("slow_topic")
 async def test_a_fresh_reader_with_a_short_timeout_finds_the_view_already_on_the_topic() -> None:
-    async with Reader(bootstrap_servers="unused:9092") as reader:
+    async with AsyncReader(bootstrap_servers="unused:9092") as reader:
         kept = await reader.get_all_reported_checkpoints("r", 3, "committed", timeout_s=0.01)
     assert [c.path for c in kept] == ["/a", "/b"]
 
 
 @pytest.mark.usefixtures("slow_topic")
 async def test_the_timeout_counts_from_the_call_and_waits_only_for_what_is_not_there() -> None:
-    async with Reader(bootstrap_servers="unused:9092") as reader:
+    async with AsyncReader(bootstrap_servers="unused:9092") as reader:
         loop = asyncio.get_running_loop()
         started = loop.time()
         result = await reader.wait_for("r", 4, "committed", timeout_s=0.5)  # not reached: the topic has 3

@@ -1,4 +1,4 @@
-"""`SyncReader` (issue 17 item 6): the Reader for synchronous training scripts, and every error
+"""`Reader` (issue 17 item 6): the AsyncReader for synchronous training scripts, and every error
 docs/clients.md names is importable from `ckptlog`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptlog
-from ckptlog import SyncReader
+from ckptlog import Reader
 from ckptlog.views import RunView
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "clients.md"
@@ -29,7 +29,7 @@ def view(committed: int) -> RunView:
 
 
 class FakeReader:
-    """The async Reader's surface, in memory."""
+    """The async AsyncReader's surface, in memory."""
 
     def __init__(self) -> None:
         self.closed = False
@@ -53,8 +53,8 @@ class FakeReader:
         await asyncio.Event().wait()  # no further change
 
 
-def sync_reader() -> tuple[SyncReader, FakeReader]:
-    reader, fake = SyncReader(bootstrap_servers="unused:9092"), FakeReader()
+def sync_reader() -> tuple[Reader, FakeReader]:
+    reader, fake = Reader(bootstrap_servers="unused:9092"), FakeReader()
     reader._async = fake  # type: ignore[assignment]
     return reader, fake
 

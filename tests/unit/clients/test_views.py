@@ -1,4 +1,4 @@
-"""The Reader's waiting rules without Kafka: RunView watermarks, ViewTable waits and feeds,
+"""The AsyncReader's waiting rules without Kafka: RunView watermarks, ViewTable waits and feeds,
 and the evaluator's commit point (ckptlog.offsets)."""
 
 from __future__ import annotations

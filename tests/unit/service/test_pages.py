@@ -120,7 +120,7 @@ def test_a_small_runs_view_is_one_record_as_before() -> None:
 
 
 async def test_a_reader_follows_a_paged_run_record_by_record() -> None:
-    """ckptlog.Reader's table, fed the state topic's records one at a time as they were written,
+    """ckptlog.AsyncReader's table, fed the state topic's records one at a time as they were written,
     shows each head's assembled VIEW (never a head with pages it has not read yet)."""
     from ckptlog.view_table import ViewTable
     from processor.kafka.reader import Record

@@ -1,6 +1,6 @@
 """Issue 20 item 3: a paged run's VIEW after a partition changes hands. The new owner's pager starts
 with an empty index, so page records the previous owner wrote for pages that are empty now were
-never tombstoned, and readers merged them: `ckptlog inspect` and the Reader showed 400 kept where
+never tombstoned, and readers merged them: `ckptlog inspect` and the AsyncReader showed 400 kept where
 the fold keeps 300. Now the first paged write of a run in a pager tombstones every empty page
 below its last one, whatever an earlier owner left (processor/service/pages.py)."""
 
