@@ -17,25 +17,25 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ckptlog.confirm import PROCESSOR_GROUP
-from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, VALIDATIONS_TOPIC, Topics
-from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.connect import Topics
 from ckptlog.evaluator import DEFAULT_GROUP, AsyncEvaluator, load_function
-from ckptlog.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.reader import AsyncReader
 from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
-from processor.kafka.settings import ConnectionSettings
+from processor.service.settings import ServiceSettings
 
 T = TypeVar("T")
 Opt = typer.Option
 connection_options = settings_options(fields_of(["connection", "clients"]))
 """The connection flags of `ckptlog run` (--bootstrap-servers, --security-protocol, --sasl-*, --ssl-*, and
 --config / CKPTLOG_* as for run), plus --delivery-timeout-s: the command gets `settings=`, its connection."""
-EventsTopic = Annotated[str, Opt(help="Input topic the processor consumes.")]
+EventsTopic = Annotated[
+    str | None, Opt(help="Input topic the processor consumes (default: the input_topic setting, ckptlog.events).")
+]
+StateTopic = Annotated[str | None, Opt(help="Compacted state topic (default: the state_topic setting, ckptlog.state).")]
 RunArg = Annotated[str, typer.Argument(help="Run id (the Kafka key).")]
 Keep = Annotated[int | None, Opt("--keep", help="num_to_keep (default: keep every checkpoint).")]
 ScoreAttr = Annotated[str | None, Opt(help="Metric that ranks checkpoints (nested: val/loss).")]
@@ -56,8 +56,12 @@ Confirm = Annotated[
     ),
 ]
 ConfirmTimeout = Annotated[float, Opt(help="With --confirm: how long to wait for the processor.")]
-ProcessorGroup = Annotated[str, Opt(help="With --confirm: the processor's consumer group (`ckptlog run --group-id`).")]
-DlqTopic = Annotated[str, Opt(help="With --confirm: the processor's dead-letter topic.")]
+ProcessorGroup = Annotated[
+    str | None, Opt(help="With --confirm: the processor's consumer group (default: the group_id setting, ckptlog).")
+]
+DlqTopic = Annotated[
+    str | None, Opt(help="With --confirm: the processor's dead-letter topic (default: the dlq_topic setting).")
+]
 
 
 class UsageError(ConfigError):
@@ -104,7 +108,16 @@ def validation_flag(validate: bool, kwargs: str | None, timeout_s: float | None)
     return {"fn_kwargs": _json_object(kwargs, "--validate-kwargs") if kwargs else {}, "timeout_s": timeout_s}
 
 
-def confirming(confirm: bool, timeout_s: float, group: str, dlq_topic: str) -> dict[str, Any]:
+def setting(given: str | None, settings: ServiceSettings, name: str) -> str:
+    """A topic or group flag, else that setting of the --config file / CKPTLOG_* environment, else its
+    default: so a config file that names the processor's topics serves every command alike."""
+    return given if given is not None else str(getattr(settings, name))
+
+
+def confirming(
+    confirm: bool, timeout_s: float, group: str | None, dlq_topic: str | None, settings: ServiceSettings
+) -> dict[str, Any]:
+    group, dlq_topic = setting(group, settings, "group_id"), setting(dlq_topic, settings, "dlq_topic")
     """AsyncReporter keyword arguments for the --confirm flags."""
     return {"confirm": confirm, "confirm_timeout_s": timeout_s, "processor_group": group, "dlq_topic": dlq_topic}
 
@@ -166,13 +179,13 @@ def report_command(
     keep: Keep = None,
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
-    topic: EventsTopic = EVENTS_TOPIC,
+    topic: EventsTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = PROCESSOR_GROUP,
-    dlq_topic: DlqTopic = DLQ_TOPIC,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless."""
@@ -183,9 +196,9 @@ def report_command(
         async with AsyncReporter(
             run_id,
             connection=settings,
-            topic=topic,
+            topic=setting(topic, settings, "input_topic"),
             report_ids="content",
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
@@ -213,13 +226,13 @@ def start_run_command(
     keep_time_interval_s: Annotated[
         float | None, Opt(help="Preserve for good one checkpoint per this many seconds of report time.")
     ] = None,
-    topic: EventsTopic = EVENTS_TOPIC,
+    topic: EventsTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = PROCESSOR_GROUP,
-    dlq_topic: DlqTopic = DLQ_TOPIC,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
 
@@ -233,8 +246,8 @@ def start_run_command(
         async with AsyncReporter(
             run_id,
             connection=settings,
-            topic=topic,
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+            topic=setting(topic, settings, "input_topic"),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec, **beyond)
 
@@ -250,29 +263,31 @@ def restart_command(
     generation: Annotated[
         int | None, Opt(help="The run's current generation (default: read from the run's view on the state topic).")
     ] = None,
-    topic: EventsTopic = EVENTS_TOPIC,
-    state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
+    topic: EventsTopic = None,
+    state_topic: StateTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = PROCESSOR_GROUP,
-    dlq_topic: DlqTopic = DLQ_TOPIC,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
 
     async def main() -> None:
         current = generation
         if current is None:
-            async with AsyncReader(connection=settings, topics=Topics(state=state_topic)) as reader:
+            async with AsyncReader(
+                connection=settings, topics=Topics(state=setting(state_topic, settings, "state_topic"))
+            ) as reader:
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
         async with AsyncReporter(
             run_id,
             connection=settings,
-            topic=topic,
+            topic=setting(topic, settings, "input_topic"),
             generation=current,
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             _print(await reporter.worker_group_restart(num_workers, reason))
 
@@ -288,11 +303,13 @@ def evaluate_command(
     group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
     group_instance_id: Annotated[str | None, Opt(help="Static membership id (restarts skip a rebalance).")] = None,
     session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
-    events_topic: EventsTopic = EVENTS_TOPIC,
-    validations_topic: Annotated[str, Opt(help="Work queue the processor fills.")] = VALIDATIONS_TOPIC,
+    events_topic: EventsTopic = None,
+    validations_topic: Annotated[
+        str | None, Opt(help="Work queue the processor fills (default: the validations_topic setting).")
+    ] = None,
     log_level: Annotated[str, Opt(help="DEBUG, INFO, WARNING, ...")] = "INFO",
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Validate checkpoints: consume validation requests, run FN, report each result (at least once)."""
     from processor.service.logs import configure_logging
@@ -304,7 +321,10 @@ def evaluate_command(
         evaluator = AsyncEvaluator(
             load_function(fn),
             connection=settings,
-            topics=Topics(events=events_topic, validations=validations_topic),
+            topics=Topics(
+                events=setting(events_topic, settings, "input_topic"),
+                validations=setting(validations_topic, settings, "validations_topic"),
+            ),
             group_id=group_id,
             concurrency=concurrency,
             default_timeout_s=default_timeout_s,
@@ -325,13 +345,15 @@ def watch_command(
     run_id: RunArg,
     score_attribute: ScoreAttr = None,
     once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
-    state_topic: Annotated[str, Opt(help="Compacted state topic.")] = STATE_TOPIC,
-    dlq_topic: Annotated[str, Opt(help="Dead-letter topic (its rejections of RUN are counted).")] = DLQ_TOPIC,
+    state_topic: StateTopic = None,
+    dlq_topic: Annotated[
+        str | None, Opt(help="Dead-letter topic (its rejections of RUN are counted; default: the dlq_topic setting).")
+    ] = None,
     checkpoints_topic: Annotated[
-        str, Opt(help="Checkpoints topic (its warnings about RUN are counted).")
-    ] = CHECKPOINTS_TOPIC,
+        str | None, Opt(help="Checkpoints topic (its warnings about RUN are counted; default: the setting).")
+    ] = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) and its rejected
     events, until Ctrl-C."""
@@ -339,8 +361,12 @@ def watch_command(
 
     from processor.cli.watching import watch
 
-    topics = Topics(state=state_topic)
+    topics = Topics(state=setting(state_topic, settings, "state_topic"))
+    dlq, checkpoints = (
+        setting(dlq_topic, settings, "dlq_topic"),
+        setting(checkpoints_topic, settings, "checkpoints_topic"),
+    )
     try:
-        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq_topic, checkpoints_topic))
+        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq, checkpoints))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

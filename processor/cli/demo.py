@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -79,7 +80,14 @@ def demo_command(
     reports: Annotated[int, Opt(min=1, max=500, help="Reports per run.")] = 30,
     seed: Annotated[int, Opt(help="Seed of metrics and evaluator scores.")] = 7,
     pace_s: Annotated[float, Opt(min=0.0, help="Mean pause between reports.")] = 0.12,
-    keep_files: Annotated[bool, Opt("--keep-files", help="Keep the temporary storage and logs.")] = False,
+    clean: Annotated[
+        bool,
+        Opt(
+            "--clean",
+            help="Delete the demo's topics and files when it ends (default: keep them to explore, until the "
+            "next demo replaces them; kept anyway when a check failed).",
+        ),
+    ] = False,
     bootstrap_servers: Annotated[
         str | None,
         Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker, started if needed)."),
@@ -93,7 +101,7 @@ def demo_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     try:
-        _demo(bootstrap, runs, reports, seed, pace_s, keep_files, live)
+        _demo(bootstrap, runs, reports, seed, pace_s, clean, live)
     finally:  # the live table may have pushed ensure_bootstrap's note off the screen
         if local:
             typer.echo(
@@ -101,12 +109,28 @@ def demo_command(
             )
 
 
-def _demo(bootstrap: str, runs: int, reports: int, seed: int, pace_s: float, keep_files: bool, live: bool) -> None:
+def explore_text(result: DemoResult) -> str:
+    """The commands that look at what the demo left: every one reads the demo's --config file."""
+    config = shlex.quote(str(result.config))
+    run = shlex.quote(next(iter(result.state.runs), "RUN"))
+    return "\n".join(
+        [
+            f"the demo's topics and files stay (in {result.workdir}; demo.log has the processor's log) until the "
+            "next demo replaces them; explore its runs with:",
+            f"  ckptlog inspect --config {config}",
+            f"  ckptlog watch {run} --config {config}",
+            f"  ckptlog history {run} --config {config}",
+            f"  ckptlog rejections --config {config}",
+        ]
+    )
+
+
+def _demo(bootstrap: str, runs: int, reports: int, seed: int, pace_s: float, clean: bool, live: bool) -> None:
     """The demo proper, once the broker answers: exit 0 only when every check passed."""
     console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     _log_to(workdir / "demo.log")
-    options = DemoOptions(bootstrap, runs, reports, seed, pace_s, keep_files=keep_files, workdir=workdir)
+    options = DemoOptions(bootstrap, runs, reports, seed, pace_s, clean=clean, workdir=workdir)
     try:
         result = asyncio.run(_show(options, console, live and console.is_terminal))
     except CkptlogError as exc:
@@ -116,7 +140,7 @@ def _demo(bootstrap: str, runs: int, reports: int, seed: int, pace_s: float, kee
         typer.echo(f"interrupted (files kept in {workdir})", err=True)
         raise typer.Exit(130) from None
     console.print(summary(result.state, result.report))
-    if result.kept_workdir:
-        console.print(f"files and logs kept in {result.workdir} (demo.log has the processor's log)")
+    if result.kept:
+        console.print(explore_text(result), highlight=False, soft_wrap=True)
     if not result.report.ok:
         raise typer.Exit(1)

@@ -6,9 +6,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from ckptlog.confirm import PROCESSOR_GROUP
-from ckptlog.connect import EVENTS_TOPIC
-from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.reporter import AsyncReporter
 from processor.cli.clients import (
     Confirm,
@@ -21,10 +18,11 @@ from processor.cli.clients import (
     _run,
     confirming,
     connection_options,
+    setting,
 )
 from processor.cli.main import app
 from processor.errors import ConfigError
-from processor.kafka.settings import ConnectionSettings
+from processor.service.settings import ServiceSettings
 
 FinishKeep = Annotated[
     str,
@@ -41,13 +39,13 @@ FinishKeep = Annotated[
 def finish_command(
     run_id: RunArg,
     keep: FinishKeep = "kept",
-    topic: EventsTopic = EVENTS_TOPIC,
+    topic: EventsTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = PROCESSOR_GROUP,
-    dlq_topic: DlqTopic = DLQ_TOPIC,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Finish a run: its last retention, later reports refused (`run_finished`), its state out of the processor
     once its deletions are settled; its final VIEW stays on the state topic (`ckptlog inspect`)."""
@@ -63,8 +61,8 @@ def finish_command(
         async with AsyncReporter(
             run_id,
             connection=settings,
-            topic=topic,
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+            topic=setting(topic, settings, "input_topic"),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             _print(await reporter.finish(mode))
 
@@ -75,13 +73,13 @@ def finish_command(
 @connection_options
 def forget_command(
     run_id: RunArg,
-    topic: EventsTopic = EVENTS_TOPIC,
+    topic: EventsTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = PROCESSOR_GROUP,
-    dlq_topic: DlqTopic = DLQ_TOPIC,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
     *,
-    settings: ConnectionSettings,
+    settings: ServiceSettings,
 ) -> None:
     """Forget a run (an abandoned one): its state leaves the processor and its VIEW is tombstoned; its checkpoints
     stay in storage. Refused (`deletions_owed`) while its deletions are not settled: send it again then."""
@@ -90,8 +88,8 @@ def forget_command(
         async with AsyncReporter(
             run_id,
             connection=settings,
-            topic=topic,
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic),
+            topic=setting(topic, settings, "input_topic"),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             _print(await reporter.forget())
 

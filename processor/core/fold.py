@@ -271,7 +271,7 @@ class Fold:
                 "timeout_s": spec.timeout_s,
             }
             outputs.append(_new(Output, (_REQUESTED, requested)))
-        if problem is not None:
+        if problem is not None and spec is None:  # pending: its validation result may bring the score
             outputs.append(score_warning(run, path, problem))
         return self._retain(run, outputs, size)
 
@@ -332,7 +332,13 @@ class Fold:
         }
         if data.error is not None:
             changed["error"] = data.error
-        return self._retain(run, [Output(_CHANGED, changed)], len(run.checkpoints))
+        outputs = [Output(_CHANGED, changed)]
+        cfg = run.config
+        if self.emit and cfg.checkpoint_score_attribute is not None:  # the registration left the warning to us
+            problem = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)[2]
+            if problem is not None:
+                outputs.append(score_warning(run, record.path, problem))
+        return self._retain(run, outputs, len(run.checkpoints))
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:

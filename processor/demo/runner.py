@@ -1,7 +1,9 @@
 """Run the demo: processor + evaluator + simulated training job, watched by an AsyncReader, then checked.
 
 Everything is fresh per run (topic names and groups carry a random suffix, storage and
-snapshots live in a temporary directory), so reruns never see each other's state.
+snapshots live in a temporary directory), so reruns never see each other's state. The topics and
+files stay afterwards, explorable with the `--config` file the demo writes, until the next demo
+(or `--clean`) removes them (processor.demo.leftovers).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from events.outputs import ValidationRequested
 from processor.broker import ensure_bootstrap
 from processor.demo.checks import CheckReport, check_disk, compare_views, fold_log
 from processor.demo.display import DemoState, RunProgress
+from processor.demo.leftovers import Leftovers, clear_files, demo_topics, recalled, remember, write_config
 from processor.demo.plan import RunPlan, default_plans
 from processor.demo.training import file_url, train
 from processor.demo.validation import validate_checkpoint
@@ -48,7 +51,7 @@ class DemoOptions:
     seed: int = 7
     pace_s: float = 0.12
     concurrency: int = 4
-    keep_files: bool = False
+    clean: bool = False  # delete the topics and files at the end (kept anyway when a check failed)
     workdir: Path | None = None
 
 
@@ -57,7 +60,8 @@ class DemoResult:
     state: DemoState
     report: CheckReport = field(default_factory=CheckReport)
     workdir: Path | None = None
-    kept_workdir: bool = False
+    kept: bool = False  # the topics and files stay; `config` finds them
+    config: Path | None = None
 
 
 def demo_settings(bootstrap: str, prefix: str, workdir: Path) -> ServiceSettings:
@@ -173,21 +177,41 @@ async def run_demo(options: DemoOptions, state_ready: Callable[[DemoState], None
     prefix = f"ckptlog-demo-{uuid.uuid4().hex[:8]}"
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     settings = demo_settings(bootstrap, prefix, workdir)
+    await _clear_last_demo(settings, workdir)
+    config = write_config(settings, workdir)
     plans = default_plans(options.runs, prefix.removeprefix("ckptlog-demo-"))
     state = DemoState(
         {p.run_id: RunProgress(p, options.reports) for p in plans},
         header=f"broker {bootstrap} · topics {prefix}.* · storage {workdir}",
     )
-    result = DemoResult(state, workdir=workdir)
+    result = DemoResult(state, workdir=workdir, config=config)
     if state_ready is not None:
         state_ready(state)
     try:
         await _run(options, settings, plans, state, result.report)
     finally:
-        result.kept_workdir = options.keep_files or not result.report.ok
-        if not result.kept_workdir:
+        result.kept = not options.clean or not result.report.ok
+        if result.kept:
+            remember(Leftovers.of(settings, workdir))
+        else:
+            await _delete_topics(settings)
             shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+async def _clear_last_demo(settings: ServiceSettings, workdir: Path) -> None:
+    """The previous demo's topics and directory go, so at most one demo's leftovers exist."""
+    last = recalled()
+    if last is None:
+        return
+    bootstrap = settings.bootstrap_servers or ""
+    names = demo_topics(last, bootstrap)
+    if names:
+        try:
+            await delete_topics(settings.connection(bootstrap), names)
+        except Exception as exc:  # cleanup only: a broken broker shows in the demo itself
+            log.warning("event=demo_topic_cleanup_failed error=%r", exc)
+    await asyncio.to_thread(clear_files, last, workdir)
 
 
 async def _run(
@@ -206,7 +230,6 @@ async def _run(
         on_result=_on_result(state),
     )
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(_delete_topics, settings)
         ptask = asyncio.create_task(processor.run(), name="demo-processor")
         stack.push_async_callback(_stop, processor, ptask)
         state.phase = "starting the processor"
@@ -231,14 +254,7 @@ async def _run(
 async def _delete_topics(settings: ServiceSettings) -> None:
     if settings.bootstrap_servers is None:
         return
-    names = [
-        settings.input_topic,
-        settings.checkpoints_topic,
-        settings.validations_topic,
-        settings.watermarks_topic,
-        settings.state_topic,
-        settings.dlq_topic,
-    ]
+    names = list(Leftovers.of(settings, Path()).topics)
     try:
         await delete_topics(settings.connection(settings.bootstrap_servers), names)
     except Exception as exc:  # cleanup only: never mask the demo's result

@@ -24,10 +24,15 @@ STATE_FILE = "broker.json"
 PROPS_FILE = "server.properties"
 
 
+def ckptlog_home() -> Path:
+    """${CKPTLOG_HOME:-~/.ckptlog}: the local broker, the default snapshots, the last demo's record."""
+    home = os.environ.get("CKPTLOG_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".ckptlog"
+
+
 def default_dir() -> Path:
     """${CKPTLOG_HOME:-~/.ckptlog}/broker: the default broker clients find and `ensure_bootstrap` starts."""
-    home = os.environ.get("CKPTLOG_HOME")
-    return (Path(home).expanduser() if home else Path.home() / ".ckptlog") / "broker"
+    return ckptlog_home() / "broker"
 
 
 @dataclass(frozen=True)

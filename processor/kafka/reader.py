@@ -50,14 +50,7 @@ class TopicReader:
     ) -> None:
         self._conn, self.topic = conn, topic
         self._partitions, self._start, self._stop = partitions, start or {}, stop or {}
-        self._consumer = AIOKafkaConsumer(
-            **conn.client_kwargs(),
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=50,
-        )
+        self._consumer: AIOKafkaConsumer  # made once the topic is known to exist: an unstarted one warns when collected
         self.begin: dict[PartitionId, int] = {}
         self.end: dict[PartitionId, int] = {}
 
@@ -68,6 +61,14 @@ class TopicReader:
             raise TopicMissing(
                 f"topic {self.topic} does not exist on {self._conn.bootstrap_servers}; check the topic name"
             )
+        self._consumer = AIOKafkaConsumer(
+            **self._conn.client_kwargs(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+        )
         await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
         wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
         tps = [TopicPartition(self.topic, p) for p in wanted]

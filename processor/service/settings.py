@@ -21,6 +21,7 @@ from events.decoded import CheckpointConfig
 from events.paths import root_problem
 from processor.core.state import FoldSettings
 from processor.errors import ConfigError
+from processor.kafka.discovery import ckptlog_home
 from processor.kafka.limits import session_timeout_problem
 from processor.kafka.settings import ConnectionSettings, environment_values, invalid_message, read_config_file, setting
 
@@ -37,8 +38,7 @@ _f = setting
 
 def default_snapshots_dir() -> str:
     """${CKPTLOG_HOME:-~/.ckptlog}/snapshots, next to the local broker's directory."""
-    home = os.environ.get("CKPTLOG_HOME")
-    return str((Path(home).expanduser() if home else Path.home() / ".ckptlog") / "snapshots")
+    return str(ckptlog_home() / "snapshots")
 
 
 class ServiceSettings(ConnectionSettings):

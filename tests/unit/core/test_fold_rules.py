@@ -87,6 +87,27 @@ def test_missing_nan_and_non_numeric_rank_worst_in_both_orders_with_warning() ->
         assert codes == ["score_missing", "score_nan", "score_not_numeric", "score_not_numeric"]
 
 
+def test_a_pending_checkpoint_without_a_score_is_warned_only_if_its_result_brings_none() -> None:
+    """Its score may come with the validation: warned once, when the result leaves it unscored."""
+    fold, effects = play(
+        f.started(attr="acc"),
+        f.report(metrics={"loss": 1}, path=ck("a"), validation=True),
+        f.report(metrics={"loss": 1}, path=ck("b"), validation=True),
+        f.report(metrics={"loss": 1}, path=ck("c"), validation=True),
+        f.result("r", ck("a"), "VALIDATED", {"acc": 0.5}),
+        f.result("r", ck("b"), "VALIDATED", {"other": 1}),
+        f.result("r", ck("c"), "VALIDATION_FAILED"),
+    )
+    warned = [
+        (i, o.data["code"], o.data["checkpoint_path"])
+        for i, e in enumerate(effects)
+        for o in e.outputs
+        if o.type == "warning"
+    ]
+    assert warned == [(5, "score_missing", ck("b")), (6, "score_missing", ck("c"))]
+    assert kept(fold)[-1] == "a"
+
+
 def test_infinities_are_real_scores() -> None:
     fold, _ = play(f.started(attr="acc"), rep("ninf", -math.inf), rep("missing"), rep("inf", math.inf))
     assert kept(fold) == ["missing", "ninf", "inf"]
