@@ -80,13 +80,27 @@ def print_warnings(found: list[EventWarning], run_id: str | None, topic: str, as
     if not found:
         typer.echo(f"no warnings of {whose} on {topic}")
         return
-    table = Table(title=Text(f"{len(found)} warning(s) of {whose} on {topic}"), title_justify="left", expand=False)
-    for column in ("run", "code", "message", "checkpoint", "caused by"):
-        table.add_column(column, overflow="fold")
+    console = Console()
+    console.print(render_warnings(found, f"{len(found)} warning(s) of {whose} on {topic}", console.width))
+
+
+def render_warnings(found: list[EventWarning], title: str, width: int) -> RenderableType:
+    """As `render_rejections`: a table on a wide console, else a block per warning (plain text)."""
+    if width >= WIDE:
+        table = Table(title=Text(title), title_justify="left", expand=False)
+        for column in ("run", "code", "message", "checkpoint", "caused by"):
+            table.add_column(column, overflow="fold")
+        for w in found:
+            cells = (w.run_id, w.code, w.message, w.checkpoint_path or "—", f"{w.topic}[{w.partition}]@{w.offset}")
+            table.add_row(*map(Text, cells))
+        return table
+    blocks: list[RenderableType] = [Text(title)]
     for w in found:
-        cells = (w.run_id, w.code, w.message, w.checkpoint_path or "—", f"{w.topic}[{w.partition}]@{w.offset}")
-        table.add_row(*map(Text, cells))
-    Console().print(table)
+        head = Text(f"run {w.run_id}  ")
+        head.append(w.code, style="bold")
+        where = Text(f"{w.checkpoint_path or '—'}  caused by {w.topic}[{w.partition}]@{w.offset}")
+        blocks += [Text(""), head, Padding(where, (0, 0, 0, 2)), Padding(Text(w.message), (0, 0, 0, 2))]
+    return Group(*blocks)
 
 
 @app.command("rejections")

@@ -13,10 +13,11 @@ from rich.console import Console
 from ckptlog import EventRejected, NotConfirmed
 from ckptlog.dead_letters import DeadLetter, DeadLetterFeed, count_by_run, parse
 from ckptlog.errors import ClientError
+from ckptlog.event_warnings import EventWarning
 from ckptlog.reporter import AsyncReporter
 from ckptlog.table import run_table
 from events.rejections import Reason, Rejection
-from processor.cli.rejections import rejections_table, render_rejections
+from processor.cli.rejections import rejections_table, render_rejections, render_warnings
 from processor.cli.watching import no_view_message
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import Record
@@ -170,3 +171,17 @@ def test_the_letter_type_is_exported() -> None:
     import ckptlog
 
     assert ckptlog.DeadLetter is DeadLetter
+
+
+def test_at_80_columns_each_warning_is_a_block_with_its_message_whole() -> None:
+    message = "run 'r-1': checkpoint 'file:///d/ckpt-7' has no metric 'val/loss'; it ranks last"
+    w = EventWarning("r-1", "score_missing", message, "file:///data/r-1/ckpt-7", "ckptlog.events", 1, 42)
+    console = Console(width=80, record=True, color_system=None, file=io.StringIO())
+    console.print(render_warnings([w, w], "2 warning(s)", console.width))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80 and sum("score_missing" in line for line in lines) == 2
+    assert any(message in line for line in lines), "the message is whole, not folded into a column"
+    assert any("ckptlog.events[1]@42" in line for line in lines)
+    wide = Console(width=160, record=True, color_system=None, file=io.StringIO())
+    wide.print(render_warnings([w], "1 warning(s)", wide.width))
+    assert "│" in wide.export_text()
