@@ -174,7 +174,7 @@ def test_the_letter_type_is_exported() -> None:
 
 
 def test_at_80_columns_each_warning_is_a_block_with_its_message_whole() -> None:
-    message = "run 'r-1': checkpoint 'file:///d/ckpt-7' has no metric 'val/loss'; it ranks last"
+    message = "checkpoint 'file:///d/c7' has no metric 'val/loss'; it ranks last"
     w = EventWarning("r-1", "score_missing", message, "file:///data/r-1/ckpt-7", "ckptlog.events", 1, 42)
     console = Console(width=80, record=True, color_system=None, file=io.StringIO())
     console.print(render_warnings([w, w], "2 warning(s)", console.width))
