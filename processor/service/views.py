@@ -25,6 +25,7 @@ class StateRead:
 
     views: dict[str, View] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    written_ms: dict[str, int] = field(default_factory=dict)  # when each run's newest head record was written
 
 
 async def read_state_topic(
@@ -33,10 +34,13 @@ async def read_state_topic(
     """Every run's latest VIEW, from the beginning of the state topic to its end offsets (`runs`
     filters), with what cannot be read."""
     table = StateTable(state_limits(limits))
+    stamps: dict[bytes, int] = {}
     async with TopicReader(conn, state_topic) as reader:
         async for batch in reader.batches():
             for r in batch:
                 table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
+                if r.key is not None and r.timestamp is not None:
+                    stamps[r.key] = r.timestamp
             table.fresh.clear()  # all of them are returned in `problems`
     wanted = set(runs)
     result = StateRead()
@@ -48,6 +52,8 @@ async def read_state_topic(
             result.problems.append(found)
         elif found is not None:
             result.views[run_id] = found[0]
+            if (stamp := stamps.get(run_id.encode())) is not None:
+                result.written_ms[run_id] = stamp
     result.problems.extend(p for _, p in sorted(table.problems.items()) if not wanted or p.run_id in wanted)
     return result
 

@@ -101,3 +101,62 @@ async def test_a_forgotten_run_leaves_the_state_topic_and_its_checkpoints_in_sto
 
         await _until(only_n)
     assert (root / "c0").is_dir() and (root / "c1").is_dir()
+
+
+async def test_finish_idle_for_finishes_only_the_runs_idle_that_long(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Issue 24 item 2: `ckptlog finish --idle-for` reads each run's last VIEW time from the state
+    topic; --dry-run sends nothing, a finished run is not finished again, --prefix filters."""
+    from typer.testing import CliRunner
+
+    from processor.cli.main import _register, app
+
+    _register()
+
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path)
+    conn = conn_of(settings)
+    env = {
+        "CKPTLOG_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "CKPTLOG_INPUT_TOPIC": settings.input_topic,
+        "CKPTLOG_STATE_TOPIC": settings.state_topic,
+        "CKPTLOG_DLQ_TOPIC": settings.dlq_topic,
+        "CKPTLOG_GROUP_ID": settings.group_id,
+    }
+
+    def cli(*args: str) -> Any:
+        result = CliRunner().invoke(app, ["finish", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return result
+
+    async def views() -> dict[str, Any]:
+        return await read_views(conn, settings.state_topic)
+
+    def send(*lines: bytes) -> Any:
+        return produce(conn, [event_record(settings.input_topic, line) for line in lines])
+
+    async with running(settings):
+        await send(*(f.started(r, (tmp_path / "runs" / r).as_uri()) for r in ("old-a", "old-b", "other")))
+        await _until(lambda: _has(views, {"old-a", "old-b", "other"}))
+        await asyncio.sleep(6)
+        await send(f.report("old-b", {"acc": 1.0}))  # old-b is active again
+        await _until(lambda: _committed(views, "old-b", 1))
+        listed = await asyncio.to_thread(cli, "--idle-for", "4s", "--dry-run")
+        assert "old-a (idle" in listed.stderr and "other (idle" in listed.stderr and "old-b" not in listed.stderr
+        assert listed.stdout == "", "a dry run sends nothing"
+        sent = await asyncio.to_thread(cli, "--idle-for", "4s", "--prefix", "old-", "--confirm")
+        assert len(sent.stdout.split()) == 1 and "other" not in sent.stderr
+        now = await views()
+        assert now["old-a"].get("finished") is True
+        assert "finished" not in now["old-b"] and "finished" not in now["other"]
+        again = await asyncio.to_thread(cli, "--idle-for", "4s", "--prefix", "old-", "--dry-run")
+        assert "0 unfinished run(s)" in again.stderr, "a finished run is not idle"
+
+
+async def _has(views: Any, runs: set[str]) -> bool:
+    return runs <= set(await views())
+
+
+async def _committed(views: Any, run: str, n: int) -> bool:
+    view = (await views()).get(run)
+    return view is not None and view["committed"] >= n
