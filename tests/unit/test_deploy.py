@@ -290,3 +290,97 @@ def test_k8s_kustomization_builds() -> None:
     assert built.returncode == 0, built.stderr
     docs = list(yaml.safe_load_all(built.stdout))
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {"ckptlog"}
+
+
+# -- what the k8s evaluator imports (--fn) must be shipped --------------------------------------------
+
+REPO = DEPLOY.parent
+
+
+def _image_copies() -> dict[str, Path]:
+    """Where deploy/Dockerfile's `COPY src dest` puts repo paths: image path -> repo path. A source
+    the build context leaves out (Dockerfile.dockerignore) never reaches the image, so it is refused."""
+    ignored = [line.strip() for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()]
+    ignored = [p for p in ignored if p and not p.startswith("#")]
+    copies: dict[str, Path] = {}
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        argv = shlex.split(line) if line.startswith("COPY ") else []
+        if not argv or any(a.startswith("--from") for a in argv):
+            continue
+        src, dest = argv[-2], argv[-1]
+        excluded = [p for p in ignored if src.rstrip("/") == p or src.startswith(p.rstrip("/") + "/")]
+        assert not excluded, f"deploy/Dockerfile copies {src}, which Dockerfile.dockerignore leaves out ({excluded})"
+        copies[dest.rstrip("/") or "/"] = (REPO / src).resolve()
+    return copies
+
+
+def _image_path(path: str) -> Path | None:
+    """The repo directory the image holds at `path` (a COPY destination or a directory below one)."""
+    for dest, src in sorted(_image_copies().items(), key=lambda item: -len(item[0])):
+        if path == dest or path.startswith(dest.rstrip("/") + "/"):
+            return src / path[len(dest) :].lstrip("/") if src.is_dir() else None
+    return None
+
+
+def _mounted_source(container: dict[str, Any], pod: dict[str, Any], path: str) -> Path | None | bool:
+    """What a volume mounted over `path` holds: a directory of a kustomize configMapGenerator's files
+    (as a Path), None for anything else mounted there, False when nothing is mounted."""
+    mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"].rstrip("/") == path.rstrip("/")]
+    if not mounts:
+        return False
+    (mount,) = mounts
+    (volume,) = [v for v in pod.get("volumes", []) if v["name"] == mount["name"]]
+    if "configMap" not in volume:
+        return None
+    (kustomization,) = _manifests()["kustomization.yaml"]
+    generated = {g["name"]: g for g in kustomization.get("configMapGenerator", [])}
+    files = generated.get(volume["configMap"]["name"], {}).get("files", [])
+    return (K8S / files[0]).resolve().parent if files else None
+
+
+def test_k8s_evaluator_imports_a_module_it_ships(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/k8s ran `--fn evaluator:evaluate` with PYTHONPATH=/opt/evaluator and nothing there: the
+    pod crash-looped. Resolve the module against what the pod mounts or the image ships, import it."""
+    import inspect
+    import sys
+
+    from ckptlog.evaluator import load_function
+
+    pod = _objects("Deployment")["ckptlog-evaluator"]["spec"]["template"]["spec"]
+    container = _container("ckptlog-evaluator")
+    args = container["args"]
+    spec = args[args.index("--fn") + 1]
+    module = spec.partition(":")[0]
+    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+    found: list[Path] = []
+    for entry in filter(None, env.get("PYTHONPATH", "").split(":")):
+        mounted = _mounted_source(container, pod, entry)
+        directory = _image_path(entry) if mounted is False else mounted
+        top = module.split(".")[0]
+        if isinstance(directory, Path) and ((directory / f"{top}.py").is_file() or (directory / top).is_dir()):
+            found.append(directory)
+    assert found, f"--fn {spec}: no {module} in the PYTHONPATH {env.get('PYTHONPATH')!r} of the mounts or the image"
+    monkeypatch.delitem(sys.modules, module, raising=False)  # the compose test may have imported another one
+    monkeypatch.syspath_prepend(str(found[0]))
+    evaluate = load_function(spec)
+    assert Path(inspect.getfile(evaluate)).resolve().parent == found[0]
+    params = list(inspect.signature(evaluate).parameters.values())
+    assert params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD), params
+    assert all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]), (
+        f"{spec} is called as fn(checkpoint_path, **fn_kwargs): its other parameters need defaults"
+    )
+    assert any(p.kind is p.VAR_KEYWORD for p in params), f"{spec} must accept the request's **fn_kwargs"
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "weights.bin").write_bytes(b"12345")
+    assert evaluate(checkpoint.as_uri(), split="val") == {"eval": {"files": 1, "bytes": 5}}
+
+
+def test_the_image_installs_every_storage_extra() -> None:
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["all-storage"] == ["ckptlog[s3,gcs,azure]"]
+    assert (extras["s3"], extras["gcs"], extras["azure"]) == (["s3fs>=2024.2"], ["gcsfs>=2024.2"], ["adlfs>=2024.2"])
+    installs = re.findall(r'pip install "\.\[([\w,-]+)\]"', (DEPLOY / "Dockerfile").read_text())
+    assert installs and "all-storage" in installs[0].split(","), installs
