@@ -31,6 +31,22 @@ class S3Endpoint(TypedDict):
     make_bucket: Callable[[], str]
 
 
+class AzureEndpoint(TypedDict):
+    """The `azure_endpoint` fixture: Azurite's blob endpoint, adlfs options, and a container maker."""
+
+    blob_endpoint: str
+    storage_options: dict[str, Any]
+    make_container: Callable[[], str]
+
+
+class GcsEndpoint(TypedDict):
+    """The `gcs_endpoint` fixture: fake-gcs-server's URL, gcsfs options, and a bucket maker."""
+
+    endpoint_url: str
+    storage_options: dict[str, Any]
+    make_bucket: Callable[[], str]
+
+
 @dataclass(frozen=True)
 class Backend:
     """One storage location for one test: its base URL and fsspec options."""

@@ -322,7 +322,7 @@ def _image_path(path: str) -> Path | None:
     return None
 
 
-def _mounted_source(container: dict[str, Any], pod: dict[str, Any], path: str) -> Path | None | bool:
+def _mounted_source(container: dict[str, Any], pod: dict[str, Any], path: str) -> Path | bool | None:
     """What a volume mounted over `path` holds: a directory of a kustomize configMapGenerator's files
     (as a Path), None for anything else mounted there, False when nothing is mounted."""
     mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"].rstrip("/") == path.rstrip("/")]
