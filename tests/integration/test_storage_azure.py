@@ -12,7 +12,7 @@ import pytest
 
 from processor.errors import StorageError
 from processor.storage.objects import ObjectStore
-from tests.storage_contract import AzureEndpoint, Backend, StorageContract
+from tests.storage_contract import AzureEndpoint, Backend, RemoteStorageContract
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def backend(azure_endpoint: AzureEndpoint) -> Backend:
     return Backend(f"{azure_endpoint['make_container']()}/ckptlog", dict(azure_endpoint["storage_options"]))
 
 
-class TestAzureStorageContract(StorageContract):
+class TestAzureStorageContract(RemoteStorageContract):
     """Runs every contract test on Azure Blob (Azurite)."""
 
 

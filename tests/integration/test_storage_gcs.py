@@ -12,7 +12,7 @@ import pytest
 
 from processor.errors import StorageError
 from processor.storage.objects import ObjectStore
-from tests.storage_contract import Backend, GcsEndpoint, StorageContract
+from tests.storage_contract import Backend, GcsEndpoint, RemoteStorageContract
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def backend(gcs_endpoint: GcsEndpoint) -> Backend:
     return Backend(f"{gcs_endpoint['make_bucket']()}/ckptlog", dict(gcs_endpoint["storage_options"]))
 
 
-class TestGcsStorageContract(StorageContract):
+class TestGcsStorageContract(RemoteStorageContract):
     """Runs every contract test on GCS (fake-gcs-server)."""
 
 
