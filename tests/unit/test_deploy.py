@@ -322,58 +322,93 @@ def _image_path(path: str) -> Path | None:
     return None
 
 
-def _mounted_source(container: dict[str, Any], pod: dict[str, Any], path: str) -> Path | bool | None:
-    """What a volume mounted over `path` holds: a directory of a kustomize configMapGenerator's files
-    (as a Path), None for anything else mounted there, False when nothing is mounted."""
-    mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"].rstrip("/") == path.rstrip("/")]
-    if not mounts:
-        return False
-    (mount,) = mounts
-    (volume,) = [v for v in pod.get("volumes", []) if v["name"] == mount["name"]]
-    if "configMap" not in volume:
-        return None
-    (kustomization,) = _manifests()["kustomization.yaml"]
-    generated = {g["name"]: g for g in kustomization.get("configMapGenerator", [])}
-    files = generated.get(volume["configMap"]["name"], {}).get("files", [])
-    return (K8S / files[0]).resolve().parent if files else None
+def _fn_directory(
+    deployment: dict[str, Any], config_maps: dict[str, dict[str, str]], scratch: Path
+) -> tuple[str, Path]:
+    """The Deployment's `--fn` and the directory that holds its module as the pod sees it: for each
+    PYTHONPATH entry, the ConfigMap mounted there (its files written to `scratch`), else what the
+    image has there (deploy/Dockerfile's COPYs)."""
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    spec = args[args.index("--fn") + 1]
+    top = spec.partition(":")[0].split(".")[0]
+    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+    for entry in filter(None, env.get("PYTHONPATH", "").split(":")):
+        mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"].rstrip("/") == entry.rstrip("/")]
+        directory: Path | None
+        if mounts:
+            (volume,) = [v for v in pod.get("volumes", []) if v["name"] == mounts[0]["name"]]
+            files = config_maps.get(volume.get("configMap", {}).get("name", ""), {})
+            directory = scratch / volume["name"]
+            directory.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (directory / name).write_text(text)
+        else:
+            directory = _image_path(entry)
+        if directory is not None and ((directory / f"{top}.py").is_file() or (directory / top).is_dir()):
+            return spec, directory
+    raise AssertionError(
+        f"--fn {spec}: no {top} in the PYTHONPATH {env.get('PYTHONPATH')!r} of the mounts or the image"
+    )
 
 
-def test_k8s_evaluator_imports_a_module_it_ships(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """deploy/k8s ran `--fn evaluator:evaluate` with PYTHONPATH=/opt/evaluator and nothing there: the
-    pod crash-looped. Resolve the module against what the pod mounts or the image ships, import it."""
+def _load_fn(spec: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Import `spec` from `directory` as `ckptlog evaluate --fn` does; check it can be called as
+    `fn(checkpoint_path, **fn_kwargs)`."""
     import inspect
     import sys
 
     from ckptlog.evaluator import load_function
 
-    pod = _objects("Deployment")["ckptlog-evaluator"]["spec"]["template"]["spec"]
-    container = _container("ckptlog-evaluator")
-    args = container["args"]
-    spec = args[args.index("--fn") + 1]
-    module = spec.partition(":")[0]
-    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
-    found: list[Path] = []
-    for entry in filter(None, env.get("PYTHONPATH", "").split(":")):
-        mounted = _mounted_source(container, pod, entry)
-        directory = _image_path(entry) if mounted is False else mounted
-        top = module.split(".")[0]
-        if isinstance(directory, Path) and ((directory / f"{top}.py").is_file() or (directory / top).is_dir()):
-            found.append(directory)
-    assert found, f"--fn {spec}: no {module} in the PYTHONPATH {env.get('PYTHONPATH')!r} of the mounts or the image"
-    monkeypatch.delitem(sys.modules, module, raising=False)  # the compose test may have imported another one
-    monkeypatch.syspath_prepend(str(found[0]))
-    evaluate = load_function(spec)
-    assert Path(inspect.getfile(evaluate)).resolve().parent == found[0]
-    params = list(inspect.signature(evaluate).parameters.values())
+    monkeypatch.delitem(sys.modules, spec.partition(":")[0], raising=False)  # another test's module of that name
+    monkeypatch.syspath_prepend(str(directory))
+    fn = load_function(spec)
+    assert Path(inspect.getfile(fn)).resolve().parent == directory.resolve()
+    params = list(inspect.signature(fn).parameters.values())
     assert params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD), params
     assert all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]), (
         f"{spec} is called as fn(checkpoint_path, **fn_kwargs): its other parameters need defaults"
     )
     assert any(p.kind is p.VAR_KEYWORD for p in params), f"{spec} must accept the request's **fn_kwargs"
+    return fn
+
+
+def test_k8s_evaluator_imports_a_module_it_ships(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/k8s ran `--fn evaluator:evaluate` with PYTHONPATH=/opt/evaluator and nothing there: the
+    pod crash-looped. Resolve the module against what the pod mounts or the image ships, import it."""
+    config_maps = {name: cm.get("data", {}) for name, cm in _objects("ConfigMap").items()}
+    spec, directory = _fn_directory(_objects("Deployment")["ckptlog-evaluator"], config_maps, tmp_path / "mounts")
+    assert directory == (DEPLOY / "evaluator").resolve()  # from the image
+    evaluate = _load_fn(spec, directory, monkeypatch)
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
     (checkpoint / "weights.bin").write_bytes(b"12345")
     assert evaluate(checkpoint.as_uri(), split="val") == {"eval": {"files": 1, "bytes": 5}}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_readme_overlay_mounts_its_own_evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/README.md's overlay, built: the generated ConfigMap is mounted on the PYTHONPATH and
+    holds the module its --fn names."""
+    readme = (DEPLOY / "README.md").read_text()
+    found = re.search(r"```yaml\n(# my-overlay/kustomization\.yaml.*?)```", readme, re.S)
+    assert found, "deploy/README.md has no my-overlay/kustomization.yaml"
+    shutil.copytree(K8S, tmp_path / "deploy" / "k8s")
+    overlay = tmp_path / "my-overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(found.group(1))
+    (overlay / "my_evals.py").write_text(
+        "def score(checkpoint_path, **fn_kwargs):\n    return {'seen': checkpoint_path}\n"
+    )
+    built = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    docs = [d for d in yaml.safe_load_all(built.stdout) if d]
+    config_maps = {d["metadata"]["name"]: d.get("data", {}) for d in docs if d["kind"] == "ConfigMap"}
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "ckptlog-evaluator"]
+    spec, directory = _fn_directory(deployment, config_maps, tmp_path / "mounts")
+    assert spec == "my_evals:score" and directory == tmp_path / "mounts" / "code"
+    assert _load_fn(spec, directory, monkeypatch)("s3://b/ckpt", split="val") == {"seen": "s3://b/ckpt"}
 
 
 def test_the_image_installs_every_storage_extra() -> None:
