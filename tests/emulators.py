@@ -111,6 +111,7 @@ def fake_gcs(location: Path, timeout: float = 60.0) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     argv = [str(fake_gcs_bin()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory"]
     argv += ["-public-host", f"127.0.0.1:{port}", "-external-url", url, "-log-level", "error"]
+    argv += ["-filesystem-root", str(location / "objects")]  # unused in memory; names the run's dir for cleanup
     log = location / "fake-gcs-server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
