@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv bench bench-report clean
+.PHONY: demo test lint venv emulators bench bench-report clean
 
 $(BIN)/ckptlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,13 @@ venv: $(BIN)/ckptlog
 demo: venv
 	$(BIN)/ckptlog demo
 
+# The storage emulators the contract suite runs against (tests/emulators.py): Azurite from npm,
+# fake-gcs-server from the Go module proxy, pinned, installed once into ${CKPTLOG_CACHE:-~/.cache/ckptlog}.
+emulators: venv
+	$(BIN)/python -m tests.emulators
+
 # The linters first (seconds), then the tests: CI runs exactly this.
-test: lint
+test: lint emulators
 	$(BIN)/ckptlog broker fetch
 	$(BIN)/python -m pytest
 

@@ -1,19 +1,26 @@
-"""Storage fixtures for every test directory: a real S3 protocol endpoint (moto) on 127.0.0.1.
+"""Storage fixtures for every test directory: real S3 (moto), Azure Blob (Azurite) and Google Cloud
+Storage (fake-gcs-server) endpoints on 127.0.0.1, one per session (tests/emulators.py installs them).
 
 Only storage fixtures live here; Kafka fixtures belong to tests/integration/conftest.py.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+# gcsfs's default filesystem first asks GCS's gRPC control plane for the bucket's layout (60 s
+# against an emulator, which has none, before it falls back to the JSON API): the plain one.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
 pytest.register_assert_rewrite("tests.storage_contract")
 
-from tests.storage_contract import S3Endpoint  # noqa: E402 — after the rewrite hook
+from tests import emulators  # noqa: E402
+from tests.storage_contract import AzureEndpoint, GcsEndpoint, S3Endpoint  # noqa: E402 — after the rewrite hook
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +51,50 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
         yield S3Endpoint(endpoint_url=endpoint_url, storage_options=options, make_bucket=make_bucket)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def azure_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureEndpoint]:
+    """Azurite's blob service for the session, with the well-known development account's key."""
+    from azure.storage.blob import BlobServiceClient
+
+    try:
+        emulators.azurite_bin()
+    except emulators.Missing as exc:
+        pytest.skip(str(exc))
+    with emulators.azurite(tmp_path_factory.mktemp("azurite")) as blob_endpoint:
+        connection_string = (
+            f"DefaultEndpointsProtocol=http;AccountName={emulators.AZURITE_ACCOUNT};"
+            f"AccountKey={emulators.AZURITE_KEY};BlobEndpoint={blob_endpoint};"
+        )
+        client = BlobServiceClient.from_connection_string(connection_string)
+
+        def make_container() -> str:
+            name = f"ckptlog-{uuid.uuid4().hex[:16]}"
+            client.create_container(name)
+            return f"abfs://{name}"
+
+        options: dict[str, Any] = {"connection_string": connection_string}
+        yield AzureEndpoint(blob_endpoint=blob_endpoint, storage_options=options, make_container=make_container)
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEndpoint]:
+    """fake-gcs-server for the session; anonymous access (the emulator checks no credentials)."""
+    import gcsfs
+
+    try:
+        emulators.fake_gcs_bin()
+    except emulators.Missing as exc:
+        pytest.skip(str(exc))
+    with emulators.fake_gcs(tmp_path_factory.mktemp("fake-gcs")) as endpoint_url:
+        options: dict[str, Any] = {"endpoint_url": endpoint_url, "token": "anon", "project": "ckptlog-test"}
+        fs = gcsfs.GCSFileSystem(**options)
+
+        def make_bucket() -> str:
+            name = f"ckptlog-{uuid.uuid4().hex[:16]}"
+            fs.mkdir(name)
+            return f"gs://{name}"
+
+        yield GcsEndpoint(endpoint_url=endpoint_url, storage_options=options, make_bucket=make_bucket)

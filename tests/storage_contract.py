@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -31,6 +32,26 @@ class S3Endpoint(TypedDict):
     make_bucket: Callable[[], str]
 
 
+class AzureEndpoint(TypedDict):
+    """The `azure_endpoint` fixture: Azurite's blob endpoint, adlfs options, and a container maker."""
+
+    blob_endpoint: str
+    storage_options: dict[str, Any]
+    make_container: Callable[[], str]
+
+
+class GcsEndpoint(TypedDict):
+    """The `gcs_endpoint` fixture: fake-gcs-server's URL, gcsfs options, and a bucket maker."""
+
+    endpoint_url: str
+    storage_options: dict[str, Any]
+    make_bucket: Callable[[], str]
+
+
+ALIASES = {"s3": ("s3a",), "gs": ("gcs",), "abfs": ("az", "abfss")}
+"""Protocol names fsspec maps to the same filesystem class (s3fs, gcsfs, adlfs)."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """One storage location for one test: its base URL and fsspec options."""
@@ -44,6 +65,18 @@ class Backend:
 
     def store(self) -> ObjectStore:
         return ObjectStore(self.base_url, self.storage_options)
+
+    @property
+    def aliases(self) -> list[str]:
+        """Other spellings of `base_url` that the backend resolves to the same objects: other
+        protocol names of its fsspec filesystem, and Azure's `container@account.dfs.core.windows.net`."""
+        rest = self.base_url.partition("://")[2]
+        spellings = [f"{alias}://{rest}" for alias in ALIASES.get(self.protocol, ())]
+        account = re.search(r"AccountName=([^;]+)", str(self.storage_options.get("connection_string", "")))
+        if self.protocol == "abfs" and account:
+            container, _, key = rest.partition("/")
+            spellings.append(f"abfs://{container}@{account[1]}.dfs.core.windows.net/{key}")
+        return spellings
 
     def deleter(self, **kwargs: Any) -> Deleter:
         retry = RetryPolicy(max_attempts=2, base_delay=0.01)
@@ -277,6 +310,25 @@ class StorageContract:
         assert store.list() == ["runs/r1/A/model.bin"]
         assert done == [("r1", f"{root}/B")] and deleter.outstanding == frozenset()
 
+    @pytest.mark.parametrize(
+        "spelling",
+        ["ckpt*", "ck?pt", "ckpt[0]", "ckpt#x", "%2e%2e/other/ckpt", "ckpt/%2F..%2Fother", "x\\..\\..\\other"],
+    )
+    async def test_hostile_spellings_below_the_root_delete_nothing(self, backend: Backend, spelling: str) -> None:
+        """Globs (fsspec's `rm` expands them on object stores), queries and fragments (gcsfs reads
+        `?generation=` and `#`), percent-escapes and backslashes: refused, whatever the backend."""
+        store = backend.store()
+        names = ["runs/r/ckpt/model.bin", "runs/r/ckpt0/model.bin", "runs/r/ckpt1/model.bin", "runs/other/ckpt/m.bin"]
+        for name in names:
+            store.put_immutable(name, b"kept")
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend)
+        root = f"{backend.base_url}/runs/r"
+        assert not deleter.submit("r", f"{root}/{spelling}", root)
+        assert await deleter.drain(timeout=5)
+        assert store.list() == sorted(names)
+        assert len(refused) == 1 and deleter.outstanding == frozenset()
+
     # --- run ownership across partitions (contract §9): markers in run roots ---------------------
 
     async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
@@ -340,3 +392,28 @@ class StorageContract:
         assert done == [("a", f"{a}/c1")] and sorted(key for key, _ in refused) == [("a", f"{a}/c2"), ("b", f"{a}/c3")]
         assert [n for n in store.list() if MARKER not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
         await deleter.close()
+
+
+class RemoteStorageContract(StorageContract):
+    """The contract, and what holds on object stores whose fsspec filesystem answers to more than
+    one spelling (S3, GCS, Azure Blob)."""
+
+    async def test_other_spellings_of_the_store_are_never_under_the_root(self, backend: Backend) -> None:
+        """`s3a://`, `gcs://`, `az://`, `abfss://` and `container@account…` name the same objects as the
+        root's own spelling: a path in one of them is not provably under the root, so it is refused."""
+        assert backend.aliases, f"{backend.protocol}:// has no other spelling: subclass StorageContract"
+        store = backend.store()
+        store.put_immutable("runs/r/ckpt/model.bin", b"mine")
+        store.put_immutable("runs/other/ckpt/model.bin", b"theirs")
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend)
+        root = f"{backend.base_url}/runs/r"
+        for alias in backend.aliases:
+            assert ObjectStore(alias, backend.storage_options).get("runs/other/ckpt/model.bin") == b"theirs", alias
+            assert not deleter.submit("r", f"{alias}/runs/other/ckpt", root)  # another run's, spelled otherwise
+            assert not deleter.submit("r", f"{alias}/runs/r/ckpt", root)  # the run's own, spelled otherwise
+            assert not deleter.submit("r", f"{alias}/runs/other/ckpt", f"{alias}/runs/r")  # outside the bound
+        assert await deleter.drain(timeout=5)
+        assert store.list() == ["runs/other/ckpt/model.bin", "runs/r/ckpt/model.bin"]
+        assert len(refused) == 3 * len(backend.aliases)
+        assert all("not strictly under" in why for _, why in refused), refused

@@ -8,6 +8,7 @@ exception types.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -29,18 +30,30 @@ STALE_TEMP_S = 3600.0
 progress: `sweep_temp` removes it."""
 
 
+_SDK_ERRORS = (
+    ("botocore.exceptions", ("BotoCoreError", "ClientError")),  # s3fs
+    ("azure.core.exceptions", ("AzureError",)),  # adlfs
+    ("gcsfs.retry", ("HttpError",)),  # gcsfs
+    ("google.auth.exceptions", ("GoogleAuthError",)),  # gcsfs's credentials
+)
+
+
 def backend_errors() -> tuple[type[BaseException], ...]:
-    """Exception types a storage backend raises for I/O trouble (botocore only if installed)."""
+    """Exception types a storage backend raises for I/O trouble: OS errors, and those of the SDKs
+    below s3fs, adlfs and gcsfs. Only SDKs already loaded are looked at: an SDK's error can only come
+    from a filesystem that loaded it (and importing gcsfs costs ~0.4 s that no CLI call should pay)."""
     errors: list[type[BaseException]] = [OSError, TimeoutError]
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        return tuple(errors)
-    return (*errors, BotoCoreError, ClientError)
+    for module_name, names in _SDK_ERRORS:
+        module = sys.modules.get(module_name)
+        for name in names if module is not None else ():
+            found = getattr(module, name, None)
+            if isinstance(found, type) and issubclass(found, BaseException):
+                errors.append(found)
+    return tuple(errors)
 
 
-BACKEND_ERRORS = backend_errors()
-_SETUP_ERRORS: tuple[type[BaseException], ...] = (ValueError, ImportError, TypeError, *BACKEND_ERRORS)
+def _setup_errors() -> tuple[type[BaseException], ...]:
+    return (ValueError, ImportError, TypeError, *backend_errors())
 
 
 @contextmanager
@@ -55,7 +68,7 @@ def mapped_errors(url: str, action: str) -> Iterator[None]:
             f"could not {action} {url}: it does not exist; it was never written or was "
             "deleted since it was listed — list the prefix to see what is there"
         ) from exc
-    except BACKEND_ERRORS as exc:
+    except backend_errors() as exc:  # evaluated only when an exception is raised
         raise StorageError(
             f"could not {action} {url}: {type(exc).__name__}: {exc}; "
             "check that the storage is reachable and the credentials allow it, then retry"
@@ -68,7 +81,7 @@ def open_filesystem(
     """Resolve an fsspec URL to (filesystem, backend path), mapping setup errors."""
     try:
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    except _SETUP_ERRORS as exc:
+    except _setup_errors() as exc:
         raise StorageError(
             f"cannot open storage URL {url}: {exc}; check the URL, install the backend "
             "package (e.g. s3fs for s3://) and the storage options"
@@ -80,7 +93,7 @@ def open_protocol(protocol: str, storage_options: Mapping[str, Any] | None = Non
     """The filesystem of one protocol, without parsing a URL: no `::` chaining can happen here."""
     try:
         return fsspec.filesystem(protocol, **dict(storage_options or {}))
-    except _SETUP_ERRORS as exc:
+    except _setup_errors() as exc:
         raise StorageError(
             f"cannot open storage protocol {protocol}://: {exc}; install the backend package "
             "(e.g. s3fs for s3://) and check the storage options"

@@ -9,7 +9,7 @@ import pytest
 
 from processor.errors import StorageError
 from processor.storage.objects import ObjectStore
-from tests.storage_contract import Backend, S3Endpoint, StorageContract
+from tests.storage_contract import Backend, RemoteStorageContract, S3Endpoint
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def backend(s3_endpoint: S3Endpoint) -> Backend:
     return Backend(f"{s3_endpoint['make_bucket']()}/ckptlog", dict(s3_endpoint["storage_options"]))
 
 
-class TestS3StorageContract(StorageContract):
+class TestS3StorageContract(RemoteStorageContract):
     """Runs every contract test on S3."""
 
 

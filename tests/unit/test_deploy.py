@@ -290,3 +290,132 @@ def test_k8s_kustomization_builds() -> None:
     assert built.returncode == 0, built.stderr
     docs = list(yaml.safe_load_all(built.stdout))
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {"ckptlog"}
+
+
+# -- what the k8s evaluator imports (--fn) must be shipped --------------------------------------------
+
+REPO = DEPLOY.parent
+
+
+def _image_copies() -> dict[str, Path]:
+    """Where deploy/Dockerfile's `COPY src dest` puts repo paths: image path -> repo path. A source
+    the build context leaves out (Dockerfile.dockerignore) never reaches the image, so it is refused."""
+    ignored = [line.strip() for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()]
+    ignored = [p for p in ignored if p and not p.startswith("#")]
+    copies: dict[str, Path] = {}
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        argv = shlex.split(line) if line.startswith("COPY ") else []
+        if not argv or any(a.startswith("--from") for a in argv):
+            continue
+        src, dest = argv[-2], argv[-1]
+        excluded = [p for p in ignored if src.rstrip("/") == p or src.startswith(p.rstrip("/") + "/")]
+        assert not excluded, f"deploy/Dockerfile copies {src}, which Dockerfile.dockerignore leaves out ({excluded})"
+        copies[dest.rstrip("/") or "/"] = (REPO / src).resolve()
+    return copies
+
+
+def _image_path(path: str) -> Path | None:
+    """The repo directory the image holds at `path` (a COPY destination or a directory below one)."""
+    for dest, src in sorted(_image_copies().items(), key=lambda item: -len(item[0])):
+        if path == dest or path.startswith(dest.rstrip("/") + "/"):
+            return src / path[len(dest) :].lstrip("/") if src.is_dir() else None
+    return None
+
+
+def _fn_directory(
+    deployment: dict[str, Any], config_maps: dict[str, dict[str, str]], scratch: Path
+) -> tuple[str, Path]:
+    """The Deployment's `--fn` and the directory that holds its module as the pod sees it: for each
+    PYTHONPATH entry, the ConfigMap mounted there (its files written to `scratch`), else what the
+    image has there (deploy/Dockerfile's COPYs)."""
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    spec = args[args.index("--fn") + 1]
+    top = spec.partition(":")[0].split(".")[0]
+    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+    for entry in filter(None, env.get("PYTHONPATH", "").split(":")):
+        mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"].rstrip("/") == entry.rstrip("/")]
+        directory: Path | None
+        if mounts:
+            (volume,) = [v for v in pod.get("volumes", []) if v["name"] == mounts[0]["name"]]
+            files = config_maps.get(volume.get("configMap", {}).get("name", ""), {})
+            directory = scratch / volume["name"]
+            directory.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (directory / name).write_text(text)
+        else:
+            directory = _image_path(entry)
+        if directory is not None and ((directory / f"{top}.py").is_file() or (directory / top).is_dir()):
+            return spec, directory
+    raise AssertionError(
+        f"--fn {spec}: no {top} in the PYTHONPATH {env.get('PYTHONPATH')!r} of the mounts or the image"
+    )
+
+
+def _load_fn(spec: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Import `spec` from `directory` as `ckptlog evaluate --fn` does; check it can be called as
+    `fn(checkpoint_path, **fn_kwargs)`."""
+    import inspect
+    import sys
+
+    from ckptlog.evaluator import load_function
+
+    monkeypatch.delitem(sys.modules, spec.partition(":")[0], raising=False)  # another test's module of that name
+    monkeypatch.syspath_prepend(str(directory))
+    fn = load_function(spec)
+    assert Path(inspect.getfile(fn)).resolve().parent == directory.resolve()
+    params = list(inspect.signature(fn).parameters.values())
+    assert params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD), params
+    assert all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]), (
+        f"{spec} is called as fn(checkpoint_path, **fn_kwargs): its other parameters need defaults"
+    )
+    assert any(p.kind is p.VAR_KEYWORD for p in params), f"{spec} must accept the request's **fn_kwargs"
+    return fn
+
+
+def test_k8s_evaluator_imports_a_module_it_ships(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/k8s ran `--fn evaluator:evaluate` with PYTHONPATH=/opt/evaluator and nothing there: the
+    pod crash-looped. Resolve the module against what the pod mounts or the image ships, import it."""
+    config_maps = {name: cm.get("data", {}) for name, cm in _objects("ConfigMap").items()}
+    spec, directory = _fn_directory(_objects("Deployment")["ckptlog-evaluator"], config_maps, tmp_path / "mounts")
+    assert directory == (DEPLOY / "evaluator").resolve()  # from the image
+    evaluate = _load_fn(spec, directory, monkeypatch)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "weights.bin").write_bytes(b"12345")
+    assert evaluate(checkpoint.as_uri(), split="val") == {"eval": {"files": 1, "bytes": 5}}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_readme_overlay_mounts_its_own_evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/README.md's overlay, built: the generated ConfigMap is mounted on the PYTHONPATH and
+    holds the module its --fn names."""
+    readme = (DEPLOY / "README.md").read_text()
+    found = re.search(r"```yaml\n(# my-overlay/kustomization\.yaml.*?)```", readme, re.S)
+    assert found, "deploy/README.md has no my-overlay/kustomization.yaml"
+    shutil.copytree(K8S, tmp_path / "deploy" / "k8s")
+    overlay = tmp_path / "my-overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(found.group(1))
+    (overlay / "my_evals.py").write_text(
+        "def score(checkpoint_path, **fn_kwargs):\n    return {'seen': checkpoint_path}\n"
+    )
+    built = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    docs = [d for d in yaml.safe_load_all(built.stdout) if d]
+    config_maps = {d["metadata"]["name"]: d.get("data", {}) for d in docs if d["kind"] == "ConfigMap"}
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "ckptlog-evaluator"]
+    spec, directory = _fn_directory(deployment, config_maps, tmp_path / "mounts")
+    assert spec == "my_evals:score" and directory == tmp_path / "mounts" / "code"
+    assert _load_fn(spec, directory, monkeypatch)("s3://b/ckpt", split="val") == {"seen": "s3://b/ckpt"}
+
+
+def test_the_image_installs_every_storage_extra() -> None:
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["all-storage"] == ["ckptlog[s3,gcs,azure]"]
+    assert (extras["s3"], extras["gcs"], extras["azure"]) == (["s3fs>=2024.2"], ["gcsfs>=2024.2"], ["adlfs>=2024.2"])
+    installs = re.findall(r'pip install "\.\[([\w,-]+)\]"', (DEPLOY / "Dockerfile").read_text())
+    assert installs and "all-storage" in installs[0].split(","), installs
