@@ -158,7 +158,7 @@ def marks_of(path: str, view: View, log: RunLog) -> tuple[str, ...]:
     if path == view.get("latest"):
         found.append("latest")
     entry = kept.get(path)
-    if entry is not None and entry.get("status") == "PENDING":
+    if entry is not None and entry.get("status") == "PENDING_VALIDATION":
         found.append("pending")
     if (entry is not None and entry.get("preserved")) or (path in log.reported and log.reported[path].preserved):
         found.append("preserved")

@@ -155,6 +155,10 @@ def _effect(run: str, effect: dict[str, Any]) -> str:
     if isinstance(path, str):
         text += f' <a class="path" href="{e(checkpoint_url(run, path))}">{e(path)}</a>'
     details = {k: v for k, v in effect.items() if k not in {"kind", "path"}}
+    reason = details.get("reason")
+    if isinstance(reason, dict):  # an eviction's reason: its rule, then the facts it weighed
+        facts = ", ".join(f"{k} {v}" for k, v in reason.items() if k != "rule")
+        details["reason"] = f"{reason.get('rule')} ({facts})"
     if details:
         text += " " + " ".join(f"{e(k)}={e(v)}" for k, v in details.items())
     return f"<li>{text}</li>"

@@ -35,7 +35,7 @@ def test_chart_marks_every_reported_checkpoint_kept_best_latest_evicted_deleted(
 
 def test_pending_and_preserved_are_marked_and_a_metric_without_value_lies_on_the_axis() -> None:
     v = view([("file:///r/c0", 0.5)])
-    v["checkpoints"][0] |= {"status": "PENDING", "preserved": "steps"}
+    v["checkpoints"][0] |= {"status": "PENDING_VALIDATION", "preserved": "steps"}
     found = points(v, RunLog(), "loss")
     assert found[0].marks == ("best", "latest", "pending", "preserved", "kept") and found[0].value is None
     assert "<rect" in chart(found, "loss")
