@@ -49,7 +49,7 @@ def ui_command(
 
     token = token or os.environ.get(TOKEN_ENV) or None
     with cli_errors():
-        register_secrets(settings.secrets())
+        register_secrets([*settings.secrets(), *([token] if token else [])])
         check_exposure(host, token)
         try:
             asyncio.run(_serve(settings, host, port, token))
