@@ -48,7 +48,7 @@ async def _narrate(console: Console, holder: list[DemoState]) -> None:
     said = ""
     while True:
         if holder and not said:
-            console.print(holder[-1].console, markup=False, highlight=False)
+            console.print(holder[-1].console, markup=False, highlight=False, soft_wrap=True)
         if holder and holder[-1].phase != said:
             said = holder[-1].phase
             console.print(f"[{holder[-1].elapsed:5.1f}s] {said}")
