@@ -48,6 +48,8 @@ async def _narrate(console: Console, holder: list[DemoState]) -> None:
     """--no-live: one line per phase, for CI logs."""
     said = ""
     while True:
+        if holder and not said:
+            console.print(holder[-1].console, markup=False, highlight=False, soft_wrap=True)
         if holder and holder[-1].phase != said:
             said = holder[-1].phase
             console.print(f"[{holder[-1].elapsed:5.1f}s] {said}")

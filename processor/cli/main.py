@@ -41,6 +41,7 @@ COMMAND_MODULES = {
     "finish": "finish",
     "forget": "finish",
     "demo": "demo",
+    "ui": "ui",
 }
 
 

@@ -35,6 +35,7 @@ class DemoState:
 
     runs: dict[str, RunProgress]
     header: str = ""
+    console: str = ""  # the command serving the web console over the demo's topics while it runs
     validations: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
     phase: str = "starting"
@@ -90,7 +91,11 @@ def dashboard(state: DemoState) -> RenderableType:
     ]
     title = f"ckptlog demo — {state.phase} — {state.elapsed:4.1f}s"
     return Group(
-        Panel(Group(Text(state.header, style="dim"), progress_table(state)), title=title, title_align="left"),
+        Panel(
+            Group(Text(state.header, style="dim"), Text(state.console), progress_table(state)),
+            title=title,
+            title_align="left",
+        ),
         Columns(tables, padding=(1, 3)),
     )
 

@@ -37,6 +37,7 @@ from processor.kafka.clients_io import delete_topics
 from processor.kafka.reader import read_topic
 from processor.service.processor import Processor
 from processor.service.settings import ServiceSettings
+from processor.ui import console_command
 
 log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0
@@ -183,6 +184,7 @@ async def run_demo(options: DemoOptions, state_ready: Callable[[DemoState], None
     state = DemoState(
         {p.run_id: RunProgress(p, options.reports) for p in plans},
         header=f"broker {bootstrap} · topics {prefix}.* · storage {workdir}",
+        console=f"web console, while the demo runs: {console_command(bootstrap, prefix)}",
     )
     result = DemoResult(state, workdir=workdir, config=config)
     if state_ready is not None:

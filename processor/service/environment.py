@@ -19,6 +19,7 @@ NOT_SETTINGS = frozenset(
         "CKPTLOG_CRASH_AT",  # the reliability suite's crash points (processor.failpoints)
         "CKPTLOG_EVAL_FN",  # deploy/docker-compose.yml: the evaluator's --fn
         "CKPTLOG_EVAL_DIR",  # deploy/docker-compose.yml: the evaluator's module directory
+        "CKPTLOG_UI_TOKEN",  # `ckptlog ui --token`'s default (processor.cli.ui)
     }
 )
 """Variables ckptlog itself reads outside the settings (the code or the deploy files): no test knob."""

@@ -1,0 +1,198 @@
+"""What the console shows, from VIEW dicts (contract §4) and the run's checkpoint outputs. Pure.
+
+A `RunLog` is what the checkpoints topic says about one run: every checkpoint it reported (with
+its metrics), the evicted ones (with the reason) and the deleted ones. `rows` turns VIEWs into
+the runs table (filtered, sorted, paged); `points` marks each reported checkpoint of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+View = dict[str, Any]
+PAGE_SIZE = 100
+SORTS = ("run", "kept", "score", "committed", "validated", "generation", "warnings", "rejections", "last")
+MARKS = ("best", "latest", "pending", "preserved", "kept", "evicted", "deleted")
+
+
+@dataclass
+class Reported:
+    path: str
+    report_index: int
+    metrics: dict[str, Any]
+    preserved: str | None = None
+
+
+@dataclass
+class RunLog:
+    """One run's outputs on the checkpoints topic."""
+
+    reported: dict[str, Reported] = field(default_factory=dict)
+    evicted: dict[str, str] = field(default_factory=dict)  # path -> reason
+    deleted: set[str] = field(default_factory=set)
+    warnings: int = 0
+    last_ms: int | None = None
+
+    def take(self, name: str, data: dict[str, Any], timestamp_ms: int | None) -> None:
+        """Apply one output (`name` as in events/outputs.py) of the run."""
+        if timestamp_ms is not None:
+            self.last_ms = max(self.last_ms or 0, timestamp_ms)
+        if name == "checkpoint_registered":
+            path = str(data["checkpoint_path"])
+            self.reported[path] = Reported(
+                path, int(data["report_index"]), dict(data["metrics"]), data.get("preserved")
+            )
+            self.evicted.pop(path, None)
+            self.deleted.discard(path)
+        elif name == "checkpoint_evicted":
+            self.evicted[str(data["checkpoint_path"])] = str(data.get("reason", ""))
+        elif name == "checkpoints_deleted":
+            self.deleted.update(str(p) for p in data.get("checkpoint_paths", ()))
+        elif name == "warning":
+            self.warnings += 1
+
+
+@dataclass(frozen=True)
+class Row:
+    run: str
+    kept: int
+    best: str | None
+    score: float | None
+    latest: str | None
+    committed: int
+    validated: int
+    generation: int
+    warnings: int
+    rejections: int
+    last_ms: int | None
+    finished: bool
+
+
+def score_attribute(view: View) -> str | None:
+    config = view.get("checkpoint_config") or {}
+    attribute = config.get("checkpoint_score_attribute")
+    return attribute if isinstance(attribute, str) else None
+
+
+def number(value: Any) -> float | None:
+    """A metric as a finite float (None for anything else: a string, a bool, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def best_score(view: View) -> float | None:
+    attribute = score_attribute(view)
+    best = next((c for c in view.get("checkpoints", []) if c["path"] == view.get("best")), None)
+    if attribute is None or best is None:
+        return None
+    return number(best["metrics"].get(attribute))
+
+
+def row_of(run: str, view: View, log: RunLog | None, rejections: int) -> Row:
+    return Row(
+        run=run,
+        kept=len(view.get("checkpoints", [])),
+        best=view.get("best"),
+        score=best_score(view),
+        latest=view.get("latest"),
+        committed=int(view.get("committed", 0)),
+        validated=int(view.get("validated", 0)),
+        generation=int(view.get("generation", 0)),
+        warnings=log.warnings if log is not None else 0,
+        rejections=rejections,
+        last_ms=log.last_ms if log is not None else None,
+        finished=bool(view.get("finished")),
+    )
+
+
+@dataclass(frozen=True)
+class Query:
+    q: str = ""
+    sort: str = "run"
+    desc: bool = False
+    page: int = 1
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> Query:
+        sort = params.get("sort", "run")
+        try:
+            page = max(1, int(params.get("page", "1")))
+        except ValueError:
+            page = 1
+        return cls(params.get("q", ""), sort if sort in SORTS else "run", params.get("desc") == "1", page)
+
+
+def _key(row: Row, sort: str) -> tuple[bool, Any, str]:
+    value = getattr(row, "last_ms" if sort == "last" else sort)
+    return (value is None, value if value is not None else 0, row.run)
+
+
+def select(rows: list[Row], query: Query) -> tuple[list[Row], int]:
+    """The page of rows the query asks for, and how many rows match."""
+    matching = [r for r in rows if query.q.lower() in r.run.lower()]
+    matching.sort(key=lambda r: _key(r, query.sort), reverse=query.desc)
+    if query.desc:  # no value last either way
+        matching.sort(key=lambda r: _key(r, query.sort)[0])
+    start = (query.page - 1) * PAGE_SIZE
+    return matching[start : start + PAGE_SIZE], len(matching)
+
+
+@dataclass(frozen=True)
+class Point:
+    path: str
+    report_index: int
+    value: float | None
+    marks: tuple[str, ...]
+
+
+def marks_of(path: str, view: View, log: RunLog) -> tuple[str, ...]:
+    kept = {c["path"]: c for c in view.get("checkpoints", [])}
+    found: list[str] = []
+    if path == view.get("best"):
+        found.append("best")
+    if path == view.get("latest"):
+        found.append("latest")
+    entry = kept.get(path)
+    if entry is not None and entry.get("status") == "PENDING_VALIDATION":
+        found.append("pending")
+    if (entry is not None and entry.get("preserved")) or (path in log.reported and log.reported[path].preserved):
+        found.append("preserved")
+    if entry is not None:
+        found.append("kept")
+    elif path in log.evicted:
+        found.append("evicted")
+    if path in log.deleted and entry is None:
+        found.append("deleted")
+    return tuple(found)
+
+
+def metrics_of(view: View, log: RunLog) -> list[str]:
+    """Every metric name a checkpoint of the run reported, the score attribute first."""
+    names: dict[str, None] = {}
+    attribute = score_attribute(view)
+    if attribute is not None:
+        names[attribute] = None
+    for entry in [*log.reported.values(), *(Reported(c["path"], 0, c["metrics"]) for c in view.get("checkpoints", []))]:
+        names.update(dict.fromkeys(entry.metrics))
+    return list(names)
+
+
+def points(view: View, log: RunLog, metric: str | None) -> list[Point]:
+    """Every checkpoint the run reported (and every kept one), in report order, marked."""
+    reported = dict(log.reported)
+    for c in view.get("checkpoints", []):  # the VIEW's metrics include a VALIDATED result's
+        reported[c["path"]] = Reported(c["path"], int(c["report_index"]), dict(c["metrics"]), c.get("preserved"))
+    ordered = sorted(reported.values(), key=lambda r: (r.report_index, r.path))
+    return [
+        Point(r.path, r.report_index, number(r.metrics.get(metric)) if metric else None, marks_of(r.path, view, log))
+        for r in ordered
+    ]
+
+
+def view_json(view: View) -> str:
+    return json.dumps(view, sort_keys=False, allow_nan=True)

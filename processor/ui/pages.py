@@ -1,0 +1,224 @@
+"""The console's HTML pages, built from VIEW dicts and a run's log. Pure; everything escaped.
+
+No inline script or style (the CSP is `default-src 'self'`): the pages link /static/ui.css and
+/static/live.js, which re-fetches the page's `<main>` when /events says something changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from processor.ui.chart import chart
+from processor.ui.model import PAGE_SIZE, SORTS, Point, Query, Row, View
+
+COLUMNS = (
+    ("run", "run"),
+    ("kept", "kept"),
+    ("best", None),
+    ("score", "score"),
+    ("latest", None),
+    ("committed", "committed"),
+    ("validated", "validated"),
+    ("generation", "generation"),
+    ("warnings", "warnings"),
+    ("rejections", "rejections"),
+    ("last activity", "last"),
+)
+TIMELINE_KINDS = {
+    "started",
+    "registered",
+    "status_changed",
+    "evicted",
+    "deleted",
+    "deletion_refused",
+    "restart",
+    "warning",
+    "finished",
+    "forgotten",
+    "rejected",
+}
+
+
+def e(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def run_url(run: str) -> str:
+    return "/runs/" + quote(run, safe="")
+
+
+def checkpoint_url(run: str, path: str) -> str:
+    return f"{run_url(run)}/checkpoints/{quote(path, safe='')}"
+
+
+def layout(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{e(title)} · ckptlog</title>"
+        '<link rel="stylesheet" href="/static/ui.css"><script src="/static/live.js" defer></script></head>'
+        '<body><header><a href="/">ckptlog</a> <span class="ro">read-only console</span></header>'
+        f'<main id="main">{body}</main></body></html>'
+    )
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def score_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.6g}"
+
+
+def _sort_link(label: str, key: str | None, query: Query) -> str:
+    if key is None:
+        return f"<th>{e(label)}</th>"
+    desc = "0" if query.sort == key and query.desc else "1" if query.sort == key else "0"
+    href = "/?" + urlencode({"q": query.q, "sort": key, "desc": desc})
+    arrow = (" ↓" if query.desc else " ↑") if query.sort == key else ""
+    return f'<th><a href="{e(href)}">{e(label)}{arrow}</a></th>'
+
+
+def _row(row: Row) -> str:
+    cells = [
+        f'<td class="run"><a href="{e(run_url(row.run))}">{e(row.run)}</a>{" ✓" if row.finished else ""}</td>',
+        f"<td>{row.kept}</td>",
+        f'<td class="path">{e(row.best or "—")}</td>',
+        f"<td>{score_text(row.score)}</td>",
+        f'<td class="path">{e(row.latest or "—")}</td>',
+        f"<td>{row.committed}</td>",
+        f"<td>{row.validated}</td>",
+        f"<td>{row.generation}</td>",
+        f"<td>{row.warnings}</td>",
+        f"<td>{row.rejections}</td>",
+        f"<td>{when(row.last_ms)}</td>",
+    ]
+    return f'<tr data-run="{e(row.run)}">{"".join(cells)}</tr>'
+
+
+def _pager(query: Query, total: int) -> str:
+    pages = max(1, -(-total // PAGE_SIZE))
+    links = []
+    for number, label in ((query.page - 1, "← previous"), (query.page + 1, "next →")):
+        if 1 <= number <= pages:
+            params = {"q": query.q, "sort": query.sort, "desc": "1" if query.desc else "0", "page": number}
+            links.append(f'<a href="/?{e(urlencode(params))}">{label}</a>')
+    return f'<p class="pager">page {query.page} of {pages} · {total} runs {" ".join(links)}</p>'
+
+
+def runs_page(rows: Sequence[Row], total: int, query: Query) -> str:
+    """The runs table: one page of the matching rows (already selected), with sort links."""
+    form = (
+        '<form method="get" action="/"><input name="q" placeholder="filter run ids" '
+        f'value="{e(query.q)}"><input type="hidden" name="sort" value="{e(query.sort)}">'
+        f'<input type="hidden" name="desc" value="{"1" if query.desc else "0"}"><button>filter</button></form>'
+    )
+    head = "".join(_sort_link(label, key, query) for label, key in COLUMNS)
+    body = "".join(_row(r) for r in rows) or f'<tr><td colspan="{len(COLUMNS)}">no runs</td></tr>'
+    table = f'<table class="runs"><thead><tr>{head}</tr></thead><tbody id="rows">{body}</tbody></table>'
+    return layout("runs", f"<h1>Runs</h1>{form}{_pager(query, total)}{table}")
+
+
+def _kept_table(run: str, view: View, attribute: str | None) -> str:
+    entries = list(reversed(view.get("checkpoints", [])))  # best first
+    rows = []
+    for rank, c in enumerate(entries, 1):
+        score = c["metrics"].get(attribute) if attribute else None
+        flags = [
+            f for f, on in (("best", c["path"] == view.get("best")), ("latest", c["path"] == view.get("latest"))) if on
+        ]
+        if c.get("preserved"):
+            flags.append(f"preserved ({c['preserved']})")
+        rows.append(
+            f'<tr data-path="{e(c["path"])}"><td>{rank}</td>'
+            f'<td class="path"><a href="{e(checkpoint_url(run, c["path"]))}">{e(c["path"])}</a></td>'
+            f"<td>{e(c['report_index'])}</td><td>{e(c['status'])}</td><td>{e(score if score is not None else '—')}</td>"
+            f"<td>{e(', '.join(flags))}</td></tr>"
+        )
+    head = (
+        f"<tr><th>rank</th><th>path</th><th>report</th><th>status</th><th>{e(attribute or 'score')}</th><th></th></tr>"
+    )
+    body = "".join(rows) or '<tr><td colspan="6">nothing kept</td></tr>'
+    return f'<table class="kept"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+def _effect(run: str, effect: dict[str, Any]) -> str:
+    kind = str(effect.get("kind"))
+    path = effect.get("path")
+    text = f'<span class="kind {e(kind)}">{e(kind)}</span>'
+    if isinstance(path, str):
+        text += f' <a class="path" href="{e(checkpoint_url(run, path))}">{e(path)}</a>'
+    details = {k: v for k, v in effect.items() if k not in {"kind", "path"}}
+    reason = details.get("reason")
+    if isinstance(reason, dict):  # an eviction's reason: its rule, then the facts it weighed
+        facts = ", ".join(f"{k} {v}" for k, v in reason.items() if k != "rule")
+        details["reason"] = f"{reason.get('rule')} ({facts})"
+    if details:
+        text += " " + " ".join(f"{e(k)}={e(v)}" for k, v in details.items())
+    return f"<li>{text}</li>"
+
+
+def timeline(run: str, steps: Iterable[dict[str, Any]] | None) -> str:
+    """The run's history (History.history steps), newest first; watermarks left out."""
+    if steps is None:
+        return '<p class="note">history not available</p>'
+    items = []
+    for step in steps:
+        effects = [x for x in step.get("effects", []) if x.get("kind") in TIMELINE_KINDS]
+        if effects:
+            head = f"@{e(step.get('offset'))} {e(step.get('type') or 'undecodable')} {e(step.get('time') or '')}"
+            items.append(f'<li class="step"><b>{head}</b><ul>{"".join(_effect(run, x) for x in effects)}</ul></li>')
+    return f'<ol class="timeline" reversed>{"".join(reversed(items))}</ol>' if items else "<p>no history</p>"
+
+
+def _metric_form(metrics: Sequence[str], metric: str | None) -> str:
+    options = "".join(f'<option value="{e(m)}"{" selected" if m == metric else ""}>{e(m)}</option>' for m in metrics)
+    return (
+        f'<form method="get"><label>metric <select name="metric">{options}</select></label><button>show</button></form>'
+    )
+
+
+def legend() -> str:
+    marks = ("best", "latest", "kept", "pending", "preserved", "evicted", "deleted", "reported")
+    return '<p class="legend">' + " ".join(f'<span class="key {m}">{m}</span>' for m in marks) + "</p>"
+
+
+def run_page(
+    run: str, view: View, found: Sequence[Point], metrics: Sequence[str], metric: str | None, steps: Any = None
+) -> str:
+    """A run: its chart, its kept checkpoints in rank order, its history."""
+    attribute = (view.get("checkpoint_config") or {}).get("checkpoint_score_attribute")
+    summary = (
+        f"<p>committed {e(view.get('committed'))} · validated {e(view.get('validated'))} · generation "
+        f'{e(view.get("generation"))} · best <span class="path">{e(view.get("best") or "—")}</span> · latest '
+        f'<span class="path">{e(view.get("latest") or "—")}</span>{" · finished" if view.get("finished") else ""}</p>'
+    )
+    shown = metric or "report order"
+    body = (
+        f"<h1>Run <code>{e(run)}</code></h1>{summary}{_metric_form(metrics, metric)}{chart(found, shown)}{legend()}"
+        f"<h2>Kept, best first</h2>{_kept_table(run, view, attribute)}<h2>History</h2>{timeline(run, steps)}"
+        f'<p><a href="{e("/api" + run_url(run))}">VIEW JSON</a></p>'
+    )
+    return layout(f"run {run}", body)
+
+
+def checkpoint_page(run: str, path: str, doc: dict[str, Any], paragraph: str) -> str:
+    body = (
+        f'<h1>Checkpoint</h1><p>run <a href="{e(run_url(run))}">{e(run)}</a></p><p class="path">{e(path)}</p>'
+        f'<p class="state">state: <b>{e(doc.get("state"))}</b></p><p>{e(paragraph)}</p>'
+        f"<pre>{e(json.dumps(doc, indent=2, default=str))}</pre>"
+    )
+    return layout(f"checkpoint {path}", body)
+
+
+def message_page(title: str, text: str) -> str:
+    return layout(title, f"<h1>{e(title)}</h1><p>{e(text)}</p>")
+
+
+__all__ = ["SORTS", "checkpoint_page", "layout", "message_page", "run_page", "runs_page", "timeline"]

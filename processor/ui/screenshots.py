@@ -1,0 +1,118 @@
+"""`python -m processor.ui.screenshots`: docs/ui-runs.png and docs/ui-run.png, the console over a
+generated workload (the harness's, folded in memory: no broker), shot with the system chromium.
+
+`StaticSource` is the console's `Source` over a fold of input lines, so the pictures show what
+`ckptlog ui` shows for the same log (their history and explanations come from the same replay
+`ckptlog history` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from processor.core.state import FoldSettings
+from processor.explain.checkpoint import explain, paragraph
+from processor.explain.run_replay import RunReplay
+from processor.foldfile import fold_lines
+from processor.service.harness import workload
+from processor.ui.model import RunLog, View
+from processor.ui.server import running
+
+CHROMIUM = "/usr/bin/chromium"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@dataclass(frozen=True)
+class Line:
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    timestamp: int | None
+
+
+def _logs(lines: list[bytes], replay: RunReplay) -> dict[str, RunLog]:
+    """Each run's RunLog, as the checkpoints topic would hold it."""
+    metrics = {}
+    for line in lines:
+        body = json.loads(line)
+        checkpoint = body["data"].get("checkpoint") if body["type"] == "ckptlog.report.v1" else None
+        if checkpoint:
+            metrics[checkpoint["path"]] = body["data"]["metrics"]
+    logs: dict[str, RunLog] = {}
+    for run, steps in replay.steps.items():
+        log = logs.setdefault(run, RunLog())
+        for step in steps:
+            for effect in step.effects:
+                if effect["kind"] == "registered":
+                    data = {"checkpoint_path": effect["path"], "metrics": metrics.get(effect["path"], {})}
+                    log.take("checkpoint_registered", data | {"report_index": effect["report_index"]}, None)
+                elif effect["kind"] == "evicted":
+                    log.take(
+                        "checkpoint_evicted", {"checkpoint_path": effect["path"], "reason": effect["reason"]}, None
+                    )
+                elif effect["kind"] == "deleted":
+                    log.take("checkpoints_deleted", {"checkpoint_paths": [effect["path"]]}, None)
+    return logs
+
+
+class StaticSource:
+    def __init__(self, lines: list[bytes], settings: FoldSettings | None = None) -> None:
+        settings = settings or FoldSettings()
+        self._views: dict[str, View] = {
+            run: {k: v for k, v in view.items() if k != "evicted"}
+            for run, view in fold_lines(lines, settings).document()["runs"].items()
+        }
+        self.replay = RunReplay(settings, self._views, whole=True)
+        self.replay.feed(Line(json.loads(x)["subject"].encode(), x, i, None) for i, x in enumerate(lines))
+        self.logs = _logs(lines, self.replay)
+
+    def views(self) -> dict[str, View]:
+        return self._views
+
+    def log(self, run: str) -> RunLog | None:
+        return self.logs.get(run)
+
+    def rejections(self, run: str) -> int:
+        return 0
+
+    async def refresh(self) -> None:
+        return None
+
+    async def history(self, run: str) -> list[dict[str, Any]] | None:
+        return [step.to_json() for step in self.replay.steps.get(run, [])]
+
+    async def explain(self, run: str, path: str) -> tuple[dict[str, Any], str]:
+        doc = explain(run, path, self.replay.steps.get(run, []), self.replay.state(run))
+        return doc, paragraph(doc)
+
+    async def changes(self) -> AsyncIterator[list[str]]:
+        await asyncio.Event().wait()
+        yield []
+
+
+async def shoot(out: Path = DOCS) -> list[Path]:
+    from playwright.async_api import async_playwright
+
+    source = StaticSource(workload("file:///data/runs", runs=8, reports=480, keep=3, seed=3))
+    shots = [(out / "ui-runs.png", "/"), (out / "ui-run.png", "/runs/run-1")]
+    async with running(source) as url, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            for path, where in shots:
+                await page.goto(url + where)
+                await page.screenshot(path=str(path), full_page=where == "/")
+        finally:
+            await browser.close()
+    return [path for path, _ in shots]
+
+
+if __name__ == "__main__":
+    for written in asyncio.run(shoot(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS)):
+        print(f"wrote {written}")
