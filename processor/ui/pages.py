@@ -125,10 +125,24 @@ def runs_page(rows: Sequence[Row], total: int, query: Query) -> str:
     return layout("runs", f"<h1>Runs</h1>{form}{_pager(query, total)}{table}")
 
 
-def _kept_table(run: str, view: View, attribute: str | None) -> str:
+KEPT_PAGE, HISTORY_PAGE = 100, 200
+
+
+def _page_links(param: str, page: int, total: int, size: int, others: dict[str, Any]) -> str:
+    """`← previous` / `next →` links to the pages of one table, the page's other parameters kept."""
+    pages = max(1, -(-total // size))
+    links = [f"{param} page {page} of {pages} ({total})"]
+    for number, label in ((page - 1, "← previous"), (page + 1, "next →")):
+        if 1 <= number <= pages:
+            links.append(f'<a href="?{e(urlencode({**others, param: number}))}">{label}</a>')
+    return f'<p class="pager">{" ".join(links)}</p>' if pages > 1 else ""
+
+
+def _kept_table(run: str, view: View, attribute: str | None, page: int = 1) -> str:
     entries = list(reversed(view.get("checkpoints", [])))  # best first
     rows = []
-    for rank, c in enumerate(entries, 1):
+    start = (page - 1) * KEPT_PAGE
+    for rank, c in enumerate(entries[start : start + KEPT_PAGE], start + 1):
         score = c["metrics"].get(attribute) if attribute else None
         flags = [
             f for f, on in (("best", c["path"] == view.get("best")), ("latest", c["path"] == view.get("latest"))) if on
@@ -164,17 +178,24 @@ def _effect(run: str, effect: dict[str, Any]) -> str:
     return f"<li>{text}</li>"
 
 
-def timeline(run: str, steps: Iterable[dict[str, Any]] | None) -> str:
-    """The run's history (History.history steps), newest first; watermarks left out."""
+def timeline(run: str, steps: Iterable[dict[str, Any]] | None, page: int = 1) -> str:
+    """The run's history (History.history steps), newest first, HISTORY_PAGE steps a page;
+    watermarks left out."""
     if steps is None:
         return '<p class="note">history not available</p>'
+    shown = [s for s in steps if any(x.get("kind") in TIMELINE_KINDS for x in s.get("effects", []))]
+    shown.reverse()
     items = []
-    for step in steps:
+    for step in shown[(page - 1) * HISTORY_PAGE : page * HISTORY_PAGE]:
         effects = [x for x in step.get("effects", []) if x.get("kind") in TIMELINE_KINDS]
         if effects:
             head = f"@{e(step.get('offset'))} {e(step.get('type') or 'undecodable')} {e(step.get('time') or '')}"
             items.append(f'<li class="step"><b>{head}</b><ul>{"".join(_effect(run, x) for x in effects)}</ul></li>')
-    return f'<ol class="timeline" reversed>{"".join(reversed(items))}</ol>' if items else "<p>no history</p>"
+    return f'<ol class="timeline">{"".join(items)}</ol>' if items else "<p>no history</p>"
+
+
+def _steps_shown(steps: list[dict[str, Any]] | None) -> int:
+    return sum(1 for s in steps or [] if any(x.get("kind") in TIMELINE_KINDS for x in s.get("effects", [])))
 
 
 def _metric_form(metrics: Sequence[str], metric: str | None) -> str:
@@ -190,9 +211,16 @@ def legend() -> str:
 
 
 def run_page(
-    run: str, view: View, found: Sequence[Point], metrics: Sequence[str], metric: str | None, steps: Any = None
+    run: str,
+    view: View,
+    found: Sequence[Point],
+    metrics: Sequence[str],
+    metric: str | None,
+    steps: list[dict[str, Any]] | None = None,
+    pages: tuple[int, int] = (1, 1),
 ) -> str:
-    """A run: its chart, its kept checkpoints in rank order, its history."""
+    """A run: its chart, its kept checkpoints in rank order, its history (`pages`: which page of the
+    kept table and of the history)."""
     attribute = (view.get("checkpoint_config") or {}).get("checkpoint_score_attribute")
     summary = (
         f"<p>committed {e(view.get('committed'))} · validated {e(view.get('validated'))} · generation "
@@ -200,9 +228,13 @@ def run_page(
         f'<span class="path">{e(view.get("latest") or "—")}</span>{" · finished" if view.get("finished") else ""}</p>'
     )
     shown = metric or "report order"
+    others = {"metric": metric} if metric else {}
     body = (
         f"<h1>Run <code>{e(run)}</code></h1>{summary}{_metric_form(metrics, metric)}{chart(found, shown)}{legend()}"
-        f"<h2>Kept, best first</h2>{_kept_table(run, view, attribute)}<h2>History</h2>{timeline(run, steps)}"
+        f"<h2>Kept, best first</h2>{_kept_table(run, view, attribute, pages[0])}"
+        f"{_page_links('kept', pages[0], len(view.get('checkpoints', [])), KEPT_PAGE, others | {'history': pages[1]})}"
+        f"<h2>History</h2>{timeline(run, steps, pages[1])}"
+        f"{_page_links('history', pages[1], _steps_shown(steps), HISTORY_PAGE, others | {'kept': pages[0]})}"
         f'<p><a href="{e("/api" + run_url(run))}">VIEW JSON</a></p>'
     )
     return layout(f"run {run}", body)

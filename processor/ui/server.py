@@ -160,7 +160,14 @@ async def run_pages(request: web.Request) -> web.Response:
     metrics = metrics_of(view, log)
     metric = request.query.get("metric") or score_attribute(view) or (metrics[0] if metrics else None)
     steps = await source.history(parts[0])
-    return _html(pages.run_page(parts[0], view, points(view, log, metric), metrics, metric, steps))
+    found = points(view, log, metric)
+    shown = (_number(request.query.get("kept")), _number(request.query.get("history")))
+    return _html(pages.run_page(parts[0], view, found, metrics, metric, steps, shown))
+
+
+def _number(text: str | None) -> int:
+    """A page number from the query (1 for none or nonsense)."""
+    return int(text) if text is not None and text.isascii() and text.isdigit() and int(text) > 0 else 1
 
 
 async def events(request: web.Request) -> web.StreamResponse:

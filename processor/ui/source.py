@@ -73,6 +73,7 @@ class LiveSource:
         self.settings = settings
         self._dumps: dict[str, tuple[RunView, View]] = {}
         self._started: list[AsyncReader | DeadLetterFeed] = []
+        self._histories: dict[str, tuple[object, list[dict[str, Any]]]] = {}
 
     async def start(self) -> None:
         conn = await resolve(self.settings.bootstrap_servers, "ckptlog-ui", self.settings)
@@ -109,10 +110,21 @@ class LiveSource:
         await asyncio.gather(self.reader.catch_up(), self.outputs.catch_up(), self.dlq.catch_up())
 
     async def history(self, run: str) -> list[dict[str, Any]] | None:
+        """The run's history, replayed again only once its VIEW, outputs or rejections changed (a live
+        page re-fetched on every change would otherwise replay the log each time); None when the
+        replay fails or takes longer than HISTORY_TIMEOUT_S."""
+        log = self.outputs.runs.get(run)
+        counts = None if log is None else (len(log.reported), len(log.evicted), len(log.deleted), log.warnings)
+        key = (self.reader.table.views.get(run), counts, self.dlq.counts[run])
+        cached = self._histories.get(run)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         try:
-            return await asyncio.wait_for(self.history_client.history(run), HISTORY_TIMEOUT_S)
+            steps = await asyncio.wait_for(self.history_client.history(run), HISTORY_TIMEOUT_S)
         except Exception:
             return None
+        self._histories[run] = (key, steps)
+        return steps
 
     async def explain(self, run: str, path: str) -> tuple[dict[str, Any], str]:
         doc = await asyncio.wait_for(self.history_client.explain(run, path), HISTORY_TIMEOUT_S)

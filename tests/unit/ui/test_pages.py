@@ -107,3 +107,15 @@ def test_rows_sort_filter_and_page() -> None:
     assert Query.parse({"sort": "nonsense", "page": "x"}) == Query()
     html = pages.runs_page(page, total, Query(q="run-0001"))
     assert html.count("<tr data-run=") == 10 and "page 1 of 1" in html
+
+
+def test_a_run_with_many_kept_checkpoints_and_steps_pages_both_tables() -> None:
+    v = view([(f"file:///r/c{i:05d}", i / 1000) for i in range(250)])
+    steps = [{"offset": i, "type": "r", "effects": [{"kind": "registered", "path": f"p{i}"}]} for i in range(500)]
+    html = pages.run_page("r", v, points(v, RunLog(), "acc"), ["acc"], "acc", steps, (3, 2))
+    kept = html.split('class="kept"')[1].split("</table>")[0]
+    assert kept.count("<tr data-path=") == 50 and "file:///r/c00049" in kept and "file:///r/c00050" not in kept
+    assert "kept page 3 of 3 (250)" in html and "history page 2 of 3 (500)" in html
+    history = html.split("<h2>History</h2>")[1]
+    assert "@299 " in history and "@300 " not in history and "@99 " not in history
+    assert 'href="?metric=acc&amp;history=2&amp;kept=2"' in html
