@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINTS_DELETED, WARNING
+
 View = dict[str, Any]
 PAGE_SIZE = 100
 SORTS = ("run", "kept", "score", "committed", "validated", "generation", "warnings", "rejections", "last")
@@ -41,18 +43,18 @@ class RunLog:
         """Apply one output (`name` as in events/outputs.py) of the run."""
         if timestamp_ms is not None:
             self.last_ms = max(self.last_ms or 0, timestamp_ms)
-        if name == "checkpoint_registered":
+        if name == CHECKPOINT_REGISTERED.name:
             path = str(data["checkpoint_path"])
             self.reported[path] = Reported(
                 path, int(data["report_index"]), dict(data["metrics"]), data.get("preserved")
             )
             self.evicted.pop(path, None)
             self.deleted.discard(path)
-        elif name == "checkpoint_evicted":
+        elif name == CHECKPOINT_EVICTED.name:
             self.evicted[str(data["checkpoint_path"])] = str(data.get("reason", ""))
-        elif name == "checkpoints_deleted":
+        elif name == CHECKPOINTS_DELETED.name:
             self.deleted.update(str(p) for p in data.get("checkpoint_paths", ()))
-        elif name == "warning":
+        elif name == WARNING.name:
             self.warnings += 1
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINTS_DELETED
 from processor.core.state import FoldSettings
 from processor.explain.checkpoint import explain, paragraph
 from processor.explain.run_replay import RunReplay
@@ -51,13 +52,13 @@ def _logs(lines: list[bytes], replay: RunReplay) -> dict[str, RunLog]:
             for effect in step.effects:
                 if effect["kind"] == "registered":
                     data = {"checkpoint_path": effect["path"], "metrics": metrics.get(effect["path"], {})}
-                    log.take("checkpoint_registered", data | {"report_index": effect["report_index"]}, None)
+                    log.take(CHECKPOINT_REGISTERED.name, data | {"report_index": effect["report_index"]}, None)
                 elif effect["kind"] == "evicted":
                     log.take(
-                        "checkpoint_evicted", {"checkpoint_path": effect["path"], "reason": effect["reason"]}, None
+                        CHECKPOINT_EVICTED.name, {"checkpoint_path": effect["path"], "reason": effect["reason"]}, None
                     )
                 elif effect["kind"] == "deleted":
-                    log.take("checkpoints_deleted", {"checkpoint_paths": [effect["path"]]}, None)
+                    log.take(CHECKPOINTS_DELETED.name, {"checkpoint_paths": [effect["path"]]}, None)
     return logs
 
 
