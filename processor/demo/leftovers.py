@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from processor.kafka.discovery import ckptlog_home
+from processor.service.records import TopicNames
 from processor.service.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,7 @@ class Leftovers:
 
     @staticmethod
     def of(settings: ServiceSettings, workdir: Path) -> Leftovers:
-        names = (
-            settings.input_topic,
-            settings.checkpoints_topic,
-            settings.validations_topic,
-            settings.watermarks_topic,
-            settings.state_topic,
-            settings.dlq_topic,
-        )
+        names = astuple(TopicNames.of(settings))
         return Leftovers(settings.bootstrap_servers or "", names, workdir)
 
 

@@ -105,14 +105,7 @@ class Processor:
         self.metrics_url: str | None = None  # where --metrics-port serves, once run() started it
         self._clients = clients  # None: BrokerClients, built in run() (the embedded broker may need starting)
         self._deleter_factory = deleter_factory
-        self.names = TopicNames(
-            settings.input_topic,
-            settings.checkpoints_topic,
-            settings.validations_topic,
-            settings.watermarks_topic,
-            settings.state_topic,
-            settings.dlq_topic,
-        )
+        self.names = TopicNames.of(settings)
         self.partitions = Partitions()  # every assigned partition's phase (lifecycle.py)
         self.ready = asyncio.Event()
         self.closed_stats = TaskStats()

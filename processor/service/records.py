@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC, H_VERSION
 from events.envelope import (
@@ -30,6 +31,9 @@ from events.outputs import CHECKPOINTS_MISSING, OUTPUTS
 from events.rejections import Rejection
 from processor import __version__
 from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
+
+if TYPE_CHECKING:
+    from processor.service.settings import ServiceSettings
 
 __all__ = [
     "H_CLASS",
@@ -54,6 +58,18 @@ class TopicNames:
     watermarks: str
     state: str
     dlq: str
+
+    @staticmethod
+    def of(settings: ServiceSettings) -> TopicNames:
+        """The six topics a processor with these settings reads and writes."""
+        return TopicNames(
+            settings.input_topic,
+            settings.checkpoints_topic,
+            settings.validations_topic,
+            settings.watermarks_topic,
+            settings.state_topic,
+            settings.dlq_topic,
+        )
 
     def route(self, name: str) -> str:
         """The topic of an output event, as its row in the output table says (a name without a row

@@ -89,7 +89,7 @@ async def _rebuild_one(
         snapshot, fold_settings = await load_snapshot(pid, source, fold_settings, until)
         url = source.url
     fold = restored_fold(snapshot, fold_settings, emit=False)
-    folder = BatchFolder(fold, RecordFactory(topic_names(settings), pid))
+    folder = BatchFolder(fold, RecordFactory(TopicNames.of(settings), pid))
     start = snapshot.next_offset if snapshot is not None else 0
     async with TopicReader(conn, pid.topic, [pid.partition], {pid.partition: start}) as reader:
         begin, end = reader.begin[pid], min(reader.end[pid], until)
@@ -139,14 +139,3 @@ async def _fold_until(
         if not batch or batch[-1].offset + 1 >= until:
             break
     return events
-
-
-def topic_names(settings: ServiceSettings) -> TopicNames:
-    return TopicNames(
-        settings.input_topic,
-        settings.checkpoints_topic,
-        settings.validations_topic,
-        settings.watermarks_topic,
-        settings.state_topic,
-        settings.dlq_topic,
-    )
