@@ -9,6 +9,7 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | run_started | `run\\nrun_started\\n<sha256 of the canonical data, 16 hex>` |
 | report | `run\\nreport\\n<generation or 0>\\n<index within that generation>` |
 | report, CLI without --index | `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
+| report, Ray callback | `run\\nreport\\n<the controller's attempt id>\\n<generation>\\n<index>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
 | run_finished | `run\\nrun_finished` (a run finishes once) |
@@ -44,6 +45,12 @@ def run_started_id(run_id: str, data: dict[str, Any]) -> str:
 
 def report_id(run_id: str, generation: int | None, index: int) -> str:
     return _id(run_id, "report", generation or 0, index)
+
+
+def attempt_report_id(run_id: str, attempt: str, generation: int, index: int) -> str:
+    """A report of one Ray controller (`attempt`: a fresh id per controller start): a retry within the
+    attempt repeats the id, a resumed job under the same run name never reuses one (issue 21)."""
+    return _id(run_id, "report", attempt, generation, index)
 
 
 def report_content_id(run_id: str, data: dict[str, Any]) -> str:

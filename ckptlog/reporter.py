@@ -245,13 +245,22 @@ class AsyncReporter:
         return await self._send("report", data, event_id, confirm, counted)
 
     async def worker_group_restart(
-        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None, confirm: bool | None = None
+        self,
+        num_workers: int,
+        reason: str | None = None,
+        *,
+        generation: int | None = None,
+        event_id: str | None = None,
+        confirm: bool | None = None,
     ) -> SentEvent:
-        """A new worker group starts: generation + 1, report index back to 0 (as the fold does);
-        later reports carry the new generation so reports from the old workers are rejected."""
+        """A new worker group starts: generation + 1 (or `generation`, e.g. a resumed job going on
+        after the run's view), report index back to 0 (as the fold does); later reports carry the
+        new generation so reports from the old workers are rejected."""
         async with self._order:
-            new_generation = (self.generation or 0) + 1
+            new_generation = generation if generation is not None else (self.generation or 0) + 1
             data: dict[str, Any] = {"num_workers": num_workers, "reason": reason}
+            if generation is not None:
+                data["generation"] = generation
 
             def restarted() -> None:
                 self.generation = new_generation

@@ -181,9 +181,17 @@ class Reporter:
         return self._call(coro, self._limit(confirm))
 
     def worker_group_restart(
-        self, num_workers: int, reason: str | None = None, *, event_id: str | None = None, confirm: bool | None = None
+        self,
+        num_workers: int,
+        reason: str | None = None,
+        *,
+        generation: int | None = None,
+        event_id: str | None = None,
+        confirm: bool | None = None,
     ) -> SentEvent:
-        coro = self._async.worker_group_restart(num_workers, reason, event_id=event_id, confirm=confirm)
+        coro = self._async.worker_group_restart(
+            num_workers, reason, generation=generation, event_id=event_id, confirm=confirm
+        )
         return self._call(coro, self._limit(confirm))
 
     def finish(

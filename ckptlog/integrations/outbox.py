@@ -80,6 +80,7 @@ class Outbox:
         cause = f" (the last error: {self.last_error})" if self.last_error is not None else ""
         return (
             f"{len(self.pending)} ckptlog events of run {self.run_id!r} could not be sent: {why}{cause}. "
-            "ckptlog fails the job rather than drop them: fix the broker, then resume the run (its ids repeat, "
-            "nothing is counted twice), or raise max_buffered_reports / flush_timeout_s of CkptlogCallback"
+            "ckptlog fails the job rather than drop them: fix the broker, then resume the run under the same name "
+            "(it goes on in ckptlog, docs/ray.md#resuming-a-run), or raise max_buffered_reports / flush_timeout_s "
+            "of CkptlogCallback"
         )

@@ -22,6 +22,10 @@ What it forwards, from the controller actor, after Ray's own CheckpointManager h
 - `run_finished` when the controller finishes without an error (`finish=True`, the default;
   `finish_keep` chooses what the finished run keeps): a failed run is not finished, so
   restoring it under the same name goes on with the same ckptlog run;
+- a resumed run (a new job under the same name) goes on in ckptlog as a new worker group, its
+  report ids never colliding with the earlier jobs' (ckptlog/integrations/ray_session.py), and Ray
+  can load its own snapshot after ckptlog's deletions (ckptlog/integrations/ray_snapshot.py);
+  `kept_checkpoints(run_id)` gives ckptlog's kept set as Ray `Checkpoint`s;
 - Ray's own validation results (`DataParallelTrainer(validation_config=...)`), as
   `validation_result` events: Ray has no hook for them, so the callback wraps
   `CheckpointManager.update_checkpoints_with_validation_result` in the controller process.
@@ -43,17 +47,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ckptlog.connect import EVENTS_TOPIC, Connection
+from ckptlog.confirm import PROCESSOR_GROUP
+from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics
+from ckptlog.dead_letters import DLQ_TOPIC
+from ckptlog.event_warnings import CHECKPOINTS_TOPIC
+from ckptlog.integrations import ray_snapshot
 from ckptlog.integrations.outbox import Outbox
-from ckptlog.sync_clients import Reporter
+from ckptlog.integrations.ray_session import RaySession, RunNotResumable
+from ckptlog.sync_clients import Reader, Reporter
+from ckptlog.views import RunView
 
 try:
+    from ray.train import Checkpoint
     from ray.train.v2._internal.execution.callback import ControllerCallback, ReportCallback, WorkerGroupCallback
+    from ray.train.v2._internal.execution.checkpoint import checkpoint_manager
     from ray.train.v2._internal.execution.checkpoint.checkpoint_manager import CheckpointManager
 except ImportError as exc:  # pragma: no cover - exercised only without Ray
     raise ImportError(
         "ckptlog.integrations.ray needs Ray Train v2: pip install 'ckptlog[ray]' (or 'ray[train]')"
     ) from exc
+
+__all__ = ["CkptlogCallback", "RunNotResumable", "checkpoint_url", "fs_url", "kept_checkpoints"]
 
 _SCHEMES = {"local": "", "s3": "s3://", "gcs": "gs://", "hdfs": "hdfs://", "abfs": "abfs://"}
 _FORWARDING: list[Callable[[Any, dict[Any, Any]], None]] = []  # validation-result listeners in this process
@@ -107,12 +121,22 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         flush_timeout_s: float = 120.0,
         finish: bool = True,
         finish_keep: Literal["kept", "best"] | None = None,
+        resume_timeout_s: float = 30.0,
+        state_topic: str = STATE_TOPIC,
+        dlq_topic: str = DLQ_TOPIC,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
+        processor_group: str = PROCESSOR_GROUP,
     ) -> None:
         """`connection`: how the controller reaches Kafka (TLS, SASL: see docs/clients.md); without it
         the controller's own CKPTLOG_* environment, as for every client. While Kafka is unreachable
         up to `max_buffered_reports` events wait (ckptlog.integrations.outbox); more, or events still
-        waiting `flush_timeout_s` after the controller finished, fail the job with ReportsUndelivered."""
+        waiting `flush_timeout_s` after the controller finished, fail the job with ReportsUndelivered.
+        At the controller's start the callback waits up to `resume_timeout_s` for the processor (group
+        `processor_group`) to confirm the run's start, then reads its VIEW from `state_topic`: a resumed
+        run goes on as a new worker group (ckptlog/integrations/ray_session.py)."""
         self.run_id, self.topic, self.bootstrap_servers = run_id, topic, bootstrap_servers
+        self.resume_timeout_s, self.state_topic, self.processor_group = resume_timeout_s, state_topic, processor_group
+        self.dlq_topic, self.checkpoints_topic = dlq_topic, checkpoints_topic
         self.connection, self.max_buffered, self.flush_timeout_s = connection, max_buffered_reports, flush_timeout_s
         self.finish, self.finish_keep = finish, finish_keep
         self.retention: dict[str, Any] = {
@@ -129,6 +153,13 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_reporter": None, "_outbox": None}  # a producer never travels
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled in the controller, before Ray's CheckpointManager loads its snapshot: when
+        ckptlog deletes, let that load drop the checkpoints ckptlog deleted (`reconcile_ray_snapshot`)."""
+        self.__dict__.update(state)
+        if self.retention.get("num_to_keep") is not None:
+            ray_snapshot.OWNS_DELETION.add(True)
 
     # -- the controller ---------------------------------------------------------------------------
 
@@ -147,11 +178,27 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
             retention["checkpoint_score_order"] or getattr(ray_config, "checkpoint_score_order", None) or "max"
         )
         self._reporter = Reporter(
-            self.run_id, bootstrap_servers=self.bootstrap_servers, topic=self.topic, connection=self.connection
+            self.run_id,
+            bootstrap_servers=self.bootstrap_servers,
+            topic=self.topic,
+            connection=self.connection,
+            confirm_timeout_s=self.resume_timeout_s,
+            processor_group=self.processor_group,
+            dlq_topic=self.dlq_topic,
+            checkpoints_topic=self.checkpoints_topic,
         )
-        self._outbox = Outbox(self._reporter, self.run_id, self.max_buffered)
-        self._outbox.send("run_started", root, **retention)
+        self.groups = 0  # a controller counts its own worker groups (the session adds the run's past)
+        session = RaySession(self._reporter, self._read_view)
+        self._outbox = Outbox(session, self.run_id, self.max_buffered)
+        self._outbox.send("start", root, retention)
         _FORWARDING.append(self._validated)
+
+    def _read_view(self) -> RunView | None:
+        assert self.run_id is not None
+        with Reader(
+            bootstrap_servers=self.bootstrap_servers, topics=Topics(state=self.state_topic), connection=self.connection
+        ) as reader:
+            return reader.view(self.run_id)
 
     def after_controller_finish(self, result: Any = None) -> None:
         if self._validated in _FORWARDING:
@@ -171,9 +218,8 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
     def after_worker_group_start(self, worker_group: Any) -> None:
         """A worker group after the first is a restart: the next generation."""
         self.groups += 1
-        if self.groups > 1 and self._outbox is not None:
-            workers = len(worker_group.get_workers())
-            self._outbox.send("worker_group_restart", workers, reason="Ray Train started a new worker group")
+        if self._outbox is not None:
+            self._outbox.send("group_started", self.groups - 1, len(worker_group.get_workers()))
 
     def after_report(self, training_report: Any, metrics: list[dict[str, Any]]) -> None:
         if self._outbox is None:
@@ -181,8 +227,7 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         checkpoint = training_report.checkpoint
         path = checkpoint_url(checkpoint) if checkpoint is not None else None
         validation = validation_body(training_report.validation) if path is not None else False
-        generation = self.groups - 1 if self.groups > 1 else None
-        self._outbox.send("report", dict(training_report.metrics or {}), path, validation, generation)
+        self._outbox.send("report", max(self.groups - 1, 0), dict(training_report.metrics or {}), path, validation)
 
     def _validated(self, manager: Any, updates: dict[Any, Any]) -> None:
         """Ray's validation results, as they reach its CheckpointManager."""
@@ -213,4 +258,24 @@ def _wrap_validation_results() -> None:
     CheckpointManager.update_checkpoints_with_validation_result = update  # type: ignore[method-assign]
 
 
+def kept_checkpoints(
+    run_id: str,
+    *,
+    bootstrap_servers: str | None = None,
+    connection: Connection | None = None,
+    state_topic: str = STATE_TOPIC,
+) -> list[Checkpoint]:
+    """ckptlog's kept set of `run_id` (its VIEW: rank order, best last) as Ray `Checkpoint`s: use it
+    instead of `Result.best_checkpoints`, which still lists the directories ckptlog deleted."""
+    with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic), connection=connection) as reader:
+        view = reader.view(run_id)
+    if view is None:
+        raise RunNotResumable(
+            f"ckptlog has no VIEW of run {run_id!r} on {state_topic}: is `ckptlog run` running, and is the "
+            "run id RunConfig.name (or the callback's run_id)?"
+        )
+    return [Checkpoint(path=checkpoint.path) for checkpoint in view.checkpoints]
+
+
 _wrap_validation_results()
+ray_snapshot.install(CheckpointManager, getattr(checkpoint_manager, "_exists_at_fs_path", None))

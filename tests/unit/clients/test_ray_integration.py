@@ -12,6 +12,9 @@ import pytest
 ray_integration = pytest.importorskip("ckptlog.integrations.ray", reason="the ray extra is installed by make venv")
 CkptlogCallback = ray_integration.CkptlogCallback
 Outbox = ray_integration.Outbox
+RunNotResumable = ray_integration.RunNotResumable
+RaySession = pytest.importorskip("ckptlog.integrations.ray_session").RaySession
+KafkaIOError = pytest.importorskip("processor.kafka.errors").KafkaIOError
 
 
 class Checkpoint:
@@ -56,14 +59,23 @@ def test_validation_bodies() -> None:
 
 
 class Recorder:
+    """The Reporter's calls the session makes (`ckptlog.Reporter`'s signatures)."""
+
+    run_id = "r"
+
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.ids: list[str] = []
 
-    def report(self, *args: Any) -> None:
-        self.calls.append(("report", *args))
+    def run_started(self, root: str, **retention: Any) -> None:
+        self.calls.append(("run_started", root, retention["num_to_keep"], retention.get("confirm")))
 
-    def worker_group_restart(self, workers: int, reason: str) -> None:
-        self.calls.append(("restart", workers))
+    def report(self, metrics: Any, path: Any, validation: Any, generation: Any, **ids: Any) -> None:
+        self.calls.append(("report", metrics, path, validation, generation))
+        self.ids.append(ids["event_id"])
+
+    def worker_group_restart(self, workers: int, reason: str, *, generation: int | None = None) -> None:
+        self.calls.append(("restart", workers, generation))
 
     def validation_result(self, path: str, status: str, metrics: dict[str, Any]) -> None:
         self.calls.append(("validation_result", path, status, metrics))
@@ -75,10 +87,10 @@ class Recorder:
         self.calls.append(("close",))
 
 
-def running(callback: Any) -> Recorder:
+def running(callback: Any, view: Any = None) -> Recorder:
     recorder = Recorder()
     callback._reporter = recorder
-    callback._outbox = Outbox(recorder, "r")
+    callback._outbox = Outbox(RaySession(recorder, lambda: view), "r")  # type: ignore[arg-type]
     ray_integration._FORWARDING.append(callback._validated)
     return recorder
 
@@ -98,12 +110,62 @@ def test_reports_carry_the_generation_after_a_restart() -> None:
     callback.after_controller_finish()
     assert recorder.calls == [
         ("report", {"loss": 1.0}, "/r/c0", True, None),
-        ("restart", 3),
+        ("restart", 3, 1),
         ("report", {"loss": 0.5}, None, False, 1),  # no checkpoint: never a validation request
         ("finish", None),  # the controller finished without an error: the run is over
         ("close",),
     ]
     assert callback._validated not in ray_integration._FORWARDING
+
+
+def resumed_view(generation: int, committed: int, finished: bool | None = None) -> Any:
+    return SimpleNamespace(generation=generation, committed=committed, finished=finished)
+
+
+def test_a_resumed_run_goes_on_as_a_new_worker_group_with_ids_of_its_own() -> None:
+    """Issue 21 item 3: a second controller under the same run name continues after the VIEW."""
+    first, second = CkptlogCallback("r"), CkptlogCallback("r")
+    calls = []
+    for callback, view in ((first, None), (second, resumed_view(generation=2, committed=3))):
+        recorder = running(callback, view)
+        callback._outbox.send("start", "/r", dict(callback.retention))
+        callback.after_worker_group_start(group(1))
+        for step in range(2):
+            callback.after_report(SimpleNamespace(metrics={"step": step}, checkpoint=None, validation=False), [])
+        calls.append((recorder.calls, list(recorder.ids)))
+    (first_calls, first_ids), (second_calls, second_ids) = calls
+    assert first_calls[0] == ("run_started", "/r", None, True)  # confirmed, so the VIEW after it is current
+    assert [c[-1] for c in first_calls[1:]] == [None, None]  # a fresh run: generation 0, untagged
+    assert second_calls[1] == ("restart", 1, 3)  # the VIEW's generation + 1
+    assert [c[-1] for c in second_calls[2:]] == [3, 3]
+    assert len(set(first_ids + second_ids)) == 4, "no report id of the second job repeats one of the first's"
+
+
+def test_a_finished_run_is_refused_at_start_even_when_the_processor_is_silent() -> None:
+    callback = CkptlogCallback("r")
+    running(callback, resumed_view(generation=0, committed=3, finished=True))
+    with pytest.raises(RunNotResumable, match="has finished.*finish=False"):
+        callback._outbox.send("start", "/r", dict(callback.retention))
+
+
+def test_a_retry_after_a_kafka_blip_repeats_the_report_id() -> None:
+    recorder = Recorder()
+    session = RaySession(recorder, lambda: None)  # type: ignore[arg-type]
+    failing = {"left": 1}
+    original = recorder.report
+
+    def flaky(*args: Any, **kwargs: Any) -> None:
+        recorder.ids.append(kwargs["event_id"])
+        if failing["left"]:
+            failing["left"] -= 1
+            raise KafkaIOError("broker away")
+        original(*args, **kwargs)
+
+    recorder.report = flaky  # type: ignore[method-assign]
+    outbox = Outbox(session, "r", retry_interval_s=0.0)
+    outbox.send("report", 0, {"loss": 1.0}, None, False)
+    assert outbox.pending and outbox.flush()
+    assert recorder.ids[0] == recorder.ids[1] == recorder.ids[2]  # tried, retried, recorded: one id
 
 
 def test_a_failed_run_is_not_finished_and_finish_can_be_turned_off() -> None:
