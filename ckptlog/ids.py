@@ -9,6 +9,7 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | run_started | `run\\nrun_started\\n<sha256 of the canonical data, 16 hex>` |
 | report | `run\\nreport\\n<generation or 0>\\n<index within that generation>` |
 | report, CLI without --index | `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
+| report, `ckptlog adopt-ray` | `run\\nadopted_report\\n<Ray's report index>` |
 | report, Ray callback | `run\\nreport\\n<the controller's attempt id>\\n<generation>\\n<index>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
@@ -51,6 +52,11 @@ def attempt_report_id(run_id: str, attempt: str, generation: int, index: int) ->
     """A report of one Ray controller (`attempt`: a fresh id per controller start): a retry within the
     attempt repeats the id, a resumed job under the same run name never reuses one (issue 21)."""
     return _id(run_id, "report", attempt, generation, index)
+
+
+def adopted_report_id(run_id: str, ray_index: int) -> str:
+    """A checkpoint of an existing Ray run, named by Ray's report index: adopting twice is one event each."""
+    return _id(run_id, "adopted_report", ray_index)
 
 
 def report_content_id(run_id: str, data: dict[str, Any]) -> str:

@@ -42,6 +42,7 @@ COMMAND_MODULES = {
     "forget": "finish",
     "demo": "demo",
     "ui": "ui",
+    "adopt-ray": "adopt",
 }
 
 

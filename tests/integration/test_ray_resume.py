@@ -170,3 +170,54 @@ async def test_a_finished_run_is_not_resumed_silently(
     assert first is None, first
     assert error is not None and "has finished" in str(error) and "finish=False" in str(error), error
     assert view["committed"] == PER_JOB and view.get("finished") is True  # nothing of the second job
+
+
+async def test_adopt_ray_puts_a_ray_run_under_ckptlog_once(
+    ray_cluster: None, topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Issue 21 item 7: a run Ray alone wrote (Ray deleting, keep 2) is adopted by `ckptlog adopt-ray`
+    from its experiment directory; ckptlog then holds Ray's checkpoints and a second adopt sends nothing."""
+    from typer.testing import CliRunner
+
+    from processor.cli.main import _register, app
+
+    _register()
+    settings = await both_jobs(tmp_path, topic_factory, kafka_bootstrap)
+    trainer = DataParallelTrainer(
+        train_fn,
+        train_loop_config={},
+        scaling_config=ScalingConfig(num_workers=1),
+        run_config=RunConfig(
+            name="ray-only",
+            storage_path=str(tmp_path / "ray"),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="min"
+            ),
+        ),
+    )
+    result = await asyncio.to_thread(trainer.fit)
+    ray_kept = {c.path for c, _ in result.best_checkpoints}
+    env = {
+        "CKPTLOG_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "CKPTLOG_INPUT_TOPIC": settings.input_topic,
+        "CKPTLOG_STATE_TOPIC": settings.state_topic,
+        "CKPTLOG_DLQ_TOPIC": settings.dlq_topic,
+        "CKPTLOG_GROUP_ID": settings.group_id,
+    }
+    args = ["adopt-ray", str(tmp_path / "ray" / "ray-only"), "--score-attribute", "loss", "--score-order", "min"]
+
+    def adopt() -> Any:
+        outcome = CliRunner().invoke(app, [*args, "--confirm"], env=env)
+        assert outcome.exit_code == 0, outcome.output
+        return outcome
+
+    async with running(settings):
+        first = await asyncio.to_thread(adopt)
+        view = await view_of(settings, "ray-only", len(ray_kept))
+        second = await asyncio.to_thread(adopt)
+        records = await read_topic(conn_of(settings), settings.input_topic)
+        dlq = await rejections(settings)
+    assert len(first.stdout.split()) == 1 + len(ray_kept)  # run_started, one report per checkpoint Ray has
+    assert {c["path"] for c in view["checkpoints"]} == ray_kept and view["latest"] == result.checkpoint.path
+    assert second.stdout == "" and "nothing sent" in second.stderr
+    assert len(records) == 1 + len(ray_kept) and dlq == []

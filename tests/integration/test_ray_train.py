@@ -82,6 +82,10 @@ def fit(settings: ServiceSettings, storage: Path, name: str, config: dict[str, A
         checkpoint_score_order="min",
         bootstrap_servers=settings.bootstrap_servers,
         topic=settings.input_topic,
+        state_topic=settings.state_topic,
+        dlq_topic=settings.dlq_topic,
+        checkpoints_topic=settings.checkpoints_topic,
+        processor_group=settings.group_id,
     )
     trainer = DataParallelTrainer(
         train_fn,
@@ -129,7 +133,7 @@ async def test_ckptlog_keeps_what_ray_ranks_best_and_deletes_the_rest(
     settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, storage_root=(tmp_path / "ray").as_uri())
     (tmp_path / "ray").mkdir(exist_ok=True)
     async with running(settings):
-        result = fit(settings, tmp_path / "ray", "job", {"reports": REPORTS})
+        result = await asyncio.to_thread(fit, settings, tmp_path / "ray", "job", {"reports": REPORTS})
         view = await view_of(settings, "job", REPORTS)
         kept = [c["path"] for c in view["checkpoints"]]
         on_disk = await disk_settles(tmp_path / "ray" / "job", set(kept))  # deletions run after each commit
@@ -160,7 +164,7 @@ async def test_a_failed_worker_group_is_replaced_and_resumes_from_ckptlogs_lates
         "resumed_file": str(tmp_path / "resumed.json"),
     }
     async with running(settings):
-        result = fit(settings, tmp_path / "ray", "flaky", config, max_failures=1)
+        result = await asyncio.to_thread(fit, settings, tmp_path / "ray", "flaky", config, max_failures=1)
         view = await view_of(settings, "flaky", 12)
         outputs = [
             json.loads(r.value or b"{}") for r in await read_topic(conn_of(settings), settings.checkpoints_topic)

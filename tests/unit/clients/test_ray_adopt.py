@@ -1,0 +1,87 @@
+"""`ckptlog adopt-ray`'s plan on hostile experiment trees (ckptlog/integrations/ray_adopt.py): only
+plain checkpoint directories inside the experiment are adopted, everything else is refused with a
+reason and never reported (so ckptlog can never delete it); nothing on disk is touched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptlog import ids
+from ckptlog.integrations.ray_adopt import SNAPSHOT, NotAdoptable, plan
+
+
+def write(experiment: Path, names: list[Any], indices: list[Any] | None = None, **extra: Any) -> None:
+    results = [{"version": 0, "checkpoint_dir_name": n, "metrics": {"loss": i}} for i, n in enumerate(names)]
+    state = {
+        "checkpoint_results": results,
+        "checkpoint_report_indices": indices if indices is not None else [10 * i for i in range(len(names))],
+        "latest_checkpoint_result": results[-1] if results else None,
+        "pending_training_results": [],
+        **extra,
+    }
+    (experiment / SNAPSHOT).write_text(json.dumps(state))
+
+
+def tree(tmp_path: Path, *dirs: str) -> Path:
+    experiment = tmp_path / "storage" / "my-run"
+    experiment.mkdir(parents=True)
+    for name in dirs:
+        (experiment / name).mkdir()
+    return experiment
+
+
+def test_checkpoints_are_adopted_in_rays_report_order(tmp_path: Path) -> None:
+    experiment = tree(tmp_path, "checkpoint_a", "checkpoint_b", "checkpoint_c")
+    write(experiment, ["checkpoint_b", "checkpoint_c", "checkpoint_a"], indices=[4, 9, 1])  # Ray: ranked
+    adoption = plan(experiment)
+    assert adoption.root == str(experiment) and adoption.skipped == []
+    assert [(r.ray_index, Path(r.path).name) for r in adoption.reports] == [
+        (1, "checkpoint_a"),
+        (4, "checkpoint_b"),
+        (9, "checkpoint_c"),
+    ]
+    assert adoption.latest == str(experiment / "checkpoint_a")  # Ray's latest_checkpoint_result
+
+
+def test_hostile_names_symlinks_files_and_missing_dirs_are_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    experiment = tree(tmp_path, "ok")
+    (experiment / "linked").symlink_to(outside)
+    (experiment / "afile").write_text("x")
+    hostile = ["ok", "../outside", str(outside), "linked", "afile", "gone", "", ".", "a/../../outside", "ok\n", 7]
+    write(experiment, hostile)
+    adoption = plan(experiment)
+    assert [Path(r.path).name for r in adoption.reports] == ["ok"]
+    refused = dict(adoption.skipped)
+    assert set(refused) == {str(n) for n in hostile[1:]}
+    assert "symlink" in refused["linked"] and "missing" in refused["gone"] and "not a directory" in refused["afile"]
+    assert "plain directory name" in refused["../outside"] and "control character" in refused["ok\n"]
+    assert outside.is_dir() and (experiment / "afile").read_text() == "x"  # nothing touched
+
+
+def test_not_an_experiment_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(NotAdoptable, match="not a directory"):
+        plan(tmp_path / "nowhere")
+    experiment = tree(tmp_path, "checkpoint_0")
+    with pytest.raises(NotAdoptable, match=f"no {SNAPSHOT}"):
+        plan(experiment)
+    (tmp_path / "alias").symlink_to(experiment)
+    write(experiment, ["checkpoint_0"])
+    with pytest.raises(NotAdoptable, match="symlink"):
+        plan(tmp_path / "alias")
+    (experiment / SNAPSHOT).write_text("{not json")
+    with pytest.raises(NotAdoptable, match="cannot be read"):
+        plan(experiment)
+    write(experiment, ["checkpoint_0"], indices=[0, 1])
+    with pytest.raises(NotAdoptable, match="layout"):
+        plan(experiment)
+
+
+def test_adoption_ids_are_named_by_rays_report_index() -> None:
+    assert ids.adopted_report_id("r", 3) == ids.adopted_report_id("r", 3)
+    assert len({ids.adopted_report_id("r", 3), ids.adopted_report_id("r", 4), ids.adopted_report_id("s", 3)}) == 3
