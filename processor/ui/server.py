@@ -185,6 +185,8 @@ async def events(request: web.Request) -> web.StreamResponse:
                 await response.write(b": keep-alive\n\n")
                 continue
             await response.write(f"data: {json.dumps({'runs': runs})}\n\n".encode())
+    except ConnectionResetError:  # the browser left (aiohttp's ClientConnectionResetError is one): not an error
+        pass
     finally:
         hub.queues.discard(queue)
     return response
