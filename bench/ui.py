@@ -10,7 +10,9 @@ On one broker (KAFKA_BOOTSTRAP_SERVERS, else the local one), in this process: a 
 - **live latency**, with those runs on the page: `--reports` reports to one run, one at a time,
   from the report's producer acknowledgement to (a) the SSE event naming the run and (b)
   `/api/runs/{run}` showing its `committed` count (what a browser's page does on that event).
-  p50/p99/max in ms.
+  p50/p99/max in ms;
+- **a big run**: one run reporting `--checkpoints` checkpoints, all kept: its page's time cold
+  (the history replayed), warm, and its second pages of the kept table and history.
 """
 
 from __future__ import annotations
@@ -114,6 +116,37 @@ async def many_runs(
     return out
 
 
+async def big_run(settings: ServiceSettings, url: str, source: LiveSource, root: Path, count: int) -> dict[str, float]:
+    """One run reporting `count` checkpoints (keep all): the run page's time, cold and warm."""
+    run, home = "bench-ui-big", root / "big"
+    config = {"num_to_keep": None, "checkpoint_score_attribute": "loss", "checkpoint_score_order": "min"}
+    lines = [_event(str(uuid.uuid4()), "run_started", run, {"storage_path": str(home), "checkpoint_config": config})]
+    lines += [
+        _event(
+            str(uuid.uuid4()),
+            "report",
+            run,
+            {"metrics": {"loss": (i * 7919) % 1000}, "checkpoint": {"path": str(home / f"c{i}")}},
+        )
+        for i in range(count)
+    ]
+    start = time.perf_counter()
+    await preload(settings.bootstrap_servers or "", settings.input_topic, lines)
+    while source.views().get(run, {}).get("committed", 0) < count:
+        await asyncio.sleep(0.1)
+    out = {"big_run_visible_s": time.perf_counter() - start}
+    async with aiohttp.ClientSession() as session:
+        for name in ("big_run_page_cold_ms", "big_run_page_warm_ms", "big_run_page_2_ms"):
+            began = time.perf_counter()
+            query = "?kept=2&history=2" if name.endswith("_2_ms") else ""
+            async with session.get(f"{url}/runs/{run}{query}") as response:
+                body = await response.read()
+                assert response.status == 200 and b"c9" in body, response.status
+            out[name] = (time.perf_counter() - began) * 1000
+        out["big_run_page_kib"] = len(body) / 1024
+    return out
+
+
 async def main(args: argparse.Namespace) -> None:
     bootstrap = ensure_bootstrap(None)
     created: list[str] = []
@@ -132,6 +165,8 @@ async def main(args: argparse.Namespace) -> None:
                         if args.runs:  # first, so the live figures are taken with that many runs shown
                             figures |= await many_runs(settings, url, source, root, args.runs)
                         figures |= await live_latency(settings, url, root, args.reports)
+                        if args.checkpoints:
+                            figures |= await big_run(settings, url, source, root, args.checkpoints)
                 finally:
                     await source.close()
         finally:
@@ -143,6 +178,7 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=100)
     parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--checkpoints", type=int, default=10_000, help="checkpoints of the one big run (0: none)")
     return parser.parse_args()
 
 

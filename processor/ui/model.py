@@ -152,8 +152,13 @@ class Point:
     marks: tuple[str, ...]
 
 
-def marks_of(path: str, view: View, log: RunLog) -> tuple[str, ...]:
-    kept = {c["path"]: c for c in view.get("checkpoints", [])}
+def kept_of(view: View) -> dict[str, dict[str, Any]]:
+    return {c["path"]: c for c in view.get("checkpoints", [])}
+
+
+def marks_of(path: str, view: View, log: RunLog, kept: dict[str, dict[str, Any]] | None = None) -> tuple[str, ...]:
+    """The marks of one checkpoint; `kept` (kept_of(view)) once per page, not once per checkpoint."""
+    kept = kept_of(view) if kept is None else kept
     found: list[str] = []
     if path == view.get("best"):
         found.append("best")
@@ -190,8 +195,11 @@ def points(view: View, log: RunLog, metric: str | None) -> list[Point]:
     for c in view.get("checkpoints", []):  # the VIEW's metrics include a VALIDATED result's
         reported[c["path"]] = Reported(c["path"], int(c["report_index"]), dict(c["metrics"]), c.get("preserved"))
     ordered = sorted(reported.values(), key=lambda r: (r.report_index, r.path))
+    kept = kept_of(view)
     return [
-        Point(r.path, r.report_index, number(r.metrics.get(metric)) if metric else None, marks_of(r.path, view, log))
+        Point(
+            r.path, r.report_index, number(r.metrics.get(metric)) if metric else None, marks_of(r.path, view, log, kept)
+        )
         for r in ordered
     ]
 
