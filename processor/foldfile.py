@@ -135,7 +135,7 @@ def fold_file(
     eviction in the file's history.
     One worker folds in this process. `progress`: report on stderr how much of the file is read."""
     job = _Job(settings, with_deletions, as_text=False, progress=progress)
-    runs, rejected, deletions, _ = _fold_workers(path, job, workers)
+    runs, rejected, deletions, _, _ = _fold_workers(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
 
@@ -156,7 +156,7 @@ def fold_file_text(
         )
         return json.dumps(document, indent=indent), deletions
     job = _Job(settings, with_deletions, as_text=True, progress=progress)
-    runs, rejected, deletions, _ = _fold_workers(path, job, workers)
+    runs, rejected, deletions, _, _ = _fold_workers(path, job, workers)
     return _document_text(runs, rejected), deletions
 
 
@@ -168,9 +168,10 @@ class _Job:
     progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
 
 
-_Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion], list[tuple[str, str]]]
+_Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion], list[tuple[str, str]], int]
 """What one shard returns: runs (first line, run id, view or its JSON text), rejections, deletions,
-and every storage root its fold registered (root, run id)."""
+every storage root its fold registered (root, run id), and the run_finished/run_forgotten events it
+folded (`Fold.finishes`)."""
 
 
 def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
@@ -181,23 +182,30 @@ def _fold_workers(path: Path, job: _Job, workers: int) -> _Shard:
     and a shard sees only its own runs' roots. If no root one shard ever registered nests with a
     root another shard registered, that rule gave every shard the answer one fold would have (the
     first event where they could differ leaves such a pair behind), so the shards are exact;
-    otherwise the file is folded again in one process."""
+    otherwise the file is folded again in one process. The other rule that spans runs is the expiry
+    of finished records (contract §3): the oldest goes once more than `finished_runs_kept` runs have
+    retired in the whole partition, which no shard sees; so the shards are exact only while all of
+    them together folded no more run_finished and run_forgotten events than that (each retirement
+    takes one), and no record can have expired."""
     if workers <= 1:
         return _fold_shard(str(path), job, None)
     shards = plan(_head_lines(path), workers)
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         parts = pool.starmap(_fold_shard, [(str(path), job, (k, shards)) for k in range(workers)])
+    why = None
     if roots_nest([part[3] for part in parts]):
-        sys.stderr.write(
-            ("\n" if job.progress else "")
-            + "ckptlog fold: runs in different shards have storage roots that nest, and only one fold sees every "
-            "run's root to refuse that (contract §9): folding again in one process\n"
-        )
+        why = "runs in different shards have storage roots that nest, and only one fold sees every run's root"
+        why += " to refuse that (contract §9)"
+    elif sum(part[4] for part in parts) > (kept := (job.settings or FoldSettings()).finished_runs_kept):
+        why = f"more than --finished-runs-kept {kept} runs finished, and only one fold"
+        why += " sees which finished records expire (contract §3)"
+    if why is not None:
+        sys.stderr.write(("\n" if job.progress else "") + f"ckptlog fold: {why}: folding again in one process\n")
         return _fold_shard(str(path), job, None)
     _end_progress(job.progress)
     runs = sorted((entry for part in parts for entry in part[0]), key=lambda entry: entry[0])
     rejected = sorted((r for part in parts for r in part[1]), key=lambda r: int(r["line"]))
-    return runs, rejected, [d for part in parts for d in part[2]], []
+    return runs, rejected, [d for part in parts for d in part[2]], [], 0
 
 
 def roots_nest(histories: Sequence[Sequence[tuple[str, str]]]) -> bool:
@@ -248,7 +256,7 @@ def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shar
     deletions = result.fold.owed() if job.with_deletions else []
     if shard is None:
         _end_progress(job.progress)
-    return runs, result.rejected, deletions, result.fold.roots.history or []
+    return runs, result.rejected, deletions, result.fold.roots.history or [], result.fold.finishes
 
 
 def fold_stream_text(

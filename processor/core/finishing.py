@@ -7,6 +7,10 @@ its state leaves `Fold.runs` and only `Fold.finished[run_id] = root` remains, wh
 registered so no later run can claim a root equal to, above or below it. Retirement happens in
 the event that settles the last deletion (or in run_finished itself when nothing is owed), so it
 is a function of the log alone: a replay retires the same runs at the same offsets.
+
+The finished records are bounded (`FoldSettings.finished_runs_kept`): each retirement past the
+bound expires the oldest record, and the expired run is unknown to the fold again (contract §3,
+*Expiry*); its root claim in storage (`{root}/.ckptlog-run/`, §9) still guards its checkpoints.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from processor.core.state import RunState
 
 if TYPE_CHECKING:
     from processor.core.fold import Fold
+    from processor.core.lifecycle import Roots
 
 
 def finished_rejection(run_id: str, event_type: str) -> Rejection:
@@ -43,6 +48,7 @@ def after_retired(run_id: str, event: DecodedEvent) -> Effects:
 
 def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effects:
     """Mark the run finished, apply its last retention (`keep`), retire it when nothing is owed."""
+    fold.finishes += 1
     if run is None:  # nothing was ever folded for it: nothing to finish, nothing to remember
         message = f"run {event.subject!r}: run_finished for a run this partition has no state for; ignored"
         return Effects([warning("finish_unknown_run", message)])
@@ -67,18 +73,41 @@ def retire_if_settled(fold: Fold, run: RunState) -> None:
     """A finished run that owes no deletion leaves the hot state, its root still registered."""
     if run.finished is None or run.outstanding:
         return
-    push, run_id = fold.journal.push, run.run_id
-    push((undo.RUN, fold.runs, run_id, run))
-    del fold.runs[run_id]
+    push, run_id, runs = fold.journal.push, run.run_id, fold.runs
+    at = 0 if next(iter(runs)) == run_id else list(runs).index(run_id)  # runs mostly end oldest first
+    push((undo.CALL, undo.put_at, (runs, at, run_id, run)))  # back in its place: `runs` is in order
+    del runs[run_id]
     push((undo.NEW, fold.finished, run_id))
     fold.finished[run_id] = run.root_prefix[:-1] if run.storage_root is not None else ""
     fold.leaving[run_id] = run
+    expire(fold)
+
+
+def expire(fold: Fold) -> None:
+    """Keep the records of the newest `finished_runs_kept` retired runs: the oldest leave first,
+    their roots unregistered (contract §3 "Finished runs", *Expiry*). The table is in retirement
+    order (a dict keeps insertion order, and so does the snapshot's JSON), so which record goes is
+    a function of the log alone."""
+    finished, kept, push = fold.finished, fold.settings.finished_runs_kept, fold.journal.push
+    while len(finished) > kept:
+        run_id = next(iter(finished))
+        root = finished.pop(run_id)
+        push((undo.CALL, undo.put_at, (finished, 0, run_id, root)))  # back at the head
+        if root and fold.roots.owners.get(root) == run_id:
+            fold.roots.remove(root)
+            push((undo.CALL, _register, (fold.roots, root, run_id)))
+
+
+def _register(entry: tuple[Roots, str, str]) -> None:
+    roots, root, run_id = entry
+    roots.add(root, run_id)
 
 
 def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effects:
     """An operator drops a run now (contract §3 "Forgotten runs"): it is finished as it stands
     (nothing evicted, nothing deleted) and retired at once; the service tombstones its VIEW.
     Refused while the run owes deletions: its state is what the deleter checks them against."""
+    fold.finishes += 1
     if run is None:
         return NOTHING  # retired already, or never seen: only the VIEW's tombstone is left to write
     if run.outstanding:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from events.decoded import (
@@ -96,6 +97,11 @@ class Fold:
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
         # finished runs that left the hot state: run id -> their root ('' without one), still registered
         self.finished: dict[str, str] = finished if finished is not None else {}
+        for run_id in list(islice(self.finished, max(0, len(self.finished) - self.settings.finished_runs_kept))):
+            del self.finished[run_id]  # a schema 4 snapshot's table, which had no bound: the newest records stay
+        # run_finished and run_forgotten events folded: a bound of the runs retired (and so of the records
+        # expired), which tells a split fold (processor/foldfile.py) whether expiry could have mattered
+        self.finishes = 0
         for run_id, root in self.finished.items():
             if root:
                 self.roots.add(root, run_id)

@@ -98,6 +98,17 @@ class Journal:
         run.rebuild_nesting()
 
 
+def put_at(entry: tuple[dict[Any, Any], int, Any, Any]) -> None:
+    """Undo a deletion from an ordered table: `(table, at, key, value)` puts the entry back at its
+    place (a snapshot writes tables in their order, so a rollback keeps it; O(n), only on a fault)."""
+    table, at, key, value = entry
+    items = list(table.items())
+    table.clear()
+    table.update(items[:at])
+    table[key] = value
+    table.update(items[at:])
+
+
 def _forget(run: RunState, event_id: str, forgotten: list[str]) -> None:
     """Undo the dedup window's update: drop the id, take back the ids it pushed out."""
     if run.seen and run.seen[-1] == event_id:

@@ -125,8 +125,9 @@ def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
         if run.storage_root is not None:  # its implicit root is free again
             fold.journal.push((undo.CALL, lambda r: fold.roots.add(r, run_id), run.root_prefix[:-1]))
             fold.roots.remove(run.root_prefix[:-1])
-    if run_id in fold.refused:
-        fold.journal.push((undo.OLD, fold.refused, run_id, fold.refused.pop(run_id)))
+    if run_id in fold.refused:  # undone in its place: the table is written in order
+        at = list(fold.refused).index(run_id)
+        fold.journal.push((undo.CALL, undo.put_at, (fold.refused, at, run_id, fold.refused.pop(run_id))))
     fold.journal.push((undo.RUN, fold.runs, run_id, run))
     fold.runs[run_id] = fresh
     fold.journal.push((undo.CALL, fold.roots.remove, root))

@@ -20,6 +20,12 @@ keep mode of its run_finished, or null) and `finished` beside `runs` (run id -> 
 finished run that left the hot state). A version 3 snapshot is restored as is: its log held no
 run_finished (a build writing 3 did not know the type; it refused it as `unknown_type`), so it
 has no finished run, and every rule for the runs it holds is unchanged.
+
+Schema version 5 bounded the finished records (contract §3 "Finished runs", *Expiry*): the
+settings gained `finished_runs_kept`, and the order of `finished` is data (retirement order, the
+oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
+default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
+(`Fold`), as a fold under the bound would have held only the newest.
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ if TYPE_CHECKING:
     from processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 4
-RESTORABLE = (3, 4)  # the versions decode reads: 3 is 4 without finished runs
+SCHEMA_VERSION = 5
+RESTORABLE = (3, 4, 5)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -120,7 +126,7 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     if outer.get("checksum") != expected:
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
     try:
-        return _snapshot_in(body)
+        return _snapshot_in(body, version)
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
 
@@ -142,10 +148,13 @@ def decode_settings(data: bytes, *, name: str = "snapshot") -> FoldSettings:
         outer = msgspec.json.decode(data, type=_SettingsOnly)
         if outer.format != FORMAT or outer.schema_version not in RESTORABLE:
             raise ValueError(f"format {outer.format!r}, schema version {outer.schema_version}")
-        return _settings_in(outer.snapshot.settings)
+        return _settings_in(outer.snapshot.settings, outer.schema_version)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: its settings cannot be read ({exc}); skipping it") from None
 
+
+_ADDED_IN: dict[str, int] = {"finished_runs_kept": 5}
+"""FoldSettings fields a snapshot of an older schema lacks (their default then), with the version adding them."""
 
 _STRUCTS: dict[str, type[msgspec.Struct]] = {"default_config": CheckpointConfig, "default_validation": ValidationSpec}
 """The FoldSettings fields that are Structs; every other field is a JSON scalar."""
@@ -160,14 +169,18 @@ def _settings_out(s: FoldSettings) -> dict[str, Any]:
     return out
 
 
-def _settings_in(d: dict[str, Any]) -> FoldSettings:
+def _settings_in(d: dict[str, Any], version: int = SCHEMA_VERSION) -> FoldSettings:
     values: dict[str, Any] = {}
     for f in fields(FoldSettings):
+        if version < _ADDED_IN.get(f.name, 0):
+            continue  # an older schema's snapshot lacks it: the field's default
         value = d[f.name]
         if f.name in _STRUCTS:
             value = _in(value, _STRUCTS[f.name])
         elif isinstance(value, bool) or not isinstance(value, int | str | None):
             raise ValueError(f"setting {f.name} is {value!r}")
+        elif f.name in _ADDED_IN and (not isinstance(value, int) or value < 0):
+            raise ValueError(f"setting {f.name} is {value!r}, not an int >= 0")
         values[f.name] = value
     return FoldSettings(**values)
 
@@ -255,7 +268,7 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
-def _snapshot_in(body: dict[str, Any]) -> Snapshot:
+def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
@@ -267,7 +280,7 @@ def _snapshot_in(body: dict[str, Any]) -> Snapshot:
         body["topic"],
         int(body["partition"]),
         int(body["next_offset"]),
-        _settings_in(body["settings"]),
+        _settings_in(body["settings"], version),
         runs,
         body["processor_version"],
         dict(refused),

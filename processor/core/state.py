@@ -18,6 +18,7 @@ from processor.core.ordering import SortedRecords
 from processor.core.scoring import SortKey
 
 DEFAULT_DEDUP_WINDOW = 4096
+DEFAULT_FINISHED_RUNS_KEPT = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class FoldSettings:
     dedup_window: int = field(default=DEFAULT_DEDUP_WINDOW, metadata={"flag": "the dedup window"})
     max_payload_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata={"flag": "--max-payload-bytes"})
     max_depth: int = field(default=DEFAULT_MAX_DEPTH, metadata={"flag": "--max-depth"})
+    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root); older ones expire
+    finished_runs_kept: int = field(default=DEFAULT_FINISHED_RUNS_KEPT, metadata={"flag": "--finished-runs-kept"})
 
 
 @dataclass(slots=True, eq=False)

@@ -10,7 +10,9 @@ report of a run that has state never touches a root, so it is skipped without be
 
 If no root the one fold registered or looked up nests with one the other did, every nesting
 check gave the answer a fold of the whole partition would have (the argument of the sharded
-`ckptlog fold`, processor/foldfile.py); `exact()` says so, and otherwise the caller replays again
+`ckptlog fold`, processor/foldfile.py) — and, since no split fold sees when a finished record
+expires (contract §3), no more runs can have retired than `finished_runs_kept`; `exact()` says
+so, and otherwise the caller replays again
 with `whole=True`: one fold sees every record (slower, always exact).
 
 Pure: records in (anything with key, value, offset and timestamp), steps and states out.
@@ -79,6 +81,7 @@ class RunReplay:
         else:
             self.fold = _split(snapshot, self.settings, self.runs, inside=True)
             self.context = _split(snapshot, self.settings, self.runs, inside=False)
+        self.finished_before = len(snapshot.finished) if snapshot is not None else 0
         self._keys = {run_id.encode() for run_id in self.runs}
         self._settled: set[bytes] = set()  # other runs' keys with state in the context fold
         self.steps: dict[str, list[Step]] = {run_id: [] for run_id in self.runs}
@@ -117,6 +120,9 @@ class RunReplay:
         """Whether the split folds gave what one fold of every run would have (module docstring)."""
         if self.context is None:
             return True
+        retired = self.finished_before + self.fold.finishes + self.context.finishes  # a bound (contract §3)
+        if retired > self.settings.finished_runs_kept:  # a finished record may have expired: only one fold knows
+            return False
         return not roots_nest([self.fold.roots.history or [], self.context.roots.history or []])
 
     def state(self, run_id: str) -> RunState | None:

@@ -19,7 +19,7 @@ from events import topics
 from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from events.decoded import CheckpointConfig
 from events.paths import root_problem
-from processor.core.state import FoldSettings
+from processor.core.state import DEFAULT_FINISHED_RUNS_KEPT, FoldSettings
 from processor.errors import ConfigError
 from processor.kafka.discovery import ckptlog_home
 from processor.kafka.limits import session_timeout_problem
@@ -77,6 +77,12 @@ class ServiceSettings(ConnectionSettings):
     score_order: Literal["max", "min"] = _f("max", "fold", "max or min, for runs without run_started")
     max_payload_bytes: int = _f(DEFAULT_MAX_BYTES, "fold", "reject larger events", ge=1)
     max_depth: int = _f(DEFAULT_MAX_DEPTH, "fold", "reject JSON nested deeper", ge=1)
+    finished_runs_kept: int = _f(
+        DEFAULT_FINISHED_RUNS_KEPT,
+        "fold",
+        "finished runs per input partition whose record (id, root) is kept; the oldest expire first (contract §3)",
+        ge=0,
+    )
     # snapshots and storage
     snapshots: str = Field(
         default_factory=default_snapshots_dir,
@@ -158,6 +164,7 @@ class ServiceSettings(ConnectionSettings):
             outer_root=self.storage_root,
             max_payload_bytes=self.max_payload_bytes,
             max_depth=self.max_depth,
+            finished_runs_kept=self.finished_runs_kept,
         )
 
     def connection(self, bootstrap_servers: str) -> KafkaConnection:

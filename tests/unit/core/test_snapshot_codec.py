@@ -170,6 +170,7 @@ PINNED: dict[str, Any] = {
     "finished": {},
     "settings": {
         "dedup_window": 4096,
+        "finished_runs_kept": 10_000,
         "max_depth": 64,
         "max_payload_bytes": 1048576,
         "default_config": {

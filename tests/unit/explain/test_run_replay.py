@@ -3,6 +3,7 @@ for those runs: every step's effects and the state after it; and `explain` agree
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,3 +217,23 @@ def test_a_replay_again_from_the_same_snapshot_starts_from_the_snapshot_not_from
     ]
     mine, theirs = got.fold.runs["a"], fold.runs["a"]
     assert canonical(run_view(mine)) == canonical(run_view(theirs))
+
+
+def test_more_finishes_than_records_kept_make_the_replay_fold_every_run() -> None:
+    """Expiry spans runs (contract §3): with one record kept, b's retirement expires a's record, so
+    a's late report makes a new implicit run; the split replay (a alone, b in the context fold)
+    cannot know which records expired, says it is not exact, and the whole replay answers."""
+    kept1 = dataclasses.replace(SETTINGS, finished_runs_kept=1)
+    lines = [f.report("a", {}, f"{ROOT}/a/c1"), f.finished("a"), f.report("b", {}), f.finished("b")]
+    lines.append(f.report("a", {}, f"{ROOT}/a/c2"))
+    records = [Rec(b"b" if b'"b"' in raw else b"a", raw, i) for i, raw in enumerate(lines)]
+    whole = Fold(kept1)
+    for rec in records:
+        whole.apply(f.event(rec.value or b""))
+    assert "a" in whole.runs and list(whole.finished) == ["b"]
+    split = RunReplay(kept1, ["a"])
+    split.feed(records)
+    assert not split.exact()
+    again = RunReplay(kept1, ["a"], whole=True)
+    again.feed(records)
+    assert run_view(again.state("a")) == run_view(whole.runs["a"])  # type: ignore[arg-type]

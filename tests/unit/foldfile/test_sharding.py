@@ -182,3 +182,23 @@ def test_roots_nest_sees_equal_above_and_below_across_shards_only() -> None:
     assert foldfile.roots_nest([[a], [("file:///d/x", "c")]])
     assert not foldfile.roots_nest([[a, b], [("file:///d/z", "c")]])  # nesting within one shard is its own
     assert not foldfile.roots_nest([[("file:///d/xy", "a")], [("file:///d/x", "b")]])  # a prefix, not a parent
+
+
+def test_shards_fold_again_when_a_finished_record_may_have_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expiry spans runs (contract §3): with one record kept, b's retirement expires a's, so c may
+    take a's root; a shard holding a and c but not b never sees that expiry. The shards fold again."""
+    monkeypatch.setattr(foldfile, "SAMPLE_BYTES", 0)  # no plan: runs go by crc32
+    names = [f"run-{i}" for i in range(40)]
+    same = [n for n in names if zlib.crc32(n.encode()) % 2 == 0]
+    a, c, b = same[0], same[1], next(n for n in names if zlib.crc32(n.encode()) % 2 == 1)
+    lines = [f.started(a, "file:///data/a"), f.finished(a), f.started(b, "file:///data/b"), f.finished(b)]
+    lines.append(f.started(c, "file:///data/a"))
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    config = FoldSettings(default_root="file:///data", outer_root="file:///data", finished_runs_kept=1)
+    single = fold_lines(path.read_bytes().splitlines(keepends=True), config)
+    assert list(single.document()["runs"]) == [c] and not single.document()["rejected"]
+    document, _ = fold_file(path, config, workers=2)
+    assert canonical(document) == canonical(single.document())
