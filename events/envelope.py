@@ -155,13 +155,16 @@ class EnvelopeBuilder(Generic[R]):
         self._prefix_exact = bool(prefix.count(b"null"))
         self._runs: dict[str, _Run] = {}
 
-    def outputs(self, run_id: str, offset: int, outputs: Sequence[tuple[str, dict[str, Any]]], into: list[R]) -> None:
-        """Append the records of one input record's `(name, data)` outputs, in order (hot path)."""
+    def outputs(
+        self, run_id: str, offset: int, outputs: Sequence[tuple[str, dict[str, Any]]], into: list[R], first: int = 0
+    ) -> None:
+        """Append the records of one input record's `(name, data)` outputs, in order (hot path); `first`
+        is the sequence of the first of them (a batch's coalesced watermark keeps its own, contract §5)."""
         run = self._runs.get(run_id) or self._run(run_id)
         key, middles, record = run.key, run.middles, self._record
         id_offset = b"%b%d:" % (self._id_prefix, offset)
         join, fast, append = b"".join, _fast_json, into.append
-        for seq, (name, data) in enumerate(outputs):
+        for seq, (name, data) in enumerate(outputs, first):
             middle, exact, topic = middles.get(name) or self._output(run, name)
             try:  # encode_json(data), inlined: a call per output is a tenth of this loop
                 body = fast(data)

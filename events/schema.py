@@ -159,7 +159,12 @@ def asyncapi() -> dict[str, Any]:
             "messages": _messages("checkpoints"),
         },
         "ckptlog.validations": {"description": "Evaluators' work queue.", "messages": _messages("validations")},
-        "ckptlog.watermarks": {"description": "Committed/validated watermarks.", "messages": _messages("watermarks")},
+        "ckptlog.watermarks": {
+            "description": "Committed/validated watermarks; key = run id. One per run per transaction (per "
+            "batch under at_least_once): the run's values after the batch's last change to it, with that "
+            "input record's output id (contract §4, §5). Since info.version 2; before, one per event.",
+            "messages": _messages("watermarks"),
+        },
         "ckptlog.state": {
             "description": "Compacted. Key = run id: the run VIEW (for a run keeping many checkpoints, a head "
             "with `pages` and no checkpoints). Key = run id, \\x1f, 'page', \\x1f, page, \\x1f, part: one part "
@@ -175,7 +180,7 @@ def asyncapi() -> dict[str, Any]:
             "messages": {"rejected": {}},
         },
     }
-    return {"asyncapi": "3.0.0", "info": {"title": "ckptlog", "version": "1"}, "channels": channels}
+    return {"asyncapi": "3.0.0", "info": {"title": "ckptlog", "version": "2"}, "channels": channels}
 
 
 def render(doc: Any) -> str:

@@ -4,7 +4,9 @@ Only this package may import aiokafka, so the clients talk to Kafka through thre
 pieces: an idempotent producer that returns where each record landed, a tail that follows
 every partition of a topic from its beginning (read_committed) and never stops at the end,
 and topic deletion for the demo's throw-away topics. The evaluator's consumer group is
-`processor.kafka.consumer.GroupConsumer`, shared with the processor.
+`processor.kafka.consumer.GroupConsumer`, shared with the processor. What reads aiokafka's
+private attributes does so only where the connection allows it (processor/kafka/fence.py), with
+a public-API way otherwise.
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ class EventProducer:
     @property
     def guarantees(self) -> tuple[int | None, int]:
         """(producer id the broker assigned — None until started or without idempotence, acks),
-        for logs and tests that the retry-safety settings are really on."""
+        for logs and tests that the retry-safety settings are really on. Read from aiokafka's
+        internals where fence.py allows; else (None, the acks this class configures: -1, "all")."""
+        if not self._conn.internals:
+            return None, -1
         txn = self._producer._txn_manager
         pid = txn.producer_id if txn is not None and txn.producer_id >= 0 else None
         return pid, int(self._producer._sender._acks)
@@ -104,8 +109,13 @@ class EventProducer:
 
     async def _abandon(self) -> None:
         """Stop the sender (it would retry those records until the broker is back), then the client's
-        connections: aiokafka's own stop() would first wait for every record to be acknowledged."""
+        connections: aiokafka's own stop() would first wait for every record to be acknowledged.
+        Without aiokafka's internals (fence.py), its stop(), given STALLED_CLOSE_S."""
         producer = self._producer
+        if not self._conn.internals:
+            with suppress(TimeoutError), best_effort(log, "producer_stop_failed", "closing the event producer failed"):
+                await asyncio.wait_for(producer.stop(), STALLED_CLOSE_S)
+            return
         task = producer._sender.sender_task
         if task is not None and not task.done():
             task.cancel()
@@ -149,7 +159,7 @@ class TopicTail:
         # A full metadata fetch: the consumer's own cache only tracks topics it already uses, so a
         # topic created after start() would never show up there.
         with self._reading("the metadata"):
-            cluster = await self._consumer._client.fetch_all_metadata()
+            cluster = await self._consumer._client.fetch_all_metadata()  # no public API lists a new topic's partitions
             known = cluster.partitions_for_topic(self.topic)
         if not known:
             return False

@@ -15,6 +15,7 @@ from aiokafka.helpers import create_ssl_context
 from processor.errors import ConfigError
 from processor.kafka import throttle
 from processor.kafka.errors import KafkaIOError, map_kafka_errors
+from processor.kafka.fence import Internals, use_internals
 from processor.kafka.settings import DEFAULT_DELIVERY_TIMEOUT_S, PROTOCOLS
 
 _PROTOCOLS = PROTOCOLS
@@ -52,6 +53,12 @@ class KafkaConnection:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S  # a client's send, then KafkaIOError
+    aiokafka_internals: Internals = "auto"  # processor/kafka/fence.py: "off" keeps to aiokafka's public API
+
+    @property
+    def internals(self) -> bool:
+        """Whether this connection's clients may use aiokafka's private attributes (fence.py)."""
+        return use_internals(self.aiokafka_internals)
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments common to AIOKafkaConsumer, AIOKafkaProducer and the admin client."""

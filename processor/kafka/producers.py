@@ -7,6 +7,10 @@ epoch and any older owner's next transactional request fails with `FencedError`.
 
 `IdempotentProducer`: one per process for at_least_once; the service commits the consumer
 offsets itself once `publish` has returned (every record acknowledged).
+
+Both fill aiokafka batches through `Batcher`: straight into the compiled record builder when the
+connection may use aiokafka's private attributes (processor/kafka/fence.py: the aiokafka version
+that code was written for), else through `BatchBuilder.append`, aiokafka's public API.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from processor.kafka.connection import KafkaConnection, start_client
 from processor.kafka.errors import FencedError, KafkaIOError, best_effort, map_kafka_errors
+from processor.kafka.fence import use_internals
 from processor.kafka.records import OutRecord, PartitionId
 
 log = logging.getLogger(__name__)
@@ -36,13 +41,17 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 state topic is created with max.message.bytes to match."""
 
 
-def retrieve_failures(producer: AIOKafkaProducer) -> None:
+def retrieve_failures(producer: AIOKafkaProducer, internals: bool | None = None) -> None:
     """Mark exceptions left on aiokafka's internal futures as retrieved.
 
     After a fatal error (fenced) aiokafka sets the exception on every queued batch's drain
     waiter and on the transaction waiter, which nobody awaits; left alone they are logged as
     "Future exception was never retrieved" from a garbage-collector finalizer at a random later
-    moment. Best effort: these are aiokafka internals, so any change there is ignored."""
+    moment. Best effort: these are aiokafka internals, so only on the version they were read
+    against (fence.py; `internals` None: ask it) and any change there is ignored; elsewhere that log
+    line may appear, and nothing else changes."""
+    if not (use_internals() if internals is None else internals):
+        return
     try:
         accumulator = producer._message_accumulator
         batches = [b for queue in accumulator._batches.values() for b in queue] + list(accumulator._pending_batches)
@@ -61,16 +70,42 @@ def transactional_id(prefix: str, pid: PartitionId) -> str:
     return f"{prefix}-{pid.topic}-{pid.partition}"
 
 
+Append = Callable[[int, int, bytes | None, bytes | None, list[Any]], object]
+"""(offset in the batch, CreateTime ms, key, value, headers) -> None when the batch is full."""
+
+
 class _Open:
-    """One partition's batch being filled: aiokafka's BatchBuilder and the `append` of the compiled
-    record builder inside it, called directly (positional arguments, no per-record keyword parsing,
-    wrapper frame and clock read: a third of the per-record cost), with the count kept here."""
+    """One partition's batch being filled (the fast path, fence.py): aiokafka's BatchBuilder and the
+    `append` of the compiled record builder inside it, called directly (positional arguments, no
+    per-record keyword parsing, wrapper frame and clock read: a third of the per-record cost), with
+    the count kept here and handed back to the builder by `seal`."""
 
     __slots__ = ("append", "builder", "count")
 
     def __init__(self, builder: Any) -> None:
         self.builder, self.count = builder, 0
-        self.append: Callable[[int, int, bytes | None, bytes | None, list[Any]], object] = builder._builder.append
+        self.append: Append = builder._builder.append
+
+    def seal(self) -> None:
+        """Set the record count (the idempotent producer's sequence numbers advance by it) where
+        BatchBuilder.append would have kept it."""
+        self.builder._relative_offset = self.count
+
+
+class _PublicOpen:
+    """One partition's batch being filled through aiokafka's public `BatchBuilder.append`, which
+    counts its records itself."""
+
+    __slots__ = ("builder", "count")
+
+    def __init__(self, builder: Any) -> None:
+        self.builder, self.count = builder, 0
+
+    def append(self, offset: int, stamp: int, key: bytes | None, value: bytes | None, headers: list[Any]) -> object:
+        return self.builder.append(timestamp=stamp, key=key, value=value, headers=headers)
+
+    def seal(self) -> None:
+        pass
 
 
 class Batcher:
@@ -79,13 +114,16 @@ class Batcher:
     Keys are partitioned with Kafka's default murmur2 partitioner, as Java and aiokafka do,
     with a cache (run ids repeat); a record with `partition` set goes there. A VIEW page's key
     (`{run}\x1fpage\x1f…`) is partitioned by its run id, so pages share their head's partition. Records of one
-    `send_all` share one CreateTime (aiokafka would read the clock per record).
+    `send_all` share one CreateTime (aiokafka would read the clock per record). `internals`: fill the
+    batches through aiokafka's private builder, else through its public API (None: as fence.py says).
     """
 
     _CACHE_LIMIT = 100_000
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    def __init__(self, producer: AIOKafkaProducer, internals: bool | None = None) -> None:
         self._producer = producer
+        self.internals = use_internals() if internals is None else internals
+        self._open: type[_Open | _PublicOpen] = _Open if internals else _PublicOpen
         self._partitions: dict[str, list[int]] = {}
         self._cache: dict[tuple[str, bytes | None], int] = {}
         self._partitioner = DefaultPartitioner()
@@ -104,7 +142,7 @@ class Batcher:
 
     async def send_all(self, records: Sequence[OutRecord]) -> None:
         """Queue every record, then wait until each batch is acknowledged."""
-        cache, batches = self._cache, dict[tuple[str, int], _Open]()
+        cache, batches, new = self._cache, dict[tuple[str, int], _Open | _PublicOpen](), self._open
         futures: list[asyncio.Future[Any]] = []
         stamp = int(time.time() * 1000)
         for topic, key, value, headers, partition in records:  # hot: ~3 records per input event
@@ -114,11 +152,11 @@ class Batcher:
                     partition = await self._partition(topic, key)
             batch = batches.get((topic, partition))
             if batch is None:
-                batch = batches[(topic, partition)] = _Open(self._producer.create_batch())
+                batch = batches[(topic, partition)] = new(self._producer.create_batch())
             listed = list(headers) if headers else _NO_HEADERS
             if batch.append(batch.count, stamp, key, value, listed) is None:  # full
                 futures.append(await self._send(batch, topic, partition))
-                batch = batches[(topic, partition)] = _Open(self._producer.create_batch())
+                batch = batches[(topic, partition)] = new(self._producer.create_batch())
                 batch.append(0, stamp, key, value, listed)  # an empty batch takes any record
             batch.count += 1
         for (topic, partition), batch in batches.items():
@@ -129,10 +167,9 @@ class Batcher:
                 if isinstance(result, BaseException):
                     raise result
 
-    async def _send(self, batch: _Open, topic: str, partition: int) -> asyncio.Future[Any]:
-        """Hand a filled batch to the producer; its record count (the idempotent producer's sequence
-        numbers advance by it) is set where BatchBuilder.append would have kept it."""
-        batch.builder._relative_offset = batch.count
+    async def _send(self, batch: _Open | _PublicOpen, topic: str, partition: int) -> asyncio.Future[Any]:
+        """Hand a filled batch to the producer, its record count set (`seal`)."""
+        batch.seal()
         future: asyncio.Future[Any] = await self._producer.send_batch(batch.builder, topic, partition=partition)
         return future
 
@@ -155,8 +192,9 @@ class TransactionalProducer:
             linger_ms=0,
             max_request_size=MAX_RECORD_BYTES,
         )
-        self._batcher = Batcher(self._producer)
+        self._batcher = Batcher(self._producer, conn.internals)
         self._started = False
+        self._in_transaction = False  # begun and neither committed nor aborted: what an abort is for
 
     async def start(self) -> None:
         """Connect and run init_transactions: fences every older producer with this id."""
@@ -180,12 +218,14 @@ class TransactionalProducer:
                 fenced=_FENCED_STEP,
             ):
                 await producer.begin_transaction()
+                self._in_transaction = True
                 await self._batcher.send_all(records)
                 if offsets:
                     await producer.send_offsets_to_transaction(
                         {TopicPartition(*p): OffsetAndMetadata(o, "") for p, o in offsets.items()}, self.group_id
                     )
                 await producer.commit_transaction()
+                self._in_transaction = False
         except FencedError:
             raise
         except KafkaIOError:
@@ -195,15 +235,17 @@ class TransactionalProducer:
     async def _abort_quietly(self) -> None:
         # the producer is closed and rebuilt by the caller anyway
         with best_effort(log, "abort_failed", f"{self.pid}: aborting a transaction of {self.transactional_id} failed"):
-            if self._producer._txn_manager is not None and self._producer._txn_manager.is_in_transaction():
+            if self._in_transaction:
+                self._in_transaction = False
                 await self._producer.abort_transaction()
 
     async def stop(self) -> None:
-        retrieve_failures(self._producer)
+        internals = self._batcher.internals
+        retrieve_failures(self._producer, internals)
         what = f"stopping transactional producer {self.transactional_id} failed"
         with best_effort(log, "producer_stop_failed", what):
             await self._producer.stop()
-        retrieve_failures(self._producer)
+        retrieve_failures(self._producer, internals)
 
 
 class IdempotentProducer:
@@ -218,7 +260,7 @@ class IdempotentProducer:
             linger_ms=0,
             max_request_size=MAX_RECORD_BYTES,
         )
-        self._batcher = Batcher(self._producer)
+        self._batcher = Batcher(self._producer, conn.internals)
 
     async def start(self) -> None:
         await start_client(self._producer, self._conn, "the idempotent producer")
@@ -231,12 +273,13 @@ class IdempotentProducer:
             await self._batcher.send_all(records)
 
     async def stop(self) -> None:
-        retrieve_failures(self._producer)
+        internals = self._batcher.internals
+        retrieve_failures(self._producer, internals)
         with map_kafka_errors(
             "stopping the idempotent producer failed", "records it had not sent are re-processed after a restart"
         ):
             await self._producer.stop()
-        retrieve_failures(self._producer)
+        retrieve_failures(self._producer, internals)
 
 
 async def produce(conn: KafkaConnection, records: Sequence[OutRecord]) -> None:

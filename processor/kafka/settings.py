@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from processor.errors import ConfigError
+from processor.kafka.fence import Internals
 
 if TYPE_CHECKING:
     from processor.kafka.connection import KafkaConnection
@@ -64,6 +65,12 @@ class ConnectionSettings(BaseSettings):
         "clients: how long a send waits for the broker's acknowledgement before raising KafkaIOError",
         gt=0,
     )
+    aiokafka_internals: Internals = setting(
+        "auto",
+        "connection",
+        "auto: the fast producer path into aiokafka's private batch builders, only on the aiokafka version it "
+        "was written for (else the public API, slower); off: always aiokafka's public API",
+    )
 
     @model_validator(mode="after")
     def _honourable(self) -> ConnectionSettings:
@@ -106,6 +113,7 @@ class ConnectionSettings(BaseSettings):
             self.ssl_certfile,
             self.ssl_keyfile,
             self.delivery_timeout_s,
+            self.aiokafka_internals,
         )
 
 

@@ -13,10 +13,11 @@ from typing import TypeVar
 
 from events.codec import decode_event
 from events.decoded import DecodedEvent, RunForgotten
+from events.outputs import WATERMARK
 from events.rejections import Reason, Rejection
 from events.state import H_INPUT_OFFSET
 from processor.core.fold import Fold
-from processor.core.outputs import Deletion
+from processor.core.outputs import Deletion, Output
 from processor.core.rejections import internal_error
 from processor.core.state import RunState
 from processor.kafka.records import InputRecord, OutRecord
@@ -26,6 +27,9 @@ from processor.service.records import RecordFactory
 log = logging.getLogger(__name__)
 
 K = TypeVar("K")
+_WATERMARK = WATERMARK.name
+Marks = dict[str, tuple[int, int, Output]]
+"""Run id -> the batch's last watermark of the run: (input offset, sequence, output) (contract §4)."""
 
 
 @dataclass(slots=True)
@@ -78,6 +82,7 @@ class BatchFolder:
         batch = Batch(consumed=len(records), live=bool(records) and records[-1].offset >= publish_from)
         out, changed = batch.records, dict[str, RunState]()
         forgotten: dict[str, RunState | None] = {}  # runs whose VIEW is tombstoned (contract §3 "Forgotten runs")
+        marks: Marks = {}  # one watermark per run per batch, published after the batch's outputs
         apply, factory, note, runs = self.fold.apply, self.factory, self.pager.note, self.fold.runs
         max_bytes, max_depth = self.max_bytes, self.max_depth
         applied, deletions, kinds, kinds_get = 0, batch.deletions, batch.kinds, batch.kinds.get
@@ -110,14 +115,17 @@ class BatchFolder:
                 changed.pop(event.subject, None)
                 forgotten[event.subject] = self.fold.leaving.get(event.subject)
             if live:
-                if effects.outputs:
-                    subject, mark = event.subject, len(out)
+                outputs = effects.outputs
+                if outputs:
+                    subject, mark, last = event.subject, len(out), len(outputs) - 1
+                    coalesced = outputs[last][0] == _WATERMARK  # the fold puts an event's watermark last
+                    published = outputs[:last] if coalesced else outputs
                     try:
-                        factory.outputs(subject, offset, effects.outputs, out)
+                        factory.outputs(subject, offset, published, out)
                         # None: an event that warns about a run it did not create; `leaving`: a run it retired
                         run = runs.get(subject) or self.fold.leaving.get(subject)
                         if run is not None:
-                            note(run, effects.outputs)
+                            note(run, outputs)
                     except Exception as exc:  # the outputs cannot be written: the event is not applied either
                         del out[mark:]
                         applied -= 1
@@ -125,13 +133,17 @@ class BatchFolder:
                         continue
                     if run is not None:
                         changed[subject] = run
-                    for name, _ in effects.outputs:
+                    if coalesced:  # replaces the run's earlier one of this batch: the last change's values
+                        marks[subject] = (offset, last, outputs[last])
+                    for name, _ in published:
                         counts[name] = counts_get(name, 0) + 1
                 if effects.deletions:
                     deletions.extend(effects.deletions)
         batch.applied += applied
         if self.fold.roots.fresh:
             batch.claims = self.fold.roots.claimed()
+        if marks:
+            self._watermarks(marks, out, counts)
         before = len(out)
         stamp = (
             ((H_INPUT_OFFSET, str(records[-1].offset).encode()),) if changed or forgotten else ()
@@ -144,6 +156,15 @@ class BatchFolder:
             out.extend(self.pager.tombstones(run_id, gone, stamp))
         batch.views = len(out) - before
         return batch
+
+    def _watermarks(self, marks: Marks, out: list[OutRecord], counts: dict[str, int]) -> None:
+        """The batch's one watermark per run (contract §4): the one the run's last change in the batch
+        made, with that input record's output id (contract §5), so a replay of the same batches gives
+        the same records and any batching gives ids that each name one and the same watermark."""
+        output = self.factory.outputs
+        for run_id, (offset, sequence, mark) in marks.items():
+            output(run_id, offset, (mark,), out, sequence)
+        counts[_WATERMARK] = counts.get(_WATERMARK, 0) + len(marks)
 
     def _unapply(self, batch: Batch, record: InputRecord, event: DecodedEvent, exc: Exception, live: bool) -> None:
         """Roll the fold back over an event whose outputs failed, and dead-letter it (contract §7)."""

@@ -52,7 +52,8 @@ def clean_fold(records: Sequence[Record], settings: ServiceSettings) -> tuple[di
 
 @dataclass
 class Replayed:
-    ids: set[str] = field(default_factory=set)  # every output id the log must publish
+    ids: set[str] = field(default_factory=set)  # every output id the log must publish (watermarks aside)
+    marks: set[str] = field(default_factory=set)  # every watermark id the log may publish: one per event
     dead: set[tuple[int, int]] = field(default_factory=set)  # (partition, offset) of every dead-lettered input
     paths: dict[str, str] = field(default_factory=dict)  # checkpoint path -> LIVE / EVICTED / LEFTOVER
     evictions: int = 0
@@ -102,6 +103,8 @@ def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[s
         for output in batch.records:
             if output.topic == names.dlq:
                 out.dead.add((record.partition, record.offset))
+            elif output.topic == names.watermarks:  # one per run per batch: which ones depends on the batching
+                out.marks.add(json.loads(output.value or b"")["id"])
             elif output.topic != names.state:
                 out.ids.add(json.loads(output.value or b"")["id"])
         path = _reported(record.value)
@@ -132,14 +135,17 @@ def _describe(record: Record, batch: Batch) -> str:
 async def check_outputs(
     conn: KafkaConnection, settings: ServiceSettings, expected: Replayed, exactly_once: bool
 ) -> list[str]:
-    """Every output id exactly once (at_least_once: at least once), every dead letter likewise."""
+    """Every output id exactly once (at_least_once: at least once), every dead letter likewise. Watermarks
+    are one per run per batch (contract §4), so which ids appear depends on the batches: each must be one
+    a fold record by record makes (the same id, the same watermark), none twice under exactly_once."""
     problems: list[str] = []
     seen: Counter[str] = Counter()
+    marks: Counter[str] = Counter()
     kinds: dict[str, str] = {}  # output id -> its type, as published
     for topic in (settings.checkpoints_topic, settings.validations_topic, settings.watermarks_topic):
         for record in await read_topic(conn, topic):
             body = json.loads(record.value or b"")
-            seen[body["id"]] += 1
+            (marks if topic == settings.watermarks_topic else seen)[body["id"]] += 1
             kinds[body["id"]] = f"{body['type']} at {record.topic}[{record.partition}]@{record.offset}"
     restored = sorted(i for i in seen if ":restored@" in i)
     if restored:
@@ -148,6 +154,8 @@ async def check_outputs(
         )
     explain = lambda i: f"{expected.explain(i)}, published as {kinds.get(i)}"
     _compare("output id", seen, expected.ids, set(restored), exactly_once, problems, explain)
+    may = expected.marks & set(marks)  # none is owed (a later one of the run stands for it); none may be foreign
+    _compare("watermark id", marks, may, set(), exactly_once, problems, explain)
     dead: Counter[tuple[int, int]] = Counter()
     for record in await read_topic(conn, settings.dlq_topic):
         headers = dict(record.headers)

@@ -1,11 +1,13 @@
-"""Batcher: records appended straight into aiokafka's compiled batch builders, checked by parsing the
-built batches back (what the broker would receive)."""
+"""Batcher: records appended straight into aiokafka's compiled batch builders (the fast path) or
+through its public BatchBuilder.append (processor/kafka/fence.py), checked by parsing the built
+batches back (what the broker would receive): both paths must build the same batches."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatch
 
@@ -44,11 +46,15 @@ def parsed(producer: Producer) -> list[tuple[str, int, bytes | None, bytes | Non
     return out
 
 
-async def test_every_record_lands_once_in_its_partition_in_order_across_full_batches() -> None:
+PATHS = pytest.mark.parametrize("internals", [True, False], ids=["fast", "public"])
+
+
+@PATHS
+async def test_every_record_lands_once_in_its_partition_in_order_across_full_batches(internals: bool) -> None:
     producer = Producer(batch_bytes=2048)
     records = [OutRecord("c", f"run-{i % 3}".encode(), b"v%d" % i + b"x" * 300) for i in range(40)]
     records += [OutRecord("in", b"run-1", b"done", (("h", b"1"),), partition=2), OutRecord("s", None, b"view")]
-    batcher = Batcher(producer)  # type: ignore[arg-type]
+    batcher = Batcher(producer, internals)  # type: ignore[arg-type]
     await batcher.send_all(records)
     got = parsed(producer)
     assert len(got) == len(records) and len(producer.sent) > 4  # several batches filled up
@@ -62,9 +68,20 @@ async def test_every_record_lands_once_in_its_partition_in_order_across_full_bat
         assert values == [r.value for r in records if r.topic == "c" and batcher._cache[("c", r.key)] == partition]
 
 
-async def test_a_record_larger_than_a_batch_gets_a_batch_of_its_own() -> None:
+@PATHS
+async def test_a_record_larger_than_a_batch_gets_a_batch_of_its_own(internals: bool) -> None:
     producer = Producer(batch_bytes=512)
-    batcher = Batcher(producer)  # type: ignore[arg-type]
+    batcher = Batcher(producer, internals)  # type: ignore[arg-type]
     await batcher.send_all([OutRecord("c", b"k", b"a"), OutRecord("c", b"k", b"x" * 4000), OutRecord("c", b"k", b"b")])
     assert [v for *_, v, _ in parsed(producer)] == [b"a", b"x" * 4000, b"b"]
     assert [count for _, _, count, _ in producer.sent] == [1, 1, 1]
+
+
+async def test_both_paths_build_the_same_batches() -> None:
+    records = [OutRecord("c", f"run-{i % 4}".encode(), b"v%d" % i * (i % 50), (("h", b"%d" % i),)) for i in range(300)]
+    built = []
+    for internals in (True, False):
+        producer = Producer(batch_bytes=4096)
+        await Batcher(producer, internals).send_all(records)  # type: ignore[arg-type]
+        built.append(parsed(producer))
+    assert built[0] == built[1] and len(built[0]) == len(records)

@@ -313,11 +313,11 @@ async def test_a_fault_while_writing_an_events_outputs_dead_letters_it_and_leave
 
     real_outputs = EnvelopeBuilder.outputs
 
-    def faulty(self: EnvelopeBuilder, run_id: str, offset: int, outputs: Any, into: Any) -> None:
+    def faulty(self: EnvelopeBuilder, run_id: str, offset: int, outputs: Any, into: Any, first: int = 0) -> None:
         if offset == 20 and run_id == subject:
             into.append(OutRecord("half", b"k", b"written before the fault"))
             raise RuntimeError("injected while writing outputs")
-        real_outputs(self, run_id, offset, outputs, into)
+        real_outputs(self, run_id, offset, outputs, into, first)
 
     monkeypatch.setattr(EnvelopeBuilder, "outputs", faulty)
     config = settings(tmp_path)
