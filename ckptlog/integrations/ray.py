@@ -195,10 +195,7 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
 
     def _read_view(self) -> RunView | None:
         assert self.run_id is not None
-        with Reader(
-            bootstrap_servers=self.bootstrap_servers, topics=Topics(state=self.state_topic), connection=self.connection
-        ) as reader:
-            return reader.view(self.run_id)
+        return _view(self.run_id, self.bootstrap_servers, self.connection, self.state_topic)
 
     def after_controller_finish(self, result: Any = None) -> None:
         if self._validated in _FORWARDING:
@@ -258,6 +255,14 @@ def _wrap_validation_results() -> None:
     CheckpointManager.update_checkpoints_with_validation_result = update  # type: ignore[method-assign]
 
 
+def _view(
+    run_id: str, bootstrap_servers: str | None, connection: Connection | None, state_topic: str
+) -> RunView | None:
+    """The run's VIEW on `state_topic` now (the controller's resume check and `kept_checkpoints`)."""
+    with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic), connection=connection) as reader:
+        return reader.view(run_id)
+
+
 def kept_checkpoints(
     run_id: str,
     *,
@@ -267,8 +272,7 @@ def kept_checkpoints(
 ) -> list[Checkpoint]:
     """ckptlog's kept set of `run_id` (its VIEW: rank order, best last) as Ray `Checkpoint`s: use it
     instead of `Result.best_checkpoints`, which still lists the directories ckptlog deleted."""
-    with Reader(bootstrap_servers=bootstrap_servers, topics=Topics(state=state_topic), connection=connection) as reader:
-        view = reader.view(run_id)
+    view = _view(run_id, bootstrap_servers, connection, state_topic)
     if view is None:
         raise RunNotResumable(
             f"ckptlog has no VIEW of run {run_id!r} on {state_topic}: is `ckptlog run` running, and is the "

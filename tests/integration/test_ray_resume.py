@@ -33,7 +33,7 @@ from processor.kafka import read_topic
 from processor.service.harness import running
 from processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_settings
-from tests.integration.test_ray_train import disk_settles, ray_cluster, view_of
+from tests.integration.test_ray_train import callback_topics, disk_settles, ray_cluster, view_of
 
 pytestmark = pytest.mark.timeout(300)
 __all__ = ["ray_cluster"]  # the module-scoped Ray of test_ray_train, shared
@@ -72,12 +72,7 @@ def fit(
             callbacks=[
                 CkptlogCallback(
                     num_to_keep=keep,
-                    bootstrap_servers=settings.bootstrap_servers,
-                    topic=settings.input_topic,
-                    state_topic=settings.state_topic,
-                    dlq_topic=settings.dlq_topic,
-                    checkpoints_topic=settings.checkpoints_topic,
-                    processor_group=settings.group_id,
+                    **callback_topics(settings),
                     **callback,
                 )
             ],

@@ -75,17 +75,24 @@ def validate_fn(checkpoint: Checkpoint, **kwargs: Any) -> dict[str, Any]:
     return {"val_loss": step / 10}
 
 
+def callback_topics(settings: ServiceSettings) -> dict[str, Any]:
+    """The CkptlogCallback arguments that point it at this test's broker, topics and processor group."""
+    return {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "topic": settings.input_topic,
+        "state_topic": settings.state_topic,
+        "dlq_topic": settings.dlq_topic,
+        "checkpoints_topic": settings.checkpoints_topic,
+        "processor_group": settings.group_id,
+    }
+
+
 def fit(settings: ServiceSettings, storage: Path, name: str, config: dict[str, Any], **failure: Any) -> Any:
     callback = CkptlogCallback(
         num_to_keep=KEEP,
         checkpoint_score_attribute="loss",
         checkpoint_score_order="min",
-        bootstrap_servers=settings.bootstrap_servers,
-        topic=settings.input_topic,
-        state_topic=settings.state_topic,
-        dlq_topic=settings.dlq_topic,
-        checkpoints_topic=settings.checkpoints_topic,
-        processor_group=settings.group_id,
+        **callback_topics(settings),
     )
     trainer = DataParallelTrainer(
         train_fn,
