@@ -37,6 +37,7 @@ class Batch:
     records: list[OutRecord] = field(default_factory=list)
     deletions: list[Deletion] = field(default_factory=list)
     claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
+    retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -53,6 +54,7 @@ class Batch:
         self.records.extend(other.records)
         self.deletions.extend(other.deletions)
         self.claims.extend(other.claims)
+        self.retired.extend(other.retired)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -139,6 +141,8 @@ class BatchFolder:
                         counts[name] = counts_get(name, 0) + 1
                 if effects.deletions:
                     deletions.extend(effects.deletions)
+                if self.fold.leaving:
+                    self._retired(batch)
         batch.applied += applied
         if self.fold.roots.fresh:
             batch.claims = self.fold.roots.claimed()
@@ -156,6 +160,12 @@ class BatchFolder:
             out.extend(self.pager.tombstones(run_id, gone, stamp))
         batch.views = len(out) - before
         return batch
+
+    def _retired(self, batch: Batch) -> None:
+        """The roots of the runs the last event retired: their retired claims (storage/claims.py)."""
+        batch.retired.extend(
+            (run.root_prefix[:-1], run.run_id) for run in self.fold.leaving.values() if run.storage_root
+        )
 
     def _watermarks(self, marks: Marks, out: list[OutRecord], counts: dict[str, int]) -> None:
         """The batch's one watermark per run (contract §4): the one the run's last change in the batch

@@ -37,7 +37,9 @@ class DeletionSink(Protocol):
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int: ...
+    def claim_many(
+        self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False
+    ) -> int: ...
 
 
 @dataclass(slots=True)
@@ -143,6 +145,8 @@ class CommitCycle:
         self.folded_offset = next_offset = records[-1].offset + 1
         if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
             self.deleter.claim_many(batch.claims, str(self.pid))
+        if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
+            self.deleter.claim_many(batch.retired, str(self.pid), retired=True)
         crash_point("batch.folded")
         out = batch.records  # 2
         if self.extra:

@@ -219,7 +219,11 @@ class PartitionTask:
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
-        self.deleter.claim_many(self.fold.roots.owners.items(), str(self.pid))  # any an earlier owner did not write
+        finished, source = self.fold.finished, str(self.pid)
+        live = [(root, run_id) for root, run_id in self.fold.roots.owners.items() if finished.get(run_id) != root]
+        self.deleter.claim_many(live, source)  # any an earlier owner did not write
+        retired = [(root, run_id) for run_id, root in finished.items() if root]
+        self.deleter.claim_many(retired, source, retired=True)  # and the finished runs' retired claims
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.cycle.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:

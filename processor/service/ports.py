@@ -98,7 +98,7 @@ class DeletionService(Protocol):
         """Delete each request's path, for runs folded by input partition `source`."""
         ...
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
         """Write each (canonical run root, run id)'s ownership claim in the background (contract §9)."""
         ...
 

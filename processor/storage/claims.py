@@ -4,6 +4,12 @@ A claim is `{root}/.ckptlog-run/{claim_name(claimant)}`, holding
 `{"format": "ckptlog.run-marker", "run": RUN_ID, "source": "topic[partition]"}`: the run, and the
 input partition whose fold registered its root. The processor writes one per root it registers;
 the deleter reads them on its walks.
+
+Once a run has finished and left the hot state, the processor adds a *retired* claim beside its
+claim (`retired-…`, the same body with `"retired": true`). A retired claim is nobody's: it bars
+every deletion that meets it, a later run reusing the same id included, because the fold forgets
+an expired run (contract §3 *Expiry*) and could otherwise take a late report of the old run for
+the new one's. A finished run's checkpoints are kept for good (contract §9).
 """
 
 from __future__ import annotations
@@ -21,16 +27,21 @@ FORMAT = "ckptlog.run-marker"
 
 class Claimant(NamedTuple):
     """Who claims a root: a run, as folded by one input partition (`source`, e.g. `events[3]`).
-    A source of None (an offline `ckptlog fold --apply`) is every partition's."""
+    A source of None (an offline `ckptlog fold --apply`) is every partition's. `retired`: the run
+    finished and left the hot state; no live claimant owns such a claim, the run's own id included."""
 
     run: str
     source: str | None = None
+    retired: bool = False
 
     def owns(self, claim: Claimant) -> bool:
-        return (claim.run == self.run and None in (claim.source, self.source)) or claim == self
+        if claim.retired and not self.retired:  # a finished run's mark bars its live claimant too
+            return False
+        return claim.run == self.run and (None in (claim.source, self.source) or claim.source == self.source)
 
     def __str__(self) -> str:
-        return repr(self.run) if self.source is None else f"{self.run!r} ({self.source})"
+        name = repr(self.run) if self.source is None else f"{self.run!r} ({self.source})"
+        return f"{name} (finished)" if self.retired else name
 
 
 UNREADABLE = Claimant("\x00an unreadable claim")  # no run id holds a control character: nobody's
@@ -63,11 +74,14 @@ Outcome = None | str | Refused
 def claim_name(claimant: Claimant) -> str:
     """The file naming one claimant inside a root's marker directory (safe for any run id)."""
     key = claimant.run if claimant.source is None else f"{claimant.run}\0{claimant.source}"
-    return "run-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+    return ("retired-" if claimant.retired else "run-") + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def marker_body(claimant: Claimant) -> bytes:
-    return json.dumps({"format": FORMAT, "run": claimant.run, "source": claimant.source}).encode() + b"\n"
+    body: dict[str, object] = {"format": FORMAT, "run": claimant.run, "source": claimant.source}
+    if claimant.retired:
+        body["retired"] = True
+    return json.dumps(body).encode() + b"\n"
 
 
 def claimant_in(data: bytes) -> Claimant:
@@ -76,11 +90,12 @@ def claimant_in(data: bytes) -> Claimant:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return UNREADABLE
-    run = body.get("run") if isinstance(body, dict) else None
-    source = body.get("source") if isinstance(body, dict) else None
-    if not isinstance(run, str) or not isinstance(source, str | None):
+    if not isinstance(body, dict):
         return UNREADABLE
-    return Claimant(run, source)
+    run, source, retired = body.get("run"), body.get("source"), body.get("retired", False)
+    if not isinstance(run, str) or not isinstance(source, str | None) or not isinstance(retired, bool):
+        return UNREADABLE
+    return Claimant(run, source, retired)
 
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
@@ -96,6 +111,12 @@ def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
             retry=True,
         )
     named = ", ".join(map(str, claimants[:3])) + (" and more" if len(claimants) > 3 else "")
+    if any(c.retired for c in claimants):
+        return Refused(
+            f"{where} holds the ownership marker of run {named} ({MARKER}): a finished run's checkpoints are "
+            "kept for good, and no later run deletes in its root, not even one reusing its id — give a new run "
+            "a new id and a directory of its own (contract §3 *Expiry*, §9)"
+        )
     return Refused(
         f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "
         "deletion reaches into another run's root — give each run a directory of its own (contract §9)"

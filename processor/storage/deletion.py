@@ -41,6 +41,9 @@ __all__ = ["Deleter", "DeletionCounts", "DeletionRequest", "Key", "RetryPolicy",
 Key = tuple[str, str]
 """(run id, checkpoint path URL as submitted)."""
 
+HOLD_S = 0.2
+"""How long a deletion waits before it looks again whether its run's retired claim is written."""
+
 OnDone = Callable[[Sequence[Key]], None]
 """Called with the keys of one job that are confirmed gone."""
 
@@ -133,10 +136,11 @@ class Deleter:
         # the run roots' ownership markers, which this deleter's walks honour (processor.storage.markers)
         self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
         """Write the ownership claim of each (canonical root, run id), as folded by input partition
-        `source`, in the background, once (processor/storage/markers.py)."""
-        return self.claims.claim_many(claims, source)
+        `source`, in the background, once (processor/storage/markers.py); `retired`: the runs'
+        retired claims, and until each is written, no deletion of that run id and source runs."""
+        return self.claims.claim_many(claims, source, retired=retired)
 
     @property
     def backlog(self) -> int:
@@ -278,6 +282,8 @@ class Deleter:
             self._settled.set()
 
     async def _job(self, keys: list[Key]) -> None:
+        if self.claims.held:
+            keys = self._not_held(keys)
         if self._recheck is not None:
             keys = self._still_owed(keys)
         items = [self._outstanding[key] for key in keys]
@@ -311,6 +317,17 @@ class Deleter:
         if job is not None:
             self._jobs.discard(job)  # this job's slot is free now (its done callback comes later)
         self._pump()
+
+    def _not_held(self, keys: list[Key]) -> list[Key]:
+        """The keys of paths near no root whose retired claim is still being written; the others
+        wait: a later run in a finished run's root, or reusing its id, must meet that claim first."""
+        holds, outstanding, go = self.claims.holds, self._outstanding, []
+        for key in keys:
+            if holds(outstanding[key][0]):
+                self._timers[key] = asyncio.get_running_loop().call_later(HOLD_S, self._requeue, key)
+            else:
+                go.append(key)
+        return go
 
     def _still_owed(self, keys: list[Key]) -> list[Key]:
         """The keys the run's current state still owes; the others leave this deleter untouched."""

@@ -101,15 +101,19 @@ def _read_claim(marker_fd: int, name: str) -> Claimant:
         return claimant_in(os.read(fd, 4096))
 
 
-def open_root(root: str, outer: str | None, me: Claimant, *, create: bool = False) -> int | Outcome:
+def open_root(
+    root: str, outer: str | None, me: Claimant, *, create: bool = False, make: bool | None = None
+) -> int | Outcome:
     """The run root as a directory fd, reached from the resolved bound without following links and
-    checked for markers on the way (see the module docstring); `create` makes missing directories
-    and returns the fd whatever the markers say (the caller reports a shared root)."""
+    checked for markers on the way (see the module docstring); `create` returns the fd whatever
+    the markers say (the caller reports a shared root) and makes missing directories, unless `make`
+    is False (then a missing one means the root is gone: None)."""
+    make = create if make is None else make
     if outer is None or not outer.startswith(LOCAL) or not (root == outer or root.startswith(outer + "/")):
-        return _open_trusted(root, me, create)
+        return _open_trusted(root, me, create, make)
     bound = os.path.realpath(local_path(outer))
     try:
-        if create:
+        if make:
             os.makedirs(bound, exist_ok=True)  # the configured bound is trusted (the jobs would make it too)
         fd = os.open(bound, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
@@ -123,7 +127,7 @@ def open_root(root: str, outer: str | None, me: Claimant, *, create: bool = Fals
             if found and not create:
                 os.close(fd)
                 return foreign(f"{outer}/{'/'.join(names[:at])}".rstrip("/"), found)
-            fd = _step(fd, name, create, f"{outer}/{'/'.join(names[: at + 1])}")
+            fd = _step(fd, name, make, f"{outer}/{'/'.join(names[: at + 1])}")
     except _Stop as stop:
         return stop.outcome
     return _own_root(fd, root, me, create)
@@ -165,11 +169,11 @@ def _refuse_link(exc: OSError, where: str) -> Refused | None:
     return None
 
 
-def _open_trusted(root: str, me: Claimant, create: bool) -> int | Outcome:
+def _open_trusted(root: str, me: Claimant, create: bool, make: bool) -> int | Outcome:
     """No bound to walk from: the run root itself is resolved and trusted."""
     path = os.path.realpath(local_path(root))
     try:
-        if create:
+        if make:
             os.makedirs(path, exist_ok=True)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
@@ -250,8 +254,12 @@ def _listed(fd: int, rel: str, me: Claimant | None) -> list[str] | Refused:
 
 def claim_local(root: str, me: Claimant, outer: str | None) -> Outcome | Shared:
     """Write the claimant's claim into its root's marker directory (making the directories on the
-    way), atomically: a temporary file, then a hard link that fails if the name exists."""
-    fd = open_root(root, outer, me, create=True)
+    way), atomically: a temporary file, then a hard link that fails if the name exists. A retired
+    claim (`me.retired`) is written only where the root still is (a root that is gone holds no
+    checkpoint to keep), and whoever else claims it: it bars them all."""
+    fd = open_root(root, outer, me, create=True, make=not me.retired)
+    if me.retired and fd is None:
+        return None
     if not isinstance(fd, int):
         return fd if fd is not None else f"the run root {root} could not be made"
     with opened(fd), mapped_errors(root, "claim"):
@@ -265,7 +273,7 @@ def claim_local(root: str, me: Claimant, outer: str | None) -> Outcome | Shared:
             return _refuse_link(exc, f"{root}/{MARKER}") or f"could not open {root}/{MARKER}: {exc.strerror}"
         with opened(marker):
             new = _write_claim(marker, me)
-        return _shared_local(fd, root, me, outer, new)
+        return None if me.retired else _shared_local(fd, root, me, outer, new)
 
 
 def _write_claim(marker: int, me: Claimant) -> bool:

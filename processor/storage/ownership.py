@@ -12,6 +12,7 @@ claim is written outside the resolved bound, and that run's deletions are refuse
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ class Claims:
         self._attempts: dict[Claim, int] = {}
         self._timers: dict[Claim, asyncio.TimerHandle] = {}
         self.refused: dict[Claim, str] = {}
+        self.held: dict[str, int] = {}  # canonical root -> its retired claims not written yet
+        self._held_sorted: list[str] | None = None
         self.shared: dict[Claim, str] = {}
         self.counts = ClaimCounts()
         self._task: asyncio.Task[None] | None = None
@@ -60,15 +63,20 @@ class Claims:
         self._idle.set()
         self._closed = False
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
         """Queue each (canonical root, run id) that `source` (the input partition folding it, e.g.
-        `events[3]`; None: offline) has not claimed yet in this process; how many were queued."""
+        `events[3]`; None: offline) has not claimed yet in this process; how many were queued.
+        `retired`: the runs finished and left the hot state (processor/storage/claims.py); until
+        its retired claim is written, `holds` says so for every path in, at or around its root."""
         queued = 0
         for root, run_id in claims:
-            claim = (root, Claimant(run_id, source))
+            claim = (root, Claimant(run_id, source, retired))
             if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
                 continue
             self._queue[claim] = None
+            if retired:
+                self.held[root] = self.held.get(root, 0) + 1
+                self._held_sorted = None
             queued += 1
         if queued and not self._closed:
             self._start()
@@ -113,6 +121,9 @@ class Claims:
 
     def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
         root, run_id = claim[0], claim[1].run
+        final = outcome is None or isinstance(outcome, Shared) or (isinstance(outcome, Refused) and not outcome.retry)
+        if claim[1].retired and final:
+            self._release(root)
         if outcome is None or isinstance(outcome, Shared):
             self._done.add(claim)
             self._attempts.pop(claim, None)
@@ -150,6 +161,30 @@ class Claims:
                 delay,
             )
             self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
+
+    def holds(self, url: str) -> bool:
+        """Whether a canonical checkpoint URL lies at, in or around a root whose retired claim is
+        not written yet: its deletion must wait for that claim (processor/storage/claims.py)."""
+        held = self.held
+        if url in held:
+            return True
+        cut = url.rfind("/")
+        while cut > 0:  # an ancestor of it is a held root
+            if url[:cut] in held:
+                return True
+            cut = url.rfind("/", 0, cut)
+        if self._held_sorted is None:
+            self._held_sorted = sorted(held)
+        below = self._held_sorted
+        at = bisect.bisect_left(below, url + "/")
+        return at < len(below) and below[at].startswith(url + "/")  # a held root inside the checkpoint
+
+    def _release(self, root: str) -> None:
+        left = self.held.pop(root) - 1
+        if left:
+            self.held[root] = left
+        else:
+            self._held_sorted = None
 
     def _retry(self, claim: Claim) -> None:
         del self._timers[claim]

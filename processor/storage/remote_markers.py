@@ -76,6 +76,10 @@ def claim(root: str, me: Claimant, outer: str | None, options: Options) -> Outco
     fs = open_protocol(protocol, options.get(protocol))
     base = fs._strip_protocol(root).rstrip("/")
     with mapped_errors(root, "claim"):
+        if me.retired:  # see markers.claim_local: where the root is, whoever else claims it
+            if fs.exists(base):
+                fs.pipe_file(f"{base}/{MARKER}/{claim_name(me)}", marker_body(me))
+            return None
         claimants = claimants_at(fs, base)
         new = claimants is None or me not in claimants
         if new:

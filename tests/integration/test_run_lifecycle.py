@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from events.paths import MARKER
 from processor.kafka import read_topic
 from processor.kafka.producers import produce
 from processor.service.harness import event_record, running
 from processor.service.views import read_views
+from processor.storage.claims import Claimant, claim_name
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -160,3 +162,86 @@ async def _has(views: Any, runs: set[str]) -> bool:
 async def _committed(views: Any, run: str, n: int) -> bool:
     view = (await views()).get(run)
     return view is not None and view["committed"] >= n
+
+
+def _expired_a(settings: Any, root: Path) -> list[bytes]:
+    """Lines that finish run `a` (c0, c1 kept) and expire its record (one kept: `x` finishes next)."""
+    for name in ("c0", "c1", "c2", "c3", "b0", "b1", "inner/b0", "inner/b1"):
+        (root / name).mkdir(parents=True)
+        (root / name / "model.pt").write_bytes(b"weights")
+    return [
+        f.started("a", root.as_uri(), keep=2, attr="acc"),
+        f.report("a", {"acc": 0.9}, (root / "c0").as_uri()),
+        f.report("a", {"acc": 0.5}, (root / "c1").as_uri()),
+        f.finished("a"),
+        f.started("x", (root.parent / "x").as_uri()),
+        f.finished("x"),  # the second retirement: a's record expires
+    ]
+
+
+async def test_a_run_id_reused_after_its_record_expired_never_deletes_the_finished_runs_checkpoints(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Contract §3 *Expiry*, §9: with one finished record kept, run `a` expires as soon as `x`
+    finishes, and the fold forgets it. `a` is started again in the same root, and a literal
+    redelivery of its old report registers the old kept checkpoint c0 in the new run, which then
+    evicts it. Both deletions meet the retired claim of the finished `a` (written as it retired,
+    before any later deletion of `a` may run), so they are refused, loudly, and nothing is deleted."""
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, finished_runs_kept=1)
+    conn, root = conn_of(settings), tmp_path / "runs" / "team" / "a"
+    lines = _expired_a(settings, root)
+    lines += [
+        f.started("a", root.as_uri(), keep=1, attr="acc"),  # a new run, as far as the fold knows
+        lines[1],  # a late redelivery of c0's report: the dedup window that knew its id expired too
+        f.report("a", {"acc": 0.2}, (root / "c2").as_uri()),
+        f.report("a", {"acc": 0.95}, (root / "c3").as_uri()),  # evicts c0 and c2
+    ]
+    async with running(settings):
+        await produce(conn, [event_record(settings.input_topic, line) for line in lines])
+        refused = await _refused(conn, settings.checkpoints_topic, "a", 2)
+    assert sorted(refused) == [(root / "c0").as_uri(), (root / "c2").as_uri()], refused
+    assert all("finished" in why for why in refused.values()), refused
+    for name in ("c0", "c1", "c2", "c3"):
+        assert (root / name / "model.pt").read_bytes() == b"weights", name
+    retired = [p.name for p in (root / MARKER).iterdir() if p.name.startswith("retired-")]
+    assert retired == [claim_name(Claimant("a", f"{settings.input_topic}[0]", retired=True))]
+
+
+@pytest.mark.parametrize("below", ["inner", ""])
+async def test_a_new_run_in_or_at_an_expired_runs_root_never_deletes_its_checkpoints(
+    topic_factory: Any, kafka_bootstrap: str, tmp_path: Path, below: str
+) -> None:
+    """Contract §3 *Expiry*: the fold forgot `a`, so a run `b` rooted inside a's root, or at it,
+    is accepted; every deletion of b's that reaches into a's root meets a's claims and is refused
+    — b's own evicted checkpoint, and at the same root one of a's kept ones that b reported."""
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, finished_runs_kept=1)
+    conn, root = conn_of(settings), tmp_path / "runs" / "team" / "a"
+    lines = _expired_a(settings, root)
+    b_root = root / below if below else root
+    lines.append(f.started("b", b_root.as_uri(), keep=1, attr="acc"))
+    if not below:
+        lines.append(f.report("b", {"acc": 0.05}, (root / "c1").as_uri()))  # a's kept checkpoint, in b's root
+    lines += [f.report("b", {"acc": s}, (b_root / f"b{i}").as_uri()) for i, s in enumerate((0.1, 0.2))]
+    expected = sorted([(b_root / "b0").as_uri(), *([] if below else [(root / "c1").as_uri()])])
+    async with running(settings):
+        await produce(conn, [event_record(settings.input_topic, line) for line in lines])
+        refused = await _refused(conn, settings.checkpoints_topic, "b", len(expected))
+        dlq = [dict(r.headers) for r in await read_topic(conn, settings.dlq_topic)]
+    assert sorted(refused) == expected, (refused, dlq)
+    for name in ("c0", "c1", "b0", "b1", "inner/b0", "inner/b1"):
+        assert (root / name / "model.pt").read_bytes() == b"weights", name
+
+
+async def _refused(conn: Any, topic: str, run: str, count: int, timeout_s: float = 30.0) -> dict[str, str]:
+    """The run's deletion_refused warnings (path -> message), once there are `count` of them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = {}
+        for record in await read_topic(conn, topic):
+            body = json.loads(record.value or b"{}")
+            data = body.get("data", {})
+            if body.get("subject") == run and data.get("code") == "deletion_refused":
+                found[data.get("checkpoint_path", "")] = data.get("message", "")
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)

@@ -225,11 +225,15 @@ class FakeDeleter:
         self.submitted: list[str] = []
         self.premature: list[str] = []
         self.claimed: list[tuple[str, str]] = []
+        self.retired: list[tuple[str, str]] = []  # the retired claims asked for
         self.closed = False
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
         claims = list(claims)
-        self.claimed += claims
+        if retired:
+            self.retired += claims
+        else:
+            self.claimed += claims
         return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:

@@ -55,10 +55,14 @@ class Deleter:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
         self.claimed: list[tuple[str, str]] = []
+        self.retired: list[tuple[str, str]] = []  # the retired claims asked for
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None) -> int:
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
         claims = list(claims)
-        self.claimed += claims
+        if retired:
+            self.retired += claims
+        else:
+            self.claimed += claims
         return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
@@ -289,3 +293,20 @@ async def test_confirmed_deletions_go_to_the_partition_owning_each_run() -> None
     processor._deletions_done([("a", "p1"), ("b", "p2"), ("gone", "p3"), ("a", "p4")])
     assert first.seen == [[("a", "p1"), ("a", "p4")]] and second.seen == [[("b", "p2")]]
     assert sorted(r.value for r in written) == [b"p1", b"p2", b"p4"]  # a run no task owns: nothing to write
+
+
+async def test_a_retirement_asks_for_its_retired_claim_and_a_restore_asks_again_for_every_finished_root(
+    tmp_path: Path,
+) -> None:
+    """Contract §3 *Expiry*: the retired claim keeps a finished run's checkpoints once its record
+    expires; it is asked for as the run retires, and again after a restore (one may have been lost
+    with the process), while the restore claims only the live runs' roots as live."""
+    lines = [f.started("done", "file:///sr/done"), f.finished("done"), f.started("open", "file:///sr/open")]
+    seed, _, deleter, _ = make_task(tmp_path)
+    await seed.process(records(lines))
+    await idle(seed)
+    assert deleter.retired == [("file:///sr/done", "done")]
+    task, _, again, _ = make_task(tmp_path / "again", start=len(lines), publish_from=len(lines), fold=seed.fold)
+    assert again.retired == [("file:///sr/done", "done")]
+    assert again.claimed == [("file:///sr/open", "open")]
+    await task.close(graceful=False)

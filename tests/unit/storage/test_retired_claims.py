@@ -1,0 +1,149 @@
+"""Retired claims (processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
+
+The fold forgets a finished run once its record expires; what then keeps its checkpoints is the
+retired claim the processor wrote into its root as it retired. It bars every deletion that meets
+it: the same run id (folded again, as a new run), an offline fold, and any other run. These
+tests attack it as a careless user and a hostile tree would: a reused id, a root claimed by
+another run, a root that is gone, a symlinked root, a forged claim, a restart writing it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from events.paths import MARKER, normalize
+from processor.storage.claims import Claimant, Refused, Shared, claim_name
+from processor.storage.deletion import Deleter
+from processor.storage.markers import claim_all
+from processor.storage.ownership import Claims
+from processor.storage.removal import remove_all
+
+A, RETIRED_A = Claimant("a", "t[0]"), Claimant("a", "t[0]", retired=True)
+
+
+def _tree(tmp_path: Path) -> tuple[Path, str, str, str]:
+    sr = tmp_path / "sr"
+    ckpt = sr / "a" / "c0"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.bin").write_bytes(b"kept for good")
+    outer = normalize(f"file://{sr}")
+    return sr, outer, normalize(f"{outer}/a"), normalize(f"file://{ckpt}")
+
+
+@pytest.mark.parametrize("deleter", [A, Claimant("a"), Claimant("a", "t[1]"), Claimant("b", "t[0]")])
+def test_a_retired_claim_bars_every_deletion_in_its_root_the_same_run_ids_included(
+    tmp_path: Path, deleter: Claimant
+) -> None:
+    sr, outer, root, ckpt = _tree(tmp_path)
+    assert claim_all([(root, A), (root, RETIRED_A)], outer, {}) == [None, None]
+    (outcome,) = remove_all([(ckpt, root, deleter)], {}, outer)
+    assert isinstance(outcome, Refused) and not outcome.retry, outcome
+    assert "finished" in outcome.reason and "new id" in outcome.reason
+    assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
+    assert sorted(os.listdir(sr / "a" / MARKER)) == sorted([claim_name(A), claim_name(RETIRED_A)])
+
+
+def test_a_deletion_from_a_root_above_meets_the_retired_claim_on_its_way(tmp_path: Path) -> None:
+    sr, outer, root, _ = _tree(tmp_path)
+    assert claim_all([(root, RETIRED_A)], outer, {}) == [None]  # its live claim was never written
+    (outcome,) = remove_all([(normalize(f"{outer}/a"), outer, Claimant("team", "t[0]"))], {}, outer)
+    assert isinstance(outcome, Refused) and "finished" in outcome.reason
+    assert (sr / "a" / "c0" / "model.bin").exists()
+
+
+def test_a_retired_claim_is_written_into_a_root_another_run_claims_and_bars_that_run(tmp_path: Path) -> None:
+    sr, outer, root, ckpt = _tree(tmp_path)
+    b = Claimant("b", "t[0]")
+    assert claim_all([(root, b)], outer, {}) == [None]  # b took the root before a's retired claim landed
+    assert claim_all([(root, RETIRED_A)], outer, {}) == [None]
+    (outcome,) = remove_all([(ckpt, root, b)], {}, outer)
+    assert isinstance(outcome, Refused) and "finished" in outcome.reason
+    assert (sr / "a" / "c0").is_dir()
+
+
+def test_a_retired_claim_for_a_root_that_is_gone_makes_nothing(tmp_path: Path) -> None:
+    sr, outer, _, _ = _tree(tmp_path)
+    gone = normalize(f"{outer}/gone/deeper")
+    assert claim_all([(gone, RETIRED_A)], outer, {}) == [None]
+    assert not (sr / "gone").exists()
+
+
+def test_a_retired_claim_is_never_written_through_a_symlink_below_the_bound(tmp_path: Path) -> None:
+    sr, outer, _, _ = _tree(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sr / "link").symlink_to(elsewhere, target_is_directory=True)
+    (outcome,) = claim_all([(normalize(f"{outer}/link"), RETIRED_A)], outer, {})
+    assert isinstance(outcome, Refused) and "symlink" in outcome.reason
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_writing_a_retired_claim_again_after_a_restart_changes_nothing(tmp_path: Path) -> None:
+    sr, outer, root, _ = _tree(tmp_path)
+    assert claim_all([(root, A), (root, RETIRED_A)], outer, {}) == [None, None]
+    before = (sr / "a" / MARKER / claim_name(RETIRED_A)).stat()
+    assert claim_all([(root, RETIRED_A)], outer, {}) == [None]
+    after = (sr / "a" / MARKER / claim_name(RETIRED_A)).stat()
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+
+
+def test_a_run_reusing_a_finished_runs_id_and_root_is_told_the_root_is_shared(tmp_path: Path) -> None:
+    """The processor claims a finished run's root again only for a new run of that id (a restart
+    claims the live roots only); that claim is reported, naming the finished run."""
+    _, outer, root, _ = _tree(tmp_path)
+    assert claim_all([(root, A), (root, RETIRED_A)], outer, {}) == [None, None]
+    (outcome,) = claim_all([(root, A)], outer, {})
+    assert isinstance(outcome, Shared) and "(finished)" in outcome.reason, outcome
+
+
+@pytest.mark.parametrize("body", [b'{"run": "a", "source": "t[0]", "retired": "yes"}', b'{"run": "a", "retired": 1}'])
+def test_a_forged_retired_flag_that_is_not_a_boolean_counts_as_nobodys(tmp_path: Path, body: bytes) -> None:
+    sr, outer, root, ckpt = _tree(tmp_path)
+    assert claim_all([(root, A)], outer, {}) == [None]
+    (sr / "a" / MARKER / "run-forged").write_bytes(body)
+    (outcome,) = remove_all([(ckpt, root, A)], {}, outer)
+    assert isinstance(outcome, Refused) and (sr / "a" / "c0").is_dir()
+
+
+def test_a_retired_claim_bars_deletions_on_other_protocols_too() -> None:
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/retired-test/a/c0/model.bin", b"kept for good")
+    outer, root, ckpt = "memory://retired-test", "memory://retired-test/a", "memory://retired-test/a/c0"
+    assert claim_all([(root, A), (root, RETIRED_A), ("memory://retired-test/gone", RETIRED_A)], outer, {}) == [
+        None,
+        None,
+        None,
+    ]
+    (outcome,) = remove_all([(ckpt, root, A)], {}, outer)
+    assert isinstance(outcome, Refused) and "finished" in outcome.reason
+    assert fs.cat_file("/retired-test/a/c0/model.bin") == b"kept for good"
+    assert not fs.exists("/retired-test/gone")
+    fs.rm("/retired-test", recursive=True)
+
+
+async def test_holds_names_paths_at_in_and_around_a_root_being_retired() -> None:
+    claims = Claims(outer_root=None)
+    claims.claim_many([("file:///sr/team/a", "a")], "t[0]", retired=True)
+    assert claims.holds("file:///sr/team/a") and claims.holds("file:///sr/team/a/c0/x")
+    assert claims.holds("file:///sr/team")  # a checkpoint holding the root
+    assert not claims.holds("file:///sr/team/ab") and not claims.holds("file:///sr/other/c0")
+    await claims.close()
+
+
+async def test_a_deletion_waits_for_the_retired_claim_queued_before_it_then_is_refused(tmp_path: Path) -> None:
+    """The service queues a run's retired claim as it folds the retirement, and a later run's
+    deletions only after their commit; this is the order that matters, in one loop turn."""
+    sr, outer, root, ckpt = _tree(tmp_path)
+    deleter = Deleter(outer_root=outer)
+    deleter.claim_many([(root, "a")], "t[0]", retired=True)
+    assert deleter.submit("a", ckpt, root, "t[0]")  # the run id reused, as a new run would
+    assert await deleter.drain(timeout=10)
+    assert "finished" in deleter.refused[("a", ckpt)] and (sr / "a" / "c0" / "model.bin").exists()
+    assert not deleter.claims.held
+    await deleter.close()
+    await asyncio.sleep(0)
