@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,11 +188,16 @@ def _compare(
 
 
 async def check_watermarks(
-    conn: KafkaConnection, settings: ServiceSettings, views: dict[str, View]
+    conn: KafkaConnection,
+    settings: ServiceSettings,
+    views: dict[str, View],
+    restarted: Set[str] = frozenset(),
+    finished: Set[str] = frozenset(),
 ) -> tuple[list[str], int]:
     """A read_committed reader, in order, never sees a run's committed or validated watermark go back,
     and ends at the view's. (at_least_once repeats records after a crash with the same ids: a reader
-    skips ids it has seen.)"""
+    skips ids it has seen.) `restarted`: run ids started again after their finished record expired
+    (contract §3 *Expiry*: a new run, counting from zero); `finished`: runs retired, in no view."""
     problems, seen, last = [], set(), dict[str, tuple[int, int]]()
     records = await read_topic(conn, settings.watermarks_topic)
     for record in records:
@@ -203,12 +208,16 @@ async def check_watermarks(
         run, data = body["subject"], body["data"]
         now = (data["committed"], data["validated"])
         before = last.get(run, (0, 0))
+        if run in restarted:
+            last[run] = now
+            continue
         if now[0] < before[0] or now[1] < before[1]:
             problems.append(
                 f"watermark of {run} went back from {before} to {now} at {record.partition}@{record.offset}"
             )
         last[run] = (max(now[0], before[0]), max(now[1], before[1]))
     final = {run: (view["committed"], view["validated"]) for run, view in views.items()}
+    last = {run: mark for run, mark in last.items() if run in final or run not in finished}
     if last != final:
         problems.append(f"the last watermarks {last} are not the views' {final}")
     return problems[:10], len(records)

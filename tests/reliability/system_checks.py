@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,9 +152,11 @@ def unanswered(validations: Sequence[Record], inputs: Sequence[Record]) -> list[
     return missing
 
 
-def check_views(source: str, views: dict[str, Any], model: Model) -> list[str]:
-    """`views` (run id -> VIEW) equal the fold's, run by run."""
-    differ = sorted(r for r in model.views.keys() | views.keys() if not same(views.get(r), model.views.get(r)))
+def check_views(source: str, views: dict[str, Any], model: Model, finished: Set[str] = frozenset()) -> list[str]:
+    """`views` (run id -> VIEW) equal the fold's, run by run; a run in `finished` that the fold no
+    longer holds (retired, contract §3) shows its final VIEW, marked finished."""
+    gone = {r for r in finished - model.views.keys() if (views.get(r) or {}).get("finished") is True}
+    differ = sorted(r for r in model.views.keys() | views.keys() - gone if not same(views.get(r), model.views.get(r)))
     if not differ:
         return []
     details = [_view_difference(r, views.get(r), model.views.get(r)) for r in differ[:4]]
@@ -238,12 +240,12 @@ def _errors(validator: Any, value: bytes | None) -> list[str]:
     return [str(e.message)[:200] for e in validator.iter_errors(body)][:1]
 
 
-def check_inspect(out: bytes, model: Model, dlq_count: int) -> list[str]:
+def check_inspect(out: bytes, model: Model, dlq_count: int, finished: Set[str] = frozenset()) -> list[str]:
     try:
         document = json.loads(out)
     except ValueError as exc:
         return [f"`ckptlog inspect --json` printed no JSON: {exc}"]
-    problems = check_views("ckptlog inspect --json", document.get("runs", {}), model)
+    problems = check_views("ckptlog inspect --json", document.get("runs", {}), model, finished)
     counted = sum(document.get("rejections", {}).values())
     if counted > dlq_count:
         problems.append(f"`ckptlog inspect --json` counts {counted} rejections, the DLQ holds {dlq_count}")

@@ -225,6 +225,44 @@ def garbage(gen: StreamGenerator) -> None:
     gen.emit(json.dumps(pretty, indent=2).encode(), run.run_id)
 
 
+def expired_reuse(gen: StreamGenerator) -> None:
+    """Contract §3 *Expiry*: a run keeps two checkpoints and finishes; FINISHED_KEPT more runs of its
+    partition finish, so its record expires and the fold forgets it. Then (now, or after the next
+    phase's action) the id is started again in the same root, and the old reports are delivered
+    once more: the new run evicts the old kept checkpoints, whose deletion the finished run's
+    retired claim must refuse. Their files are written by the old run (`{id}#finished`), so the
+    tree check counts any deletion of them as damage."""
+    from tests.reliability.system_stream import FINISHED_KEPT
+
+    partition = gen.rng.randrange(2)
+    run = gen.add_run("fin", partition, None, True, 2)
+    gen.emit(gen.start(run), run.run_id)
+    first = len(gen.phase_now.lines)
+    for _ in range(2):
+        path = gen.report(run)
+        gen.phase_now.writes[-1] = (f"{run.run_id}#finished", path)
+    old = gen.phase_now.lines[first:]
+    gen.emit(gen.event("run_finished", run.run_id, {}), run.run_id)
+    gen.finished.add(run.run_id)
+    for _ in range(FINISHED_KEPT):
+        filler = gen.add_run("done", partition, None, True, 1)
+        gen.emit(gen.start(filler), filler.run_id)
+        gen.emit(gen.event("run_finished", filler.run_id, {}), filler.run_id)
+        filler.started = False  # finished: no later ingredient picks it
+        gen.finished.add(filler.run_id)
+    run.started = False
+
+    def reuse_the_id() -> None:
+        run.started, run.keep, run.paths = True, 1, []
+        gen.reused.add(run.run_id)
+        gen.finished.discard(run.run_id)
+        gen.emit(gen.start(run), run.run_id)
+        gen.phase_now.lines.extend(old)  # the same records, ids and all: a late redelivery
+        gen.reports(run, 2)
+
+    gen.later(reuse_the_id) if gen.rng.random() < 0.5 else reuse_the_id()
+
+
 BUILDERS: dict[str, Builder] = {
     "stray_results": stray_results,
     "implicit": implicit,
@@ -239,4 +277,5 @@ BUILDERS: dict[str, Builder] = {
     "large": large,
     "invalid_utf8": invalid_utf8,
     "garbage": garbage,
+    "expired_reuse": expired_reuse,
 }

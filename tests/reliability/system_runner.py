@@ -28,6 +28,7 @@ from processor.service.settings import ServiceSettings, load_settings
 from tests.reliability.crash_processes import KILLED, Instance
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,
+    FINISHED_KEPT,
     MAX_DEPTH,
     MAX_PAYLOAD_BYTES,
     OTHER_MAX_DEPTH,
@@ -83,6 +84,7 @@ class System:
             default_num_to_keep=DEFAULT_KEEP,
             max_depth=MAX_DEPTH,
             max_payload_bytes=MAX_PAYLOAD_BYTES,
+            finished_runs_kept=FINISHED_KEPT,
         )
         self.settings: ServiceSettings = load_settings(None, **values)
         self.conn = self.settings.connection(self.bootstrap)
@@ -113,6 +115,7 @@ class System:
             "default_num_to_keep": DEFAULT_KEEP,
             "max_depth": MAX_DEPTH,
             "max_payload_bytes": MAX_PAYLOAD_BYTES,
+            "finished_runs_kept": FINISHED_KEPT,
             **flags,
         }
         return run_argv(self.settings, **values)[3:]

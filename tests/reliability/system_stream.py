@@ -31,6 +31,7 @@ MAX_DEPTH = 64
 MAX_PAYLOAD_BYTES = 100_000
 OTHER_MAX_DEPTH = 40  # the `limits` action restarts with this: the restore must refuse the snapshot
 DEFAULT_KEEP = 2  # --default-num-to-keep: implicit runs evict too
+FINISHED_KEPT = 3  # --finished-runs-kept: `expired_reuse` expires a finished run's record
 ROOT_FILE = "ROOT.keep"
 PAGED_MORE = 50
 PAGED_LAST = 600
@@ -58,6 +59,7 @@ INGREDIENTS = (
     "large",  # past --max-payload-bytes
     "invalid_utf8",
     "garbage",  # not JSON, not an object, truncated, blank, tombstones, key mismatch
+    "expired_reuse",  # a finished run's record expires; its id is started again in its root, old reports redelivered
 )
 ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator")
 FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits")  # every action in any 4 phases
@@ -141,6 +143,8 @@ class StreamGenerator:
         self.paged: RunModel | None = None
         self.phase_now: Phase = Phase(-1, "none", [])
         self.deferred: list[Callable[[], None]] = []  # the next phase's first records (see `later`)
+        self.finished: set[str] = set()  # runs finished for good: their final VIEWs are on the state topic only
+        self.reused: set[str] = set()  # run ids started again after their record expired: watermarks restart
 
     # -- helpers -----------------------------------------------------------------------------
 

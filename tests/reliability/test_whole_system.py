@@ -39,6 +39,7 @@ from processor.service.records import RecordFactory, TopicNames
 from tests.reliability.system_checks import env_list, same
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,
+    FINISHED_KEPT,
     INGREDIENTS,
     MAX_DEPTH,
     MAX_PAYLOAD_BYTES,
@@ -75,6 +76,7 @@ def fold_settings(storage: str) -> FoldSettings:
         outer_root=storage,
         max_payload_bytes=MAX_PAYLOAD_BYTES,
         max_depth=MAX_DEPTH,
+        finished_runs_kept=FINISHED_KEPT,
     )
 
 

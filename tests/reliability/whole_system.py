@@ -35,6 +35,7 @@ from tests.reliability.crash_processes import broker
 from tests.reliability.system_runner import System
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,
+    FINISHED_KEPT,
     MAX_DEPTH,
     MAX_PAYLOAD_BYTES,
     PARTITIONS,
@@ -134,7 +135,7 @@ class Stream:
             f"validation request without a result: {m}"
             for m in checks.unanswered(outputs[s.validations_topic], records)
         ][:5]
-        found += checks.check_views("Reader", await asyncio.to_thread(self.reader_views), model)
+        found += checks.check_views("Reader", await asyncio.to_thread(self.reader_views), model, self.gen.finished)
         deleted_now, self.deleted = checks.deleted_by_outputs(outputs[s.checkpoints_topic], self.checkpoint_ends)
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
         found += checks.check_tree(self.system.tree, before, model, deleted_now)
@@ -151,7 +152,7 @@ class Stream:
         s, conn = self.system.settings, self.system.conn
         replayed = replay(records, s, set(self.system.tree.written))
         found = await check_outputs(conn, s, replayed, exactly_once=True)
-        marks, _ = await check_watermarks(conn, s, model.views)
+        marks, _ = await check_watermarks(conn, s, model.views, self.gen.reused, self.gen.finished)
         return [f"{problem} (crash_checks)" for problem in found + marks]
 
     def reader_views(self) -> dict[str, object]:
@@ -201,6 +202,8 @@ class Stream:
             str(MAX_DEPTH),
             "--max-payload-bytes",
             str(MAX_PAYLOAD_BYTES),
+            "--finished-runs-kept",
+            str(FINISHED_KEPT),
             "--workers",
             str(workers),
             "--no-progress",
@@ -217,7 +220,9 @@ class Stream:
             self.system.cli("rejections", "--json", *b, "--dlq-topic", s.dlq_topic),
             *(self.system.cli("watch", run_id, "--once", *b, *topics) for run_id in watched),
         )
-        found = [p for p in [inspect.failed()] if p] or checks.check_inspect(inspect.out, model, dlq_count)
+        found = [p for p in [inspect.failed()] if p] or checks.check_inspect(
+            inspect.out, model, dlq_count, self.gen.finished
+        )
         found += [p for p in [rejections.failed()] if p] or checks.check_rejections(rejections.out, dlq_count)
         for run_id, watch in zip(watched, watches, strict=True):
             found += [p for p in [watch.failed()] if p]
@@ -239,6 +244,7 @@ class Stream:
         ]
         fold = [f"--storage-root={s.storage_root}", f"--default-num-to-keep={DEFAULT_KEEP}"]
         fold += [f"--max-depth={MAX_DEPTH}", f"--max-payload-bytes={MAX_PAYLOAD_BYTES}"]
+        fold += [f"--finished-runs-kept={FINISHED_KEPT}"]
         kept = [c["path"] for c in model.views[run_id]["checkpoints"]][:2]
         as_of, *explains = await asyncio.gather(
             self.system.cli("inspect", run_id, "--as-of", "2100-01-01T00:00:00Z", "--json", *replay),
