@@ -351,6 +351,25 @@ class StorageContract:
         assert not deleter.claims.refused and len(store.list()) == 3  # each run's claim is its own file
         await deleter.close()
 
+    async def test_a_finished_runs_retired_claim_bars_its_own_run_id_and_a_gone_root_gets_none(
+        self, backend: Backend
+    ) -> None:
+        """Contract §3 *Expiry*: after a run's record expired, its id may be folded again as a new run;
+        the retired claim written as it retired keeps its checkpoints, on every backend."""
+        store = backend.store()
+        store.put_immutable("runs/a/c0/model.bin", b"kept for good")
+        refused: list[tuple[tuple[str, str], str]] = []
+        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend)
+        await self.claimed(backend, deleter, ("runs/a", "a"))
+        a = normalize(f"{backend.base_url}/runs/a")
+        deleter.claim_many([(a, "a"), (normalize(f"{backend.base_url}/runs/gone"), "g")], retired=True)
+        assert deleter.submit("a", f"{a}/c0", a)  # the same id, as a new run of it would
+        assert await deleter.drain(timeout=30) and await deleter.claims.drain(timeout=30)
+        assert [why for _, why in refused if "finished" in why] and "runs/a/c0/model.bin" in store.list()
+        assert f"runs/a/{MARKER}/{claim_name(Claimant('a', retired=True))}" in store.list()
+        assert not [name for name in store.list() if name.startswith("runs/gone")]
+        await deleter.close()
+
     async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
         """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
         store = backend.store()
