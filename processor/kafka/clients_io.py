@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from processor.kafka.connection import CHECK_BROKER, KafkaConnection, start_client
 from processor.kafka.errors import KafkaIOError, best_effort, map_kafka_errors
 from processor.kafka.reader import Record
-from processor.kafka.topics import _Admin, admin_client
+from processor.kafka.topics import _Admin, admin_client, partition_counts
 
 log = logging.getLogger(__name__)
 RETRY_SAFELY = "the call can be retried safely (event ids are deterministic)"
@@ -159,8 +159,7 @@ class TopicTail:
         # A full metadata fetch: the consumer's own cache only tracks topics it already uses, so a
         # topic created after start() would never show up there.
         with self._reading("the metadata"):
-            cluster = await self._consumer._client.fetch_all_metadata()  # no public API lists a new topic's partitions
-            known = cluster.partitions_for_topic(self.topic)
+            known = await self._partitions()
         if not known:
             return False
         self._tps = [TopicPartition(self.topic, p) for p in sorted(known)]
@@ -174,6 +173,18 @@ class TopicTail:
             for tp in self._tps:  # resolve the end now: a lazy seek would land past records written meanwhile
                 await self._consumer.position(tp)
         return True
+
+    async def _partitions(self) -> set[int] | None:
+        """The topic's partitions from fresh metadata (None: no such topic yet). The consumer has
+        no public call for that; with aiokafka's internals (fence.py) its client's metadata fetch,
+        else an admin client's describe_topics: one more connection per look, the same answer."""
+        if self._conn.internals:
+            cluster = await self._consumer._client.fetch_all_metadata()
+            found: set[int] | None = cluster.partitions_for_topic(self.topic)
+            return found
+        async with admin_client(self._conn) as admin:
+            count = (await partition_counts(admin, [self.topic])).get(self.topic, 0)
+        return set(range(count)) or None
 
     def _reading(self, what: str) -> AbstractContextManager[None]:
         return map_kafka_errors(

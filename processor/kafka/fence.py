@@ -1,14 +1,15 @@
 """The one gate to aiokafka's private attributes (issue 25, item 3).
 
-The producers' fast path appends records straight into the compiled record builder inside
-aiokafka's `BatchBuilder` and sets the batch's record count itself (`_builder.append`,
-`_relative_offset`); a few best-effort helpers read `_txn_manager`, `_message_accumulator` and the
-sender. Those names are not aiokafka's API: they were read against one aiokafka version,
-`WRITTEN_FOR`, and are used only when that version is installed. With any other version, or with
-`aiokafka_internals = "off"` (`CKPTLOG_AIOKAFKA_INTERNALS=off`, `--aiokafka-internals off`), every
-caller takes aiokafka's public API instead (`create_batch`, `BatchBuilder.append`, `send_batch`,
-`stop`): the same records, slower. So an aiokafka upgrade costs speed, never correctness.
-"""
+The producers' fast path appends records straight into the compiled record builder inside aiokafka's
+`BatchBuilder` and sets the batch's record count itself (`_builder.append`, `_relative_offset`); a
+few best-effort helpers read `_txn_manager`, `_message_accumulator` and the sender, and `TopicTail`
+(processor/kafka/clients_io.py) asks its consumer's `_client` for fresh metadata (an admin client's
+`describe_topics` otherwise). Those names are not aiokafka's API: they were read against one
+aiokafka version, `WRITTEN_FOR`, and are used only when that version is installed. With any other
+version, or with `aiokafka_internals = "off"` (`CKPTLOG_AIOKAFKA_INTERNALS=off`,
+`--aiokafka-internals off`), every caller takes aiokafka's public API instead (`create_batch`,
+`BatchBuilder.append`, `send_batch`, `stop`): the same records, slower. So an aiokafka upgrade costs
+speed, never correctness."""
 
 from __future__ import annotations
 

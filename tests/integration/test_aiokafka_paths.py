@@ -5,13 +5,19 @@ fast path off costs speed, never correctness."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from processor.kafka import read_topic
-from processor.kafka.producers import Batcher
+from processor.kafka.clients_io import TopicTail
+from processor.kafka.connection import KafkaConnection
+from processor.kafka.fence import Internals
+from processor.kafka.producers import Batcher, produce
+from processor.kafka.records import OutRecord
+from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
 from processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
@@ -69,3 +75,27 @@ async def test_the_public_path_publishes_what_the_fast_path_does(
         left = [p for p in (root / "runs").rglob("ckpt-*") if p.is_dir()]
         assert len(left) <= 3 * 3, f"{mode}: evicted checkpoints left in storage: {sorted(left)[:5]}"
     assert published[0] == published[1] and sum(map(len, published[0].values())) > 240
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+async def test_a_topic_tail_finds_a_topic_created_after_it_started_on_either_path(
+    kafka_bootstrap: str, mode: Internals
+) -> None:
+    """TopicTail waits for a topic that does not exist yet (readers start before the processor
+    made its topics): with internals, its consumer's metadata fetch; without, describe_topics."""
+    conn = KafkaConnection(kafka_bootstrap, aiokafka_internals=mode)
+    name = f"tail-{mode}-{uuid.uuid4().hex[:8]}"
+    tail = TopicTail(conn, name)
+    await tail.start()
+    try:
+        assert await tail.fetch(timeout_ms=100) == []
+        await ensure_topics(conn, [TopicSpec(name)], 2)
+        await produce(conn, [OutRecord(name, b"k", b"v", partition=1)])
+        got: list[Any] = []
+        for _ in range(100):
+            got += await tail.fetch(timeout_ms=100)
+            if got:
+                break
+        assert [(r.partition, r.key, r.value) for r in got] == [(1, b"k", b"v")]
+    finally:
+        await tail.stop()
