@@ -48,8 +48,11 @@ async def watch(
     topics: Topics,
     dlq_topic: str,
     checkpoints_topic: str = CHECKPOINTS_TOPIC,
+    *,
+    limit: int = 0,
 ) -> None:
-    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled."""
+    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled;
+    `limit`: at most that many kept checkpoints in it (ckptlog.table.rows_shown; 0: all)."""
     conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
     warned = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=False)
@@ -65,12 +68,13 @@ async def watch(
                 if view is None:
                     raise ClientError(no_view_message(run_id, topics.state, feed, problem))
                 shown = None if problem is None else str(problem)
-                count = warned.counts[run_id]
-                console.print(
-                    run_table(run_id, view, score_attribute, rejected=feed.counts[run_id], problem=shown, warned=count)
+                rejected, count = feed.counts[run_id], warned.counts[run_id]
+                table = run_table(
+                    run_id, view, score_attribute, rejected=rejected, problem=shown, warned=count, limit=limit
                 )
+                console.print(table)
                 return
-            await _live(console, run_id, score_attribute, reader, feed, warned)
+            await _live(console, run_id, score_attribute, reader, feed, warned, limit)
         finally:
             await warned.close()
             await feed.close()
@@ -83,6 +87,7 @@ async def _live(
     reader: AsyncReader,
     feed: DeadLetterFeed,
     warned: WarningFeed,
+    limit: int,
 ) -> None:
     latest: list[RunView | None] = [None]
 
@@ -90,7 +95,8 @@ async def _live(
         problem = reader.problem(run_id)
         shown = None if problem is None else str(problem)
         rejected, count = feed.counts[run_id], warned.counts[run_id]
-        return run_table(run_id, latest[0], score_attribute, rejected=rejected, problem=shown, warned=count)
+        view = latest[0]
+        return run_table(run_id, view, score_attribute, rejected=rejected, problem=shown, warned=count, limit=limit)
 
     with Live(table(), console=console, auto_refresh=False) as live:
 
