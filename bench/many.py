@@ -134,6 +134,7 @@ def readers(settings: ServiceSettings, runs: int, repeat: int) -> dict[str, Any]
     inspect = [*cli, "inspect", *where, "--dlq-topic", settings.dlq_topic]
     one = run_id(runs // 2)
     commands = {
+        "startup: inspect --help": [*cli, "inspect", "--help"],  # the floor: imports, no broker
         "inspect --json": [*inspect, "--json"],
         "inspect": inspect,
         "inspect --prefix": [*inspect, "--prefix", run_id(runs // 2)[:-1]],
@@ -156,16 +157,18 @@ def readers(settings: ServiceSettings, runs: int, repeat: int) -> dict[str, Any]
     return out
 
 
-async def measure(bootstrap: str, runs: int, kept: int, repeat: int) -> dict[str, Any]:
+async def measure(bootstrap: str, runs: int, kept: int, repeat: int, keep_topics: bool) -> dict[str, Any]:
     created: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             names = await topics(bootstrap, f"many-{uuid.uuid4().hex[:6]}", created)
             settings = settings_for(bootstrap, names, Path(tmp), root=ROOT)
             side = await processor_side(settings, Path(tmp), runs, kept)
-            return {"runs": runs, "kept": kept, "processor": side, "readers": readers(settings, runs, repeat)}
+            found = {"processor": side, "readers": readers(settings, runs, repeat)}
+            return {"runs": runs, "kept": kept, **found, "topics": created if keep_topics else "deleted"}
     finally:
-        await delete_topics(bootstrap, created)
+        if not keep_topics:
+            await delete_topics(bootstrap, created)
 
 
 def main() -> None:
@@ -174,9 +177,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000, help="concurrent active runs")
     parser.add_argument("--kept", type=int, default=5, help="kept checkpoints per run at the end (>= 2)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each reader command (the best is shown)")
+    parser.add_argument("--keep-topics", action="store_true", help="leave the topics (to profile a reader)")
     args = parser.parse_args()
     bootstrap = args.bootstrap_servers or ensure_bootstrap(None)
-    print(json.dumps(asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat)), indent=1))
+    found = asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat, args.keep_topics))
+    print(json.dumps(found, indent=1))
 
 
 if __name__ == "__main__":

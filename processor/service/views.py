@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from events.codec import DEFAULT_LIMITS, DecodeLimits
 from events.state import Problem, StateTable, state_limits
+from events.view import parse_page_key
 from processor.core.view import View
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader
@@ -32,17 +33,19 @@ async def read_state_topic(
     conn: KafkaConnection, state_topic: str, runs: Iterable[str] = (), limits: DecodeLimits = DEFAULT_LIMITS
 ) -> StateRead:
     """Every run's latest VIEW, from the beginning of the state topic to its end offsets (`runs`
-    filters), with what cannot be read."""
+    filters: the other runs' records are not decoded), with what cannot be read."""
     table = StateTable(state_limits(limits))
     stamps: dict[bytes, int] = {}
+    wanted = set(runs)
     async with TopicReader(conn, state_topic) as reader:
         async for batch in reader.batches():
             for r in batch:
+                if wanted and r.key is not None and run_of(r.key) not in wanted:
+                    continue  # `inspect RUN` on a topic of 10,000 runs decodes one run's records
                 table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
                 if r.key is not None and r.timestamp is not None:
                     stamps[r.key] = r.timestamp
             table.fresh.clear()  # all of them are returned in `problems`
-    wanted = set(runs)
     result = StateRead()
     for run_id in sorted(table.heads):
         if wanted and run_id not in wanted:
@@ -56,6 +59,14 @@ async def read_state_topic(
                 result.written_ms[run_id] = stamp
     result.problems.extend(p for _, p in sorted(table.problems.items()) if not wanted or p.run_id in wanted)
     return result
+
+
+def run_of(key: bytes) -> str:
+    """The run a state record's key belongs to, as its `Problem.run_id` would name it: a page key's
+    run id, else the key (text; bytes that are not UTF-8 escaped)."""
+    name = key.decode("utf-8", "backslashreplace")
+    page = parse_page_key(name)
+    return page[0] if page is not None else name
 
 
 async def read_views(conn: KafkaConnection, state_topic: str, runs: Iterable[str] = ()) -> dict[str, View]:
