@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from events.state import Problem
 from events.view import page_key
@@ -17,6 +19,7 @@ from processor.core.fold import Fold
 from processor.core.view import run_view
 from processor.kafka.reader import Record
 from processor.service import views
+from processor.service.state_scan import StateScan
 from processor.service.views import read_state_topic, run_of
 from tests import factories as f
 
@@ -71,3 +74,63 @@ def test_a_filtered_read_is_the_unfiltered_one_cut(monkeypatch: pytest.MonkeyPat
     assert some.views == {r: v for r, v in every.views.items() if r in runs}
     assert some.problems == [p for p in every.problems if p.run_id in runs]
     assert some.written_ms == {r: t for r, t in every.written_ms.items() if r in runs}
+
+
+# -- skipping the heads a later one replaces (processor/service/state_scan.py) --------------------
+
+_RUNS = ("a", "b", "\\xff")  # "\\xff" is also the problem name of the key b"\xff"
+
+
+def _head_after(run: str, reports: int) -> bytes:
+    fold = Fold()
+    fold.apply(f.event(f.started(run, root=f"file:///data/r{len(run)}{ord(run[0])}")))
+    for i in range(reports):
+        fold.apply(f.event(f.report(run, path=f"file:///data/r{len(run)}{ord(run[0])}/c{i}")))
+    return json.dumps(run_view(fold.runs[run])).encode()
+
+
+_HEADS = {run: [_head_after(run, n) for n in (1, 2, 3)] for run in _RUNS}
+
+
+def _record(kind: int, run: int, at: int, variant: int) -> tuple[bytes | None, bytes | None, tuple[Any, ...]]:
+    name = _RUNS[run]
+    value = b"{broken" if variant == 3 else _HEADS[name][variant]
+    header = (("__ckptlog.input.offset", str(at).encode()),)
+    return [
+        (name.encode(), value, header),  # a head with the offset header
+        (name.encode(), value, header),
+        (name.encode(), value, header),
+        (name.encode(), value, ()),  # a head without it
+        (name.encode(), None, ()),  # a tombstone
+        (page_key(name, at % 2, 0).encode(), None if variant < 2 else b"[]", ()),  # a page part (gone, unreadable)
+        (b"\xff", b"{}", ()),
+        (None, b"{}", ()),
+    ][kind]
+
+
+class _Plain(StateScan):
+    """Every record taken as it comes: what read_state_topic did before the skipping."""
+
+    def add(self, record: Record) -> None:
+        self._take(record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2), st.integers(0, 4), st.integers(0, 3)), max_size=14),
+    st.sampled_from([(), ("a",), ("\\xff", "b")]),
+)
+def test_skipping_heads_reads_what_taking_every_record_reads(specs: list[Any], runs: tuple[str, ...]) -> None:
+    records = [Record("t", 0, i, *_record(*spec), 1000 + i) for i, spec in enumerate(specs)]
+
+    class Reader(_Reader):
+        async def batches(self) -> AsyncIterator[list[Record]]:
+            yield records[:5]
+            yield records[5:]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(views, "TopicReader", Reader)
+        skipping = asyncio.run(read_state_topic(Any, "t", runs))
+        patch.setattr(views, "StateScan", _Plain)
+        every = asyncio.run(read_state_topic(Any, "t", runs))
+    assert skipping == every
