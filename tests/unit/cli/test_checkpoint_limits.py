@@ -4,15 +4,19 @@ counts the rest; `inspect --json` still has every one (the VIEW is a public cont
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+from ckptlog.errors import ClientError
 from ckptlog.table import rows_shown, run_table
 from ckptlog.views import RunView
+from processor.cli import watching
 from processor.cli.main import _register, app
 from processor.core.fold import Fold
 from processor.core.view import View, run_view
@@ -108,3 +112,31 @@ def test_watch_limit_shows_the_top_n_and_and_m_more(monkeypatch: pytest.MonkeyPa
     assert all(f"ckpt-{i:02d}" in every.stdout for i in range(KEPT))
     _, seen = _watch(monkeypatch)
     assert seen["limit"] == 20  # the default: a terminal's worth
+
+
+class _Feed:
+    """A dead-letter or warning feed that has read its topic: `counts` per run."""
+
+    def __init__(self, **counts: int) -> None:
+        self.counts, self.letters = Counter(counts), {}
+
+    async def catch_up(self) -> None:
+        return None
+
+
+def test_watch_once_reads_the_run_alone_and_limits_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[list[str]] = []
+
+    async def read_state_topic(conn: Any, topic: str, runs: list[str]) -> StateRead:
+        asked.append(list(runs))
+        return StateRead({"r": _view("r")} if runs == ["r"] else {})
+
+    monkeypatch.setattr(watching, "read_state_topic", read_state_topic)
+    console = Console(width=200, record=True, color_system=None)
+    feed, warned = _Feed(r=2), _Feed()
+    asyncio.run(watching._once(console, "r", None, Any, "state", feed, warned, 4))  # type: ignore[arg-type]
+    text = console.export_text()
+    assert asked == [["r"]]
+    assert "… and 25 more kept checkpoints" in text and "2 events rejected" in text
+    with pytest.raises(ClientError, match="no view of run 'gone' on state; check the run id"):
+        asyncio.run(watching._once(console, "gone", None, Any, "state", _Feed(), _Feed(), 4))  # type: ignore[arg-type]
