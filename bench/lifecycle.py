@@ -9,8 +9,9 @@ as in the processor.
 
 Against a baseline: a fresh processor that only ever saw the runs still active at the end (the
 same events of those runs, nothing else). Each side runs in a process of its own (`--side`), so
-its RSS (VmRSS after a gc) is its own; then the partition's snapshot is encoded (bytes, time)
-and decoded and rebuilt into a fold (restore time, best of 3).
+its RSS (VmRSS after a gc) is its own; it reports how many finished records remain and how many
+expired (`FoldSettings.finished_runs_kept`, 10,000 by default); then the partition's snapshot is
+encoded (bytes, time) and decoded and rebuilt into a fold (restore time, best of 3).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def fold_side(runs: int, active: int, baseline: bool) -> dict[str, Any]:
     elapsed = time.perf_counter() - begin
     gc.collect()
     rss = _rss()
-    snap = of_fold(fold, "t", 0, events)
+    snap, hot = of_fold(fold, "t", 0, events), fold.runs.values()
     t0 = time.perf_counter()
     data = encode(snap)
     write_s = time.perf_counter() - t0
@@ -116,6 +117,9 @@ def fold_side(runs: int, active: int, baseline: bool) -> dict[str, Any]:
         "runs_seen": runs if not baseline else min(runs, active),
         "hot_runs": len(fold.runs),
         "finished_records": len(fold.finished),
+        "finished_runs_kept": fold.settings.finished_runs_kept,
+        # run_finished folded, minus the records kept and the finished runs still owing deletions
+        "finished_expired": fold.finishes - len(fold.finished) - sum(r.finished is not None for r in hot),
         "events": events,
         "deletions_settled": settled,
         "fold_s": round(elapsed, 2),

@@ -6,12 +6,13 @@ Shared by `ckptlog watch` and `ckptlog demo`, so both show the same picture.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from ckptlog.views import RunView
+from ckptlog.views import ReportedCheckpoint, RunView
 from events.metrics import lookup
 
 STATUS_STYLE = {
@@ -66,6 +67,23 @@ def retention_text(view: RunView) -> str:
     return ("finished: " if view.finished else "") + keeps + plus
 
 
+def rows_shown(paths: Sequence[str], latest: str | None, limit: int) -> tuple[list[int], int]:
+    """Which kept checkpoints a table shows (their indexes, in the VIEW's order) when it shows at
+    most `limit` (0: every one): the `limit` best ranked (the VIEW's last: best last) and the
+    latest too when it is not among them; and how many are left out."""
+    if limit <= 0 or len(paths) <= limit:
+        return list(range(len(paths))), 0
+    first = len(paths) - limit
+    latest_at = next((i for i, path in enumerate(paths[:first]) if path == latest), None)
+    shown = ([] if latest_at is None else [latest_at]) + list(range(first, len(paths)))
+    return shown, len(paths) - len(shown)
+
+
+def more_text(hidden: int, flag: str) -> str:
+    """The row that stands for the kept checkpoints a table leaves out (`flag` shows them)."""
+    return f"… and {hidden} more kept checkpoint{'s' if hidden > 1 else ''}, lower ranked ({flag} 0 shows all)"
+
+
 def run_table(
     run_id: str,
     view: RunView | None,
@@ -74,11 +92,13 @@ def run_table(
     rejected: int = 0,
     problem: str | None = None,
     warned: int = 0,
+    limit: int = 0,
 ) -> Table:
     """The kept checkpoints, best last (the VIEW's order), with ★ best, ● latest and ◆ preserved;
     the score column is `score_attribute`, else the run's own (its VIEW's checkpoint_config); the
     caption says what the run keeps and counts its rejected events and warnings, if any;
-    `problem`: why the run's newest state record cannot be read (a row says so). Text from the
+    `problem`: why the run's newest state record cannot be read (a row says so); `limit`: at most
+    that many rows of checkpoints (`rows_shown`; 0: all), a row says how many more. Text from the
     topic is never taken as markup."""
     if score_attribute is None and view is not None and view.checkpoint_config is not None:
         score_attribute = view.checkpoint_config.checkpoint_score_attribute
@@ -97,27 +117,33 @@ def run_table(
             else "no view yet (waiting for the processor)"
         )
         return table
-    for ckpt in view.checkpoints:
-        marks = Text()
-        if ckpt.path == view.best:
-            marks.append("★ best ", style="bold yellow")
-        if ckpt.path == view.latest:
-            marks.append("● latest ", style="cyan")
-        if ckpt.preserved is not None:
-            marks.append(f"◆ preserved ({ckpt.preserved})", style="magenta")
-        score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
-        table.add_row(
-            str(ckpt.report_index),
-            Text(short_path(ckpt.path)),
-            Text(ckpt.status, STATUS_STYLE.get(ckpt.status, "")),
-            Text(score),
-            marks,
-        )
+    shown, hidden = rows_shown([c.path for c in view.checkpoints], view.latest, limit)
+    if hidden:
+        table.add_row("…", Text(more_text(hidden, "--limit"), "dim"), "", "", "")
+    for i in shown:
+        table.add_row(*_row(view, view.checkpoints[i], score_attribute))
+    table.caption = Text(_caption(run_id, view, rejected, warned))
+    return table
+
+
+def _row(view: RunView, ckpt: ReportedCheckpoint, score_attribute: str | None) -> tuple[str, Text, Text, Text, Text]:
+    marks = Text()
+    if ckpt.path == view.best:
+        marks.append("★ best ", style="bold yellow")
+    if ckpt.path == view.latest:
+        marks.append("● latest ", style="cyan")
+    if ckpt.preserved is not None:
+        marks.append(f"◆ preserved ({ckpt.preserved})", style="magenta")
+    score = score_text(ckpt.metrics, score_attribute) if score_attribute else _metrics_text(ckpt.metrics)
+    status = Text(ckpt.status, STATUS_STYLE.get(ckpt.status, ""))
+    return str(ckpt.report_index), Text(short_path(ckpt.path)), status, Text(score), marks
+
+
+def _caption(run_id: str, view: RunView, rejected: int, warned: int) -> str:
     caption = f"committed {view.committed} · validated {view.validated} · generation {view.generation}"
     caption += f" · {retention_text(view)}" if view.checkpoint_config is not None else ""
     caption += f" · {rejected_text(run_id, rejected)}" if rejected else ""
     caption += (
         f" · {warned} warning{'s' if warned > 1 else ''}: `ckptlog rejections {run_id} --warnings`" if warned else ""
     )
-    table.caption = Text(caption)
-    return table
+    return caption

@@ -339,12 +339,19 @@ def evaluate_command(
     _run(main())
 
 
+WATCH_LIMIT = 20  # kept checkpoints `watch` shows: a run keeping every one of 1,000 would not fit a terminal
+
+
 @app.command("watch")
 @connection_options
 def watch_command(
     run_id: RunArg,
     score_attribute: ScoreAttr = None,
     once: Annotated[bool, Opt("--once", help="Print the current view and exit.")] = False,
+    limit: Annotated[
+        int,
+        Opt("--limit", help="Show the N best-ranked kept checkpoints, and the latest; a row counts the rest (0: all)."),
+    ] = WATCH_LIMIT,
     state_topic: StateTopic = None,
     dlq_topic: Annotated[
         str | None, Opt(help="Dead-letter topic (its rejections of RUN are counted; default: the dlq_topic setting).")
@@ -367,6 +374,6 @@ def watch_command(
         setting(checkpoints_topic, settings, "checkpoints_topic"),
     )
     try:
-        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq, checkpoints))
+        _run(watch(Console(), run_id, score_attribute, once, settings, topics, dlq, checkpoints, limit=limit))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

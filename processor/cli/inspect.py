@@ -18,6 +18,7 @@ from rich.text import Text
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import count_by_run, read_dead_letters
 from ckptlog.event_warnings import count_warnings, read_warnings
+from ckptlog.table import more_text, rows_shown
 from events.codec import DecodeLimits
 from events.state import Problem
 from processor.cli.errors import cli_errors, echo_err
@@ -37,18 +38,26 @@ JSON_SHAPE = (
     '"undecodable": [PROBLEM, ...]}'
 )
 
+DEFAULT_CHECKPOINTS = 20  # kept checkpoints shown per run as a table (a run may keep every one of thousands)
+
 
 def _metrics(metrics: dict[str, Any]) -> str:
     text = json.dumps(metrics, separators=(",", ":"), allow_nan=True)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def render(console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0) -> None:
-    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic)."""
+def render(console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0, limit: int = 0) -> None:
+    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic);
+    `limit`: at most that many (ckptlog.table.rows_shown: the best ranked and the latest; 0: all)."""
     table = Table(title=Text(f"run {run_id}"), title_justify="left", expand=False)
     for column in ("#", "report", "path", "status", "metrics", ""):
         table.add_column(column)
-    for i, ckpt in enumerate(view["checkpoints"]):
+    checkpoints = view["checkpoints"]
+    shown, hidden = rows_shown([c["path"] for c in checkpoints], view["latest"], limit)
+    if hidden:
+        table.add_row(Text("…"), Text(""), Text(more_text(hidden, "--checkpoints")), *(Text("") for _ in range(3)))
+    for i in shown:
+        ckpt = checkpoints[i]
         marks = " ".join(
             m for m, hit in (("latest", ckpt["path"] == view["latest"]), ("best", ckpt["path"] == view["best"])) if hit
         )
@@ -122,6 +131,14 @@ def inspect_command(
         int | None,
         Opt("--limit", help="Show at most N runs, in run id order (default 100 as tables, all as JSON; 0: all)."),
     ] = None,
+    checkpoints: Annotated[
+        int,
+        Opt(
+            "--checkpoints",
+            help="Tables: at most the N best-ranked kept checkpoints of a run, and its latest; a row counts the "
+            "rest (0: all). --json always has every one.",
+        ),
+    ] = DEFAULT_CHECKPOINTS,
 ) -> None:
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
     with cli_errors():
@@ -148,7 +165,7 @@ def inspect_command(
     else:
         console = Console()
         for run_id, view in views.items():
-            render(console, run_id, view, rejected[run_id], warned[run_id])
+            render(console, run_id, view, rejected[run_id], warned[run_id], checkpoints)
         if state.problems:
             render_problems(console, state.problems, settings.state_topic)
         if not views:

@@ -18,6 +18,8 @@ from ckptlog.reader import AsyncReader
 from ckptlog.table import run_table
 from ckptlog.views import RunView
 from events.state import Problem
+from processor.kafka.connection import KafkaConnection
+from processor.service.views import read_state_topic
 
 
 def no_view_message(run_id: str, state_topic: str, feed: DeadLetterFeed, problem: Problem | None = None) -> str:
@@ -48,32 +50,51 @@ async def watch(
     topics: Topics,
     dlq_topic: str,
     checkpoints_topic: str = CHECKPOINTS_TOPIC,
+    *,
+    limit: int = 0,
 ) -> None:
-    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled."""
+    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled;
+    `limit`: at most that many kept checkpoints in it (ckptlog.table.rows_shown; 0: all)."""
     conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
     warned = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=False)
-    async with AsyncReader(connection=conn, topics=topics) as reader:
-        await feed.start()
-        await warned.start()
-        try:
-            if once:
-                view = await reader.view(run_id)
-                await feed.catch_up()
-                await warned.catch_up()
-                problem = reader.problem(run_id)
-                if view is None:
-                    raise ClientError(no_view_message(run_id, topics.state, feed, problem))
-                shown = None if problem is None else str(problem)
-                count = warned.counts[run_id]
-                console.print(
-                    run_table(run_id, view, score_attribute, rejected=feed.counts[run_id], problem=shown, warned=count)
-                )
-                return
-            await _live(console, run_id, score_attribute, reader, feed, warned)
-        finally:
-            await warned.close()
-            await feed.close()
+    await feed.start()
+    await warned.start()
+    try:
+        if once:
+            await _once(console, run_id, score_attribute, conn, topics.state, feed, warned, limit)
+            return
+        async with AsyncReader(connection=conn, topics=topics) as reader:
+            await _live(console, run_id, score_attribute, reader, feed, warned, limit)
+    finally:
+        await warned.close()
+        await feed.close()
+
+
+async def _once(
+    console: Console,
+    run_id: str,
+    score_attribute: str | None,
+    conn: KafkaConnection,
+    state_topic: str,
+    feed: DeadLetterFeed,
+    warned: WarningFeed,
+    limit: int,
+) -> None:
+    """The run's table as the state topic holds it now, read for this run alone (the other runs'
+    records are not decoded: processor/service/views.py), as the live reader would show it first."""
+    state = await read_state_topic(conn, state_topic, [run_id])
+    await feed.catch_up()
+    await warned.catch_up()
+    found = state.views.get(run_id)
+    head = next((p for p in state.problems if p.key == run_id), None)  # the newest head cannot be read
+    if found is None:
+        raise ClientError(no_view_message(run_id, state_topic, feed, head or next(iter(state.problems), None)))
+    shown = None if head is None else str(head)
+    rejected, count = feed.counts[run_id], warned.counts[run_id]
+    view = RunView.model_validate(found)
+    table = run_table(run_id, view, score_attribute, rejected=rejected, problem=shown, warned=count, limit=limit)
+    console.print(table)
 
 
 async def _live(
@@ -83,6 +104,7 @@ async def _live(
     reader: AsyncReader,
     feed: DeadLetterFeed,
     warned: WarningFeed,
+    limit: int,
 ) -> None:
     latest: list[RunView | None] = [None]
 
@@ -90,7 +112,8 @@ async def _live(
         problem = reader.problem(run_id)
         shown = None if problem is None else str(problem)
         rejected, count = feed.counts[run_id], warned.counts[run_id]
-        return run_table(run_id, latest[0], score_attribute, rejected=rejected, problem=shown, warned=count)
+        view = latest[0]
+        return run_table(run_id, view, score_attribute, rejected=rejected, problem=shown, warned=count, limit=limit)
 
     with Live(table(), console=console, auto_refresh=False) as live:
 

@@ -17,6 +17,9 @@ from events.state import Problem, StateTable, state_limits
 from processor.core.view import View
 from processor.kafka.connection import KafkaConnection
 from processor.kafka.reader import TopicReader
+from processor.service.state_scan import StateScan, run_of
+
+__all__ = ["StateRead", "read_state_topic", "read_views", "run_of"]
 
 
 @dataclass(slots=True)
@@ -32,17 +35,16 @@ async def read_state_topic(
     conn: KafkaConnection, state_topic: str, runs: Iterable[str] = (), limits: DecodeLimits = DEFAULT_LIMITS
 ) -> StateRead:
     """Every run's latest VIEW, from the beginning of the state topic to its end offsets (`runs`
-    filters), with what cannot be read."""
+    filters: the other runs' records are not decoded, nor the heads a later one replaces:
+    processor/service/state_scan.py), with what cannot be read."""
     table = StateTable(state_limits(limits))
     stamps: dict[bytes, int] = {}
-    async with TopicReader(conn, state_topic) as reader:
-        async for batch in reader.batches():
-            for r in batch:
-                table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
-                if r.key is not None and r.timestamp is not None:
-                    stamps[r.key] = r.timestamp
-            table.fresh.clear()  # all of them are returned in `problems`
     wanted = set(runs)
+    scan = StateScan(table)
+    await _read(conn, state_topic, wanted, scan, stamps)
+    if scan.unsure:  # an unreadable head: what it made irrelevant may matter after all, read it all again
+        scan.forget_unsure()
+        await _read(conn, state_topic, scan.unsure, StateScan(table, direct=set(scan.unsure)), {})
     result = StateRead()
     for run_id in sorted(table.heads):
         if wanted and run_id not in wanted:
@@ -56,6 +58,21 @@ async def read_state_topic(
                 result.written_ms[run_id] = stamp
     result.problems.extend(p for _, p in sorted(table.problems.items()) if not wanted or p.run_id in wanted)
     return result
+
+
+async def _read(conn: KafkaConnection, topic: str, wanted: set[str], scan: StateScan, stamps: dict[bytes, int]) -> None:
+    """Every record of the topic up to its end offsets into `scan` (of the `wanted` runs only, if any)."""
+    async with TopicReader(conn, topic) as reader:
+        async for batch in reader.batches():
+            for r in batch:
+                if wanted and r.key is not None and run_of(r.key) not in wanted:
+                    continue  # `inspect RUN` on a topic of 10,000 runs decodes one run's records
+                scan.add(r)
+                if r.key is not None and r.timestamp is not None:
+                    stamps[r.key] = r.timestamp
+            scan.table.fresh.clear()  # all of them are returned in `problems`
+    scan.finish()
+    scan.table.fresh.clear()
 
 
 async def read_views(conn: KafkaConnection, state_topic: str, runs: Iterable[str] = ()) -> dict[str, View]:
