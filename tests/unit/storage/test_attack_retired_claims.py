@@ -1,0 +1,76 @@
+"""Attack: retired claims (processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
+
+Each test here failed on the commit it was written against (094fe79); see the report.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from events.paths import MARKER, normalize
+from processor.core.fold import Fold
+from processor.core.state import FoldSettings
+from processor.kafka.records import PartitionId
+from processor.service.batch import BatchFolder
+from processor.service.partition import TaskParts, new_task
+from processor.service.records import RecordFactory, TopicNames
+from processor.service.restore import Restored
+from processor.service.snapshotting import SnapshotScheduler
+from processor.storage.claims import Claimant, claim_name
+from processor.storage.deletion import Deleter
+from processor.storage.snapshots import SnapshotStore
+from tests import factories as f
+from tests.unit.service.test_batch import records
+from tests.unit.service.test_partition import Publisher, idle
+
+PID = PartitionId("in", 0)
+
+
+def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None):  # type: ignore[no-untyped-def]
+    fold = fold or Fold(FoldSettings())
+    store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
+    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
+    parts = TaskParts(Publisher(), folder, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
+    task = new_task(PID, Restored(fold, start, publish_from, None, 0), parts)
+    if start >= publish_from:
+        task.catch_up()
+    return task
+
+
+async def test_a_restore_replaying_an_ordinary_finished_run_logs_no_root_shared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run starts after the last snapshot and finishes (its retired claim lands beside its
+    claim). The process restarts: the replay from the snapshot folds its run_started again,
+    registers its root and claims it as *live* — and that claim now meets the run's own retired
+    claim, so an ordinary run is reported as `root_shared` (an ERROR whose runbook entry says two
+    runs were given nesting roots) on every restore."""
+    sr = tmp_path / "sr"
+    sr.mkdir()
+    outer = normalize(f"file://{sr}")
+    root = f"{outer}/done"
+    lines = [f.started("done", root), f.finished("done")]
+    first = Deleter(outer_root=outer)
+    seed = _task(tmp_path / "a", first, 0, 0)
+    await seed.process(records(lines))
+    await idle(seed)
+    assert await first.claims.drain(10)
+    assert claim_name(Claimant("done", str(PID), retired=True)) in {p.name for p in (sr / "done" / MARKER).iterdir()}
+    await seed.close(graceful=False)
+    await first.close()
+
+    caplog.clear()
+    again = Deleter(outer_root=outer)  # the restarted process: the snapshot predates run_started
+    task = _task(tmp_path / "b", again, 0, len(lines))
+    with caplog.at_level(logging.ERROR):
+        await task.process(records(lines))
+        await idle(task)
+        assert await again.claims.drain(10)
+    assert task.life.live
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not again.claims.shared and not errors, errors
+    await task.close(graceful=False)
+    await again.close()
