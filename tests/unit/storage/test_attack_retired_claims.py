@@ -74,3 +74,35 @@ async def test_a_restore_replaying_an_ordinary_finished_run_logs_no_root_shared(
     assert not again.claims.shared and not errors, errors
     await task.close(graceful=False)
     await again.close()
+
+
+async def test_a_run_reusing_an_expired_ids_root_in_the_same_process_is_reported_as_shared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Contract §3 *Expiry*: "A new run reusing the id and the root is told so as it claims the
+    root (`root_shared`, an ERROR)". In the process that folded the old run, the new run's claim
+    is the very (root, run, partition) it claimed for the old one, which `Claims` claims once per
+    process: it is skipped, and nothing is told (only a later restart would)."""
+    sr = tmp_path / "sr"
+    sr.mkdir()
+    outer = normalize(f"file://{sr}")
+    root = f"{outer}/r"
+    lines = [
+        f.started("r", root),
+        f.finished("r"),
+        f.started("other", f"{outer}/other"),
+        f.finished("other"),  # the bound is 1: r's record expires, its id is unknown again
+        f.started("r", root),  # a new run reusing the id and the root
+    ]
+    deleter = Deleter(outer_root=outer)
+    task = _task(tmp_path, deleter, 0, 0, Fold(FoldSettings(finished_runs_kept=1)))
+    with caplog.at_level(logging.ERROR):
+        for at, line in enumerate(lines):
+            await task.process(records([line], start=at))
+            await idle(task)
+            assert await deleter.claims.drain(10)
+    assert "r" in task.fold.runs and task.fold.runs["r"].finished is None  # the new run
+    shared = [r.getMessage() for r in caplog.records if "root_shared" in r.getMessage()]
+    assert shared, "the new run of a reused id and root was not told (root_shared)"
+    await task.close(graceful=False)
+    await deleter.close()
