@@ -19,8 +19,10 @@ from processor.service.partition import TaskParts, new_task
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.claims import Claimant, claim_name
+from processor.storage.claims import Claimant, Refused, claim_name
 from processor.storage.deletion import Deleter
+from processor.storage.markers import claim_all
+from processor.storage.removal import remove_all
 from processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.unit.service.test_batch import records
@@ -106,3 +108,24 @@ async def test_a_run_reusing_an_expired_ids_root_in_the_same_process_is_reported
     assert shared, "the new run of a reused id and root was not told (root_shared)"
     await task.close(graceful=False)
     await deleter.close()
+
+
+def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_run_for_good(tmp_path: Path) -> None:
+    """A claim written before claims named their partition (b5beb40^: `{"format", "run"}`, no
+    "source") reads as Claimant(run, None). After the upgrade the processor writes the same
+    run's claim and, as it retires, its retired claim beside it. Another run's deletion meeting
+    that root must be refused (final); `others` sorts the claimants and None < str raises a
+    TypeError instead, so the deletion is retried as a transient failure, never settled (the
+    deleting run owes it for ever and never leaves the hot state)."""
+    sr = tmp_path / "sr"
+    (sr / "team" / "a" / "c0").mkdir(parents=True)
+    outer = normalize(f"file://{sr}")
+    team, root = f"{outer}/team", f"{outer}/team/a"
+    assert claim_all([(root, Claimant("a", "t[0]"))], outer, {}) == [None]
+    legacy = sr / "team" / "a" / MARKER / claim_name(Claimant("a"))  # the old name: sha256(run id)
+    legacy.write_bytes(b'{"format": "ckptlog.run-marker", "run": "a"}\n')
+    assert claim_all([(root, Claimant("a", "t[0]", retired=True))], outer, {}) == [None]
+    # a run whose root lies above (the fold allows it once a's record expired)
+    (outcome,) = remove_all([(f"{team}/a", team, Claimant("team", "t[0]"))], {}, outer)
+    assert isinstance(outcome, Refused) and not outcome.retry, outcome
+    assert (sr / "team" / "a" / "c0").is_dir()
