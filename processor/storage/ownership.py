@@ -71,6 +71,10 @@ class Claims:
         queued = 0
         for root, run_id in claims:
             claim = (root, Claimant(run_id, source, retired))
+            if not retired and claim in self._done and self._retiring((root, Claimant(run_id, source, True))):
+                # a new run of a finished run's id in its root (contract §3 *Expiry*): claimed again, so that
+                # it meets the retired claim and is told (root_shared); a replay claims no finished run as live
+                self._done.discard(claim)
             if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
                 continue
             self._queue[claim] = None
@@ -81,6 +85,10 @@ class Claims:
         if queued and not self._closed:
             self._start()
         return queued
+
+    def _retiring(self, claim: Claim) -> bool:
+        """Whether this process wrote, or is writing, that retired claim."""
+        return claim in self._done or claim in self._queue or claim in self._timers
 
     @property
     def pending(self) -> int:

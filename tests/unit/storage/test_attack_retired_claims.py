@@ -15,7 +15,7 @@ from processor.core.fold import Fold
 from processor.core.state import FoldSettings
 from processor.kafka.records import PartitionId
 from processor.service.batch import BatchFolder
-from processor.service.partition import TaskParts, new_task
+from processor.service.partition import PartitionTask, TaskParts, new_task
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
@@ -31,7 +31,7 @@ from tests.unit.service.test_partition import Publisher, idle
 PID = PartitionId("in", 0)
 
 
-def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None):  # type: ignore[no-untyped-def]
+def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None) -> PartitionTask:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
