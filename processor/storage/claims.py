@@ -100,7 +100,12 @@ def claimant_in(data: bytes) -> Claimant:
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
     """The claimants that are not `me` (every one when `me` is None), in a stable order."""
-    return sorted(c for c in claimants or () if me is None or not me.owns(c))
+    found = (c for c in claimants or () if me is None or not me.owns(c))
+    return sorted(found, key=_order)  # a pre-partition claim's source is None: never compared with a str
+
+
+def _order(claimant: Claimant) -> tuple[str, bool, str, bool]:
+    return claimant.run, claimant.source is not None, claimant.source or "", claimant.retired
 
 
 def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
