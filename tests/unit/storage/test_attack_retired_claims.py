@@ -6,8 +6,10 @@ Each test here failed on the commit it was written against (094fe79); see the re
 from __future__ import annotations
 
 import logging
+import tracemalloc
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from events.paths import MARKER, normalize
@@ -129,3 +131,28 @@ def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_
     (outcome,) = remove_all([(f"{team}/a", team, Claimant("team", "t[0]"))], {}, outer)
     assert isinstance(outcome, Refused) and not outcome.retry, outcome
     assert (sr / "team" / "a" / "c0").is_dir()
+
+
+def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() -> None:
+    """Local claims are read as their first 4096 bytes (markers._read_claim); on other protocols
+    `claimants_at` reads every object in the marker directory whole (`cat_file`), on every walk
+    that meets it: a large object planted there (by the training job writing into its root, or
+    anyone who can) costs its size in memory and egress per deletion. It must still count as
+    nobody's claim, read as cheaply as a local one."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/huge-claim/a/c0/model.bin", b"kept")
+    outer, root, ckpt = "memory://huge-claim", "memory://huge-claim/a", "memory://huge-claim/a/c0"
+    a = Claimant("a", "t[0]")
+    try:
+        assert claim_all([(root, a), (root, Claimant("a", "t[0]", retired=True))], outer, {}) == [None, None]
+        fs.pipe_file(f"/huge-claim/a/{MARKER}/retired-planted", b" " * (64 << 20))
+        tracemalloc.start()
+        try:
+            (outcome,) = remove_all([(ckpt, root, a)], {}, outer)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert isinstance(outcome, Refused) and not outcome.retry, outcome
+        assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the marker directory"
+    finally:
+        fs.rm("/huge-claim", recursive=True)
