@@ -21,7 +21,7 @@ from processor.service.partition import PartitionTask, TaskParts, new_task
 from processor.service.records import RecordFactory, TopicNames
 from processor.service.restore import Restored
 from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.claims import Claimant, Refused, claim_name
+from processor.storage.claims import Claimant, Refused, claim_name, marker_body
 from processor.storage.deletion import Deleter
 from processor.storage.markers import claim_all
 from processor.storage.removal import remove_all
@@ -156,3 +156,34 @@ def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() ->
         assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the marker directory"
     finally:
         fs.rm("/huge-claim", recursive=True)
+
+
+@pytest.mark.parametrize("protocol", ["file", "memory"])
+def test_a_file_by_a_retired_claims_name_that_says_it_is_live_bars_the_run_id_too(
+    tmp_path: Path, protocol: str
+) -> None:
+    """The processor writes a retired claim only if nothing has its name (`_write_claim`: an
+    existing name is taken as written), and reads a claim by its body alone. A file named
+    `retired-{hash}` whose body is the live claim (`"retired"` absent or false: forged, or copied
+    over it by hand) so stands for the retired claim, and lets the run id reused delete the
+    finished run's checkpoints. A claim under a retired claim's name must never read as live."""
+    a, retired = Claimant("a", "t[0]"), Claimant("a", "t[0]", retired=True)
+    if protocol == "file":
+        sr = tmp_path / "sr"
+        (sr / "a" / "c0").mkdir(parents=True)
+        outer = normalize(f"file://{sr}")
+        assert claim_all([(f"{outer}/a", a)], outer, {}) == [None]
+        (sr / "a" / MARKER / claim_name(retired)).write_bytes(marker_body(a))
+    else:
+        fs = fsspec.filesystem("memory")
+        fs.pipe_file("/forged-retired/a/c0/model.bin", b"kept")
+        outer = "memory://forged-retired"
+        assert claim_all([(f"{outer}/a", a)], outer, {}) == [None]
+        fs.pipe_file(f"/forged-retired/a/{MARKER}/{claim_name(retired)}", marker_body(a))
+    try:
+        assert claim_all([(f"{outer}/a", retired)], outer, {}) == [None]  # "written": the name is there
+        (outcome,) = remove_all([(f"{outer}/a/c0", f"{outer}/a", a)], {}, outer)
+        assert isinstance(outcome, Refused) and not outcome.retry, outcome
+    finally:
+        if protocol == "memory":
+            fsspec.filesystem("memory").rm("/forged-retired", recursive=True)
