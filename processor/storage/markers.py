@@ -48,6 +48,7 @@ from processor.storage.claims import (
     claimant_in,
     foreign,
     marker_body,
+    named,
     others,
 )
 from processor.storage.objects import mapped_errors
@@ -98,7 +99,7 @@ def _read_claim(marker_fd: int, name: str) -> Claimant:
     with opened(fd):
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return UNREADABLE
-        return claimant_in(os.read(fd, 4096))
+        return named(name, claimant_in(os.read(fd, 4096)))
 
 
 def open_root(
