@@ -187,3 +187,21 @@ def test_a_file_by_a_retired_claims_name_that_says_it_is_live_bars_the_run_id_to
     finally:
         if protocol == "memory":
             fsspec.filesystem("memory").rm("/forged-retired", recursive=True)
+
+
+def test_no_claim_is_written_for_a_root_outside_the_storage_root_through_a_symlink(tmp_path: Path) -> None:
+    """A restored state may hold roots outside today's --storage-root (the state was folded under
+    another one: the fold checks a root against the bound only as the run starts). The restore
+    then claims them all — live roots, and every finished record's retired claim — and a root
+    that is not below the bound is opened as *trusted*: resolved through any symlink and written,
+    as root, wherever that leads, outside --storage-root (markers.open_root: "no claim is written
+    outside the resolved bound"). Such a root must get no claim."""
+    sr, target = tmp_path / "sr", tmp_path / "system"
+    sr.mkdir()
+    target.mkdir()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "a").symlink_to(target, target_is_directory=True)
+    outer, root = normalize(f"file://{sr}"), normalize(f"file://{tmp_path}/old/a")
+    outcomes = claim_all([(root, Claimant("a", "t[0]", retired=True)), (f"{root}/b", Claimant("b", "t[0]"))], outer, {})
+    assert list(target.iterdir()) == [], outcomes
+    assert all(isinstance(o, Refused) for o in outcomes), outcomes
