@@ -330,6 +330,9 @@ def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options:
         if problem is not None:
             outcomes.append(Refused(f"the run root is unsafe: {problem}"))
             continue
+        if outer is not None and root != outer and not root.startswith(outer + "/"):  # never trusted then
+            outcomes.append(Refused(f"the run root lies outside --storage-root {outer}: no claim is written there"))
+            continue
         try:
             if root.startswith(LOCAL):
                 outcomes.append(claim_local(root, me, outer))
