@@ -205,3 +205,27 @@ def test_no_claim_is_written_for_a_root_outside_the_storage_root_through_a_symli
     outcomes = claim_all([(root, Claimant("a", "t[0]", retired=True)), (f"{root}/b", Claimant("b", "t[0]"))], outer, {})
     assert list(target.iterdir()) == [], outcomes
     assert all(isinstance(o, Refused) for o in outcomes), outcomes
+
+
+async def test_a_restore_logs_no_error_for_a_finished_run_whose_root_was_archived_behind_a_symlink(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A careless but harmless move: a finished run's directory is archived to another disk and
+    a symlink left in its place. No deletion can ever reach through it (walks refuse links), so
+    there is nothing for a retired claim to guard; yet every restore asks for the retired claim
+    of every finished record again, and this one is refused and logged as an ERROR
+    (`root_claim_refused`, the CkptlogRunRootShared alert: "give each run a directory of its
+    own") at every restart, for a run that did nothing wrong."""
+    sr, archive = tmp_path / "sr", tmp_path / "archive"
+    (archive / "a" / "c0").mkdir(parents=True)
+    sr.mkdir()
+    (sr / "a").symlink_to(archive / "a", target_is_directory=True)
+    outer = normalize(f"file://{sr}")
+    deleter = Deleter(outer_root=outer)
+    with caplog.at_level(logging.WARNING):
+        deleter.claim_many([(f"{outer}/a", "a")], "t[0]", retired=True)  # PartitionTask.catch_up
+        assert await deleter.claims.drain(10)
+    await deleter.close()
+    assert list((archive / "a").iterdir()) == [archive / "a" / "c0"]  # nothing written through the link
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
