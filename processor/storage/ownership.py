@@ -146,6 +146,17 @@ class Claims:
                     root,
                     outcome.reason,
                 )
+        elif isinstance(outcome, Refused) and not outcome.retry and claim[1].retired:
+            # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
+            # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
+            self.refused[claim] = outcome.reason
+            log.warning(
+                "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
+                "retired claim",
+                run_id,
+                root,
+                outcome.reason,
+            )
         elif isinstance(outcome, Refused) and not outcome.retry:
             self.refused[claim] = outcome.reason
             self.counts.refused += 1
