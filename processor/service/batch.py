@@ -145,7 +145,11 @@ class BatchFolder:
                     self._retired(batch)
         batch.applied += applied
         if self.fold.roots.fresh:
-            batch.claims = self.fold.roots.claimed()
+            claimed = self.fold.roots.claimed()
+            if batch.live:  # a replay's roots are claimed as it catches up (PartitionTask.catch_up): by then a
+                # run started and finished in the replay is finished, and gets its retired claim alone —
+                # claiming it as live here would meet its own retired claim and report it as shared
+                batch.claims = claimed
         if marks:
             self._watermarks(marks, out, counts)
         before = len(out)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from events.paths import MARKER
 
 FORMAT = "ckptlog.run-marker"
+RETIRED_PREFIX = "retired-"
 
 
 class Claimant(NamedTuple):
@@ -74,7 +75,7 @@ Outcome = None | str | Refused
 def claim_name(claimant: Claimant) -> str:
     """The file naming one claimant inside a root's marker directory (safe for any run id)."""
     key = claimant.run if claimant.source is None else f"{claimant.run}\0{claimant.source}"
-    return ("retired-" if claimant.retired else "run-") + hashlib.sha256(key.encode()).hexdigest()[:32]
+    return (RETIRED_PREFIX if claimant.retired else "run-") + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def marker_body(claimant: Claimant) -> bytes:
@@ -98,9 +99,22 @@ def claimant_in(data: bytes) -> Claimant:
     return Claimant(run, source, retired)
 
 
+def named(name: str, claimant: Claimant) -> Claimant:
+    """The claimant a claim file names, read under its file name: one by a retired claim's name
+    that says it is live is nobody's (`_write_claim` takes an existing name as written)."""
+    if name.startswith(RETIRED_PREFIX) and not claimant.retired:
+        return UNREADABLE
+    return claimant
+
+
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
     """The claimants that are not `me` (every one when `me` is None), in a stable order."""
-    return sorted(c for c in claimants or () if me is None or not me.owns(c))
+    found = (c for c in claimants or () if me is None or not me.owns(c))
+    return sorted(found, key=_order)  # a pre-partition claim's source is None: never compared with a str
+
+
+def _order(claimant: Claimant) -> tuple[str, bool, str, bool]:
+    return claimant.run, claimant.source is not None, claimant.source or "", claimant.retired
 
 
 def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:

@@ -48,6 +48,7 @@ from processor.storage.claims import (
     claimant_in,
     foreign,
     marker_body,
+    named,
     others,
 )
 from processor.storage.objects import mapped_errors
@@ -98,7 +99,7 @@ def _read_claim(marker_fd: int, name: str) -> Claimant:
     with opened(fd):
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return UNREADABLE
-        return claimant_in(os.read(fd, 4096))
+        return named(name, claimant_in(os.read(fd, 4096)))
 
 
 def open_root(
@@ -328,6 +329,9 @@ def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options:
         problem = root_problem(root)  # the fold refuses such roots: a claim never trusts that
         if problem is not None:
             outcomes.append(Refused(f"the run root is unsafe: {problem}"))
+            continue
+        if outer is not None and root != outer and not root.startswith(outer + "/"):  # never trusted then
+            outcomes.append(Refused(f"the run root lies outside --storage-root {outer}: no claim is written there"))
             continue
         try:
             if root.startswith(LOCAL):

@@ -71,6 +71,10 @@ class Claims:
         queued = 0
         for root, run_id in claims:
             claim = (root, Claimant(run_id, source, retired))
+            if not retired and claim in self._done and self._retiring((root, Claimant(run_id, source, True))):
+                # a new run of a finished run's id in its root (contract §3 *Expiry*): claimed again, so that
+                # it meets the retired claim and is told (root_shared); a replay claims no finished run as live
+                self._done.discard(claim)
             if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
                 continue
             self._queue[claim] = None
@@ -81,6 +85,10 @@ class Claims:
         if queued and not self._closed:
             self._start()
         return queued
+
+    def _retiring(self, claim: Claim) -> bool:
+        """Whether this process wrote, or is writing, that retired claim."""
+        return claim in self._done or claim in self._queue or claim in self._timers
 
     @property
     def pending(self) -> int:
@@ -138,6 +146,17 @@ class Claims:
                     root,
                     outcome.reason,
                 )
+        elif isinstance(outcome, Refused) and not outcome.retry and claim[1].retired:
+            # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
+            # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
+            self.refused[claim] = outcome.reason
+            log.warning(
+                "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
+                "retired claim",
+                run_id,
+                root,
+                outcome.reason,
+            )
         elif isinstance(outcome, Refused) and not outcome.retry:
             self.refused[claim] = outcome.reason
             self.counts.refused += 1

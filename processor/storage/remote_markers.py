@@ -20,11 +20,13 @@ from processor.storage.claims import (
     claimant_in,
     foreign,
     marker_body,
+    named,
     others,
 )
 from processor.storage.objects import mapped_errors, open_protocol
 
 _TEMP = ".tmp-"
+CLAIM_BYTES = 4096
 Options = Mapping[str, Mapping[str, Any]]
 
 
@@ -34,7 +36,10 @@ def claimants_at(fs: fsspec.AbstractFileSystem, directory: str) -> set[Claimant]
     if not fs.exists(path):
         return None
     names = [p for p in fs.find(path) if not p.rsplit("/", 1)[-1].startswith(_TEMP)]
-    return {claimant_in(fs.cat_file(p)) for p in names} or {CLAIMING}
+    # the first CLAIM_BYTES of each, as a local claim is read (markers._read_claim): a claim is small, and
+    # a large object planted there must not be downloaded whole on every walk; it reads as nobody's
+    found = {named(p.rsplit("/", 1)[-1], claimant_in(fs.cat_file(p, start=0, end=CLAIM_BYTES))) for p in names}
+    return found or {CLAIMING}
 
 
 def root_problem(
