@@ -214,7 +214,8 @@ class Fold:
             if isinstance(checked, Rejection):
                 return rejected(checked)
             key, run = checked, run or self.run_of(run_id)
-        outputs = lifecycle.implicit_restart(self, run, generation)
+        # no generation (the common report): no restart to check, no call
+        outputs = [] if generation is None else lifecycle.implicit_restart(self, run, generation)
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
