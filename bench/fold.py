@@ -6,6 +6,10 @@
 2. Scaling at keep=None: per-report cost over the last 10k reports of a 20k-report log vs of an
    N-report log (the same file's prefix), each in a fresh process, median over processes
    — O(log n) per event means the ratio stays near 1.
+3. Against a naive reading (`--only naive`): `ckptlog fold FILE --workers 1` and bench/naive.py
+   (json.loads, dicts and lists, full sorts) on the keep=5 log, alternating, 3 pairs; wall and
+   CPU seconds of each whole process, and the naive's time over the fold's (>= 1: the fold is
+   at least as fast per core).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +44,28 @@ def whole_process(path: Path, reports: int, workers: int) -> float:
     )
     elapsed = time.perf_counter() - start
     return reports / elapsed
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one child process, output discarded."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def against_naive(path: Path, reports: int, pairs: int = 3) -> None:
+    """`ckptlog fold --workers 1` against bench/naive.py on the same file, alternating."""
+    fold_argv = [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress"]
+    naive_argv = [sys.executable, "-m", "bench.naive", str(path)]
+    for pair in range(1, pairs + 1):
+        (fold_wall, fold_cpu), (naive_wall, naive_cpu) = timed(fold_argv), timed(naive_argv)
+        print(
+            f"pair {pair}, {reports:,} reports keep=5: ckptlog fold --workers 1 {fold_wall:.2f} s wall "
+            f"({fold_cpu:.2f} s CPU), naive reading {naive_wall:.2f} s wall ({naive_cpu:.2f} s CPU): "
+            f"fold / naive speed {naive_wall / fold_wall:.2f}x wall, {naive_cpu / fold_cpu:.2f}x CPU",
+            flush=True,
+        )
 
 
 def tail_cost_us(path: Path, reports: int, emit: bool, tail: int = TAIL) -> float:
@@ -96,13 +123,18 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=1_000_000)
     parser.add_argument("--tail-of", type=Path, help=argparse.SUPPRESS)  # internal: one scaling measurement
     parser.add_argument("--emit", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("throughput", "scaling"), help="run one part only")
+    parser.add_argument("--only", choices=("throughput", "scaling", "naive"), help="run one part only")
     args = parser.parse_args()
     n = args.reports
     if args.tail_of is not None:
         print(f"{tail_cost_us(args.tail_of, n, args.emit):.3f}")
         return
     with tempfile.TemporaryDirectory() as tmp:
+        if args.only == "naive":
+            path = Path(tmp) / "keep-5.jsonl"
+            write(path, n, 5, 0.1)
+            against_naive(path, n)
+            return
         for keep, share in ((5, 0.1), (None, 0.0)) if args.only != "scaling" else ((None, 0.0),):
             path = Path(tmp) / f"keep-{keep}.jsonl"
             lines = write(path, n, keep, share)

@@ -31,6 +31,9 @@ from processor.core.view import run_view
 from processor.sharding import AMBIGUOUS, Shards, plan
 
 GC_FREEZE_MASK = 65_535  # freeze every 64k lines
+# a young collection per 100k allocations, not per 700 (the default; a report allocates ~20 objects):
+# over 1M reports at keep=5, 2,912 collections took 0.94 s of 16.5 s CPU; with this, 16 took 0.51 s
+YOUNG_GC_THRESHOLD = 100_000
 PARALLEL_FROM_BYTES = 16 * 1024 * 1024
 SAMPLE_BYTES = 8 * 1024 * 1024  # the head of the file whose runs `plan()` balances over workers
 
@@ -76,6 +79,20 @@ def fold_lines(
     The decode limits are the settings' (`max_payload_bytes`, `max_depth`), as in the processor.
     A shard's fold lists every root it registered (`fold.roots.history`: see `_fold_workers`).
     `progress(lines_read)` is called every 64k lines (never per line: this loop is the hot path)."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], YOUNG_GC_THRESHOLD), *thresholds[1:])
+    try:
+        return _fold_lines(lines, settings, shard, progress)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _fold_lines(
+    lines: Iterable[bytes],
+    settings: FoldSettings | None,
+    shard: tuple[int, Shards] | None,
+    progress: Callable[[int], None] | None,
+) -> FoldResult:
     fold = Fold(settings, emit=False, root_history=shard is not None)  # the document needs views, not outputs
     result = FoldResult(fold)
     max_bytes, max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth

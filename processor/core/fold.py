@@ -149,10 +149,12 @@ class Fold:
                 seen, event_id = run.seen, event.id
                 seen.append(event_id)
                 run.seen_set.add(event_id)
-                forgotten = []
-                while len(seen) > self._window:
-                    forgotten.append(seen.popleft())
-                    run.seen_set.discard(forgotten[-1])
+                forgotten: list[str] | tuple[()] = ()  # no list per event until the window is full
+                if len(seen) > self._window:
+                    forgotten = []
+                    while len(seen) > self._window:
+                        forgotten.append(seen.popleft())
+                        run.seen_set.discard(forgotten[-1])
                 journal.push((undo.SEEN, run, event_id, forgotten))
             if effects.outputs and not self.emit:  # the rare events build theirs anyway
                 return _new(Effects, ((), effects.deletions, None, False))
@@ -212,7 +214,8 @@ class Fold:
             if isinstance(checked, Rejection):
                 return rejected(checked)
             key, run = checked, run or self.run_of(run_id)
-        outputs = lifecycle.implicit_restart(self, run, generation)
+        # no generation (the common report): no restart to check, no call
+        outputs = [] if generation is None else lifecycle.implicit_restart(self, run, generation)
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
@@ -305,10 +308,12 @@ class Fold:
 
     def _validation_result(self, event: ValidationResult, run: RunState | None) -> Effects:
         data = event.data
-        try:
-            key = normalize(data.checkpoint_path)
-        except UnsafePath:
-            key = ""
+        key = data.checkpoint_path
+        if run is None or not run.is_own_key(key):  # already canonical below the root: its own key
+            try:
+                key = normalize(key)
+            except UnsafePath:
+                key = ""
         record = run.pending.get(key) if run is not None else None
         if run is None or record is None:
             return Effects([not_pending(event.subject, data.checkpoint_path)])
@@ -317,18 +322,12 @@ class Fold:
         del run.pending[key]
         previous = record.status
         if data.status == "VALIDATED":
-            cfg = run.config
-            metrics = {**record.metrics, **data.metrics}
-            has, value, _ = score(metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
-            push((undo.DROPPED, record))
-            run.checkpoints.remove(record)
-            push((undo.FIELDS, record, record.status, record.metrics, record.sort_key))
-            record.status, record.metrics, record.sort_key = data.status, metrics, (has, value, record.report_index)
-            push((undo.ADDED, record))
-            run.checkpoints.add(record)
+            self._validated(run, record, data.metrics)
         else:
             push((undo.FIELDS, record, record.status, record.metrics, record.sort_key))
             record.status = data.status
+        if not self.emit:  # `ckptlog fold`, replays: no output to build
+            return self._retain(run, [], len(run.checkpoints))
         changed = {
             "checkpoint_path": record.path,
             "report_index": record.report_index,
@@ -340,11 +339,23 @@ class Fold:
             changed["error"] = data.error
         outputs = [Output(_CHANGED, changed)]
         cfg = run.config
-        if self.emit and cfg.checkpoint_score_attribute is not None:  # the registration left the warning to us
+        if cfg.checkpoint_score_attribute is not None:  # the registration left the warning to us
             problem = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)[2]
             if problem is not None:
                 outputs.append(score_warning(run, record.path, problem))
         return self._retain(run, outputs, len(run.checkpoints))
+
+    def _validated(self, run: RunState, record: CheckpointRecord, metrics: dict[str, Any]) -> None:
+        """A VALIDATED result: the record takes the result's metrics over its own and is re-sorted."""
+        cfg, push = run.config, self.journal.push
+        merged = {**record.metrics, **metrics}
+        has, value, _ = score(merged, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)
+        push((undo.DROPPED, record))
+        run.checkpoints.remove(record)
+        push((undo.FIELDS, record, record.status, record.metrics, record.sort_key))
+        record.status, record.metrics, record.sort_key = "VALIDATED", merged, (has, value, record.report_index)
+        push((undo.ADDED, record))
+        run.checkpoints.add(record)
 
 
 def _registered(record: CheckpointRecord) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def put_at(entry: tuple[dict[Any, Any], int, Any, Any]) -> None:
     table.update(items[at:])
 
 
-def _forget(run: RunState, event_id: str, forgotten: list[str]) -> None:
+def _forget(run: RunState, event_id: str, forgotten: list[str] | tuple[()]) -> None:
     """Undo the dedup window's update: drop the id, take back the ids it pushed out."""
     if run.seen and run.seen[-1] == event_id:
         run.seen.pop()

@@ -57,6 +57,10 @@ class Nesting:
         `live()` lists the registered paths; it is only called to name one below `path`."""
         if is_live(path):
             return path
+        return self.around(path, is_live, live)
+
+    def around(self, path: str, is_live: IsLive, live: Callable[[], Iterable[str]]) -> str | None:
+        """`nested` for a `path` the caller knows is not registered itself."""
         if path in self.below:
             prefix = path + "/"
             return next((p for p in live() if p.startswith(prefix)), prefix)

@@ -64,6 +64,9 @@ def output(kind: OutputKind, data: dict[str, Any]) -> Output:
 
 # -- outputs the fold builds in more than one place --------------------------------------
 
+_new = tuple.__new__  # one per report and per eviction: without the NamedTuple's Python-level __new__
+_WATERMARK, _EVICTED = WATERMARK.name, CHECKPOINT_EVICTED.name
+
 
 def watermark(run: RunState) -> Output:
     """contract §4: the run's watermarks after a change (`validated` read from the run)."""
@@ -73,7 +76,7 @@ def watermark(run: RunState) -> Output:
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
     }
-    return Output(WATERMARK.name, data)
+    return _new(Output, (_WATERMARK, data))
 
 
 _NOT_EXEMPT = ["not_latest", "not_pending", "not_preserved"]
@@ -96,7 +99,7 @@ def evicted(
         "not_exempt": list(_NOT_EXEMPT),  # neither the latest, nor pending, nor preserved: what §9 exempts
     }
     data = {"checkpoint_path": record.path, "report_index": record.report_index, "reason": reason}
-    return Output(CHECKPOINT_EVICTED.name, data)
+    return _new(Output, (_EVICTED, data))
 
 
 def _score(run: RunState, record: CheckpointRecord) -> float | None:

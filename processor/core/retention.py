@@ -30,6 +30,7 @@ class Preservation(NamedTuple):
 
 
 NOT_PRESERVED = Preservation(None, None, None)
+_new = tuple.__new__  # builds `Retained` without its Python-level __new__ (one per eviction)
 
 
 def preservation(run: RunState, metrics: dict[str, Any], report_index: int, time: str | None) -> Preservation:
@@ -98,7 +99,7 @@ def apply_retention(run: RunState, excess: int, push: Callable[[tuple[Any, ...]]
     for popped, (position, record, _) in enumerate(victims):
         push((undo.DROPPED, record))
         checkpoints.pop(position - popped)
-    return Retained(_evict(run, victims, push), worst_kept)
+    return _new(Retained, (_evict(run, victims, push), worst_kept))
 
 
 def _evict(

@@ -115,7 +115,9 @@ class RunState:
 
     def nested(self, key: str) -> str | None:
         """A live key equal to, above or below `key` (contract §9 `nested_checkpoint_path`)."""
-        return self.nesting.nested(key, self.is_live, self.live_keys)
+        if key in self.by_key or key in self.outstanding:  # is_live, inline: once per checkpoint report
+            return key
+        return self.nesting.around(key, self.is_live, self.live_keys)
 
     def rebuild_nesting(self) -> None:
         """The nesting index anew from the live keys (after a restore or a rollback)."""
