@@ -40,7 +40,7 @@ from processor.broker import ensure_bootstrap
 from processor.kafka.topics import TopicSpec, ensure_topics
 from processor.service.harness import ROLES, run_argv
 from processor.service.logs import configure_logging
-from processor.service.processor import Processor, tune_gc
+from processor.service.processor import DeleterFactory, Processor, tune_gc
 from processor.service.settings import ServiceSettings, load_settings
 from processor.storage.deletion import Deleter
 
@@ -134,7 +134,7 @@ class NullDeleter:
     def submit_many(self, requests: Any, source: str | None = None) -> int:
         return len(requests)
 
-    def claim_many(self, claims: Any, source: str | None = None) -> int:
+    def claim_many(self, claims: Any, source: str | None = None, *, retired: bool = False) -> int:
         return 0
 
     def retry_failed(self) -> int:
@@ -145,6 +145,9 @@ class NullDeleter:
 
     async def close(self) -> None:
         return None
+
+
+_STUB: DeleterFactory = NullDeleter  # mypy holds the stub to the processor's port (ports.DeletionService)
 
 
 async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]:
