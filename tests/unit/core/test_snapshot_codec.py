@@ -225,3 +225,56 @@ def test_the_settings_alone_decode_to_what_the_whole_snapshot_holds() -> None:
     for bad in (b"", b"{}", data.replace(b'"ckptlog.snapshot"', b'"other"'), data[:40]):
         with pytest.raises(SnapshotCorrupt):
             decode_settings(bad)
+
+
+def _written_by_json_dumps(snap: Snapshot) -> bytes:
+    """`snap` as ckptlog 0.2 wrote it: every byte by `json.dumps` (floats as Python's repr, `1.5e-07`)."""
+
+    def dumps(value: Any) -> bytes:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
+
+    body = json.loads(encode(snap))["snapshot"]
+    head = {"checksum": "sha256:" + hashlib.sha256(dumps(body)).hexdigest(), "format": "ckptlog.snapshot"}
+    return dumps({**head, "schema_version": SCHEMA_VERSION, "snapshot": body})
+
+
+def _with_big_floats() -> Snapshot:
+    """A state whose metrics spell differently under json.dumps and pydantic-core, and are not ASCII."""
+    fold = Fold(FoldSettings(default_root="file:///d"))
+    assert fold.apply(f.event(f.started("r", "file:///d/r", keep=1, attr="acc"))).rejection is None
+    for n, acc in enumerate((1e-05, -2e300, 1.5e-07)):  # the kept one (keep=1) the last
+        raw = f.report("r", {"acc": acc, "note": "Genauigkeit \u00fc\u00df \U0001f680"}, f"file:///d/r/c{n}")
+        assert fold.apply(f.event(raw)).rejection is None
+    return of_fold(fold, "t", 0, 4)
+
+
+def test_the_encoding_differs_from_json_dumps_where_floats_do() -> None:
+    """Why the decoder checks the bytes as written: a re-encoding by json.dumps would not match."""
+    snap = _with_big_floats()
+    assert encode(snap) != _written_by_json_dumps(snap)
+    assert b"1.5e-7," in encode(snap) and b"1.5e-07," in _written_by_json_dumps(snap)
+
+
+def test_a_snapshot_written_by_json_dumps_still_restores() -> None:
+    """Snapshots of ckptlog 0.2 and earlier (json.dumps) restore to the same state, re-encoded alike."""
+    snap = _with_big_floats()
+    old = _written_by_json_dumps(snap)
+    assert encode(decode(old)) == encode(snap)
+    with pytest.raises(SnapshotCorrupt, match="checksum mismatch"):
+        decode(old.replace(b"1.5e-07", b"2.5e-07"))
+
+
+def test_a_snapshot_reformatted_by_hand_still_restores_and_damage_inside_it_is_caught() -> None:
+    snap = _with_big_floats()
+    pretty = json.dumps(json.loads(encode(snap)), indent=2, ensure_ascii=True).encode()
+    assert encode(decode(pretty)) == encode(snap)
+    with pytest.raises(SnapshotCorrupt, match="checksum mismatch"):
+        decode(pretty.replace(b'"report_count": 3', b'"report_count": 2'))
+
+
+def test_a_body_that_is_not_last_is_checked_by_its_encoding() -> None:
+    """A layout the encoder never writes (the body first) is checked by encoding the body again."""
+    data = encode(sample())
+    outer = json.loads(data)
+    moved = json.dumps({"snapshot": outer.pop("snapshot"), **outer}, separators=(",", ":"), allow_nan=True).encode()
+    assert encode(decode(moved)) == data
