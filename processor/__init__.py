@@ -1,3 +1,3 @@
 """ckptlog processor: fold, snapshots, Kafka loop, deletion, CLI."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
