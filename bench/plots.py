@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from bench.render import E2E_COLUMNS
+
 STYLE = {"ckptlog": "C0-", "ckptlog-apply": "C2-", "ray-bare": "C1--", "ray": "C3--"}
 LABEL = {
     "ckptlog": "ckptlog fold",
@@ -81,7 +83,7 @@ def _axes(ax: Axes, title: str, xlabel: str, ylabel: str, logy: bool = True) -> 
 
 def e2e_plot(data: list[list[dict[str, Any]]]) -> Figure:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels = ("exactly_once", "at_least_once", "exactly_once, deletions stubbed")
+    labels = E2E_COLUMNS
     for ax, workload in zip(axes, ("dense", "sparse"), strict=True):
         rows = [w for run in data for w in run if w["workload"] == workload]
         width = 0.8 / len(labels)

@@ -30,6 +30,27 @@ def test_dense_throughput_met_only_when_every_run_clears_the_bar() -> None:
     assert "goal met" in str(targets.dense_throughput(rec([dense(0.85, 0.81)] * 3))[3])
 
 
+def issue_25(eo: float, alo: float, same: float = 0.5, bare: float = 40_000.0) -> list[dict[str, Any]]:
+    """A dense row with issue 25's variants: `eo`/`alo` as ratios to the same-records loop."""
+    rows = dense(0.3, 0.3, bare)
+    del rows[0]["bare, 3 copies"]
+    rows[0]["bare, 2 copies"] = same * bare
+    rows[0]["exactly_once, checkpoints not on disk"] = eo * same * bare
+    rows[0]["at_least_once, checkpoints not on disk"] = alo * same * bare
+    return rows
+
+
+def test_issue_25_judges_the_variants_without_files_against_both_loops() -> None:
+    assert targets.same_records(rec([issue_25(0.95, 0.91, same=0.6)] * 3))[2] == "met"
+    below = targets.same_records(rec([issue_25(0.95, 0.91), issue_25(0.89, 0.95), issue_25(0.95, 0.95)]))
+    assert below[2] == "missed" and "0.89× the same-records loop" in str(below[3])
+    slow_loop = targets.same_records(rec([issue_25(0.95, 0.95, same=0.4)] * 3))  # 0.38x the one-record loop
+    assert slow_loop[2] == "missed" and "0.38× the one-record loop" in str(slow_loop[3])
+    assert "same-records" not in str(slow_loop[3])
+    assert targets.same_records(rec([issue_25(1, 1, same=0.6)] * 2))[2] == "not shown"
+    assert targets.same_records(rec([dense(0.9, 0.9)] * 3))[2] == "not measured"  # an older run: no such variant
+
+
 @pytest.mark.parametrize(("p99", "status"), [(0.149, "met"), (0.151, "missed")])
 def test_latency_target(p99: float, status: str) -> None:
     rows = [{"rate": 500, "p50": 0.01, "p99": 0.9, "max": 1}, {"rate": 1000, "p50": 0.02, "p99": p99, "max": 1}]
@@ -52,7 +73,7 @@ def test_restart_flat() -> None:
 
 def test_unmeasured_sections_say_so() -> None:
     rows = targets.targets({})
-    assert len(rows) == 6 and all(row[2] == "not measured" for row in rows)
+    assert len(rows) == 7 and all(row[2] == "not measured" for row in rows)
 
 
 def ray_data() -> dict[str, Any]:
