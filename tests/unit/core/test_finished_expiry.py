@@ -16,7 +16,7 @@ from events.rejections import Reason
 from processor.core import Fold
 from processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
 from tests import factories as f
-from tests.unit.core.test_finished_runs import _reencode
+from tests.unit.core.test_finished_runs import _reencode, _run
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS
 
 KEEP2 = dataclasses.replace(SETTINGS, finished_runs_kept=2)
@@ -181,26 +181,16 @@ def churn(draw: Any) -> list[bytes]:
     return lines
 
 
-def _trace(lines: list[bytes], fold: Fold) -> list[Any]:
-    out = []
-    for raw in lines:
-        e = fold.apply(f.event(raw))
-        out.append(
-            ([(o.type, repr(o.data)) for o in e.outputs], [(d.path, d.eviction) for d in e.deletions], e.rejection)
-        )
-    return out
-
-
 @PROFILE
 @given(churn(), st.integers(0, 40))
 def test_restore_before_or_after_expiry_equals_one_straight_fold(lines: list[bytes], cut: int) -> None:
     cut = min(cut, len(lines))
     whole = Fold(KEEP2)
-    whole_trace = _trace(lines, whole)
+    whole_trace = _run(lines, whole)
     first = Fold(KEEP2)
-    first_trace = _trace(lines[:cut], first)
+    first_trace = _run(lines[:cut], first)
     resumed = restored(first)
-    assert first_trace + _trace(lines[cut:], resumed) == whole_trace
+    assert first_trace + _run(lines[cut:], resumed) == whole_trace
     assert state(resumed) == state(whole) and list(resumed.finished) == list(whole.finished)
     assert resumed.roots.owners == whole.roots.owners
 
@@ -215,9 +205,7 @@ def test_records_stay_bounded_registered_and_rolled_back_exactly(lines: list[byt
         assert len(fold.finished) <= 2
         for run_id, where in fold.finished.items():
             assert run_id not in fold.runs and (not where or fold.roots.owners[where] == run_id)
-        held = {r.root_prefix[:-1] for r in fold.runs.values() if r.storage_root} | {
-            w for w in fold.finished.values() if w
-        }
+        held = {r.root for r in fold.runs.values() if r.storage_root} | {w for w in fold.finished.values() if w}
         assert set(fold.roots.owners) == held  # an expired root is registered no more, nothing else is lost
         after = state(fold)
         if effects.rejection is not None or effects.duplicate or after == before:
