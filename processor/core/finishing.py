@@ -78,7 +78,7 @@ def retire_if_settled(fold: Fold, run: RunState) -> None:
     push((undo.CALL, undo.put_at, (runs, at, run_id, run)))  # back in its place: `runs` is in order
     del runs[run_id]
     push((undo.NEW, fold.finished, run_id))
-    fold.finished[run_id] = run.root_prefix[:-1] if run.storage_root is not None else ""
+    fold.finished[run_id] = run.root if run.storage_root is not None else ""
     fold.leaving[run_id] = run
     expire(fold)
 

@@ -183,8 +183,8 @@ class Fold:
             run = self.runs[run_id] = new_run(run_id, self.settings)
             self.journal.push((undo.RUN, self.runs, run_id, None))
             if run.storage_root is not None:
-                self.journal.push((undo.CALL, self.roots.remove, run.root_prefix[:-1]))
-                self.roots.add(run.root_prefix[:-1], run_id)
+                self.journal.push((undo.CALL, self.roots.remove, run.root))
+                self.roots.add(run.root, run_id)
         return run
 
     # -- report --------------------------------------------------------------------

@@ -49,7 +49,7 @@ class Roots:
         self.fresh: list[tuple[str, str]] | None = None  # set to a list: roots added since `claimed()`
         for run in runs:
             if run.storage_root is not None:
-                self.add(run.root_prefix[:-1], run.run_id)
+                self.add(run.root, run.run_id)
 
     def add(self, root: str, run_id: str) -> None:
         self.owners[root] = run_id
@@ -123,8 +123,8 @@ def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
         fresh.index_in_generation = run.index_in_generation
         fresh.seen, fresh.seen_set = run.seen, run.seen_set
         if run.storage_root is not None:  # its implicit root is free again
-            fold.journal.push((undo.CALL, lambda r: fold.roots.add(r, run_id), run.root_prefix[:-1]))
-            fold.roots.remove(run.root_prefix[:-1])
+            fold.journal.push((undo.CALL, lambda r: fold.roots.add(r, run_id), run.root))
+            fold.roots.remove(run.root)
     if run_id in fold.refused:  # undone in its place: the table is written in order
         at = list(fold.refused).index(run_id)
         fold.journal.push((undo.CALL, undo.put_at, (fold.refused, at, run_id, fold.refused.pop(run_id))))

@@ -106,6 +106,12 @@ class RunState:
         self.is_own_key = canonical_below(self.root_prefix)
         self.rebuild_nesting()
 
+    @property
+    def root(self) -> str:
+        """The run's canonical root without the trailing slash (`root_prefix[:-1]`): the key under
+        which its root is registered (`Roots.owners`, nesting) and claimed (storage/claims.py)."""
+        return self.root_prefix[:-1]
+
     def is_live(self, key: str) -> bool:
         """Kept (latest and pending included), or evicted and not yet settled in storage."""
         return key in self.by_key or key in self.outstanding

@@ -167,9 +167,7 @@ class BatchFolder:
 
     def _retired(self, batch: Batch) -> None:
         """The roots of the runs the last event retired: their retired claims (storage/claims.py)."""
-        batch.retired.extend(
-            (run.root_prefix[:-1], run.run_id) for run in self.fold.leaving.values() if run.storage_root
-        )
+        batch.retired.extend((run.root, run.run_id) for run in self.fold.leaving.values() if run.storage_root)
 
     def _watermarks(self, marks: Marks, out: list[OutRecord], counts: dict[str, int]) -> None:
         """The batch's one watermark per run (contract §4): the one the run's last change in the batch
