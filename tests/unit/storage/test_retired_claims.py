@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
 
 from events.paths import MARKER, normalize
-from processor.storage.claims import Claimant, Refused, Shared, claim_name
-from processor.storage.deletion import Deleter
+from processor.storage import ownership
+from processor.storage.claims import Claimant, Outcome, Refused, Shared, claim_name
+from processor.storage.deletion import HOLD_S, Deleter
 from processor.storage.markers import claim_all
 from processor.storage.ownership import Claims
 from processor.storage.removal import remove_all
@@ -145,5 +149,61 @@ async def test_a_deletion_waits_for_the_retired_claim_queued_before_it_then_is_r
     assert await deleter.drain(timeout=10)
     assert "finished" in deleter.refused[("a", ckpt)] and (sr / "a" / "c0" / "model.bin").exists()
     assert not deleter.claims.held
+    await deleter.close()
+    await asyncio.sleep(0)
+
+
+async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_siblings_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hold itself (Deleter._not_held), with no race to win: the retired claim's write is
+    blocked in its worker thread until released. Meanwhile a deletion in that root is held (no
+    claim on disk would refuse it: without the hold it would be carried out), one in a sibling
+    run's root goes through; once the claim is written, the held deletion meets it and is refused."""
+    sr, outer, root, ckpt = _tree(tmp_path)
+    (sr / "b" / "c0").mkdir(parents=True)
+    (sr / "b" / "c0" / "model.bin").write_bytes(b"evicted")
+    b_root, b_ckpt = normalize(f"{outer}/b"), normalize(f"file://{sr}/b/c0")
+    assert claim_all([(b_root, Claimant("b", "t[0]"))], outer, {}) == [None]
+    writing, release = threading.Event(), threading.Event()
+
+    def blocked_claim_all(
+        claims: Sequence[tuple[str, Claimant]], outer_root: str | None, options: Mapping[str, Mapping[str, Any]]
+    ) -> list[Outcome | Shared]:
+        if any(claimant.retired for _, claimant in claims):
+            writing.set()
+            assert release.wait(timeout=30), "the test never released the retired claim's write"
+        return claim_all(claims, outer_root, options)
+
+    monkeypatch.setattr(ownership, "claim_all", blocked_claim_all)
+    refused: list[tuple[tuple[str, str], str]] = []
+    # one job slot: both deletions share one job, so were `a`'s not held it would be gone with `b`'s
+    deleter = Deleter(outer_root=outer, concurrency=1, on_refused=refused.extend)
+    loop = asyncio.get_running_loop()
+    try:
+        deleter.claim_many([(root, "a")], "t[0]", retired=True)
+        deadline = loop.time() + 10
+        while not writing.is_set():  # the claim's worker thread is inside the (blocked) write
+            assert loop.time() < deadline, "the retired claim's write never started"
+            await asyncio.sleep(0.01)
+        assert deleter.submit("a", ckpt, root, "t[0]")  # the run id reused, as a new run would
+        assert deleter.submit("b", b_ckpt, b_root, "t[0]")
+        deadline = loop.time() + 10
+        while ("b", b_ckpt) in deleter.outstanding:  # (b) the sibling root's deletion goes through
+            assert loop.time() < deadline, "the sibling root's deletion never went through"
+            await asyncio.sleep(0.01)
+        assert not (sr / "b" / "c0").exists() and deleter.counts.deleted == 1
+        held_until = loop.time() + 5 * HOLD_S
+        while loop.time() < held_until:  # (a) held, through several HOLD_S looks, while the claim is unwritten
+            assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
+            assert ("a", ckpt) in deleter.outstanding and not refused and deleter.claims.held
+            await asyncio.sleep(HOLD_S / 4)
+        assert not (sr / "a" / MARKER).exists()  # nothing on disk bars it yet: only the hold does
+    finally:
+        release.set()
+    assert await deleter.drain(timeout=10)  # (c) the claim written, the held deletion meets it
+    assert [key for key, _ in refused] == [("a", ckpt)] and "finished" in refused[0][1]
+    assert "finished" in deleter.refused[("a", ckpt)] and (sr / "a" / "c0" / "model.bin").exists()
+    assert not deleter.claims.held and deleter.counts.deleted == 1
     await deleter.close()
     await asyncio.sleep(0)
