@@ -16,6 +16,7 @@ import time
 
 from bench.processor import dense_events
 from events.codec import decode_event
+from events.rejections import Rejection
 from processor.core.fold import Fold
 from processor.core.snapshot import decode, encode, of_fold
 from processor.core.state import FoldSettings
@@ -29,7 +30,10 @@ def main() -> None:
     args = parser.parse_args()
     fold = Fold(FoldSettings())
     for line in dense_events(args.events, root="file:///bench/runs"):
-        fold.apply(decode_event(line, None))
+        event = decode_event(line, None)
+        if isinstance(event, Rejection):
+            raise SystemExit(f"bench.snapshot: the workload's line was rejected: {event.message}")
+        fold.apply(event)
     tune_gc()
     snapshot = of_fold(fold, "bench-in", 0, args.events)
     encodes, decodes, data = [], [], b""
