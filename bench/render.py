@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.markdown import replace_section, table
-from bench.targets import targets
+from bench.targets import same_loop, targets
 
 PASS_LABELS = {
     "ckptlog": "ckptlog fold (decode + fold)",
@@ -152,7 +152,7 @@ def e2e_section(rec: dict[str, Any], image: str | None) -> list[str]:
     rows = []
     for run, workloads in enumerate(rec["data"], 1):
         for w in workloads:
-            copies = next((k for k in w if k.startswith("bare, ")), None)
+            copies = same_loop(w)
             cells = [f"{w[c]:,.0f} ({w[c] / w['bare']:.0%})" if c in w else "—" for c in E2E_COLUMNS]
             extra = f"{w[copies]:,.0f} ({w[copies] / w['bare']:.0%}), {copies[6:]}" if copies else "—"
             rows.append([run, w["workload"], f"{w['bare']:,.0f}", *cells, f"{w.get('fanout', 1):.1f}", extra])

@@ -24,6 +24,12 @@ FLAT, RESTART_S = 1.5, 2.0
 SAME, NOT_ON_DISK = 0.9, ("exactly_once, checkpoints not on disk", "at_least_once, checkpoints not on disk")
 
 
+def same_loop(row: dict[str, Any]) -> str | None:
+    """The key of a row's bare loop writing as many copies per input as the processor wrote
+    records (`bare, N copies`; bench.processor runs it only when N > 1), or None."""
+    return next((key for key in row if key.startswith("bare, ")), None)
+
+
 def targets(results: dict[str, Any]) -> list[Row]:
     return [
         dense_throughput(results.get("e2e")),
@@ -55,7 +61,7 @@ def dense_throughput(rec: dict[str, Any] | None) -> Row:
         goal = "goal met too" if low >= GOAL else f"goal {GOAL}× not reached"
         return [target, measured, "met", f"lowest {low:.2f}×; {goal}"]
     fan = statistics.median(w.get("fanout", 1.0) for w in dense)
-    same = [w[k] / w["bare"] for w in dense for k in w if k.startswith("bare, ")]
+    same = [w[k] / w["bare"] for w in dense if (k := same_loop(w)) is not None]
     why = f"lowest {low:.2f}×; the processor writes {fan:.1f} records per input against the bare loop's 1"
     if same:
         why += f", and a bare loop writing as many copies reached {statistics.median(same):.2f}× of the 1-copy loop"
@@ -68,10 +74,11 @@ def same_records(rec: dict[str, Any] | None) -> Row:
     target = f"1b. dense, checkpoints not on disk: ≥ {SAME}× the bare loop writing the same records and ≥ {RATIO}×"
     target += f" the one-record loop, exactly_once and at_least_once, {RUNS_NEEDED} runs in a row"
     dense = [w for run in (rec or {}).get("data", []) for w in run if w["workload"] == "dense"]
-    dense = [w for w in dense if all(g in w for g in NOT_ON_DISK) and any(k.startswith("bare, ") for k in w)]
-    if not dense:
+    loops = [(w, k) for w in dense if all(g in w for g in NOT_ON_DISK) and (k := same_loop(w)) is not None]
+    if not loops:
         return _missing(target)
-    same = {g: [w[g] / next(w[k] for k in w if k.startswith("bare, ")) for w in dense] for g in NOT_ON_DISK}
+    dense = [w for w, _ in loops]
+    same = {g: [w[g] / w[k] for w, k in loops] for g in NOT_ON_DISK}
     bare = {g: [w[g] / w["bare"] for w in dense] for g in NOT_ON_DISK}
     measured = "; ".join(
         f"{g.split(',')[0]}: " + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(same[g], bare[g], strict=True))
