@@ -133,9 +133,12 @@ async def shoot(out: Path = DOCS) -> list[Path]:
     async with running(source) as url, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
             for path, where in shots:
                 await page.goto(url + where)
+                if where != "/":  # the tooltip a pointer on the best checkpoint shows
+                    await page.locator("svg.chart .mark.best").hover()
+                    await page.locator(".plot .tip").wait_for(state="visible")
                 await page.screenshot(path=str(path), full_page=where == "/")
         finally:
             await browser.close()
