@@ -49,6 +49,8 @@ def _flat_lookup(metrics: dict[str, Any], attribute: str, prefix: str = "") -> A
 def flatten(metrics: dict[str, Any]) -> dict[str, Any]:
     """Every attribute `lookup` finds a value for, with that value, in the metrics' key order:
     `{"eval": {"acc": 0.7}, "loss": 2}` -> `{"eval/acc": 0.7, "loss": 2}` (never a dict)."""
+    if not any(isinstance(value, dict) for value in metrics.values()):
+        return dict(metrics)  # flat already: each key is its own attribute (lookup's first test)
     found: dict[str, Any] = {}
     for name in _names(metrics, ""):
         if name not in found:
