@@ -251,7 +251,7 @@ class Trend:
 
 def trend_of(view: View, log: RunLog | None) -> Trend:
     log = log if log is not None else RunLog()
-    metric = score_attribute(view) or default_metric(view, metrics_of(view, log))
+    metric = score_attribute(view) or default_metric(view, metrics_of(view, log))  # metrics_of only without one
     return Trend(metric, points(view, log, metric), root_of(view, log))
 
 

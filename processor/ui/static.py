@@ -78,7 +78,8 @@ JS = """
 (function () {  // the chart's tooltip: the mark nearest the pointer (delegated: the page's <main> is replaced)
   var hovered = null;
   function hide() {
-    if (hovered) { hovered.classList.remove("hover"); hovered = null; }
+    if (!hovered) return;
+    hovered.classList.remove("hover"); hovered = null;
     var tips = document.querySelectorAll(".plot .tip");
     for (var i = 0; i < tips.length; i++) tips[i].hidden = true;
   }
