@@ -3,7 +3,7 @@
 `chart`: one metric against report index — axes with nice ticks and a grid, a line through the
 reported values in report order, one mark per checkpoint. Every mark is a `<circle>` (or, with no
 value for the metric, a `<rect>` on the x axis) with `class="mark <marks>"` and `data-path`,
-`data-index`, `data-marks`, `data-value`, `data-x`, `data-y`: a page (and a test) tells kept, best,
+`data-index`, `data-marks`, `data-value`: a page (and a test) tells kept, best,
 latest, pending, preserved, evicted and deleted checkpoints apart, and /static/live.js shows the
 one under the pointer in a tooltip. `legend` names only the marks the chart has. `sparkline`: the
 runs page's small line of a run's score.
@@ -54,8 +54,7 @@ def _mark(p: Point, x: float, y: float | None) -> str:
     at = y if y is not None else HEIGHT - BOTTOM
     attrs = (
         f'class="mark {escape(marks)}" data-path="{escape(p.path)}" data-index="{p.report_index}" '
-        f'data-marks="{escape(status_of(p))}" data-value="{escape(shown)}" data-x="{x:.1f}" data-y="{at:.1f}" '
-        f'aria-label="report {p.report_index}: {escape(shown)} ({escape(status_of(p))})"'
+        f'data-marks="{escape(status_of(p))}" data-value="{escape(shown)}"'
     )
     if y is None:
         return f'<rect {attrs} x="{x - 3:.1f}" y="{at - 3:.1f}" width="6" height="6"/>'

@@ -91,7 +91,9 @@ JS = """
     var at = pt.matrixTransform(ctm.inverse()), found = null, best = 40 * 40;
     var marks = svg.querySelectorAll(".mark");
     for (var i = 0; i < marks.length; i++) {
-      var dx = marks[i].getAttribute("data-x") - at.x, dy = marks[i].getAttribute("data-y") - at.y;
+      var m = marks[i], circle = m.hasAttribute("cx");  // a <rect> (no value) is 6 wide, on the x axis
+      var dx = (circle ? +m.getAttribute("cx") : +m.getAttribute("x") + 3) - at.x;
+      var dy = (circle ? +m.getAttribute("cy") : +m.getAttribute("y") + 3) - at.y;
       if (dx * dx + dy * dy < best) { best = dx * dx + dy * dy; found = marks[i]; }
     }
     return found;

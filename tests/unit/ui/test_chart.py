@@ -40,7 +40,7 @@ def test_every_mark_carries_what_the_tooltip_shows() -> None:
     )
     assert mark is not None
     assert 'data-index="0"' in mark.group(0) and 'data-value="0.2"' in mark.group(0)
-    assert 'data-marks="evicted"' in mark.group(0) and "data-x=" in mark.group(0)
+    assert 'data-marks="evicted"' in mark.group(0) and "cx=" in mark.group(0)
 
 
 def test_the_legend_names_only_the_marks_the_chart_has() -> None:
