@@ -1,8 +1,9 @@
 """How a score attribute names a metric (contract §3): `val/acc` finds `{"val": {"acc": …}}` as
 well as a literal `"val/acc"` key.
 
-Part of the contract, so the fold's scores (processor.core.scoring, retention) and the client's
-tables (`ckptlog watch`, the demo) read a metric the same way.
+Part of the contract, so the fold's scores (processor.core.scoring, retention), the client's
+tables (`ckptlog watch`, the demo) and the web console (`ckptlog ui`: its score columns, chart and
+metric menu, through `flatten`) read a metric the same way.
 """
 
 from __future__ import annotations
@@ -43,3 +44,27 @@ def _flat_lookup(metrics: dict[str, Any], attribute: str, prefix: str = "") -> A
         elif name == attribute:
             return value
     return _MISSING
+
+
+def flatten(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Every attribute `lookup` finds a value for, with that value, in the metrics' key order:
+    `{"eval": {"acc": 0.7}, "loss": 2}` -> `{"eval/acc": 0.7, "loss": 2}` (never a dict)."""
+    if not any(isinstance(value, dict) for value in metrics.values()):
+        return dict(metrics)  # flat already: each key is its own attribute (lookup's first test)
+    found: dict[str, Any] = {}
+    for name in _names(metrics, ""):
+        if name not in found:
+            value = lookup(metrics, name)
+            if value is not _MISSING:  # an ambiguous spelling lookup reads as absent: as the fold does
+                found[name] = value
+    return found
+
+
+def _names(metrics: dict[str, Any], prefix: str) -> list[str]:
+    names: list[str] = []
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            names.extend(_names(value, f"{prefix}{key}/"))
+        else:
+            names.append(f"{prefix}{key}")
+    return names

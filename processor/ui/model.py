@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import os.path
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.metrics import flatten, lookup
 from events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINTS_DELETED, WARNING
 
 View = dict[str, Any]
@@ -87,12 +89,18 @@ def number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def value_of(metrics: dict[str, Any], name: str | None) -> float | None:
+    """The metric `name` names, read as the fold reads it (contract §3, `events.metrics.lookup`:
+    `eval/acc` finds `{"eval": {"acc": …}}`), as a finite float (None: no name, absent, not a number)."""
+    return None if name is None else number(lookup(metrics, name))
+
+
 def best_score(view: View) -> float | None:
     attribute = score_attribute(view)
     best = next((c for c in view.get("checkpoints", []) if c["path"] == view.get("best")), None)
     if attribute is None or best is None:
         return None
-    return number(best["metrics"].get(attribute))
+    return value_of(best["metrics"], attribute)
 
 
 def row_of(run: str, view: View, log: RunLog | None, rejections: int) -> Row:
@@ -178,15 +186,26 @@ def marks_of(path: str, view: View, log: RunLog, kept: dict[str, dict[str, Any]]
     return tuple(found)
 
 
+def _numeric(value: Any) -> bool:
+    """A number the chart can place (a type check only: huge ints and NaN count, bools do not)."""
+    return type(value) is float or type(value) is int
+
+
 def metrics_of(view: View, log: RunLog) -> list[str]:
-    """Every metric name a checkpoint of the run reported, the score attribute first."""
+    """Every numeric metric a checkpoint of the run reported, flattened as the fold reads them
+    (`eval/acc`, never the dict `eval`), in the order they came; the score attribute first."""
     names: dict[str, None] = {}
     attribute = score_attribute(view)
     if attribute is not None:
         names[attribute] = None
-    for entry in [*log.reported.values(), *(Reported(c["path"], 0, c["metrics"]) for c in view.get("checkpoints", []))]:
-        names.update(dict.fromkeys(entry.metrics))
+    for metrics in [*(r.metrics for r in log.reported.values()), *(c["metrics"] for c in view.get("checkpoints", []))]:
+        names.update((name, None) for name, value in flatten(metrics).items() if _numeric(value))
     return list(names)
+
+
+def default_metric(view: View, metrics: list[str]) -> str | None:
+    """What a run's chart and sparkline show unless asked: its score attribute, else its first metric."""
+    return score_attribute(view) or (metrics[0] if metrics else None)
 
 
 def points(view: View, log: RunLog, metric: str | None) -> list[Point]:
@@ -197,11 +216,43 @@ def points(view: View, log: RunLog, metric: str | None) -> list[Point]:
     ordered = sorted(reported.values(), key=lambda r: (r.report_index, r.path))
     kept = kept_of(view)
     return [
-        Point(
-            r.path, r.report_index, number(r.metrics.get(metric)) if metric else None, marks_of(r.path, view, log, kept)
-        )
-        for r in ordered
+        Point(r.path, r.report_index, value_of(r.metrics, metric), marks_of(r.path, view, log, kept)) for r in ordered
     ]
+
+
+def run_root(paths: Iterable[str]) -> str:
+    """The directory every one of a run's checkpoint paths lies below, ending in `/` ("" when
+    they share none): the console shows paths relative to it."""
+    common = os.path.commonprefix(list(paths))  # noqa: RUF071 (URLs: commonpath would fold `file:///` to `file:/`)
+    return common[: common.rfind("/") + 1]
+
+
+def root_of(view: View, log: RunLog | None) -> str:
+    """`run_root` of every path the run's VIEW and log name."""
+    paths = [c["path"] for c in view.get("checkpoints", [])]
+    paths += [p for p in (view.get("latest"), view.get("best")) if isinstance(p, str)]
+    return run_root([*paths, *(log.reported if log is not None else ())])
+
+
+def relative(path: str, root: str) -> str:
+    """`path` below `root` (`ckpt-000012`), or whole when it is not below it."""
+    rest = path[len(root) :] if root and path.startswith(root) else ""
+    return rest or path
+
+
+@dataclass(frozen=True)
+class Trend:
+    """What a row of the runs page draws: the run's default metric over its reports, and its root."""
+
+    metric: str | None
+    points: list[Point]
+    root: str
+
+
+def trend_of(view: View, log: RunLog | None) -> Trend:
+    log = log if log is not None else RunLog()
+    metric = score_attribute(view) or default_metric(view, metrics_of(view, log))  # metrics_of only without one
+    return Trend(metric, points(view, log, metric), root_of(view, log))
 
 
 def view_json(view: View) -> str:

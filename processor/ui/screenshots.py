@@ -1,5 +1,6 @@
 """`python -m processor.ui.screenshots`: docs/ui-runs.png and docs/ui-run.png, the console over a
-generated workload (the harness's, folded in memory: no broker), shot with the system chromium.
+generated workload (the harness's, its metrics made to look like training's, folded in memory: no
+broker), shot with the system chromium.
 
 `StaticSource` is the console's `Source` over a fold of input lines, so the pictures show what
 `ckptlog ui` shows for the same log (their history and explanations come from the same replay
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import random
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -62,6 +65,31 @@ def _logs(lines: list[bytes], replay: RunReplay) -> dict[str, RunLog]:
     return logs
 
 
+def training_like(lines: list[bytes], seed: int = 3) -> list[bytes]:
+    """`lines` with the metrics a training run reports: `eval/acc` (nested, as many frameworks
+    report it, and the runs rank by it) rising towards a ceiling with noise, `loss` falling."""
+    rng = random.Random(seed)
+    seen: dict[str, int] = {}
+    ceiling: dict[str, float] = {}
+    reported: dict[str, dict[str, Any]] = {}
+    out = []
+    for line in lines:
+        body = json.loads(line)
+        data, run = body["data"], body["subject"]
+        if body["type"] == "ckptlog.run_started.v1":
+            data["checkpoint_config"]["checkpoint_score_attribute"] = "eval/acc"
+            ceiling[run] = 0.82 + 0.12 * rng.random()
+        elif body["type"] == "ckptlog.report.v1":
+            step = seen[run] = seen.get(run, -1) + 1
+            acc = ceiling[run] - 0.4 * math.exp(-step / 10) + rng.gauss(0, 0.015)
+            data["metrics"] = {"step": step, "loss": round(2.2 * (1 - acc), 4), "eval": {"acc": round(acc, 4)}}
+            reported[data["checkpoint"]["path"]] = data["metrics"]["eval"]
+        elif body["type"] == "ckptlog.validation_result.v1":
+            data["metrics"] = {"eval": reported[data["checkpoint_path"]]}  # what the evaluator measured
+        out.append(json.dumps(body, separators=(",", ":")).encode())
+    return out
+
+
 class StaticSource:
     def __init__(self, lines: list[bytes], settings: FoldSettings | None = None) -> None:
         settings = settings or FoldSettings()
@@ -100,14 +128,17 @@ class StaticSource:
 async def shoot(out: Path = DOCS) -> list[Path]:
     from playwright.async_api import async_playwright
 
-    source = StaticSource(workload("file:///data/runs", runs=8, reports=480, keep=3, seed=3))
+    source = StaticSource(training_like(workload("file:///data/runs", runs=8, reports=480, keep=3, seed=3)))
     shots = [(out / "ui-runs.png", "/"), (out / "ui-run.png", "/runs/run-1")]
     async with running(source) as url, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
             for path, where in shots:
                 await page.goto(url + where)
+                if where != "/":  # the tooltip a pointer on the best checkpoint shows
+                    await page.locator("svg.chart .mark.best").hover()
+                    await page.locator(".plot .tip").wait_for(state="visible")
                 await page.screenshot(path=str(path), full_page=where == "/")
         finally:
             await browser.close()

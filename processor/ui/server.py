@@ -20,7 +20,7 @@ from aiohttp.typedefs import Middleware
 
 from processor.errors import ConfigError
 from processor.ui import pages
-from processor.ui.model import Query, RunLog, metrics_of, points, row_of, score_attribute, select
+from processor.ui.model import Query, RunLog, default_metric, metrics_of, points, root_of, row_of, select, trend_of
 from processor.ui.source import Source
 from processor.ui.static import CSS, JS
 
@@ -125,9 +125,11 @@ async def runs_page(request: web.Request) -> web.Response:
     source = request.app[SOURCE]
     await source.refresh()
     query = Query.parse(request.query)
-    rows = [row_of(run, view, source.log(run), source.rejections(run)) for run, view in source.views().items()]
+    views = source.views()
+    rows = [row_of(run, view, source.log(run), source.rejections(run)) for run, view in views.items()]
     shown, total = select(rows, query)
-    return _html(pages.runs_page(shown, total, query))
+    trends = {row.run: trend_of(views[row.run], source.log(row.run)) for row in shown}  # this page's rows only
+    return _html(pages.runs_page(shown, total, query, trends))
 
 
 async def api_runs(request: web.Request) -> web.Response:
@@ -158,11 +160,11 @@ async def run_pages(request: web.Request) -> web.Response:
         return _html(pages.message_page("not found", "no such page"), 404)
     log = source.log(parts[0]) or RunLog()
     metrics = metrics_of(view, log)
-    metric = request.query.get("metric") or score_attribute(view) or (metrics[0] if metrics else None)
+    metric = request.query.get("metric") or default_metric(view, metrics)
     steps = await source.history(parts[0])
     found = points(view, log, metric)
     shown = (_number(request.query.get("kept")), _number(request.query.get("history")))
-    return _html(pages.run_page(parts[0], view, found, metrics, metric, steps, shown))
+    return _html(pages.run_page(parts[0], view, found, metrics, metric, steps, shown, root_of(view, log)))
 
 
 def _number(text: str | None) -> int:

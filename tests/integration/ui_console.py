@@ -20,6 +20,8 @@ from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settin
 
 HOSTILE = "<script>alert(1)</script>"
 TOKEN = "t0ken-for-tests"
+NESTED = "nested"  # ranked by `eval/acc`, its metrics `{"eval": {"acc": …}}` (issue 38 item 1)
+NESTED_SCORES = [0.7004, 0.7312, 0.7696, 0.7102, 0.7455, 0.7388, 0.7251, 0.7533]
 
 
 @dataclass
@@ -54,13 +56,22 @@ def hostile_run(root: Path) -> list[bytes]:
     ]
 
 
+def nested_run(root: Path) -> list[bytes]:
+    home = root / NESTED
+    lines = [f.started(NESTED, home.as_uri(), keep=3, attr="eval/acc")]
+    for i, score in enumerate(NESTED_SCORES):
+        metrics = {"eval": {"acc": score, "loss": round(1 - score, 4)}, "step": i}
+        lines.append(f.report(NESTED, metrics, (home / f"ckpt-{i:03d}").as_uri()))
+    return lines
+
+
 @contextlib.asynccontextmanager
 async def console(
     topic_factory: Any, bootstrap: str, tmp_path: Path, token: str | None = None, reports: int = 40
 ) -> AsyncIterator[Console]:
     settings = await make_settings(topic_factory, bootstrap, tmp_path)
     root = tmp_path / "runs"
-    lines = workload(root.as_uri(), runs=3, reports=reports, keep=2) + hostile_run(root)
+    lines = workload(root.as_uri(), runs=3, reports=reports, keep=2) + hostile_run(root) + nested_run(root)
     async with running(settings):
         shown = Console("", settings, conn_of(settings), [], root)
         await shown.send(lines)

@@ -57,11 +57,16 @@ def view(paths: list[tuple[str, float]], latest: str | None = None, **extra: Any
     }
 
 
-def log_of(scores: list[float], kept: set[int], deleted: set[int] = frozenset()) -> RunLog:  # type: ignore[assignment]
-    """A run that reported c0..cN with `scores`; those not in `kept` evicted."""
+def log_of(
+    scores: list[float],
+    kept: set[int],
+    deleted: set[int] = frozenset(),  # type: ignore[assignment]
+    root: str = "file:///r/",
+) -> RunLog:
+    """A run that reported c0..cN (below `root`) with `scores`; those not in `kept` evicted."""
     log = RunLog()
     for i, score in enumerate(scores):
-        path = f"file:///r/c{i}"
+        path = f"{root}c{i}"
         log.take(
             "checkpoint_registered",
             {"checkpoint_path": path, "report_index": i, "metrics": {"acc": score}, "status": "VALIDATED"},
@@ -70,5 +75,5 @@ def log_of(scores: list[float], kept: set[int], deleted: set[int] = frozenset())
         if i not in kept:
             log.take("checkpoint_evicted", {"checkpoint_path": path, "report_index": i, "reason": "num_to_keep"}, None)
     if deleted:
-        log.take("checkpoints_deleted", {"checkpoint_paths": [f"file:///r/c{i}" for i in deleted]}, None)
+        log.take("checkpoints_deleted", {"checkpoint_paths": [f"{root}c{i}" for i in deleted]}, None)
     return log
