@@ -26,7 +26,9 @@ from processor.cli.main import app
 from processor.demo import DemoOptions, DemoResult, run_demo
 from processor.demo.display import DemoState, dashboard, summary
 from processor.errors import CkptlogError
+from processor.invocation import activation_hint, ckptlog_command
 from processor.kafka.discovery import configured_bootstrap
+from processor.ui import console_command
 
 Opt = typer.Option
 
@@ -106,23 +108,27 @@ def demo_command(
         _demo(bootstrap, runs, reports, seed, pace_s, clean, live)
     finally:  # the live table may have pushed ensure_bootstrap's note off the screen
         if local:
-            typer.echo(
-                f"the local Kafka broker on {bootstrap} is still running; stop it with `ckptlog broker stop`", err=True
-            )
+            stop = f"{ckptlog_command()} broker stop"
+            typer.echo(f"the local Kafka broker on {bootstrap} is still running; stop it with `{stop}`", err=True)
 
 
 def explore_text(result: DemoResult) -> str:
-    """The commands that look at what the demo left: every one reads the demo's --config file."""
-    config = shlex.quote(str(result.config))
+    """The commands that look at what the demo left, each runnable as printed (processor.invocation:
+    the script's path when `ckptlog` is not on the PATH), and every one reading the demo's --config
+    file."""
+    program, config = ckptlog_command(), shlex.quote(str(result.config))
     run = shlex.quote(next(iter(result.state.runs), "RUN"))
+    activate = activation_hint()
     return "\n".join(
         [
             f"the demo's topics and files stay (in {result.workdir}; demo.log has the processor's log) until the "
             "next demo replaces them; explore its runs with:",
-            f"  ckptlog inspect --config {config}",
-            f"  ckptlog watch {run} --config {config}",
-            f"  ckptlog history {run} --config {config}",
-            f"  ckptlog rejections --config {config}",
+            f"  {program} inspect --config {config}",
+            f"  {program} watch {run} --config {config}",
+            f"  {program} history {run} --config {config}",
+            f"  {program} rejections --config {config}",
+            f"  {console_command(config, program=program)}",
+            *([f"(ckptlog is not on your PATH: `{activate}` puts it there)"] if activate else []),
         ]
     )
 
