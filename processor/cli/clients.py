@@ -363,7 +363,7 @@ def watch_command(
     settings: ServiceSettings,
 ) -> None:
     """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) and its rejected
-    events, until Ctrl-C."""
+    events, until Ctrl-C; without a terminal, one plain line per change."""
     from rich.console import Console
 
     from processor.cli.watching import watch
