@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -24,6 +24,7 @@ from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
+from processor.cli.strict import score_checked, strict_check
 from processor.errors import ConfigError
 from processor.service.settings import ServiceSettings
 
@@ -117,16 +118,26 @@ def setting(given: str | None, settings: ServiceSettings, name: str) -> str:
 def confirming(
     confirm: bool, timeout_s: float, group: str | None, dlq_topic: str | None, settings: ServiceSettings
 ) -> dict[str, Any]:
+    """AsyncReporter keyword arguments for the --confirm flags; the warnings come from the
+    checkpoints topic of the settings (a --config file's, CKPTLOG_CHECKPOINTS_TOPIC)."""
     group, dlq_topic = setting(group, settings, "group_id"), setting(dlq_topic, settings, "dlq_topic")
-    """AsyncReporter keyword arguments for the --confirm flags."""
-    return {"confirm": confirm, "confirm_timeout_s": timeout_s, "processor_group": group, "dlq_topic": dlq_topic}
+    return {
+        "confirm": confirm,
+        "confirm_timeout_s": timeout_s,
+        "processor_group": group,
+        "dlq_topic": dlq_topic,
+        "checkpoints_topic": settings.checkpoints_topic,
+    }
 
 
-def _print(sent: SentEvent) -> None:
+def _print(sent: SentEvent, said: Sequence[str] = ()) -> None:
+    """The event id on stdout; where it went and (--confirm) the processor's warnings on stderr, but
+    for those of a code the client already warned about (`said`)."""
     typer.echo(sent.event_id)
     typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
     for warning in sent.warnings:  # --confirm: applied, but the processor warned about it
-        typer.echo(f"warning {warning.code}: {warning.message}", err=True)
+        if warning.code not in said:
+            typer.echo(f"warning {warning.code}: {warning.message}", err=True)
 
 
 async def _start_run(
@@ -180,15 +191,27 @@ def report_command(
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
     topic: EventsTopic = None,
+    state_topic: Annotated[
+        str | None, Opt(help="Where the run's score attribute is read to check --metric names (default: the setting).")
+    ] = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = None,
     dlq_topic: DlqTopic = None,
+    strict: Annotated[
+        bool,
+        Opt(
+            "--strict",
+            help="A warning is an error (exit 1): a report lacking the run's score attribute is not sent; "
+            "with --confirm, one the processor applied with a warning fails too.",
+        ),
+    ] = False,
     *,
     settings: ServiceSettings,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
-    re-running the same command is harmless."""
+    re-running the same command is harmless. A checkpoint's metrics lacking the run's score
+    attribute (its VIEW's) warn, naming the closest metric."""
 
     async def main() -> None:
         metrics = parse_metrics(metric, metrics_json)
@@ -198,11 +221,15 @@ def report_command(
             connection=settings,
             topic=setting(topic, settings, "input_topic"),
             report_ids="content",
+            state_topic=setting(state_topic, settings, "state_topic"),
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
-            _print(await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id))
+            with score_checked(strict) as said:
+                sent = await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id)
+            _print(sent, said)
+            strict_check(sent, strict)
 
     _run(main())
 
