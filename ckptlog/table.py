@@ -31,6 +31,17 @@ def short_path(path: str, root: str | None = None) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
+def common_root(paths: Sequence[str]) -> str:
+    """The deepest directory (ending in `/`) every path lies below: a run's checkpoints share its
+    root, so a table shows them by `short_path(path, root)`; "" when they share none (or just `/`)."""
+    if not paths:
+        return ""
+    first, last = min(paths), max(paths)  # the common prefix of all is that of the extremes
+    size = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    root = first[: first.rfind("/", 0, size) + 1]
+    return root if root.partition("://")[2].strip("/") else ""
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:.4g}"

@@ -210,7 +210,8 @@ def explain_command(
             replayed = asyncio.run(history_of(conn, settings, run_id, None, progress))
     replay = replayed.replay
     doc = explain(run_id, path, replay.steps[run_id], replay.state(run_id))
-    sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
+    if as_json or doc["state"] != "unknown":  # unknown: the error line below says it, once
+        sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
     _note_start(replayed)
     if doc["state"] == "unknown":
         why = _why_unknown(run_id, doc, replay.steps[run_id], replayed)
@@ -218,7 +219,7 @@ def explain_command(
             with cli_errors():
                 others = asyncio.run(elsewhere(conn, settings, run_id, replayed.pid.partition))
             why += _reported_elsewhere(run_id, path, others)
-        echo_err(f"error: run {run_id!r} {why}")
+        echo_err(f"error: checkpoint {path!r} is unknown: run {run_id!r} {why}")
         raise typer.Exit(1)
 
 
@@ -264,6 +265,6 @@ def _why_unknown(run_id: str, doc: dict[str, Any], steps: list[Step], replayed: 
     if refused:
         return (
             f"reported that path but the processor rejected it (offset {refused[-1]['offset']} of {replayed.pid}, "
-            f"{refused[-1]['reason']}); `ckptlog rejections RUN` shows every rejected event"
+            f"{refused[-1]['reason']}: {refused[-1]['message']}); `ckptlog rejections RUN` shows every rejected event"
         )
     return f"never reported that path in {replayed.pid}; check the path (`ckptlog history RUN` lists its paths)"

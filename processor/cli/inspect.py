@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -18,8 +19,10 @@ from rich.text import Text
 from ckptlog.connect import require_bootstrap
 from ckptlog.dead_letters import count_by_run, read_dead_letters
 from ckptlog.event_warnings import count_warnings, read_warnings
-from ckptlog.table import more_text, rows_shown
+from ckptlog.score_check import metric_names
+from ckptlog.table import common_root, format_value, more_text, rows_shown, score_text, short_path
 from events.codec import DecodeLimits
+from events.metrics import lookup
 from events.state import Problem
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
@@ -41,37 +44,62 @@ JSON_SHAPE = (
 DEFAULT_CHECKPOINTS = 20  # kept checkpoints shown per run as a table (a run may keep every one of thousands)
 
 
-def _metrics(metrics: dict[str, Any]) -> str:
-    text = json.dumps(metrics, separators=(",", ":"), allow_nan=True)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _metrics(metrics: dict[str, Any], skip: str | None) -> str:
+    """The metrics as `name=value` (nested ones by their `/` names), but the score, in its own column."""
+    names = [name for name in metric_names(metrics) if name != skip]
+    return ", ".join(f"{name}={format_value(lookup(metrics, name))}" for name in names)
 
 
-def render(console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0, limit: int = 0) -> None:
-    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic);
-    `limit`: at most that many (ckptlog.table.rows_shown: the best ranked and the latest; 0: all)."""
-    table = Table(title=Text(f"run {run_id}"), title_justify="left", expand=False)
-    for column in ("#", "report", "path", "status", "metrics", ""):
-        table.add_column(column)
-    checkpoints = view["checkpoints"]
+def render(
+    console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0, limit: int = 0, wide: bool = False
+) -> None:
+    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic), a
+    column for the run's score attribute, paths below the directory they share, metrics cut to fit
+    (`wide`: full paths, every metric); `limit`: at most that many (ckptlog.table.rows_shown: the
+    best ranked and the latest; 0: all)."""
+    checkpoints, config = view["checkpoints"], view.get("checkpoint_config") or {}
+    attribute = config.get("checkpoint_score_attribute")
+    root = "" if wide else common_root([c["path"] for c in checkpoints])
+    title = f"run {run_id}" + (f"  (checkpoints in {root})" if root else "")
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        expand=False,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for column in ("#", "report", "checkpoint", "status", *([attribute] if attribute else []), "metrics", ""):
+        wraps = column == "metrics" or (wide and column == "checkpoint")  # they give way; the others are whole
+        table.add_column(column, no_wrap=not wraps, overflow="fold", justify="right" if column == attribute else "left")
     shown, hidden = rows_shown([c["path"] for c in checkpoints], view["latest"], limit)
     if hidden:
-        table.add_row(Text("…"), Text(""), Text(more_text(hidden, "--checkpoints")), *(Text("") for _ in range(3)))
+        blank = [Text("")] * (4 if attribute else 3)
+        table.add_row(Text("…"), Text(""), Text(more_text(hidden, "--checkpoints")), *blank)
     for i in shown:
         ckpt = checkpoints[i]
         marks = " ".join(
             m for m, hit in (("latest", ckpt["path"] == view["latest"]), ("best", ckpt["path"] == view["best"])) if hit
         )
-        cells = (str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]), marks)
-        table.add_row(*map(Text, cells))
+        score = [score_text(ckpt["metrics"], attribute)] if attribute else []
+        path = short_path(ckpt["path"], root) if root else ckpt["path"]
+        metrics = _metrics(ckpt["metrics"], attribute)
+        table.add_row(*map(Text, (str(i), str(ckpt["report_index"]), path, ckpt["status"], *score, metrics, marks)))
     console.print(table)
-    console.print(
-        Text(
-            f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
-            f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}"
-            + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
-            + (f"\n  warnings={warned} (`ckptlog rejections {run_id} --warnings`)" if warned else "")
-            + "\n"
-        )
+    console.print(Text(_summary(run_id, view, root, rejected, warned)))
+
+
+def _summary(run_id: str, view: View, root: str, rejected: int, warned: int) -> str:
+    def name(path: str | None) -> str:
+        return "—" if path is None else short_path(path, root) if root else path
+
+    return (
+        f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
+        f"index_in_generation={view['index_in_generation']} latest={name(view['latest'])} best={name(view['best'])}"
+        + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
+        + (f"\n  warnings={warned} (`ckptlog rejections {run_id} --warnings`)" if warned else "")
+        + "\n"
     )
 
 
@@ -139,6 +167,9 @@ def inspect_command(
             "rest (0: all). --json always has every one.",
         ),
     ] = DEFAULT_CHECKPOINTS,
+    wide: Annotated[
+        bool, Opt("--wide", help="Tables: full checkpoint paths and every metric (default: cut to fit).")
+    ] = False,
 ) -> None:
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
     with cli_errors():
@@ -165,7 +196,7 @@ def inspect_command(
     else:
         console = Console()
         for run_id, view in views.items():
-            render(console, run_id, view, rejected[run_id], warned[run_id], checkpoints)
+            render(console, run_id, view, rejected[run_id], warned[run_id], checkpoints, wide)
         if state.problems:
             render_problems(console, state.problems, settings.state_topic)
         if not views:
@@ -216,9 +247,18 @@ def _as_of(
     assert parsed is not None
     with progress_bar() as progress:
         found = asyncio.run(views_as_of(conn, settings, runs, parsed, progress))
-    positions = ", ".join(f"{settings.input_topic}[{p}] up to offset {o}" for p, o in sorted(found.positions.items()))
-    echo_err(f"as of {moment}: replayed {positions or 'nothing'}")
+    echo_err(f"as of {moment}: replayed {replayed_text(settings.input_topic, found.positions)}")
     return StateRead(found.views, []), +Counter(found.rejected), +Counter(found.warned)
+
+
+def replayed_text(topic: str, ends: dict[int, int]) -> str:
+    """What an --as-of replay read, per partition: `ends` are exclusive, so the last record read is
+    the one before (`--as-of 37` reads through offset 37, not "up to 38")."""
+    read = [
+        f"{topic}[{p}] through offset {end - 1}" if end else f"no record of {topic}[{p}]"
+        for p, end in sorted(ends.items())
+    ]
+    return ", ".join(read) or "nothing"
 
 
 def _warn_missing_as_of(

@@ -72,10 +72,13 @@ def retention_warnings(settings: ServiceSettings, configs: dict[str, str]) -> li
 
 
 def report(settings: ServiceSettings, counts: dict[str, int], group: tuple[str, int]) -> list[str]:
-    """The lines `ckptlog topics` prints."""
+    """The lines `ckptlog topics` prints: columns as wide as their longest name (a demo's topics are
+    longer than the defaults)."""
+    used = roles(settings)
+    name_width, role_width = max(map(len, used)), max(map(len, used.values()))
     lines = [
-        f"{name:<30} {role:<22} {f'{counts[name]} partition(s)' if name in counts else 'MISSING'}"
-        for name, role in roles(settings).items()
+        f"{name:<{name_width}}  {role:<{role_width}}  {f'{counts[name]} partition(s)' if name in counts else 'MISSING'}"
+        for name, role in used.items()
     ]
     state, members = group
     partitions = counts.get(settings.input_topic, 0)
