@@ -7,28 +7,28 @@ as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ckptlog.connect import Topics
-from ckptlog.evaluator import DEFAULT_GROUP, AsyncEvaluator, load_function
-from ckptlog.reader import AsyncReader
-from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
-from processor.cli.strict import score_checked, strict_check
 from processor.errors import ConfigError
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the commands import the client library when they run, not for --help (issue 38 item 8)
+    from ckptlog.reporter import AsyncReporter, SentEvent
+    from processor.service.settings import ServiceSettings
 
 T = TypeVar("T")
+EVALUATORS_GROUP = "ckptlog-evaluators"
+"""ckptlog.evaluator.DEFAULT_GROUP, spelled here so `evaluate --help` needs no client library (a test
+keeps the two equal)."""
 Opt = typer.Option
 connection_options = settings_options(fields_of(["connection", "clients"]))
 """The connection flags of `ckptlog run` (--bootstrap-servers, --security-protocol, --sasl-*, --ssl-*, and
@@ -70,6 +70,8 @@ class UsageError(ConfigError):
 
 
 def _run(coro: Awaitable[T]) -> T:
+    import asyncio
+
     async def main() -> T:
         return await coro
 
@@ -212,6 +214,8 @@ def report_command(
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless. A checkpoint's metrics lacking the run's score
     attribute (its VIEW's) warn, naming the closest metric."""
+    from ckptlog.reporter import AsyncReporter
+    from processor.cli.strict import score_checked, strict_check
 
     async def main() -> None:
         metrics = parse_metrics(metric, metrics_json)
@@ -262,6 +266,7 @@ def start_run_command(
     settings: ServiceSettings,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
+    from ckptlog.reporter import AsyncReporter
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
@@ -300,6 +305,7 @@ def restart_command(
     settings: ServiceSettings,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
+    from ckptlog import AsyncReader, AsyncReporter, Topics
 
     async def main() -> None:
         current = generation
@@ -327,7 +333,9 @@ def evaluate_command(
     fn: Annotated[str, Opt("--fn", help="module:function called as fn(checkpoint_path, **fn_kwargs) -> dict.")],
     concurrency: Annotated[int, Opt(min=1, help="Validations run at once.")] = 4,
     default_timeout_s: Annotated[float | None, Opt(help="Limit for requests without timeout_s.")] = None,
-    group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
+    group_id: Annotated[
+        str | None, Opt(help=f"Consumer group shared by all evaluators (default {EVALUATORS_GROUP}).")
+    ] = None,
     group_instance_id: Annotated[str | None, Opt(help="Static membership id (restarts skip a rebalance).")] = None,
     session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
     events_topic: EventsTopic = None,
@@ -339,6 +347,10 @@ def evaluate_command(
     settings: ServiceSettings,
 ) -> None:
     """Validate checkpoints: consume validation requests, run FN, report each result (at least once)."""
+    import asyncio
+
+    from ckptlog import AsyncEvaluator, Topics
+    from ckptlog.evaluator import load_function
     from processor.service.logs import configure_logging
 
     configure_logging("text", log_level)
@@ -352,7 +364,7 @@ def evaluate_command(
                 events=setting(events_topic, settings, "input_topic"),
                 validations=setting(validations_topic, settings, "validations_topic"),
             ),
-            group_id=group_id,
+            group_id=group_id or EVALUATORS_GROUP,
             concurrency=concurrency,
             default_timeout_s=default_timeout_s,
             session_timeout_ms=session_timeout_ms,
@@ -393,6 +405,7 @@ def watch_command(
     events, until Ctrl-C; without a terminal, one plain line per change."""
     from rich.console import Console
 
+    from ckptlog import Topics
     from processor.cli.watching import watch
 
     topics = Topics(state=setting(state_topic, settings, "state_topic"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,9 +12,10 @@ from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
-from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
-from processor.service.settings import ServiceSettings
 from processor.whatif import Override
+
+if TYPE_CHECKING:  # the fold loads when the command runs, not for its --help (issue 38 item 8)
+    from processor.service.settings import ServiceSettings
 
 
 @app.command("fold")
@@ -48,6 +49,8 @@ def fold_command(
     With the processor's fold settings (the same flags, CKPTLOG_* variables and --config file
     as `ckptlog run`), it prints what the processor makes of the same log; the --override-*
     flags fold it as if every run had sent other retention (a what-if; never with --apply)."""
+    from processor.foldfile import auto_workers, fold_file_text, fold_stream_text
+
     storage_root = settings.storage_root
     override = Override(override_num_to_keep, override_score_attribute or None, override_score_order)
     with cli_errors():

@@ -3,34 +3,26 @@ events of each run the processor rejected (its dead-letter topic)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from ckptlog.connect import require_bootstrap
-from ckptlog.dead_letters import count_by_run, read_dead_letters
-from ckptlog.event_warnings import count_warnings, read_warnings
-from ckptlog.score_check import metric_names
-from ckptlog.table import common_root, format_value, more_text, rows_shown, score_text, short_path
-from events.codec import DecodeLimits
-from events.metrics import lookup
-from events.state import Problem
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
-from processor.core.view import View
-from processor.kafka.connection import KafkaConnection
 from processor.redaction import register_secrets
-from processor.service.settings import ServiceSettings, load_settings
-from processor.service.views import StateRead, read_state_topic
+
+if TYPE_CHECKING:  # rich, the client library and the settings load when the command runs (issue 38 item 8)
+    from rich.console import Console
+
+    from events.state import Problem
+    from processor.core.view import View
+    from processor.kafka.connection import KafkaConnection
+    from processor.service.settings import ServiceSettings
+    from processor.service.views import StateRead
 
 Opt = typer.Option
 
@@ -46,6 +38,10 @@ DEFAULT_CHECKPOINTS = 20  # kept checkpoints shown per run as a table (a run may
 
 def _metrics(metrics: dict[str, Any], skip: str | None) -> str:
     """The metrics as `name=value` (nested ones by their `/` names), but the score, in its own column."""
+    from ckptlog.score_check import metric_names
+    from ckptlog.table import format_value
+    from events.metrics import lookup
+
     names = [name for name in metric_names(metrics) if name != skip]
     return ", ".join(f"{name}={format_value(lookup(metrics, name))}" for name in names)
 
@@ -57,6 +53,12 @@ def render(
     column for the run's score attribute, paths below the directory they share, metrics cut to fit
     (`wide`: full paths, every metric); `limit`: at most that many (ckptlog.table.rows_shown: the
     best ranked and the latest; 0: all)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from ckptlog.table import common_root, more_text, rows_shown, score_text, short_path
+
     checkpoints, config = view["checkpoints"], view.get("checkpoint_config") or {}
     attribute = config.get("checkpoint_score_attribute")
     root = "" if wide else common_root([c["path"] for c in checkpoints])
@@ -91,6 +93,8 @@ def render(
 
 
 def _summary(run_id: str, view: View, root: str, rejected: int, warned: int) -> str:
+    from ckptlog.table import short_path
+
     def name(path: str | None) -> str:
         return "—" if path is None else short_path(path, root) if root else path
 
@@ -105,6 +109,9 @@ def _summary(run_id: str, view: View, root: str, rejected: int, warned: int) -> 
 
 def render_problems(console: Console, problems: list[Problem], state_topic: str) -> None:
     """One row per record (or run) of the state topic that cannot be read."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(f"unreadable records on {state_topic}"), title_justify="left", expand=False)
     for column in ("record", "key", "why"):
         table.add_column(column, overflow="fold")
@@ -118,6 +125,11 @@ async def read_state(
 ) -> tuple[StateRead, Counter[str], Counter[str]]:
     """The runs' VIEWs (and what cannot be read) and the count of each run's dead letters (runs
     filters both); decoded within the processor's limits."""
+    from ckptlog.dead_letters import count_by_run, read_dead_letters
+    from ckptlog.event_warnings import count_warnings, read_warnings
+    from events.codec import DecodeLimits
+    from processor.service.views import read_state_topic
+
     limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
     state = await read_state_topic(conn, settings.state_topic, runs, limits)
     counts = count_by_run(await read_dead_letters(conn, settings.dlq_topic, limits=limits))
@@ -172,6 +184,14 @@ def inspect_command(
     ] = False,
 ) -> None:
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from ckptlog.connect import require_bootstrap
+    from processor.service.settings import load_settings
+
     with cli_errors():
         settings = load_settings(
             config,
@@ -238,8 +258,11 @@ def _as_of(
     conn: KafkaConnection, settings: ServiceSettings, runs: list[str], moment: str
 ) -> tuple[StateRead, Counter[str], Counter[str]]:
     """What `read_state` gives, for the state right after `moment` (processor/explain/source.py)."""
+    import asyncio
+
     from processor.cli.history import parse_moment, progress_bar, require_text  # the replay's: only for --as-of
     from processor.explain.source import views_as_of
+    from processor.service.views import StateRead
 
     for run_id in runs:
         require_text(run_id, "run id")
