@@ -98,7 +98,7 @@ async def _started(what: str, ready: asyncio.Event, task: asyncio.Task[None]) ->
     if not done:
         raise ClientError(
             f"the demo's {what} did not join its consumer group within {STARTUP_TIMEOUT_S:.0f}s; "
-            "check the broker (`ckptlog broker status`)"
+            f"check the broker (`{ckptlog_command()} broker status`)"
         )
 
 
