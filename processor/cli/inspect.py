@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,6 +18,7 @@ from processor.redaction import register_secrets
 
 if TYPE_CHECKING:  # rich, the client library and the settings load when the command runs (issue 38 item 8)
     from rich.console import Console
+    from rich.table import Table
 
     from events.state import Problem
     from processor.core.view import View
@@ -53,8 +55,6 @@ def render(
     column for the run's score attribute, paths below the directory they share, metrics cut to fit
     (`wide`: full paths, every metric); `limit`: at most that many (ckptlog.table.rows_shown: the
     best ranked and the latest; 0: all)."""
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
 
     from ckptlog.table import common_root, more_text, rows_shown, score_text, short_path
@@ -62,19 +62,7 @@ def render(
     checkpoints, config = view["checkpoints"], view.get("checkpoint_config") or {}
     attribute = config.get("checkpoint_score_attribute")
     root = "" if wide else common_root([c["path"] for c in checkpoints])
-    title = f"run {run_id}" + (f"  (checkpoints in {root})" if root else "")
-    table = Table(
-        title=Text(title),
-        title_justify="left",
-        expand=False,
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-        collapse_padding=True,
-    )
-    for column in ("#", "report", "checkpoint", "status", *([attribute] if attribute else []), "metrics", ""):
-        wraps = column == "metrics" or (wide and column == "checkpoint")  # they give way; the others are whole
-        table.add_column(column, no_wrap=not wraps, overflow="fold", justify="right" if column == attribute else "left")
+    table = _table(f"run {run_id}" + (f"  (checkpoints in {root})" if root else ""), attribute, wide)
     shown, hidden = rows_shown([c["path"] for c in checkpoints], view["latest"], limit)
     if hidden:
         blank = [Text("")] * (4 if attribute else 3)
@@ -90,6 +78,28 @@ def render(
         table.add_row(*map(Text, (str(i), str(ckpt["report_index"]), path, ckpt["status"], *score, metrics, marks)))
     console.print(table)
     console.print(Text(_summary(run_id, view, root, rejected, warned)))
+
+
+def _table(title: str, attribute: str | None, wide: bool) -> Table:
+    """An empty table with a column for the score `attribute`, if any; the metrics (and, `wide`, the
+    paths) wrap to fit, the other columns are never cut."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        expand=False,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for column in ("#", "report", "checkpoint", "status", *([attribute] if attribute else []), "metrics", ""):
+        wraps = column == "metrics" or (wide and column == "checkpoint")
+        table.add_column(column, no_wrap=not wraps, overflow="fold", justify="right" if column == attribute else "left")
+    return table
 
 
 def _summary(run_id: str, view: View, root: str, rejected: int, warned: int) -> str:
@@ -186,9 +196,6 @@ def inspect_command(
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
     import asyncio
 
-    from rich.console import Console
-    from rich.text import Text
-
     from ckptlog.connect import require_bootstrap
     from processor.service.settings import load_settings
 
@@ -214,14 +221,9 @@ def inspect_command(
         body = json_body(views, rejected, warned, state.problems)
         sys.stdout.write(json.dumps(body, allow_nan=True) + "\n")
     else:
-        console = Console()
-        for run_id, view in views.items():
-            render(console, run_id, view, rejected[run_id], warned[run_id], checkpoints, wide)
-        if state.problems:
-            render_problems(console, state.problems, settings.state_topic)
-        if not views:
-            where = settings.state_topic if as_of is None else f"{settings.input_topic} as of {as_of}"
-            console.print(Text(f"no runs on {where}" + (f" starting with {prefix!r}" if prefix else "")))
+        where = settings.state_topic if as_of is None else f"{settings.input_topic} as of {as_of}"
+        tables = Tables(checkpoints, wide, settings.state_topic)
+        _print_tables(views, state, rejected, warned, tables, where + (f" starting with {prefix!r}" if prefix else ""))
     if hidden:
         echo_err(f"... and {hidden} more runs: narrow with --prefix, or --limit 0 for all of them")
     if as_of is None:
@@ -230,6 +232,31 @@ def inspect_command(
         _warn_missing_as_of(runs or [], views, rejected, settings.input_topic, as_of)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """How `inspect` prints tables: at most `checkpoints` rows a run (0: all), `wide` in full."""
+
+    checkpoints: int
+    wide: bool
+    state_topic: str
+
+
+def _print_tables(
+    views: dict[str, View], state: StateRead, rejected: Counter[str], warned: Counter[str], how: Tables, where: str
+) -> None:
+    """Each run's table, the records that cannot be read, or that there is no run (on `where`)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console()
+    for run_id, view in views.items():
+        render(console, run_id, view, rejected[run_id], warned[run_id], how.checkpoints, how.wide)
+    if state.problems:
+        render_problems(console, state.problems, how.state_topic)
+    if not views:
+        console.print(Text(f"no runs on {where}"))
 
 
 def json_body(

@@ -37,7 +37,7 @@ COMMAND_MODULES = {
     "report": "clients",
     "start-run": "clients",
     "worker-group-restart": "clients",
-    "evaluate": "clients",
+    "evaluate": "evaluate",
     "watch": "clients",
     "finish": "finish",
     "forget": "finish",

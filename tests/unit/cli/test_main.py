@@ -104,6 +104,6 @@ def test_help_and_argument_errors_load_none_of_the_heavy_modules() -> None:
 
 def test_the_evaluate_default_group_is_the_clients() -> None:
     from ckptlog.evaluator import DEFAULT_GROUP
-    from processor.cli.clients import EVALUATORS_GROUP
+    from processor.cli.evaluate import EVALUATORS_GROUP
 
     assert EVALUATORS_GROUP == DEFAULT_GROUP
