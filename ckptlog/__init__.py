@@ -26,6 +26,7 @@ from ckptlog.event_warnings import EventWarning
 from ckptlog.invoke import Outcome
 from ckptlog.reader import AsyncReader, WaitResult
 from ckptlog.reporter import AsyncReporter, SentEvent
+from ckptlog.score_check import ScoreMissingWarning
 from ckptlog.sync_clients import Evaluator, Reader, Reporter
 from ckptlog.views import ReportedCheckpoint, RunView
 from events.codec import DecodeLimits
@@ -62,6 +63,7 @@ __all__ = [
     "Reporter",
     "ReportsUndelivered",
     "RunView",
+    "ScoreMissingWarning",
     "SentEvent",
     "Topics",
     "WaitResult",

@@ -13,7 +13,8 @@ must continue the numbering: pass `generation=` and `first_index=` (e.g. the run
 By default a call returns once the broker acknowledged the event: whether the processor applies
 or rejects it is known only later (its dead-letter topic says so). With `confirm=True` (for the
 reporter, or per call) a call returns only once the processor has committed the event, and raises
-`EventRejected` with the reason code and message when it was rejected (ckptlog.confirm).
+`EventRejected` with the reason code and message when it was rejected (ckptlog.confirm). A report
+whose metrics lack the run's score attribute warns before it is sent (ckptlog.score_check).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from typing import Any, Literal
 from ckptlog import ids
 from ckptlog.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
 from ckptlog.confirm import PROCESSOR_GROUP, Confirmer
-from ckptlog.connect import EVENTS_TOPIC, Connection, resolve
+from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, resolve
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
 from ckptlog.event_warnings import CHECKPOINTS_TOPIC, EventWarning
+from ckptlog.score_check import ScoreCheck
 from events.paths import is_within
 from events.rules import validation_without_checkpoint
 from processor.kafka.clients_io import EventProducer
@@ -61,7 +63,9 @@ class AsyncReporter:
 
     `confirm=True`: every call waits until the processor (consumer group `processor_group`) has
     committed its event, up to `confirm_timeout_s`, and raises `EventRejected` when the processor
-    dead-lettered it (on `dlq_topic`); each call's `confirm=` overrides it."""
+    dead-lettered it (on `dlq_topic`); each call's `confirm=` overrides it. `check_score`: warn
+    (`ScoreMissingWarning`) about a report lacking the run's score attribute, which it reads once
+    from the run's VIEW on `state_topic` unless this reporter sent the run's run_started."""
 
     def __init__(
         self,
@@ -79,8 +83,11 @@ class AsyncReporter:
         processor_group: str = PROCESSOR_GROUP,
         dlq_topic: str = DLQ_TOPIC,
         checkpoints_topic: str = CHECKPOINTS_TOPIC,
+        state_topic: str = STATE_TOPIC,
+        check_score: bool = True,
     ) -> None:
         self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
+        self._score = ScoreCheck(run_id, state_topic, check_score)
         self._checkpoints_topic = checkpoints_topic
         self.confirm_by_default, self.confirm_timeout_s = confirm, confirm_timeout_s
         self._processor_group, self._dlq_topic = processor_group, dlq_topic
@@ -188,6 +195,7 @@ class AsyncReporter:
 
             def started() -> None:
                 self._storage_path = root
+                self._score.started(checkpoint_score_attribute)
 
             event_id = event_id or ids.run_started_id(self.run_id, data)
             return await self._send("run_started", data, event_id, confirm, started)
@@ -230,6 +238,8 @@ class AsyncReporter:
             raise InvalidEvent(validation_without_checkpoint(self.run_id).message)
         if checkpoint_path is not None:
             data["checkpoint"] = {"path": self._checkpoint_url(checkpoint_path)}
+            if data["validation"] is False:  # else its validation result may bring the score
+                await self._check_score(data["metrics"])
         if gen is not None:
             data["generation"] = gen
         if event_id is None:
@@ -287,6 +297,11 @@ class AsyncReporter:
         async with self._order:
             event_id = event_id or ids.forgotten_id(self.run_id)
             return await self._send("run_forgotten", {}, event_id, confirm, lambda: None)
+
+    async def _check_score(self, metrics: dict[str, Any]) -> None:
+        if not self._score.known and self._conn is None:
+            await self.start()  # connects: the check may read the run's VIEW
+        await self._score.check(self._conn, metrics)
 
     def _checkpoint_url(self, checkpoint_path: PathLike) -> str:
         url = as_url(checkpoint_path, "checkpoint_path")

@@ -20,7 +20,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 
 from ckptlog.bodies import PathLike, ValidationArg
 from ckptlog.confirm import PROCESSOR_GROUP
-from ckptlog.connect import EVENTS_TOPIC, Connection, Topics, connect_now
+from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics, connect_now
 from ckptlog.dead_letters import DLQ_TOPIC
 from ckptlog.errors import ClientError
 from ckptlog.evaluator import AsyncEvaluator
@@ -63,6 +63,8 @@ class Reporter:
         processor_group: str = PROCESSOR_GROUP,
         dlq_topic: str = DLQ_TOPIC,
         checkpoints_topic: str = CHECKPOINTS_TOPIC,
+        state_topic: str = STATE_TOPIC,
+        check_score: bool = True,
     ) -> None:
         # a training script learns now, not at its first report hours later: no Kafka, a bad setting
         connection, bootstrap_servers = connect_now(bootstrap_servers, "ckptlog-reporter", connection), None
@@ -81,6 +83,8 @@ class Reporter:
             processor_group=processor_group,
             dlq_topic=dlq_topic,
             checkpoints_topic=checkpoints_topic,
+            state_topic=state_topic,
+            check_score=check_score,
         )
 
     @property

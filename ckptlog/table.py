@@ -31,6 +31,17 @@ def short_path(path: str, root: str | None = None) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
+def common_root(paths: Sequence[str]) -> str:
+    """The deepest directory (ending in `/`) every path lies below: a run's checkpoints share its
+    root, so a table shows them by `short_path(path, root)`; "" when they share none (or just `/`)."""
+    if not paths:
+        return ""
+    first, last = min(paths), max(paths)  # the common prefix of all is that of the extremes
+    size = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    root = first[: first.rfind("/", 0, size) + 1]
+    return root if root.partition("://")[2].strip("/") else ""
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:.4g}"
@@ -147,3 +158,29 @@ def _caption(run_id: str, view: RunView, rejected: int, warned: int) -> str:
         f" · {warned} warning{'s' if warned > 1 else ''}: `ckptlog rejections {run_id} --warnings`" if warned else ""
     )
     return caption
+
+
+def view_line(
+    run_id: str,
+    view: RunView | None,
+    score_attribute: str | None = None,
+    rejected: int = 0,
+    problem: str | None = None,
+    warned: int = 0,
+) -> str:
+    """What `run_table` shows, as one plain line for a pipe or a log file (`ckptlog watch` without a
+    terminal): `run R: 3 kept · best ckpt-7 (acc 0.91) · latest ckpt-9 · committed 9 · …`."""
+    head = f"run {run_id}: " + ("" if problem is None else f"unreadable state record: {problem} · ")
+    if view is None:
+        rejections = rejected_text(run_id, rejected)
+        return head + (f"no view yet — {rejections}" if rejected else "no view yet (waiting for the processor)")
+    if score_attribute is None and view.checkpoint_config is not None:
+        score_attribute = view.checkpoint_config.checkpoint_score_attribute
+    parts = [f"{len(view.checkpoints)} kept"]
+    best = next((c for c in view.checkpoints if c.path == view.best), None)
+    if best is not None:
+        score = f" ({score_attribute} {score_text(best.metrics, score_attribute)})" if score_attribute else ""
+        parts.append(f"best {short_path(best.path)}{score}")
+    if view.latest is not None:
+        parts.append(f"latest {short_path(view.latest)}")
+    return head + " · ".join([*parts, _caption(run_id, view, rejected, warned)])

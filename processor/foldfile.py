@@ -29,6 +29,7 @@ from processor.core.outputs import Deletion
 from processor.core.state import FoldSettings
 from processor.core.view import run_view
 from processor.sharding import AMBIGUOUS, Shards, plan
+from processor.whatif import Override
 
 GC_FREEZE_MASK = 65_535  # freeze every 64k lines
 # a young collection per 100k allocations, not per 700 (the default; a report allocates ~20 objects):
@@ -74,15 +75,17 @@ def fold_lines(
     *,
     shard: tuple[int, Shards] | None = None,
     progress: Callable[[int], None] | None = None,
+    override: Override | None = None,
 ) -> FoldResult:
     """Fold one event per line; blank lines are skipped, every other line is applied or rejected.
+    `override`: every run_started line is rewritten first (processor/whatif.py, `fold --override-*`).
     The decode limits are the settings' (`max_payload_bytes`, `max_depth`), as in the processor.
     A shard's fold lists every root it registered (`fold.roots.history`: see `_fold_workers`).
     `progress(lines_read)` is called every 64k lines (never per line: this loop is the hot path)."""
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], YOUNG_GC_THRESHOLD), *thresholds[1:])
     try:
-        return _fold_lines(lines, settings, shard, progress)
+        return _fold_lines(lines if override is None else override.lines(lines), settings, shard, progress)
     finally:
         gc.set_threshold(*thresholds)
 
@@ -145,13 +148,14 @@ def fold_file(
     workers: int = 1,
     with_deletions: bool = True,
     progress: bool = False,
+    override: Override | None = None,
 ) -> tuple[dict[str, Any], list[Deletion]]:
     """Fold a file, in `workers` processes each owning a shard of the runs; returns the
     document and (unless `with_deletions` is False: a dry run needs none) the deletions the
     final state still owes — never a path live at the end of the log (contract §9), not every
     eviction in the file's history.
     One worker folds in this process. `progress`: report on stderr how much of the file is read."""
-    job = _Job(settings, with_deletions, as_text=False, progress=progress)
+    job = _Job(settings, with_deletions, as_text=False, progress=progress, override=override)
     runs, rejected, deletions, _, _ = _fold_workers(path, job, workers)
     return {"runs": {run_id: view for _, run_id, view in runs}, "rejected": rejected}, deletions
 
@@ -164,15 +168,16 @@ def fold_file_text(
     with_deletions: bool = True,
     indent: int | None = None,
     progress: bool = False,
+    override: Override | None = None,
 ) -> tuple[str, list[Deletion]]:
     """`fold_file` with the document as JSON text, the exact bytes of `json.dumps(document)`.
     Each run's view is encoded by its worker and the document is joined from those texts."""
     if indent is not None:
         document, deletions = fold_file(
-            path, settings, workers=workers, with_deletions=with_deletions, progress=progress
+            path, settings, workers=workers, with_deletions=with_deletions, progress=progress, override=override
         )
         return json.dumps(document, indent=indent), deletions
-    job = _Job(settings, with_deletions, as_text=True, progress=progress)
+    job = _Job(settings, with_deletions, as_text=True, progress=progress, override=override)
     runs, rejected, deletions, _, _ = _fold_workers(path, job, workers)
     return _document_text(runs, rejected), deletions
 
@@ -183,6 +188,7 @@ class _Job:
     with_deletions: bool
     as_text: bool  # workers return each view as JSON text rather than as a dict
     progress: bool = False  # shard 0 reports progress (every shard reads the whole file)
+    override: Override | None = None  # `fold --override-*`: run_started lines rewritten (processor/whatif.py)
 
 
 _Shard = tuple[list[tuple[int, str, Any]], list[dict[str, Any]], list[Deletion], list[tuple[str, str]], int]
@@ -264,7 +270,11 @@ def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shar
     with open(path, "rb") as stream:
         tell = stream.tell
         result = fold_lines(
-            stream, job.settings, shard=shard, progress=None if show is None else lambda lines: show(lines, tell())
+            stream,
+            job.settings,
+            shard=shard,
+            progress=None if show is None else lambda lines: show(lines, tell()),
+            override=job.override,
         )
     runs = [
         (result.first_line.get(run_id, 0), run_id, json.dumps(view) if job.as_text else view)
@@ -277,10 +287,14 @@ def _fold_shard(path: str, job: _Job, shard: tuple[int, Shards] | None) -> _Shar
 
 
 def fold_stream_text(
-    stream: Iterable[bytes], settings: FoldSettings | None = None, *, indent: int | None = None
+    stream: Iterable[bytes],
+    settings: FoldSettings | None = None,
+    *,
+    indent: int | None = None,
+    override: Override | None = None,
 ) -> tuple[str, list[Deletion]]:
     """Fold lines read once (stdin) into the document text."""
-    result = fold_lines(stream, settings)
+    result = fold_lines(stream, settings, override=override)
     return json.dumps(result.document(), indent=indent), result.fold.owed()
 
 

@@ -35,6 +35,7 @@ from processor.broker.config import (
 from processor.broker.errors import BrokerStartError, PortInUseError
 from processor.broker.jars import KAFKA_VERSION, JarCache, Log, fetch_jars, quiet, require_java
 from processor.broker.process import terminate
+from processor.invocation import ckptlog_command
 from processor.kafka import probe
 from processor.kafka.discovery import (
     PROPS_FILE,
@@ -317,5 +318,6 @@ def ensure_bootstrap(configured: str | None, *, log: Log = _stderr) -> str:
     what = f"reusing the local Kafka broker already running on {bootstrap}"
     if not status.running:
         what = f"started a local Kafka broker on {bootstrap}"
-    log(f"{what} (dir {broker.dir}); it keeps running after this command ends: stop it with `ckptlog broker stop`")
+    stop = f"{ckptlog_command()} broker stop"
+    log(f"{what} (dir {broker.dir}); it keeps running after this command ends: stop it with `{stop}`")
     return bootstrap

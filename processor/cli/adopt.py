@@ -8,15 +8,10 @@ so a re-run sends nothing) and sends run_started and the reports with their dete
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ckptlog import ids
-from ckptlog.connect import Topics
-from ckptlog.integrations.ray_adopt import Adoption, plan
-from ckptlog.reader import AsyncReader
-from ckptlog.reporter import AsyncReporter
 from processor.cli.clients import (
     Confirm,
     ConfirmTimeout,
@@ -36,7 +31,10 @@ from processor.cli.clients import (
     setting,
 )
 from processor.cli.main import app
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    from ckptlog.integrations.ray_adopt import Adoption
+    from processor.service.settings import ServiceSettings
 
 
 @app.command("adopt-ray")
@@ -61,6 +59,8 @@ def adopt_ray_command(
     Ray's checkpoint_manager_snapshot.json lists, in Ray's report order. Checkpoints that are missing,
     symlinks or not plain names inside the directory are refused and listed. Idempotent: a re-run sends nothing.
     Give the retention the run's CkptlogCallback will have (--keep, --score-attribute, --score-order)."""
+    from ckptlog import AsyncReader, AsyncReporter, Topics, ids
+    from ckptlog.integrations.ray_adopt import plan
 
     async def main() -> None:
         adoption = plan(experiment_dir)

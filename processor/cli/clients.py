@@ -1,5 +1,6 @@
-"""Client commands: `report`, `start-run`, `worker-group-restart` (for shell scripts), `evaluate`
-(a validation worker) and `watch` (a live table). Thin shells over the `ckptlog` library.
+"""Client commands: `report`, `start-run`, `worker-group-restart` (for shell scripts) and `watch`
+(a live table); `evaluate`, a validation worker, is processor/cli/evaluate.py. Thin shells over the
+`ckptlog` library.
 
 Senders print the id of each acknowledged event on stdout, one per line; errors go to stderr
 as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never start a broker).
@@ -7,25 +8,20 @@ as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never s
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
-import sys
-from collections.abc import Awaitable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ckptlog.connect import Topics
-from ckptlog.evaluator import DEFAULT_GROUP, AsyncEvaluator, load_function
-from ckptlog.reader import AsyncReader
-from ckptlog.reporter import AsyncReporter, SentEvent
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the commands import the client library when they run, not for --help (issue 38 item 8)
+    from ckptlog.reporter import AsyncReporter, SentEvent
+    from processor.service.settings import ServiceSettings
 
 T = TypeVar("T")
 Opt = typer.Option
@@ -69,6 +65,8 @@ class UsageError(ConfigError):
 
 
 def _run(coro: Awaitable[T]) -> T:
+    import asyncio
+
     async def main() -> T:
         return await coro
 
@@ -117,16 +115,26 @@ def setting(given: str | None, settings: ServiceSettings, name: str) -> str:
 def confirming(
     confirm: bool, timeout_s: float, group: str | None, dlq_topic: str | None, settings: ServiceSettings
 ) -> dict[str, Any]:
+    """AsyncReporter keyword arguments for the --confirm flags; the warnings come from the
+    checkpoints topic of the settings (a --config file's, CKPTLOG_CHECKPOINTS_TOPIC)."""
     group, dlq_topic = setting(group, settings, "group_id"), setting(dlq_topic, settings, "dlq_topic")
-    """AsyncReporter keyword arguments for the --confirm flags."""
-    return {"confirm": confirm, "confirm_timeout_s": timeout_s, "processor_group": group, "dlq_topic": dlq_topic}
+    return {
+        "confirm": confirm,
+        "confirm_timeout_s": timeout_s,
+        "processor_group": group,
+        "dlq_topic": dlq_topic,
+        "checkpoints_topic": settings.checkpoints_topic,
+    }
 
 
-def _print(sent: SentEvent) -> None:
+def _print(sent: SentEvent, said: Sequence[str] = ()) -> None:
+    """The event id on stdout; where it went and (--confirm) the processor's warnings on stderr, but
+    for those of a code the client already warned about (`said`)."""
     typer.echo(sent.event_id)
     typer.echo(f"sent {sent.type} run={sent.run_id} to {sent.topic}[{sent.partition}]@{sent.offset}", err=True)
     for warning in sent.warnings:  # --confirm: applied, but the processor warned about it
-        typer.echo(f"warning {warning.code}: {warning.message}", err=True)
+        if warning.code not in said:
+            typer.echo(f"warning {warning.code}: {warning.message}", err=True)
 
 
 async def _start_run(
@@ -180,15 +188,29 @@ def report_command(
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
     topic: EventsTopic = None,
+    state_topic: Annotated[
+        str | None, Opt(help="Where the run's score attribute is read to check --metric names (default: the setting).")
+    ] = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = None,
     dlq_topic: DlqTopic = None,
+    strict: Annotated[
+        bool,
+        Opt(
+            "--strict",
+            help="A warning is an error (exit 1): a report lacking the run's score attribute is not sent; "
+            "with --confirm, one the processor applied with a warning fails too.",
+        ),
+    ] = False,
     *,
     settings: ServiceSettings,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
-    re-running the same command is harmless."""
+    re-running the same command is harmless. A checkpoint's metrics lacking the run's score
+    attribute (its VIEW's) warn, naming the closest metric."""
+    from ckptlog.reporter import AsyncReporter
+    from processor.cli.strict import score_checked, strict_check
 
     async def main() -> None:
         metrics = parse_metrics(metric, metrics_json)
@@ -198,11 +220,15 @@ def report_command(
             connection=settings,
             topic=setting(topic, settings, "input_topic"),
             report_ids="content",
+            state_topic=setting(state_topic, settings, "state_topic"),
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
-            _print(await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id))
+            with score_checked(strict) as said:
+                sent = await reporter.report(metrics, checkpoint, spec, generation, index=index, event_id=event_id)
+            _print(sent, said)
+            strict_check(sent, strict)
 
     _run(main())
 
@@ -235,6 +261,7 @@ def start_run_command(
     settings: ServiceSettings,
 ) -> None:
     """Send run_started: the run's storage root, retention and default validation spec."""
+    from ckptlog.reporter import AsyncReporter
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
@@ -273,6 +300,7 @@ def restart_command(
     settings: ServiceSettings,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
+    from ckptlog import AsyncReader, AsyncReporter, Topics
 
     async def main() -> None:
         current = generation
@@ -290,51 +318,6 @@ def restart_command(
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
             _print(await reporter.worker_group_restart(num_workers, reason))
-
-    _run(main())
-
-
-@app.command("evaluate")
-@connection_options
-def evaluate_command(
-    fn: Annotated[str, Opt("--fn", help="module:function called as fn(checkpoint_path, **fn_kwargs) -> dict.")],
-    concurrency: Annotated[int, Opt(min=1, help="Validations run at once.")] = 4,
-    default_timeout_s: Annotated[float | None, Opt(help="Limit for requests without timeout_s.")] = None,
-    group_id: Annotated[str, Opt(help="Consumer group shared by all evaluators.")] = DEFAULT_GROUP,
-    group_instance_id: Annotated[str | None, Opt(help="Static membership id (restarts skip a rebalance).")] = None,
-    session_timeout_ms: Annotated[int, Opt(help="How soon a dead evaluator's requests move on.")] = 10_000,
-    events_topic: EventsTopic = None,
-    validations_topic: Annotated[
-        str | None, Opt(help="Work queue the processor fills (default: the validations_topic setting).")
-    ] = None,
-    log_level: Annotated[str, Opt(help="DEBUG, INFO, WARNING, ...")] = "INFO",
-    *,
-    settings: ServiceSettings,
-) -> None:
-    """Validate checkpoints: consume validation requests, run FN, report each result (at least once)."""
-    from processor.service.logs import configure_logging
-
-    configure_logging("text", log_level)
-    sys.path.insert(0, os.getcwd())  # `--fn mymodule:fn` from the current directory, as python -m does
-
-    async def main() -> None:
-        evaluator = AsyncEvaluator(
-            load_function(fn),
-            connection=settings,
-            topics=Topics(
-                events=setting(events_topic, settings, "input_topic"),
-                validations=setting(validations_topic, settings, "validations_topic"),
-            ),
-            group_id=group_id,
-            concurrency=concurrency,
-            default_timeout_s=default_timeout_s,
-            session_timeout_ms=session_timeout_ms,
-            group_instance_id=group_instance_id,
-        )
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, evaluator.stop)
-        await evaluator.run()
 
     _run(main())
 
@@ -363,9 +346,10 @@ def watch_command(
     settings: ServiceSettings,
 ) -> None:
     """Live table of RUN's kept checkpoints (status, score, ★ best, ● latest) and its rejected
-    events, until Ctrl-C."""
+    events, until Ctrl-C; without a terminal, one plain line per change."""
     from rich.console import Console
 
+    from ckptlog import Topics
     from processor.cli.watching import watch
 
     topics = Topics(state=setting(state_topic, settings, "state_topic"))

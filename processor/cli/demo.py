@@ -9,24 +9,26 @@ it exits 0 only when the views equal an offline fold of the log and the disk agr
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, RenderableType
-from rich.live import Live
-from rich.text import Text
 
 from processor.broker import ensure_bootstrap
 from processor.cli.main import app
-from processor.demo import DemoOptions, DemoResult, run_demo
-from processor.demo.display import DemoState, dashboard, summary
 from processor.errors import CkptlogError
+from processor.invocation import activation_hint, ckptlog_command
 from processor.kafka.discovery import configured_bootstrap
+from processor.ui import console_command
+
+if TYPE_CHECKING:  # the demo (processor, clients, rich) loads when it runs, not for its --help (issue 38 item 8)
+    from rich.console import Console
+
+    from processor.demo import DemoOptions, DemoResult
+    from processor.demo.display import DemoState
 
 Opt = typer.Option
 
@@ -46,6 +48,8 @@ def _log_to(path: Path) -> None:
 
 async def _narrate(console: Console, holder: list[DemoState]) -> None:
     """--no-live: one line per phase, for CI logs."""
+    import asyncio
+
     said = ""
     while True:
         if holder and not said:
@@ -58,6 +62,15 @@ async def _narrate(console: Console, holder: list[DemoState]) -> None:
 
 async def _show(options: DemoOptions, console: Console, live: bool) -> DemoResult:
     """Run the demo under a live dashboard, or narrated and printed once at the end."""
+    import asyncio
+
+    from rich.console import RenderableType
+    from rich.live import Live
+    from rich.text import Text
+
+    from processor.demo import run_demo
+    from processor.demo.display import dashboard
+
     holder: list[DemoState] = []
     if live:
 
@@ -106,29 +119,40 @@ def demo_command(
         _demo(bootstrap, runs, reports, seed, pace_s, clean, live)
     finally:  # the live table may have pushed ensure_bootstrap's note off the screen
         if local:
-            typer.echo(
-                f"the local Kafka broker on {bootstrap} is still running; stop it with `ckptlog broker stop`", err=True
-            )
+            stop = f"{ckptlog_command()} broker stop"
+            typer.echo(f"the local Kafka broker on {bootstrap} is still running; stop it with `{stop}`", err=True)
 
 
 def explore_text(result: DemoResult) -> str:
-    """The commands that look at what the demo left: every one reads the demo's --config file."""
-    config = shlex.quote(str(result.config))
+    """The commands that look at what the demo left, each runnable as printed (processor.invocation:
+    the script's path when `ckptlog` is not on the PATH), and every one reading the demo's --config
+    file."""
+    program, config = ckptlog_command(), shlex.quote(str(result.config))
     run = shlex.quote(next(iter(result.state.runs), "RUN"))
+    activate = activation_hint()
     return "\n".join(
         [
             f"the demo's topics and files stay (in {result.workdir}; demo.log has the processor's log) until the "
             "next demo replaces them; explore its runs with:",
-            f"  ckptlog inspect --config {config}",
-            f"  ckptlog watch {run} --config {config}",
-            f"  ckptlog history {run} --config {config}",
-            f"  ckptlog rejections --config {config}",
+            f"  {program} inspect --config {config}",
+            f"  {program} watch {run} --config {config}",
+            f"  {program} history {run} --config {config}",
+            f"  {program} rejections --config {config}",
+            f"  {console_command(config, program=program)}",
+            *([f"(ckptlog is not on your PATH: `{activate}` puts it there)"] if activate else []),
         ]
     )
 
 
 def _demo(bootstrap: str, runs: int, reports: int, seed: int, pace_s: float, clean: bool, live: bool) -> None:
     """The demo proper, once the broker answers: exit 0 only when every check passed."""
+    import asyncio
+
+    from rich.console import Console
+
+    from processor.demo import DemoOptions
+    from processor.demo.display import summary
+
     console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="ckptlog-demo-"))
     _log_to(workdir / "demo.log")

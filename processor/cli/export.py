@@ -15,27 +15,25 @@ is re-encoded on one.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
-from ckptlog.connect import require_bootstrap
-from events.codec import DEFAULT_LIMITS, DecodeLimits, Undecodable, decode_json
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.errors import ConfigError
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import Record, TopicReader, offsets_at
-from processor.kafka.topics import topic_partitions
 from processor.redaction import register_secrets
-from processor.service.settings import load_settings
+
+if TYPE_CHECKING:  # the codec and the Kafka reader load when the command runs (issue 38 item 8)
+    from events.codec import DecodeLimits
+    from processor.kafka.connection import KafkaConnection
+    from processor.kafka.reader import Record
 
 Opt = typer.Option
 
@@ -77,9 +75,12 @@ BLANK = b"#blank record"
 the processor did the value (a blank line it would skip)."""
 
 
-def as_line(record: Record, tally: Counter[str], limits: DecodeLimits = DEFAULT_LIMITS) -> bytes | None:
+def as_line(record: Record, tally: Counter[str], limits: DecodeLimits | None = None) -> bytes | None:
     """The record's value as one line (no newline), or None when it is left out (`tally` says why).
-    Values are parsed within the processor's `limits` (any bytes may be on the topic)."""
+    Values are parsed within the processor's `limits` (default the codec's; any bytes may be on the topic)."""
+    from events.codec import DEFAULT_LIMITS, Undecodable, decode_json
+
+    limits = limits or DEFAULT_LIMITS
     value = record.value
     if value is None:
         tally["tombstone"] += 1
@@ -104,6 +105,8 @@ def _subject_is(value: bytes, key: bytes, limits: DecodeLimits) -> bool:
     """Whether the event's `subject` is `key` — a byte search first, a parse only when unsure."""
     if b'"subject":"' + key + b'"' in value and value.count(b'"subject"') == 1:
         return True
+    from events.codec import Undecodable, decode_json
+
     body = decode_json(value, limits)
     if isinstance(body, Undecodable):
         return True  # the processor dead-letters it before any key check; so does the fold
@@ -115,6 +118,9 @@ async def _bounds(conn: KafkaConnection, topic: str, bound: Bound | None) -> dic
     """Per partition, the offset a bound stands for."""
     if bound is None:
         return None
+    from processor.kafka.reader import offsets_at
+    from processor.kafka.topics import topic_partitions
+
     if bound.time_ms is not None:
         return await offsets_at(conn, topic, bound.time_ms)
     return dict.fromkeys(range(await topic_partitions(conn, topic)), bound.offset or 0)
@@ -127,9 +133,11 @@ async def export(
     start: Bound | None = None,
     stop: Bound | None = None,
     partitions: list[int] | None = None,
-    limits: DecodeLimits = DEFAULT_LIMITS,
+    limits: DecodeLimits | None = None,
 ) -> Exported:
     """Write `topic`'s records in [start, stop) as lines to `out`; returns what was written and left out."""
+    from processor.kafka.reader import TopicReader
+
     result = Exported()
     first, end = await _bounds(conn, topic, start), await _bounds(conn, topic, stop)
     async with TopicReader(conn, topic, partitions or None, first, end) as reader:
@@ -170,6 +178,12 @@ def export_command(
     ] = None,
 ) -> None:
     """Write the input log (read_committed, the processor's own records included) as JSON lines for `ckptlog fold`."""
+    import asyncio
+
+    from ckptlog.connect import require_bootstrap
+    from events.codec import DecodeLimits
+    from processor.service.settings import load_settings
+
     with cli_errors():
         start, stop = parse_bound(from_, "--from"), parse_bound(to, "--to")
         settings = load_settings(config, bootstrap_servers=bootstrap_servers)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ckptlog.reporter import AsyncReporter
 from processor.cli.clients import (
     Confirm,
     ConfirmTimeout,
@@ -23,7 +22,9 @@ from processor.cli.clients import (
 )
 from processor.cli.main import app
 from processor.errors import ConfigError
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    from processor.service.settings import ServiceSettings
 
 FinishKeep = Annotated[
     str,
@@ -66,6 +67,8 @@ def finish_command(
         raise typer.BadParameter("give a RUN or --idle-for DURATION (not both)")
     if run_id is not None and (prefix is not None or dry_run):
         raise typer.BadParameter("--prefix and --dry-run go with --idle-for")
+
+    from ckptlog.reporter import AsyncReporter
 
     async def main() -> None:
         runs = [run_id] if run_id is not None else await _idle(settings, state_topic, idle_for or "", prefix, dry_run)
@@ -121,6 +124,7 @@ def forget_command(
 ) -> None:
     """Forget a run (an abandoned one): its state leaves the processor and its VIEW is tombstoned; its checkpoints
     stay in storage. Refused (`deletions_owed`) while its deletions are not settled: send it again then."""
+    from ckptlog.reporter import AsyncReporter
 
     async def main() -> None:
         async with AsyncReporter(

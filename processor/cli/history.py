@@ -3,32 +3,28 @@ its input partition (contract §10); `inspect --as-of` reads through `as_of` her
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ckptlog.connect import require_bootstrap
-from events.outputs import WARNING, WATERMARK
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.errors import ConfigError
-from processor.explain.checkpoint import explain, paragraph
-from processor.explain.source import Moment, Replayed, elsewhere, history_of, offset_from
-from processor.explain.source import Progress as OnProgress
-from processor.explain.story import DELETION_REFUSED, Step
-from processor.kafka.records import PartitionId
 from processor.redaction import register_secrets
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the replay's modules load when a command runs, not for its --help (issue 38 item 8)
+    from processor.explain.source import Moment, Replayed
+    from processor.explain.source import Progress as OnProgress
+    from processor.explain.story import Step
+    from processor.kafka.records import PartitionId
+    from processor.service.settings import ServiceSettings
 
 GROUPS = ("connection", "topics", "fold", "snapshots")
 Opt = typer.Option
@@ -63,6 +59,9 @@ def require_text(value: str, what: str) -> str:
 @contextmanager
 def progress_bar() -> Iterator[OnProgress]:
     """A progress bar on stderr for a long replay (a terminal only; nothing when piped)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     console = Console(stderr=True)
     columns = (TextColumn("replaying {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -77,6 +76,9 @@ def progress_bar() -> Iterator[OnProgress]:
 
 
 def _effect_text(effect: dict[str, Any]) -> str:
+    from events.outputs import WARNING, WATERMARK
+    from processor.explain.story import DELETION_REFUSED
+
     kind, path = effect["kind"], effect.get("path")
     if kind == "evicted":
         r = effect["reason"]
@@ -126,6 +128,11 @@ def history_command(
 ) -> None:
     """The run's story in log order: each input event that touched it and what it did (registered,
     status changed, evicted and why, deleted, refused, restart, warning, rejection)."""
+    import asyncio
+
+    from ckptlog.connect import require_bootstrap
+    from processor.explain.source import elsewhere, history_of, offset_from
+
     with cli_errors():
         register_secrets(settings.secrets())
         require_text(run_id, "run id")
@@ -201,6 +208,12 @@ def explain_command(
 ) -> None:
     """One checkpoint's state now (kept, latest, pending, preserved, evicted, deleted,
     deletion_refused or unknown) and why: the events that reported and evicted it."""
+    import asyncio
+
+    from ckptlog.connect import require_bootstrap
+    from processor.explain.checkpoint import explain, paragraph
+    from processor.explain.source import elsewhere, history_of
+
     with cli_errors():
         register_secrets(settings.secrets())
         require_text(run_id, "run id")
@@ -210,7 +223,8 @@ def explain_command(
             replayed = asyncio.run(history_of(conn, settings, run_id, None, progress))
     replay = replayed.replay
     doc = explain(run_id, path, replay.steps[run_id], replay.state(run_id))
-    sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
+    if as_json or doc["state"] != "unknown":  # unknown: the error line below says it, once
+        sys.stdout.write((json.dumps(doc, allow_nan=True) if as_json else paragraph(doc)) + "\n")
     _note_start(replayed)
     if doc["state"] == "unknown":
         why = _why_unknown(run_id, doc, replay.steps[run_id], replayed)
@@ -218,11 +232,13 @@ def explain_command(
             with cli_errors():
                 others = asyncio.run(elsewhere(conn, settings, run_id, replayed.pid.partition))
             why += _reported_elsewhere(run_id, path, others)
-        echo_err(f"error: run {run_id!r} {why}")
+        echo_err(f"error: checkpoint {path!r} is unknown: run {run_id!r} {why}")
         raise typer.Exit(1)
 
 
 def _reported_elsewhere(run_id: str, path: str, others: list[Replayed]) -> str:
+    from processor.explain.checkpoint import explain
+
     for other in others:
         found = explain(run_id, path, other.replay.steps[run_id], other.replay.state(run_id))
         if found["reported"] is not None:
@@ -264,6 +280,6 @@ def _why_unknown(run_id: str, doc: dict[str, Any], steps: list[Step], replayed: 
     if refused:
         return (
             f"reported that path but the processor rejected it (offset {refused[-1]['offset']} of {replayed.pid}, "
-            f"{refused[-1]['reason']}); `ckptlog rejections RUN` shows every rejected event"
+            f"{refused[-1]['reason']}: {refused[-1]['message']}); `ckptlog rejections RUN` shows every rejected event"
         )
     return f"never reported that path in {replayed.pid}; check the path (`ckptlog history RUN` lists its paths)"

@@ -3,31 +3,28 @@ events of each run the processor rejected (its dead-letter topic)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from ckptlog.connect import require_bootstrap
-from ckptlog.dead_letters import count_by_run, read_dead_letters
-from ckptlog.event_warnings import count_warnings, read_warnings
-from ckptlog.table import more_text, rows_shown
-from events.codec import DecodeLimits
-from events.state import Problem
 from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
-from processor.core.view import View
-from processor.kafka.connection import KafkaConnection
 from processor.redaction import register_secrets
-from processor.service.settings import ServiceSettings, load_settings
-from processor.service.views import StateRead, read_state_topic
+
+if TYPE_CHECKING:  # rich, the client library and the settings load when the command runs (issue 38 item 8)
+    from rich.console import Console
+    from rich.table import Table
+
+    from events.state import Problem
+    from processor.core.view import View
+    from processor.kafka.connection import KafkaConnection
+    from processor.service.settings import ServiceSettings
+    from processor.service.views import StateRead
 
 Opt = typer.Option
 
@@ -41,42 +38,90 @@ JSON_SHAPE = (
 DEFAULT_CHECKPOINTS = 20  # kept checkpoints shown per run as a table (a run may keep every one of thousands)
 
 
-def _metrics(metrics: dict[str, Any]) -> str:
-    text = json.dumps(metrics, separators=(",", ":"), allow_nan=True)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _metrics(metrics: dict[str, Any], skip: str | None) -> str:
+    """The metrics as `name=value` (nested ones by their `/` names), but the score, in its own column."""
+    from ckptlog.score_check import metric_names
+    from ckptlog.table import format_value
+    from events.metrics import lookup
+
+    names = [name for name in metric_names(metrics) if name != skip]
+    return ", ".join(f"{name}={format_value(lookup(metrics, name))}" for name in names)
 
 
-def render(console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0, limit: int = 0) -> None:
-    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic);
-    `limit`: at most that many (ckptlog.table.rows_shown: the best ranked and the latest; 0: all)."""
-    table = Table(title=Text(f"run {run_id}"), title_justify="left", expand=False)
-    for column in ("#", "report", "path", "status", "metrics", ""):
-        table.add_column(column)
-    checkpoints = view["checkpoints"]
+def render(
+    console: Console, run_id: str, view: View, rejected: int = 0, warned: int = 0, limit: int = 0, wide: bool = False
+) -> None:
+    """The run's kept checkpoints as a table (every text as plain text: no markup from the topic), a
+    column for the run's score attribute, paths below the directory they share, metrics cut to fit
+    (`wide`: full paths, every metric); `limit`: at most that many (ckptlog.table.rows_shown: the
+    best ranked and the latest; 0: all)."""
+    from rich.text import Text
+
+    from ckptlog.table import common_root, more_text, rows_shown, score_text, short_path
+
+    checkpoints, config = view["checkpoints"], view.get("checkpoint_config") or {}
+    attribute = config.get("checkpoint_score_attribute")
+    root = "" if wide else common_root([c["path"] for c in checkpoints])
+    table = _table(f"run {run_id}" + (f"  (checkpoints in {root})" if root else ""), attribute, wide)
     shown, hidden = rows_shown([c["path"] for c in checkpoints], view["latest"], limit)
     if hidden:
-        table.add_row(Text("…"), Text(""), Text(more_text(hidden, "--checkpoints")), *(Text("") for _ in range(3)))
+        blank = [Text("")] * (4 if attribute else 3)
+        table.add_row(Text("…"), Text(""), Text(more_text(hidden, "--checkpoints")), *blank)
     for i in shown:
         ckpt = checkpoints[i]
         marks = " ".join(
             m for m, hit in (("latest", ckpt["path"] == view["latest"]), ("best", ckpt["path"] == view["best"])) if hit
         )
-        cells = (str(i), str(ckpt["report_index"]), ckpt["path"], ckpt["status"], _metrics(ckpt["metrics"]), marks)
-        table.add_row(*map(Text, cells))
+        score = [score_text(ckpt["metrics"], attribute)] if attribute else []
+        path = short_path(ckpt["path"], root) if root else ckpt["path"]
+        metrics = _metrics(ckpt["metrics"], attribute)
+        table.add_row(*map(Text, (str(i), str(ckpt["report_index"]), path, ckpt["status"], *score, metrics, marks)))
     console.print(table)
-    console.print(
-        Text(
-            f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
-            f"index_in_generation={view['index_in_generation']} latest={view['latest']} best={view['best']}"
-            + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
-            + (f"\n  warnings={warned} (`ckptlog rejections {run_id} --warnings`)" if warned else "")
-            + "\n"
-        )
+    console.print(Text(_summary(run_id, view, root, rejected, warned)))
+
+
+def _table(title: str, attribute: str | None, wide: bool) -> Table:
+    """An empty table with a column for the score `attribute`, if any; the metrics (and, `wide`, the
+    paths) wrap to fit, the other columns are never cut."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        expand=False,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for column in ("#", "report", "checkpoint", "status", *([attribute] if attribute else []), "metrics", ""):
+        wraps = column == "metrics" or (wide and column == "checkpoint")
+        table.add_column(column, no_wrap=not wraps, overflow="fold", justify="right" if column == attribute else "left")
+    return table
+
+
+def _summary(run_id: str, view: View, root: str, rejected: int, warned: int) -> str:
+    from ckptlog.table import short_path
+
+    def name(path: str | None) -> str:
+        return "—" if path is None else short_path(path, root) if root else path
+
+    return (
+        f"  committed={view['committed']} validated={view['validated']} generation={view['generation']} "
+        f"index_in_generation={view['index_in_generation']} latest={name(view['latest'])} best={name(view['best'])}"
+        + (f"\n  rejected={rejected} (`ckptlog rejections {run_id}`)" if rejected else "")
+        + (f"\n  warnings={warned} (`ckptlog rejections {run_id} --warnings`)" if warned else "")
+        + "\n"
     )
 
 
 def render_problems(console: Console, problems: list[Problem], state_topic: str) -> None:
     """One row per record (or run) of the state topic that cannot be read."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(f"unreadable records on {state_topic}"), title_justify="left", expand=False)
     for column in ("record", "key", "why"):
         table.add_column(column, overflow="fold")
@@ -90,6 +135,11 @@ async def read_state(
 ) -> tuple[StateRead, Counter[str], Counter[str]]:
     """The runs' VIEWs (and what cannot be read) and the count of each run's dead letters (runs
     filters both); decoded within the processor's limits."""
+    from ckptlog.dead_letters import count_by_run, read_dead_letters
+    from ckptlog.event_warnings import count_warnings, read_warnings
+    from events.codec import DecodeLimits
+    from processor.service.views import read_state_topic
+
     limits = DecodeLimits(settings.max_payload_bytes, settings.max_depth)
     state = await read_state_topic(conn, settings.state_topic, runs, limits)
     counts = count_by_run(await read_dead_letters(conn, settings.dlq_topic, limits=limits))
@@ -139,8 +189,16 @@ def inspect_command(
             "rest (0: all). --json always has every one.",
         ),
     ] = DEFAULT_CHECKPOINTS,
+    wide: Annotated[
+        bool, Opt("--wide", help="Tables: full checkpoint paths and every metric (default: cut to fit).")
+    ] = False,
 ) -> None:
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
+    import asyncio
+
+    from ckptlog.connect import require_bootstrap
+    from processor.service.settings import load_settings
+
     with cli_errors():
         settings = load_settings(
             config,
@@ -163,14 +221,9 @@ def inspect_command(
         body = json_body(views, rejected, warned, state.problems)
         sys.stdout.write(json.dumps(body, allow_nan=True) + "\n")
     else:
-        console = Console()
-        for run_id, view in views.items():
-            render(console, run_id, view, rejected[run_id], warned[run_id], checkpoints)
-        if state.problems:
-            render_problems(console, state.problems, settings.state_topic)
-        if not views:
-            where = settings.state_topic if as_of is None else f"{settings.input_topic} as of {as_of}"
-            console.print(Text(f"no runs on {where}" + (f" starting with {prefix!r}" if prefix else "")))
+        where = settings.state_topic if as_of is None else f"{settings.input_topic} as of {as_of}"
+        tables = Tables(checkpoints, wide, settings.state_topic)
+        _print_tables(views, state, rejected, warned, tables, where + (f" starting with {prefix!r}" if prefix else ""))
     if hidden:
         echo_err(f"... and {hidden} more runs: narrow with --prefix, or --limit 0 for all of them")
     if as_of is None:
@@ -179,6 +232,31 @@ def inspect_command(
         _warn_missing_as_of(runs or [], views, rejected, settings.input_topic, as_of)
     if set(runs or ()) - set(views):
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """How `inspect` prints tables: at most `checkpoints` rows a run (0: all), `wide` in full."""
+
+    checkpoints: int
+    wide: bool
+    state_topic: str
+
+
+def _print_tables(
+    views: dict[str, View], state: StateRead, rejected: Counter[str], warned: Counter[str], how: Tables, where: str
+) -> None:
+    """Each run's table, the records that cannot be read, or that there is no run (on `where`)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console()
+    for run_id, view in views.items():
+        render(console, run_id, view, rejected[run_id], warned[run_id], how.checkpoints, how.wide)
+    if state.problems:
+        render_problems(console, state.problems, how.state_topic)
+    if not views:
+        console.print(Text(f"no runs on {where}"))
 
 
 def json_body(
@@ -207,8 +285,11 @@ def _as_of(
     conn: KafkaConnection, settings: ServiceSettings, runs: list[str], moment: str
 ) -> tuple[StateRead, Counter[str], Counter[str]]:
     """What `read_state` gives, for the state right after `moment` (processor/explain/source.py)."""
+    import asyncio
+
     from processor.cli.history import parse_moment, progress_bar, require_text  # the replay's: only for --as-of
     from processor.explain.source import views_as_of
+    from processor.service.views import StateRead
 
     for run_id in runs:
         require_text(run_id, "run id")
@@ -216,9 +297,18 @@ def _as_of(
     assert parsed is not None
     with progress_bar() as progress:
         found = asyncio.run(views_as_of(conn, settings, runs, parsed, progress))
-    positions = ", ".join(f"{settings.input_topic}[{p}] up to offset {o}" for p, o in sorted(found.positions.items()))
-    echo_err(f"as of {moment}: replayed {positions or 'nothing'}")
+    echo_err(f"as of {moment}: replayed {replayed_text(settings.input_topic, found.positions)}")
     return StateRead(found.views, []), +Counter(found.rejected), +Counter(found.warned)
+
+
+def replayed_text(topic: str, ends: dict[int, int]) -> str:
+    """What an --as-of replay read, per partition: `ends` are exclusive, so the last record read is
+    the one before (`--as-of 37` reads through offset 37, not "up to 38")."""
+    read = [
+        f"{topic}[{p}] through offset {end - 1}" if end else f"no record of {topic}[{p}]"
+        for p, end in sorted(ends.items())
+    ]
+    return ", ".join(read) or "nothing"
 
 
 def _warn_missing_as_of(

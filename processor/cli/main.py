@@ -18,10 +18,11 @@ app = typer.Typer(
 )
 
 
-#: Command name -> the module that registers it. `ckptlog CMD` imports only that module:
-#: importing all of them (the Kafka service, aiokafka, the demo) costs ~0.15 s, which
-#: `ckptlog fold` and the client commands should not pay. tests/unit/cli/test_errors.py
-#: checks this table against what the modules register.
+#: Command name -> the module that registers it. `ckptlog CMD` imports only that module, and a
+#: command module imports only typer and light helpers at import: what a command uses (aiokafka,
+#: the models, fsspec, rich, aiohttp) it imports when it runs, so --help and argument errors answer
+#: in ~0.25 s (issue 38 item 8). tests/unit/cli/test_main.py checks this table against what the
+#: modules register, and that --help loads none of those.
 COMMAND_MODULES = {
     "fold": "fold",
     "broker": "broker",
@@ -36,7 +37,7 @@ COMMAND_MODULES = {
     "report": "clients",
     "start-run": "clients",
     "worker-group-restart": "clients",
-    "evaluate": "clients",
+    "evaluate": "evaluate",
     "watch": "clients",
     "finish": "finish",
     "forget": "finish",
@@ -53,10 +54,14 @@ def _group() -> None:
 
 def _register(argv: Sequence[str] = ()) -> None:
     """Import the subcommand module(s) so they attach themselves to `app`: the one named on the
-    command line, or all of them (for --help, a typo, no command)."""
+    command line; none for a word that names no command (click says so); all of them for --help
+    or no command, which list them. Each is cheap to import: a command imports what it uses when
+    it runs (issue 38 item 8; tests/unit/cli/test_main.py checks --help loads none of it)."""
     import importlib
 
     named = COMMAND_MODULES.get(argv[0]) if argv else None
+    if argv and named is None and not argv[0].startswith("-"):
+        return
     for module in [named] if named else dict.fromkeys(COMMAND_MODULES.values()):
         importlib.import_module(f"processor.cli.{module}")
 

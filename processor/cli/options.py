@@ -6,24 +6,34 @@ A command declares which settings it takes (`settings_options(fields)`); each be
 settings.py). So a setting is defined once — its type, default, check and help — and every
 command taking it offers the same flag (tests/unit/cli/test_options.py checks it). Fields marked
 env-only (`json_schema_extra={"env_only": why}`: secrets, nested option tables) have no flag.
+
+The flags are built from processor/cli/setting_flags.py, which `python -m processor.cli.options
+--write-flags` generates from the model (and the tests check equals it): so a command's --help and
+its argument errors need not import the model, pydantic-settings, the fold and the Kafka adapter
+(issue 38 item 8); the model is imported when the command runs (`load_settings`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
-from pydantic.fields import FieldInfo
 
 from processor.cli.errors import cli_errors
-from processor.service.settings import ServiceSettings, load_settings
+from processor.cli.setting_flags import FLAGS
+
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
+FLAGS_MODULE = Path(__file__).with_name("setting_flags.py")
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
 
 CONFIG = inspect.Parameter(
     "config",
@@ -53,14 +63,15 @@ def _option_type(annotation: Any) -> Any:
     return base | None
 
 
-def _parameter(name: str, info: FieldInfo) -> inspect.Parameter:
-    kind = _option_type(info.annotation)
-    help_text = (info.description or name.replace("_", " ")) + _default_note(info)
-    if kind == bool | None:
+def _parameter(name: str) -> inspect.Parameter:
+    _, kind, help_text = FLAGS[name]
+    assert kind is not None, f"{name} is env-only: it has no flag"
+    if kind == "bool":
         option = typer.Option(f"{flag(name)}/--no-{flag(name)[2:]}", help=help_text, show_default=False)
     else:
         option = typer.Option(flag(name), help=help_text, show_default=False)
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
+    annotation = Annotated[_KINDS[kind] | None, option]  # type: ignore[valid-type]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
 
 
 def _default_note(info: FieldInfo) -> str:
@@ -72,24 +83,36 @@ def _default_note(info: FieldInfo) -> str:
 def fields_of(groups: Iterable[str]) -> list[str]:
     """The settings fields in the named groups (`json_schema_extra={"group": ...}` of each field)."""
     wanted = set(groups)
-    return [
-        name
-        for name, info in ServiceSettings.model_fields.items()
-        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("group") in wanted
-    ]
+    return [name for name, (group, _, _) in FLAGS.items() if group in wanted]
+
+
+def _own_parameters(command: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The command's parameters but `settings`, their annotations evaluated (`settings:
+    ServiceSettings` is not: a command module names that type for mypy only)."""
+    found = []
+    for parameter in inspect.signature(command).parameters.values():
+        if parameter.name == "settings":
+            continue
+        annotation = parameter.annotation
+        if isinstance(annotation, str):
+            annotation = eval(annotation, command.__globals__)  # what inspect's eval_str does
+        found.append(parameter.replace(annotation=annotation))
+    return found
 
 
 def settings_options(fields: Iterable[str]) -> Callable[[F], F]:
     """Give the command a flag per field (and `--config`); it is called with `settings=` the
     merged ServiceSettings instead of the flags."""
-    chosen = [name for name in fields if env_only(ServiceSettings.model_fields[name]) is None]
+    chosen = [name for name in fields if FLAGS[name][1] is not None]
 
     def decorate(command: F) -> F:
-        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "settings"]
-        added = [CONFIG, *(_parameter(name, ServiceSettings.model_fields[name]) for name in chosen)]
+        own = _own_parameters(command)
+        added = [CONFIG, *(_parameter(name) for name in chosen)]
 
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from processor.service.settings import load_settings
+
             config = kwargs.pop("config", None)
             given = {name: kwargs.pop(name) for name in chosen if name in kwargs}
             with cli_errors():
@@ -104,9 +127,40 @@ def settings_options(fields: Iterable[str]) -> Callable[[F], F]:
     return decorate
 
 
+def flags_source() -> str:
+    """processor/cli/setting_flags.py as the model gives it (`--write-flags` writes it)."""
+    from processor.service.settings import ServiceSettings
+
+    rows = []
+    for name, info in ServiceSettings.model_fields.items():
+        extra = info.json_schema_extra
+        group = extra.get("group") if isinstance(extra, dict) else None
+        kind = None if env_only(info) else _option_type(info.annotation).__args__[0].__name__
+        text = (info.description or name.replace("_", " ")) + _default_note(info)
+        rows.append(f"    {name!r}: ({group!r}, {kind!r}, {text!r}),")
+    return FLAGS_HEAD + "\n".join(rows) + "\n}\n"
+
+
+FLAGS_HEAD = '''"""The flags of the settings: name -> (group, flag type or None for env-only, help with the default).
+
+Generated from ServiceSettings (processor/service/settings.py) by `python -m processor.cli.options
+--write-flags`; tests/unit/cli/test_options.py checks it is what the model gives. It lets a
+command's --help and its argument errors skip importing the model (processor/cli/options.py).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E501
+# fmt: off
+FLAGS: dict[str, tuple[str, str | None, str]] = {
+'''
+
+
 def settings_table() -> str:
     """The settings as the Markdown table docs/processor.md shows (generated, so it never drifts:
     `python -m processor.cli.options` prints it; tests/unit/cli/test_options.py compares)."""
+    from processor.service.settings import ServiceSettings
+
     rows = ["| setting | flag | variable | default | |", "|---|---|---|---|---|"]
     for name, info in ServiceSettings.model_fields.items():
         why = env_only(info)
@@ -120,4 +174,7 @@ def settings_table() -> str:
 __all__ = ["env_only", "fields_of", "flag", "settings_options", "settings_table"]
 
 if __name__ == "__main__":
-    print(settings_table())
+    if sys.argv[1:] == ["--write-flags"]:
+        FLAGS_MODULE.write_text(flags_source(), encoding="utf-8")
+    else:
+        print(settings_table())

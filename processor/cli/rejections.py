@@ -8,27 +8,24 @@ code, the message (what to fix) and where the original record is (`topic[partiti
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
-from rich.table import Table
-from rich.text import Text
 
-from ckptlog.connect import require_bootstrap
-from ckptlog.dead_letters import DeadLetter, read_dead_letters
-from ckptlog.event_warnings import EventWarning, read_warnings
-from events.codec import DecodeLimits
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.redaction import register_secrets
-from processor.service.settings import load_settings
+
+if TYPE_CHECKING:  # rich and the client library load when the command runs (issue 38 item 8)
+    from rich.console import RenderableType
+    from rich.table import Table
+
+    from ckptlog.dead_letters import DeadLetter
+    from ckptlog.event_warnings import EventWarning
 
 Opt = typer.Option
 
@@ -45,6 +42,10 @@ def _event(letter: DeadLetter) -> str:
 def render_rejections(letters: list[DeadLetter], title: str, width: int) -> RenderableType:
     """A table on a wide console, else per rejection a heading line (time, run, reason), the event
     and where it is, and the message indented below (every text plain: never markup)."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+
     if width >= WIDE:
         return rejections_table(letters, title)
     blocks: list[RenderableType] = [Text(title)]
@@ -61,6 +62,9 @@ def render_rejections(letters: list[DeadLetter], title: str, width: int) -> Rend
 
 
 def rejections_table(letters: list[DeadLetter], title: str) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(title), title_justify="left", expand=False)
     for column in ("time", "run", "reason", "message", "event", "source"):
         table.add_column(column, overflow="fold")
@@ -80,12 +84,19 @@ def print_warnings(found: list[EventWarning], run_id: str | None, topic: str, as
     if not found:
         typer.echo(f"no warnings of {whose} on {topic}")
         return
+    from rich.console import Console
+
     console = Console()
     console.print(render_warnings(found, f"{len(found)} warning(s) of {whose} on {topic}", console.width))
 
 
 def render_warnings(found: list[EventWarning], title: str, width: int) -> RenderableType:
     """As `render_rejections`: a table on a wide console, else a block per warning (plain text)."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
     if width >= WIDE:
         table = Table(title=Text(title), title_justify="left", expand=False)
         for column in ("run", "code", "message", "checkpoint", "caused by"):
@@ -119,6 +130,16 @@ def rejections_command(
     ] = False,
 ) -> None:
     """List rejected events (reason, message, source topic[partition]@offset) from the dead-letter topic."""
+    import asyncio
+
+    from rich.console import Console
+
+    from ckptlog.connect import require_bootstrap
+    from ckptlog.dead_letters import read_dead_letters
+    from ckptlog.event_warnings import read_warnings
+    from events.codec import DecodeLimits
+    from processor.service.settings import load_settings
+
     with cli_errors():
         settings = load_settings(config, bootstrap_servers=bootstrap_servers, dlq_topic=dlq_topic)
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr

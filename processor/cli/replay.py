@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
-from processor.kafka.records import PartitionId
-from processor.service.replay import rebuild
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the replay loads when the command runs, not for its --help (issue 38 item 8)
+    from rich.progress import TaskID
+
+    from processor.kafka.records import PartitionId
+    from processor.service.settings import ServiceSettings
 
 REPLAY_GROUPS = ("connection", "group", "topics", "fold", "snapshots")
 
@@ -36,6 +35,14 @@ def replay_command(
 
     Takes the processor's settings (the same flags, CKPTLOG_* variables and --config file as
     `ckptlog run`): the fold settings must be the service's, or it refuses the snapshots."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ckptlog.connect import require_bootstrap
+    from processor.service.replay import rebuild
+
     with cli_errors():
         bootstrap = require_bootstrap(settings.bootstrap_servers)
     console = Console(stderr=True)

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
 import signal
+from typing import TYPE_CHECKING
 
 import typer
 
 from processor.cli.errors import echo_err
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
+from processor.cli.setting_flags import FLAGS
 from processor.errors import CkptlogError
-from processor.service.logs import configure_logging
-from processor.service.processor import Processor, tune_gc
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the processor loads when the command runs, not for its --help (issue 38 item 8)
+    from processor.service.settings import ServiceSettings
 
 log = logging.getLogger("processor.cli.run")
 
 
 def dump_tasks() -> None:
     """SIGUSR1: log the stack of every asyncio task (where is it waiting?)."""
+    import asyncio
+
     for task in asyncio.all_tasks():
         stream = io.StringIO()
         task.print_stack(file=stream)
@@ -30,6 +33,10 @@ def dump_tasks() -> None:
 
 async def serve(settings: ServiceSettings) -> None:
     """Run the processor until SIGTERM/SIGINT, then finish the batch, commit, snapshot and return."""
+    import asyncio
+
+    from processor.service.processor import Processor, tune_gc
+
     processor = Processor(settings)
     tune_gc()
     loop = asyncio.get_running_loop()
@@ -44,7 +51,7 @@ async def serve(settings: ServiceSettings) -> None:
 
 
 @app.command("run")
-@settings_options(f for f in ServiceSettings.model_fields if f not in fields_of(["clients"]))
+@settings_options(f for f in FLAGS if f not in fields_of(["clients"]))
 def run_command(*, settings: ServiceSettings) -> None:
     """Run the stream processor: consume events, publish checkpoint events, views and watermarks.
 
@@ -52,6 +59,10 @@ def run_command(*, settings: ServiceSettings) -> None:
     of the --config file; flags win over the environment, which wins over the file. Secrets
     (CKPTLOG_SASL_PLAIN_PASSWORD, the storage options) are read from the environment or the file
     only. docs/processor.md, Settings, lists them all."""
+    import asyncio
+
+    from processor.service.logs import configure_logging
+
     configure_logging(settings.log_format, settings.log_level, secrets=settings.secrets())
     try:
         asyncio.run(serve(settings))

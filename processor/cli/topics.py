@@ -9,18 +9,17 @@ deploy/docker-compose.yml, which other services wait on before they use the topi
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ckptlog.connect import require_bootstrap
 from processor.cli.errors import cli_errors
 from processor.cli.main import app
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.topics import existing_topics, group_members, topic_configs
-from processor.service.settings import ServiceSettings, load_settings
+
+if TYPE_CHECKING:  # the Kafka adapter and the settings load when the command runs (issue 38 item 8)
+    from processor.kafka.connection import KafkaConnection
+    from processor.service.settings import ServiceSettings
 
 Opt = typer.Option
 
@@ -42,10 +41,14 @@ RETENTION_FLOOR_S = 86_400
 
 
 async def describe(conn: KafkaConnection, settings: ServiceSettings) -> tuple[dict[str, int], tuple[str, int]]:
+    from processor.kafka.topics import existing_topics, group_members
+
     return await existing_topics(conn, list(roles(settings))), await group_members(conn, settings.group_id)
 
 
 async def input_retention(conn: KafkaConnection, settings: ServiceSettings) -> dict[str, str]:
+    from processor.kafka.topics import topic_configs
+
     return await topic_configs(conn, settings.input_topic, ["retention.ms", "retention.bytes"])
 
 
@@ -72,10 +75,13 @@ def retention_warnings(settings: ServiceSettings, configs: dict[str, str]) -> li
 
 
 def report(settings: ServiceSettings, counts: dict[str, int], group: tuple[str, int]) -> list[str]:
-    """The lines `ckptlog topics` prints."""
+    """The lines `ckptlog topics` prints: columns as wide as their longest name (a demo's topics are
+    longer than the defaults)."""
+    used = roles(settings)
+    name_width, role_width = max(map(len, used)), max(map(len, used.values()))
     lines = [
-        f"{name:<30} {role:<22} {f'{counts[name]} partition(s)' if name in counts else 'MISSING'}"
-        for name, role in roles(settings).items()
+        f"{name:<{name_width}}  {role:<{role_width}}  {f'{counts[name]} partition(s)' if name in counts else 'MISSING'}"
+        for name, role in used.items()
     ]
     state, members = group
     partitions = counts.get(settings.input_topic, 0)
@@ -105,6 +111,11 @@ def topics_command(
     input_topic: Annotated[str | None, Opt(help="Default ckptlog.events (other topics: --config).")] = None,
 ) -> None:
     """Show the processor's topics (partitions) and group (members); --check: exit 1 if one is missing."""
+    import asyncio
+
+    from ckptlog.connect import require_bootstrap
+    from processor.service.settings import load_settings
+
     with cli_errors():
         settings = load_settings(
             config, bootstrap_servers=bootstrap_servers, group_id=group_id, input_topic=input_topic

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,7 +11,9 @@ from processor.cli.errors import cli_errors, echo_err
 from processor.cli.main import app
 from processor.cli.options import fields_of, settings_options
 from processor.redaction import register_secrets
-from processor.service.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the console's server loads when the command runs (issue 38 item 8)
+    from processor.service.settings import ServiceSettings
 
 GROUPS = ("connection", "topics", "fold", "snapshots")
 TOKEN_ENV = "CKPTLOG_UI_TOKEN"
@@ -20,6 +21,8 @@ Opt = typer.Option
 
 
 async def _serve(settings: ServiceSettings, host: str, port: int, token: str | None) -> None:
+    import asyncio
+
     from processor.ui.server import running
     from processor.ui.source import LiveSource
 
@@ -45,6 +48,8 @@ def ui_command(
     settings: ServiceSettings,
 ) -> None:
     """Serve a read-only web console: every run, its chart, kept checkpoints and history, live."""
+    import asyncio
+
     from processor.ui.server import check_exposure
 
     token = token or os.environ.get(TOKEN_ENV) or None

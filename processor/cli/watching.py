@@ -5,6 +5,7 @@ of looking like a processor that is not running."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.live import Live
@@ -15,7 +16,7 @@ from ckptlog.dead_letters import DeadLetterFeed
 from ckptlog.errors import ClientError
 from ckptlog.event_warnings import CHECKPOINTS_TOPIC, WarningFeed
 from ckptlog.reader import AsyncReader
-from ckptlog.table import run_table
+from ckptlog.table import run_table, view_line
 from ckptlog.views import RunView
 from events.state import Problem
 from processor.kafka.connection import KafkaConnection
@@ -53,8 +54,9 @@ async def watch(
     *,
     limit: int = 0,
 ) -> None:
-    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled;
-    `limit`: at most that many kept checkpoints in it (ckptlog.table.rows_shown; 0: all)."""
+    """Print the run's table once (`once`; ClientError when it has no view), or live until cancelled:
+    a table redrawn in place on a terminal, else one plain line per change (`_plain`); `limit`: at
+    most that many kept checkpoints in the table (ckptlog.table.rows_shown; 0: all)."""
     conn = await resolve(None, "ckptlog-watch", connection)
     feed = DeadLetterFeed(conn, dlq_topic, run_id=run_id)
     warned = WarningFeed(conn, checkpoints_topic, run_id=run_id, from_end=False)
@@ -65,7 +67,10 @@ async def watch(
             await _once(console, run_id, score_attribute, conn, topics.state, feed, warned, limit)
             return
         async with AsyncReader(connection=conn, topics=topics) as reader:
-            await _live(console, run_id, score_attribute, reader, feed, warned, limit)
+            if console.is_terminal:
+                await _live(console, run_id, score_attribute, reader, feed, warned, limit)
+            else:  # a pipe or a file: rich's Live would show nothing until it stops
+                await _plain(console, run_id, score_attribute, reader, feed, warned)
     finally:
         await warned.close()
         await feed.close()
@@ -131,3 +136,50 @@ async def _live(
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def _plain(
+    console: Console,
+    run_id: str,
+    score_attribute: str | None,
+    reader: AsyncReader,
+    feed: DeadLetterFeed,
+    warned: WarningFeed,
+) -> None:
+    """Without a terminal (`ckptlog watch RUN > file`, `| grep`): one timestamped line (ckptlog.table.
+    view_line) once the topics are read, then one per change of the run's VIEW, its rejected events
+    or its warnings; a change that reads the same is not repeated."""
+    said = [""]
+
+    def say() -> None:
+        problem = reader.problem(run_id)
+        line = view_line(
+            run_id,
+            reader.table.views.get(run_id),
+            score_attribute,
+            rejected=feed.counts[run_id],
+            problem=None if problem is None else str(problem),
+            warned=warned.counts[run_id],
+        )
+        if line != said[0]:
+            said[0] = line
+            stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            console.print(f"{stamp} {line}", markup=False, highlight=False, soft_wrap=True)
+
+    await asyncio.gather(reader.catch_up(), feed.catch_up(), warned.catch_up())
+    say()
+
+    async def on_change(changed: asyncio.Event) -> None:
+        while True:
+            await changed.wait()
+            changed.clear()
+            say()
+
+    tasks = [asyncio.create_task(on_change(f.changed)) for f in (feed, warned)]
+    try:
+        async for _ in reader.watch(run_id):
+            say()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

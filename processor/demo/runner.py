@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import shutil
 import tempfile
 import uuid
@@ -33,6 +34,7 @@ from processor.demo.leftovers import Leftovers, clear_files, demo_topics, recall
 from processor.demo.plan import RunPlan, default_plans
 from processor.demo.training import file_url, train
 from processor.demo.validation import validate_checkpoint
+from processor.invocation import ckptlog_command
 from processor.kafka.clients_io import delete_topics
 from processor.kafka.reader import read_topic
 from processor.service.processor import Processor
@@ -96,7 +98,7 @@ async def _started(what: str, ready: asyncio.Event, task: asyncio.Task[None]) ->
     if not done:
         raise ClientError(
             f"the demo's {what} did not join its consumer group within {STARTUP_TIMEOUT_S:.0f}s; "
-            "check the broker (`ckptlog broker status`)"
+            f"check the broker (`{ckptlog_command()} broker status`)"
         )
 
 
@@ -184,7 +186,8 @@ async def run_demo(options: DemoOptions, state_ready: Callable[[DemoState], None
     state = DemoState(
         {p.run_id: RunProgress(p, options.reports) for p in plans},
         header=f"broker {bootstrap} · topics {prefix}.* · storage {workdir}",
-        console=f"web console, while the demo runs: {console_command(bootstrap, prefix)}",
+        console="web console (also after the demo): "
+        + console_command(shlex.quote(str(config)), program=ckptlog_command()),
     )
     result = DemoResult(state, workdir=workdir, config=config)
     if state_ready is not None:

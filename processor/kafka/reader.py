@@ -47,8 +47,12 @@ class TopicReader:
         partitions: Sequence[int] | None = None,
         start: dict[int, int] | None = None,
         stop: dict[int, int] | None = None,
+        *,
+        key: bytes | None = None,
     ) -> None:
-        self._conn, self.topic = conn, topic
+        """`partitions`: only those (default all); `key`: only the partition that key is written to
+        (`partition_of`); `start`/`stop`: offsets per partition to read from / up to."""
+        self._conn, self.topic, self._key = conn, topic, key
         self._partitions, self._start, self._stop = partitions, start or {}, stop or {}
         self._consumer: AIOKafkaConsumer  # made once the topic is known to exist: an unstarted one warns when collected
         self.begin: dict[PartitionId, int] = {}
@@ -71,6 +75,8 @@ class TopicReader:
         )
         await start_client(self._consumer, self._conn, f"a reader of {self.topic}")
         wanted = range(counts[self.topic]) if self._partitions is None else self._partitions
+        if self._key is not None:
+            wanted = [partition_of(self._key, counts[self.topic])]
         tps = [TopicPartition(self.topic, p) for p in wanted]
         self._consumer.assign(tps)
         try:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-TOPIC_FLAGS = (("input", "events"), ("checkpoints", "checkpoints"), ("state", "state"), ("dlq", "dlq"))
 
-
-def console_command(bootstrap: str, prefix: str, port: int = 8000) -> str:
-    """The command serving the console over topics named `{prefix}.*` (what `ckptlog demo` prints),
-    with the URL it serves."""
-    flags = "".join(f" --{flag}-topic {prefix}.{suffix}" for flag, suffix in TOPIC_FLAGS)
-    return f"ckptlog ui --bootstrap-servers {bootstrap}{flags} --port {port}  (then open http://127.0.0.1:{port}/)"
+def console_command(config: str, port: int = 8000, program: str = "ckptlog") -> str:
+    """The command serving the console over the settings in the `--config` file `config` (what
+    `ckptlog demo` prints; `program`: how to run ckptlog, processor.invocation), with its URL as a
+    shell comment, so the line runs as printed."""
+    return f"{program} ui --config {config} --port {port}  # then open http://127.0.0.1:{port}/"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ckptlog import AsyncReporter
+from ckptlog import AsyncReporter, ScoreMissingWarning
 from processor.cli.main import _register, app
 from processor.service.harness import running
 from tests.integration.test_processor_e2e import make_settings
@@ -40,7 +40,8 @@ async def test_a_confirmed_event_returns_its_warnings_and_the_cli_lists_them(
         ) as reporter,
     ):
         started = await reporter.run_started(root, num_to_keep=2, checkpoint_score_attribute="acc")
-        missing = await reporter.report({"loss": 1.0}, root / "c0")
+        with pytest.warns(ScoreMissingWarning, match="no metric 'acc'"):  # the sender is told first
+            missing = await reporter.report({"loss": 1.0}, root / "c0")
         scored = await reporter.report({"acc": 0.5}, root / "c1")
         stray = await reporter.validation_result(root / "c9", "VALIDATED", {"acc": 1.0})
     assert started.warnings == () and scored.warnings == ()

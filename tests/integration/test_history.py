@@ -219,6 +219,10 @@ async def test_the_cli_explains_and_refuses_unknowns_clearly(
     unknown = cli("explain", "a", (root / "zzz").as_uri(), "--json")
     assert unknown.returncode == 1 and json.loads(unknown.stdout)["state"] == "unknown"
     assert "never reported that path" in unknown.stderr and "Traceback" not in unknown.stderr
+    said = cli("explain", "a", (root / "zzz").as_uri())  # issue 38 item 8: said once, not as a paragraph and an error
+    assert said.returncode == 1 and said.stdout == "", said.stdout
+    assert said.stderr.startswith("error: checkpoint ") and said.stderr.count("\n") == 1, said.stderr
+    assert "is unknown: run 'a' never reported that path" in said.stderr
     nobody = cli("history", "nobody")
     assert nobody.returncode == 1 and "has no events" in nobody.stderr and "Traceback" not in nobody.stderr
     story = cli("history", "a", "--json")
@@ -228,5 +232,6 @@ async def test_the_cli_explains_and_refuses_unknowns_clearly(
     assert any(e["kind"] == "deleted" for s in steps for e in s["effects"])
     as_of = cli("inspect", "a", "--as-of", str(steps[2]["offset"]), "--json")
     assert as_of.returncode == 0, as_of.stderr
+    assert f"through offset {steps[2]['offset']}" in as_of.stderr, as_of.stderr  # not "up to" the next one
     view = json.loads(as_of.stdout)["runs"]["a"]
     assert view["committed"] == 2 and [c["path"] for c in view["checkpoints"]] == [(root / "c1").as_uri()]

@@ -19,10 +19,11 @@ import pytest
 
 from ckptlog.connect import require_bootstrap
 from processor.broker import LocalBroker, ensure_bootstrap
+from processor.invocation import ckptlog_command
 from processor.kafka import probe
 from processor.kafka.discovery import ENV_BOOTSTRAP, find_bootstrap, running_bootstrap
 
-KEEPS_RUNNING = "it keeps running after this command ends: stop it with `ckptlog broker stop`"
+KEEPS_RUNNING = f"it keeps running after this command ends: stop it with `{ckptlog_command()} broker stop`"
 
 
 def _answer_metadata(conn: socket.socket, port: int) -> None:

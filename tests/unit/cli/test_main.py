@@ -53,3 +53,57 @@ def test_help_without_a_command_lists_every_command() -> None:
     ).stdout
     for name in COMMAND_MODULES:
         assert name in out, name
+
+
+HEAVY = (
+    "aiokafka",
+    "fsspec",
+    "rich",
+    "aiohttp",
+    "msgspec",
+    "pydantic_settings",
+    "events",  # the pydantic models of the wire contract
+    "ckptlog",  # the client library: it imports aiokafka and the models
+    "processor.core",
+    "processor.service",
+    "processor.kafka.connection",
+)
+_RUN = """
+import sys
+heavy = sys.argv[1].split(",")
+sys.argv = ["ckptlog", *sys.argv[2:]]
+from processor.cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print("@@" + ",".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def _loaded(cases: list[list[str]], heavy: tuple[str, ...] = HEAVY) -> dict[str, list[str]]:
+    """For each command line, the heavy modules loaded once `ckptlog WORDS` returned (a fresh process each)."""
+    found = {}
+    for words in cases:
+        argv = [sys.executable, "-c", _RUN, ",".join(heavy), *words]
+        out = subprocess.run(argv, capture_output=True, text=True).stdout
+        assert "@@" in out, (words, out)
+        found[" ".join(words)] = [m for m in out.rsplit("@@", 1)[1].strip().split(",") if m]
+    return found
+
+
+def test_help_and_argument_errors_load_none_of_the_heavy_modules() -> None:
+    """Issue 38 item 8: every call took 1.2-2.2 s, --help and a bad flag too. The commands import
+    aiokafka, the models, fsspec, rich and aiohttp when they run; --help and argument errors answer
+    without them (typer itself needs pydantic to parse a subcommand's flags, not to list them)."""
+    cases = [[name, "--help"] for name in COMMAND_MODULES]
+    cases += [["report"], ["report", "r", "--no-such-flag"], ["inspect", "--limit", "x"], ["nosuchcommand"]]
+    assert {words: mods for words, mods in _loaded(cases).items() if mods} == {}
+    assert _loaded([["--help"], []], (*HEAVY, "pydantic")) == {"--help": [], "": []}
+
+
+def test_the_evaluate_default_group_is_the_clients() -> None:
+    from ckptlog.evaluator import DEFAULT_GROUP
+    from processor.cli.evaluate import EVALUATORS_GROUP
+
+    assert EVALUATORS_GROUP == DEFAULT_GROUP

@@ -10,7 +10,7 @@ import pytest
 import typer.main
 
 from processor.cli.main import _register, app
-from processor.cli.options import env_only, fields_of, flag, settings_table
+from processor.cli.options import FLAGS_MODULE, env_only, fields_of, flag, flags_source, settings_table
 from processor.service.settings import ServiceSettings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,3 +67,8 @@ def test_a_bad_value_names_the_flag_and_the_variable() -> None:
 
     result = CliRunner().invoke(app, ["fold", "-", "--max-depth", "0"], input="")
     assert result.exit_code == 2 and "--max-depth" in result.output and "CKPTLOG_MAX_DEPTH" in result.output
+
+
+def test_the_flags_module_is_the_models() -> None:
+    """processor/cli/setting_flags.py lets --help skip the model (issue 38 item 8); it must say what the model does."""
+    assert FLAGS_MODULE.read_text() == flags_source(), "regenerate: python -m processor.cli.options --write-flags"

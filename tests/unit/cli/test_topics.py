@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from processor.cli.topics import problems, report
 from processor.service.settings import load_settings
 
@@ -31,3 +33,14 @@ def test_check_refuses_missing_topics_and_an_empty_group() -> None:
     assert "MISSING" in report(SETTINGS, missing, ("Empty", 0))[2]
     found = problems(SETTINGS, missing, ("Empty", 0))
     assert found[0].startswith("topics missing: ckptlog.validations") and "no processor in group g" in found[1]
+
+
+def test_long_topic_names_keep_the_columns_aligned() -> None:
+    """Issue 38 item 8: a name over 30 characters (a demo's) pushed its row's columns right."""
+    prefix = "ckptlog-demo-0123456789abcdef"
+    names = {f"{role}_topic": f"{prefix}.{role}" for role in ("checkpoints", "validations", "watermarks", "state")}
+    settings = load_settings(None, group_id="g", input_topic=f"{prefix}.events", dlq_topic="dlq", **names)
+    counts = dict.fromkeys([f"{prefix}.events", *names.values()], 2)
+    lines = report(settings, counts, ("Stable", 1))[:-1]
+    columns = {tuple(m.start() for m in re.finditer(r"(?<=  )\S", line)) for line in lines}
+    assert len(lines) == 6 and len(columns) == 1 and len(next(iter(columns))) == 2, "\n".join(lines)

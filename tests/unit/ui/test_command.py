@@ -21,6 +21,6 @@ def test_a_public_host_without_a_token_is_refused_with_a_clear_error() -> None:
 def test_the_demo_names_the_console_command() -> None:
     from processor.ui import console_command
 
-    command = console_command("127.0.0.1:9092", "ckptlog-demo-ab")
-    assert command.startswith("ckptlog ui --bootstrap-servers 127.0.0.1:9092 --input-topic ckptlog-demo-ab.events")
-    assert "--state-topic ckptlog-demo-ab.state" in command and "http://127.0.0.1:8000/" in command
+    command = console_command("/tmp/ckptlog-demo-ab/ckptlog.toml", program="/v/bin/ckptlog")
+    assert command.startswith("/v/bin/ckptlog ui --config /tmp/ckptlog-demo-ab/ckptlog.toml --port 8000")
+    assert "http://127.0.0.1:8000/" in command
