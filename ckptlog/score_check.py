@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from events.metrics import MISSING, lookup
+from events.metrics import MISSING, flatten, lookup
 from events.state import StateTable
 from processor.errors import CkptlogError
 from processor.kafka.connection import KafkaConnection
@@ -33,21 +33,12 @@ class ScoreMissingWarning(UserWarning):
     """A report's metrics lack the run's score attribute (its checkpoint would rank last)."""
 
 
-def metric_names(metrics: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The names a score attribute can give the metrics (nested ones joined by `/`, contract §3)."""
-    names: list[str] = []
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        names += metric_names(value, name + "/") if isinstance(value, Mapping) else [name]
-    return names
-
-
 def missing_score(run_id: str, metrics: Mapping[str, Any], attribute: str) -> str | None:
     """Why a report of `run_id` with these metrics has no score by `attribute`, with the closest
     metric it has; None when it has the metric."""
     if lookup(dict(metrics), attribute) is not MISSING:
         return None
-    names = metric_names(metrics)
+    names = list(flatten(dict(metrics)))
     close = difflib.get_close_matches(attribute, names, n=1, cutoff=0.6)
     if close:
         hint = f"did you mean {attribute!r} instead of {close[0]!r}?"

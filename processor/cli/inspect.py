@@ -40,12 +40,10 @@ DEFAULT_CHECKPOINTS = 20  # kept checkpoints shown per run as a table (a run may
 
 def _metrics(metrics: dict[str, Any], skip: str | None) -> str:
     """The metrics as `name=value` (nested ones by their `/` names), but the score, in its own column."""
-    from ckptlog.score_check import metric_names
     from ckptlog.table import format_value
-    from events.metrics import lookup
+    from events.metrics import flatten
 
-    names = [name for name in metric_names(metrics) if name != skip]
-    return ", ".join(f"{name}={format_value(lookup(metrics, name))}" for name in names)
+    return ", ".join(f"{name}={format_value(value)}" for name, value in flatten(metrics).items() if name != skip)
 
 
 def render(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ckptlog import ScoreMissingWarning
-from ckptlog.score_check import ScoreCheck, metric_names, missing_score
+from ckptlog.score_check import ScoreCheck, missing_score
+from events.metrics import flatten
 
 
 def test_a_misspelled_metric_names_the_attribute_it_should_have_been() -> None:
@@ -20,7 +21,7 @@ def test_a_misspelled_metric_names_the_attribute_it_should_have_been() -> None:
 
 
 def test_nested_metrics_are_named_as_a_score_attribute_names_them() -> None:
-    assert metric_names({"eval": {"acc": 1, "loss": {"x": 2}}, "step": 3}) == ["eval/acc", "eval/loss/x", "step"]
+    assert list(flatten({"eval": {"acc": 1, "loss": {"x": 2}}, "step": 3})) == ["eval/acc", "eval/loss/x", "step"]
     assert missing_score("r", {"eval": {"acc": 0.7}}, "eval/acc") is None
     assert missing_score("r", {"eval/acc": 0.7}, "eval/acc") is None
     hint = missing_score("r", {"eval": {"accc": 0.7}}, "eval/acc")
