@@ -30,20 +30,20 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
 from bench.processor import NullDeleter, dense_events
-from events.codec import decode_event
-from processor.core.fold import Fold
-from processor.kafka.producers import Batcher
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.metrics import NO_METRICS, PrometheusMetrics
-from processor.service.partition import PartitionTask, TaskParts, new_task
-from processor.service.processor import tune_gc
-from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import Restored
-from processor.service.settings import ServiceSettings, load_settings
-from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.deletion import Deleter
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.events.codec import decode_event
+from ckptlog.kafka.producers import Batcher
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.metrics import NO_METRICS, PrometheusMetrics
+from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
+from ckptlog.processor.service.processor import tune_gc
+from ckptlog.processor.service.records import RecordFactory, TopicNames
+from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.deletion import Deleter
+from ckptlog.processor.storage.snapshots import SnapshotStore
 
 PID = PartitionId("bench-in", 0)
 NAMES = TopicNames("bench-in", "bench-c", "bench-v", "bench-w", "bench-s", "bench-d")

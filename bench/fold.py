@@ -27,8 +27,8 @@ from itertools import islice
 from pathlib import Path
 
 from bench.workload import write
-from events.codec import decode_event
-from processor.foldfile import fold_lines
+from ckptlog.events.codec import decode_event
+from ckptlog.processor.foldfile import fold_lines
 
 TAIL = 10_000
 CHUNK = 500
@@ -38,7 +38,7 @@ RUNS = 10  # bench/workload.py's default: the log starts with their run_started 
 def whole_process(path: Path, reports: int, workers: int) -> float:
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", str(workers)],
+        [sys.executable, "-m", "ckptlog.cli", "fold", str(path), "--workers", str(workers)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -56,7 +56,7 @@ def timed(argv: list[str]) -> tuple[float, float]:
 
 def against_naive(path: Path, reports: int, pairs: int = 3) -> None:
     """`ckptlog fold --workers 1` against bench/naive.py on the same file, alternating."""
-    fold_argv = [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress"]
+    fold_argv = [sys.executable, "-m", "ckptlog.cli", "fold", str(path), "--workers", "1", "--no-progress"]
     naive_argv = [sys.executable, "-m", "bench.naive", str(path)]
     for pair in range(1, pairs + 1):
         (fold_wall, fold_cpu), (naive_wall, naive_cpu) = timed(fold_argv), timed(naive_argv)

@@ -29,19 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.processor import delete_topics, preload, settings_for, topics
-from events.codec import decode_event
-from events.decoded import DecodedEvent
-from events.envelope import deletion_completed_event, encode_json
-from events.rejections import Rejection
-from processor.broker import ensure_bootstrap
-from processor.core import Fold, FoldSettings
-from processor.core.snapshot import encode, of_fold
-from processor.explain.checkpoint import explain
-from processor.explain.source import history_of, views_as_of
-from processor.foldfile import fold_lines
-from processor.kafka.reader import TopicReader
-from processor.kafka.records import PartitionId
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.broker import ensure_bootstrap
+from ckptlog.events.codec import decode_event
+from ckptlog.events.decoded import DecodedEvent
+from ckptlog.events.envelope import deletion_completed_event, encode_json
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.reader import TopicReader
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import encode, of_fold
+from ckptlog.processor.explain.checkpoint import explain
+from ckptlog.processor.explain.source import history_of, views_as_of
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.storage.snapshots import SnapshotStore
 
 ROOT = "file:///bench/history"
 

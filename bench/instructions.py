@@ -36,7 +36,7 @@ _SUMMARY = {
 
 
 def _fold_argv(path: Path) -> list[str]:
-    return [sys.executable, "-m", "processor.cli", "fold", str(path), "--workers", "1", "--no-progress"]
+    return [sys.executable, "-m", "ckptlog.cli", "fold", str(path), "--workers", "1", "--no-progress"]
 
 
 def cache_costs(path: Path) -> dict[str, int]:

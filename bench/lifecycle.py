@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from events.decoded import (
+from ckptlog.events.decoded import (
     CheckpointConfig,
     CheckpointRef,
     CompletedPath,
@@ -39,8 +39,8 @@ from events.decoded import (
     RunStarted,
     RunStartedData,
 )
-from processor.core import Fold
-from processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
 
 ROOT = "file:///bench/runs"
 REPORTS = 5

@@ -14,7 +14,7 @@ process, as the kernel sees it: no gc is forced in it) is read; so
 readers against the state topic holding `--runs` VIEWs, wall time of the whole command (a new
 process: imports included), best of `--repeat`: `ckptlog inspect --json` (every VIEW),
 `ckptlog inspect` (tables, its default 100 runs), `inspect --prefix` (10 runs), `inspect RUN`
-and `ckptlog watch RUN --once`. Each reads the state topic from its start (processor/views.py).
+and `ckptlog watch RUN --once`. Each reads the state topic from its start (ckptlog/processor/views.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.processor import ckptlog_run, delete_topics, preload, settings_for, topics, wait_for_line
-from processor.broker import ensure_bootstrap
-from processor.service.settings import ServiceSettings
+from ckptlog.broker import ensure_bootstrap
+from ckptlog.processor.service.settings import ServiceSettings
 
 ROOT = "file:///bench/many"
 QUIET_S = 3.0  # the committed offset stays at the end this long before RSS is read
@@ -129,7 +129,7 @@ async def processor_side(settings: ServiceSettings, tmp: Path, runs: int, kept: 
 
 def readers(settings: ServiceSettings, runs: int, repeat: int) -> dict[str, Any]:
     """Wall time of each reader command (best of `repeat`), and what `inspect --json` found."""
-    cli = [sys.executable, "-m", "processor.cli"]
+    cli = [sys.executable, "-m", "ckptlog.cli"]
     where = ["--bootstrap-servers", settings.bootstrap_servers or "", "--state-topic", settings.state_topic]
     inspect = [*cli, "inspect", *where, "--dlq-topic", settings.dlq_topic]
     one = run_id(runs // 2)

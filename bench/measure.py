@@ -61,9 +61,9 @@ def memory(args: argparse.Namespace) -> dict[str, Any]:
 
 def _on_kafka(args: argparse.Namespace, body: Callable[[str, Path, list[str]], Awaitable[Any]]) -> Any:
     """Run `body(bootstrap, tmp, created)` on the broker; delete the topics it created."""
-    from processor.broker import ensure_bootstrap
-    from processor.service.logs import configure_logging
-    from processor.service.processor import tune_gc
+    from ckptlog.broker import ensure_bootstrap
+    from ckptlog.processor.service.logs import configure_logging
+    from ckptlog.processor.service.processor import tune_gc
 
     async def run() -> Any:
         tune_gc()  # as `ckptlog run` and bench.processor do

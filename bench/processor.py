@@ -36,13 +36,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.workload import ROOT, events
-from processor.broker import ensure_bootstrap
-from processor.kafka.topics import TopicSpec, ensure_topics
-from processor.service.harness import ROLES, run_argv
-from processor.service.logs import configure_logging
-from processor.service.processor import DeleterFactory, Processor, tune_gc
-from processor.service.settings import ServiceSettings, load_settings
-from processor.storage.deletion import Deleter
+from ckptlog.broker import ensure_bootstrap
+from ckptlog.kafka.topics import TopicSpec, ensure_topics
+from ckptlog.processor.service.harness import ROLES, run_argv
+from ckptlog.processor.service.logs import configure_logging
+from ckptlog.processor.service.processor import DeleterFactory, Processor, tune_gc
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.storage.deletion import Deleter
 
 
 def sparse_events(

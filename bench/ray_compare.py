@@ -7,7 +7,7 @@ validated a few reports later, keep=None without validations) times every prefix
 reports, and the median cost per report over the last tenth of the prefix (ten sub-windows)
 shows how the cost grows with history. Sides:
 
-- `ckptlog`: `processor.foldfile.fold_lines`, what `ckptlog fold` runs (decode and fold);
+- `ckptlog`: `ckptlog.processor.foldfile.fold_lines`, what `ckptlog fold` runs (decode and fold);
 - `ckptlog-apply`: the same fold (`Fold(emit=False).apply`), decoding excluded from the time;
 - `ray`: Ray's manager as shipped (state written as JSON after every report), deletions off;
 - `ray-bare`: Ray's in-memory bookkeeping only (no state written), deletions off.
@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.workload import events
-from events.codec import decode_event
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.foldfile import fold_lines
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.foldfile import fold_lines
 
 SIDES = ("ckptlog", "ckptlog-apply", "ray", "ray-bare")
 MARKS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)

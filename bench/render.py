@@ -26,7 +26,7 @@ RAY_NOTES = """Same stream for every side (bench/workload.py: 10 runs, score `va
 checkpoint; keep=5 with 10% of reports validated 5–50 reports later, keep=None without
 validations). One process per pass; the time at N reports is the time to fold the first N (one
 pass times every prefix), the cost per report is the median over ten windows of the prefix's
-last tenth. **ckptlog fold** is `processor.foldfile.fold_lines`, what `ckptlog fold` runs, JSON
+last tenth. **ckptlog fold** is `ckptlog.processor.foldfile.fold_lines`, what `ckptlog fold` runs, JSON
 decoding and validation included; **Fold.apply** times the same fold without decoding, measured
 before and again after the Ray passes (the host's drift between them). **Ray** is Ray 2.60's own
 `ray.train.v2` `CheckpointManager`, one per run with a `StorageContext` on a temporary directory,

@@ -39,13 +39,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.processor import ckptlog_run, settings_for
 from bench.workload import events
-from events.codec import decode_event
-from events.envelope import deletion_completed_event
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.kafka.topics import TopicSpec, ensure_topics
-from processor.service.harness import ROLES
-from processor.service.settings import load_settings
+from ckptlog.events.codec import decode_event
+from ckptlog.events.envelope import deletion_completed_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.topics import TopicSpec, ensure_topics
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.service.harness import ROLES
+from ckptlog.processor.service.settings import load_settings
 
 PARTITIONS = 4
 WINDOW_RUNS = 20  # runs folded past a full dedup window (the steady state of a long-lived run)
@@ -242,7 +242,7 @@ async def _partitions_cli(bootstrap: str | None, count: int) -> list[dict[str, A
     import tempfile
 
     from bench.processor import delete_topics
-    from processor.broker import ensure_bootstrap
+    from ckptlog.broker import ensure_bootstrap
 
     servers, created, out = bootstrap or ensure_bootstrap(None), list[str](), list[dict[str, Any]]()
     try:

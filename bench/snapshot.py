@@ -3,7 +3,7 @@
 The dense workload (bench.processor.dense_events: every report evicts one checkpoint) folded with
 no deletion ever confirmed, as while the deleter lags behind the fold: the snapshot then holds one
 outstanding eviction per report. The processor encodes each snapshot on its event loop
-(processor/service/snapshotting.py), so this is time the fold does not get. Prints the median of
+(ckptlog/processor/service/snapshotting.py), so this is time the fold does not get. Prints the median of
 `--repeats` encodes and decodes (bytes, milliseconds), with the process's GC tuned as `ckptlog run`
 tunes it.
 """
@@ -15,12 +15,12 @@ import statistics
 import time
 
 from bench.processor import dense_events
-from events.codec import decode_event
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.core.snapshot import decode, encode, of_fold
-from processor.core.state import FoldSettings
-from processor.service.processor import tune_gc
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.processor import tune_gc
 
 
 def main() -> None:

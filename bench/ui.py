@@ -30,12 +30,12 @@ import aiohttp
 
 from bench.processor import delete_topics, preload, settings_for, topics
 from bench.workload import _event
-from ckptlog.reporter import AsyncReporter
-from processor.broker import ensure_bootstrap
-from processor.service.harness import running
-from processor.service.settings import ServiceSettings
-from processor.ui.server import running as serving
-from processor.ui.source import LiveSource
+from ckptlog.broker import ensure_bootstrap
+from ckptlog.client.reporter import AsyncReporter
+from ckptlog.processor.service.harness import running
+from ckptlog.processor.service.settings import ServiceSettings
+from ckptlog.processor.ui.server import running as serving
+from ckptlog.processor.ui.source import LiveSource
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -9,32 +9,38 @@ as coroutines (`Reader` / `AsyncReader`, `Reporter` / `AsyncReporter`, `Evaluato
 See docs/clients.md.
 """
 
-from ckptlog.connect import Topics
-from ckptlog.dead_letters import DeadLetter
-from ckptlog.errors import (
-    ClientClosed,
-    ClientError,
-    EventRejected,
-    FunctionLoadError,
-    InvalidEvent,
-    NoKafkaConfigured,
-    NotConfirmed,
-    ReportsUndelivered,
-)
-from ckptlog.evaluator import AsyncEvaluator
-from ckptlog.event_warnings import EventWarning
-from ckptlog.invoke import Outcome
-from ckptlog.reader import AsyncReader, WaitResult
-from ckptlog.reporter import AsyncReporter, SentEvent
-from ckptlog.score_check import ScoreMissingWarning
-from ckptlog.sync_clients import Evaluator, Reader, Reporter
-from ckptlog.views import ReportedCheckpoint, RunView
-from events.codec import DecodeLimits
-from events.state import Problem
-from processor.errors import CkptlogError, ConfigError
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.errors import KafkaIOError
-from processor.kafka.settings import ConnectionSettings
+import typing as _typing
+
+__version__ = "0.3.0"
+
+if _typing.TYPE_CHECKING:  # the names below are imported on first use (PEP 562): `import ckptlog.cli.main`, the
+    # fold or the processor must not pay for the client library, aiokafka and pydantic (`ckptlog --help`)
+    from ckptlog.client.connect import Topics
+    from ckptlog.client.dead_letters import DeadLetter
+    from ckptlog.client.errors import (
+        ClientClosed,
+        ClientError,
+        EventRejected,
+        FunctionLoadError,
+        InvalidEvent,
+        NoKafkaConfigured,
+        NotConfirmed,
+        ReportsUndelivered,
+    )
+    from ckptlog.client.evaluator import AsyncEvaluator
+    from ckptlog.client.event_warnings import EventWarning
+    from ckptlog.client.invoke import Outcome
+    from ckptlog.client.reader import AsyncReader, WaitResult
+    from ckptlog.client.reporter import AsyncReporter, SentEvent
+    from ckptlog.client.score_check import ScoreMissingWarning
+    from ckptlog.client.sync_clients import Evaluator, Reader, Reporter
+    from ckptlog.client.views import ReportedCheckpoint, RunView
+    from ckptlog.errors import CkptlogError, ConfigError
+    from ckptlog.events.codec import DecodeLimits
+    from ckptlog.events.state import Problem
+    from ckptlog.kafka.connection import KafkaConnection
+    from ckptlog.kafka.errors import KafkaIOError
+    from ckptlog.kafka.settings import ConnectionSettings
 
 __all__ = [
     "AsyncEvaluator",
@@ -71,10 +77,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """`SyncReader`: the synchronous reader's name before 0.2, kept one release with a warning."""
+    """The public names, from ckptlog.client on first use; `SyncReader`, the synchronous reader's name
+    before 0.2, kept with a warning."""
+    if name in __all__:
+        import ckptlog.client
+
+        value = getattr(ckptlog.client, name)
+        globals()[name] = value
+        return value
     if name == "SyncReader":
         import warnings
 
         warnings.warn("ckptlog.SyncReader is now ckptlog.Reader", DeprecationWarning, stacklevel=2)
-        return Reader
+        return __getattr__("Reader")
     raise AttributeError(f"module 'ckptlog' has no attribute {name!r}")

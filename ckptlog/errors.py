@@ -1,55 +1,44 @@
-"""Errors of the client library; all subclass CkptlogError so one `except` catches ckptlog."""
+"""The one exception root of ckptlog; every error names its object and the next step.
+
+Both sides import it: the processor's packages and the client library (ckptlog/client/errors.py builds
+on it, and the Kafka adapter both use raises `KafkaIOError`, a `BrokerError`). It imports nothing,
+so the client loads no server code through it (tests/unit/test_architecture.py).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from processor.errors import CkptlogError, ConfigError
-
-if TYPE_CHECKING:
-    from ckptlog.dead_letters import DeadLetter
-
-NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog broker start`"
+class CkptlogError(Exception):
+    """Root of every error ckptlog raises on purpose."""
 
 
-class ClientError(CkptlogError):
-    """A client (Reporter, Evaluator, AsyncReader) cannot do what was asked."""
+class ConfigError(CkptlogError):
+    """A setting or flag is invalid; the message says which and how to fix it."""
 
 
-class InvalidEvent(ClientError):
-    """An event body would be rejected by the processor; raised before anything is sent."""
+class BrokerError(CkptlogError):
+    """The Kafka broker could not be reached, started or used."""
 
 
-class ClientClosed(ClientError):
-    """The client was used before `start()` / after `close()`."""
+class StorageError(CkptlogError):
+    """Object storage (fsspec) failed; the message names the URL."""
 
 
-class FunctionLoadError(ClientError):
-    """`--fn module:function` does not name an importable callable."""
+class ObjectMissing(StorageError):
+    """An object that was listed (or expected) does not exist (any more)."""
 
 
-class NoKafkaConfigured(ClientError, ConfigError):
-    """No bootstrap servers given or in the environment, and no default local broker running.
-
-    Clients never start a broker: raised at once, before any connection or process."""
-
-    def __init__(self, message: str = NO_KAFKA) -> None:
-        super().__init__(message)
+class SnapshotError(CkptlogError):
+    """A snapshot could not be written, read, verified or restored."""
 
 
-class EventRejected(ClientError):
-    """The processor dead-lettered an event (a Reporter call with `confirm=True`): `reason` is the
-    reason code (events/rejections.py), `message` says what to fix, `letter` has the coordinates."""
-
-    def __init__(self, message: str, letter: DeadLetter) -> None:
-        super().__init__(message)
-        self.reason, self.letter = letter.reason, letter
+class SnapshotCorrupt(SnapshotError):
+    """A snapshot failed its checksum or could not be parsed; restore skips it."""
 
 
-class NotConfirmed(ClientError):
-    """The processor did not commit past an event within the time limit (is `ckptlog run` running?)."""
+class SnapshotVersionError(SnapshotError):
+    """A snapshot has a schema version this build does not know; upgrade ckptlog."""
 
 
-class ReportsUndelivered(ClientError):
-    """The Ray callback's events could not reach Kafka within its buffer or its flush time
-    (ckptlog.integrations.outbox): the job fails instead of dropping them silently."""
+class OffsetOutOfRange(CkptlogError):
+    """The log no longer holds the offset a snapshot needs to replay from."""

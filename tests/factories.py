@@ -7,9 +7,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from events.codec import decode_event
-from events.decoded import DecodedEvent
-from events.rejections import Rejection
+from ckptlog.events.codec import decode_event
+from ckptlog.events.decoded import DecodedEvent
+from ckptlog.events.rejections import Rejection
 
 _ids = itertools.count()
 

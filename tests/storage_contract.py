@@ -16,12 +16,12 @@ from typing import Any, TypedDict
 
 import pytest
 
-from events.paths import MARKER, normalize
-from processor.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
-from processor.storage.claims import Claimant, claim_name
-from processor.storage.deletion import Deleter, RetryPolicy
-from processor.storage.objects import ObjectStore
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
+from ckptlog.events.paths import MARKER, normalize
+from ckptlog.processor.storage.claims import Claimant, claim_name
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.processor.storage.objects import ObjectStore
+from ckptlog.processor.storage.snapshots import SnapshotStore
 
 
 class S3Endpoint(TypedDict):
@@ -184,11 +184,11 @@ class StorageContract:
         snaps.write(encode("good"), 10)
         bad_checksum = snaps.write(encode("x")[:-1] + b"0", 20)  # decode's checksum fails
         full = encode("cut short")  # named for its full content, stored truncated
-        from processor.storage.snapshots import SnapshotName, content_digest
+        from ckptlog.processor.storage.snapshots import SnapshotName, content_digest
 
         truncated = f"t/0/{SnapshotName(30, content_digest(full)).filename}"
         backend.store().put_immutable(truncated, full[:5])
-        with caplog.at_level(logging.WARNING, logger="processor.storage.snapshots"):
+        with caplog.at_level(logging.WARNING, logger="ckptlog.processor.storage.snapshots"):
             assert snaps.load_latest(decode) == "good"
         warned = "\n".join(r.getMessage() for r in caplog.records)
         assert backend.store().url(truncated) in warned

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptlog.errors import ReportsUndelivered
-from processor.kafka.errors import KafkaIOError
+from ckptlog.client.errors import ReportsUndelivered
+from ckptlog.kafka.errors import KafkaIOError
 
 log = logging.getLogger(__name__)
 

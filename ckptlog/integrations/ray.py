@@ -47,15 +47,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ckptlog.confirm import PROCESSOR_GROUP
-from ckptlog.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics
-from ckptlog.dead_letters import DLQ_TOPIC
-from ckptlog.event_warnings import CHECKPOINTS_TOPIC
+from ckptlog.client.confirm import PROCESSOR_GROUP
+from ckptlog.client.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics
+from ckptlog.client.dead_letters import DLQ_TOPIC
+from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC
+from ckptlog.client.sync_clients import Reader, Reporter
+from ckptlog.client.views import RunView
 from ckptlog.integrations import ray_snapshot
 from ckptlog.integrations.outbox import Outbox
 from ckptlog.integrations.ray_session import RaySession, RunNotResumable
-from ckptlog.sync_clients import Reader, Reporter
-from ckptlog.views import RunView
 
 try:
     from ray.train import Checkpoint

@@ -10,7 +10,7 @@ What is refused, per checkpoint (listed in `Adoption.skipped` with the reason, n
 ckptlog never ranks, and so never deletes, it): a name that is not one plain path segment (`..`,
 `/abs`, `a/b`, empty, control characters), a directory that is missing, a symlink (its target may
 lie anywhere), or anything that is not a directory. The experiment directory itself must be a real
-directory, not a symlink. Report ids come from Ray's report index (`ckptlog.ids.adopted_report_id`),
+directory, not a symlink. Report ids come from Ray's report index (`ckptlog.client.ids.adopted_report_id`),
 so adopting twice sends the same events and the processor counts them once.
 
 Not carried over: Ray's pending validations (ckptlog sees those checkpoints unvalidated; its
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckptlog.errors import ClientError
+from ckptlog.client.errors import ClientError
 
 SNAPSHOT = "checkpoint_manager_snapshot.json"
 

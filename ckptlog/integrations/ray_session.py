@@ -4,7 +4,7 @@ Ray resumes a run when a new job starts under the same `RunConfig.name` and stor
 controller, and so this callback, starts from nothing. Three rules keep both jobs' reports:
 
 - **Ids never collide.** Every controller start draws a fresh attempt id; a report's event id is
-  (run, attempt, generation, index) (`ckptlog.ids.attempt_report_id`). A retry within the attempt
+  (run, attempt, generation, index) (`ckptlog.client.ids.attempt_report_id`). A retry within the attempt
   (the outbox resending after a Kafka blip) repeats the id, so the processor counts it once; a
   resumed job's reports are new facts and are never dropped as duplicates of the first job's.
 - **A resumed run is a new worker group.** `start` sends `run_started` confirmed: once the processor
@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ckptlog import ids
-from ckptlog.errors import ClientError, EventRejected, NotConfirmed
-from ckptlog.sync_clients import Reporter
-from ckptlog.views import RunView
+from ckptlog.client import ids
+from ckptlog.client.errors import ClientError, EventRejected, NotConfirmed
+from ckptlog.client.sync_clients import Reporter
+from ckptlog.client.views import RunView
 
 log = logging.getLogger(__name__)
 Status = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from processor.broker import LocalBroker
-from processor.broker.config import free_port
-from processor.errors import CkptlogError
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import free_port
+from ckptlog.errors import CkptlogError
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.6.0"

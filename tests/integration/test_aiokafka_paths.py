@@ -1,4 +1,4 @@
-"""The processor on aiokafka's public API (processor/kafka/fence.py, `aiokafka_internals = "off"`)
+"""The processor on aiokafka's public API (ckptlog/kafka/fence.py, `aiokafka_internals = "off"`)
 publishes what it publishes on the fast path: CI runs both, so an aiokafka upgrade that turns the
 fast path off costs speed, never correctness."""
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from processor.kafka import read_topic
-from processor.kafka.clients_io import TopicTail
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.fence import Internals
-from processor.kafka.producers import Batcher, produce
-from processor.kafka.records import OutRecord
-from processor.kafka.topics import TopicSpec, ensure_topics
-from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
-from processor.service.settings import ServiceSettings
+from ckptlog.kafka import read_topic
+from ckptlog.kafka.clients_io import TopicTail
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.fence import Internals
+from ckptlog.kafka.producers import Batcher, produce
+from ckptlog.kafka.records import OutRecord
+from ckptlog.kafka.topics import TopicSpec, ensure_topics
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
 pytestmark = pytest.mark.timeout(180)

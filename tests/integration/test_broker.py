@@ -16,8 +16,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from processor.broker import LocalBroker, ToolMissingError
-from processor.broker.config import free_port
+from ckptlog.broker import LocalBroker, ToolMissingError
+from ckptlog.broker.config import free_port
 
 if TYPE_CHECKING:
     from .conftest import TopicFactory
@@ -164,7 +164,7 @@ async def test_local_broker_restart_keeps_committed_data(tmp_path: Path) -> None
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    code = "from processor.cli.main import main; main()"
+    code = "from ckptlog.cli.main import main; main()"
     return subprocess.run(
         [sys.executable, "-c", code, "broker", *args],
         capture_output=True, text=True, timeout=180, check=False,

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ckptlog import AsyncReader, AsyncReporter, ScoreMissingWarning, Topics
-from processor.cli.main import _register, app
-from processor.service.harness import running
-from processor.service.settings import ServiceSettings
+from ckptlog.cli.main import _register, app
+from ckptlog.processor.service.harness import running
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import make_settings
 
 pytestmark = pytest.mark.timeout(180)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ckptlog import AsyncReporter
-from processor.service.harness import running
+from ckptlog.processor.service.harness import running
 from tests.integration.test_processor_e2e import make_settings
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,7 +40,7 @@ async def test_watch_into_a_pipe_prints_a_line_at_start_and_one_per_change(
         await reporter.run_started(root, num_to_keep=1, checkpoint_score_attribute="acc")
         await reporter.report({"acc": 0.5}, root / "c0")
         watch = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processor.cli", "watch", "piped", *topics,
+            sys.executable, "-m", "ckptlog.cli", "watch", "piped", *topics,
             cwd=REPO, env={**os.environ, "COLUMNS": "80"},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

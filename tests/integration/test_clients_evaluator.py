@@ -15,13 +15,14 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from ckptlog import AsyncEvaluator, Topics, ids
-from events.codec import decode_event
-from events.outputs import encode_json, envelope
-from events.rejections import Rejection
-from processor.kafka.clients_io import EventProducer
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import read_topic
+from ckptlog import AsyncEvaluator, Topics
+from ckptlog.client import ids
+from ckptlog.events.codec import decode_event
+from ckptlog.events.outputs import encode_json, envelope
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.clients_io import EventProducer
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.reader import read_topic
 from tests.integration.conftest import TopicFactory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ async def test_evaluator_killed_mid_task_loses_no_request(
     cmd = [
         sys.executable,
         "-m",
-        "processor.cli",
+        "ckptlog.cli",
         "evaluate",
         "--fn",
         "tests.integration.test_clients_evaluator:judge",

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from ckptlog import ConnectionSettings, KafkaIOError, Reporter
-from processor.broker import LocalBroker
-from processor.broker.config import free_port
-from processor.errors import CkptlogError
-from processor.kafka.topics import TopicSpec
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import free_port
+from ckptlog.errors import CkptlogError
+from ckptlog.kafka.topics import TopicSpec
 
 pytestmark = pytest.mark.timeout(180)
 DELIVERY_TIMEOUT_S = 3.0
@@ -70,7 +70,7 @@ def test_a_report_while_kafka_is_down_fails_in_the_delivery_timeout_with_ckptlog
 def create_topic(conn: ConnectionSettings, name: str) -> None:
     import asyncio
 
-    from processor.kafka.topics import ensure_topics
+    from ckptlog.kafka.topics import ensure_topics
 
     async def main() -> None:
         await ensure_topics(conn.connect(conn.bootstrap_servers or "", "outage-test"), [TopicSpec(name, 1)], 1)

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, Topics
-from events.outputs import encode_json
-from processor.demo.training import file_url
-from processor.foldfile import fold_lines
-from processor.kafka.clients_io import EventProducer, delete_topics
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import read_topic
-from processor.service.processor import Processor
-from processor.service.settings import ServiceSettings
+from ckptlog.demo.training import file_url
+from ckptlog.events.outputs import encode_json
+from ckptlog.kafka.clients_io import EventProducer, delete_topics
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.reader import read_topic
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.processor import Processor
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.conftest import TopicFactory
 
 

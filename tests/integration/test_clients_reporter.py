@@ -9,12 +9,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ckptlog import AsyncReporter, Reporter, ids
-from events.codec import decode_event
-from processor.cli.main import _register, app
-from processor.foldfile import fold_lines
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import read_topic
+from ckptlog import AsyncReporter, Reporter
+from ckptlog.cli.main import _register, app
+from ckptlog.client import ids
+from ckptlog.events.codec import decode_event
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.reader import read_topic
+from ckptlog.processor.foldfile import fold_lines
 from tests.integration.conftest import TopicFactory
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptlog import AsyncReporter, ScoreMissingWarning
-from processor.cli.main import _register, app
-from processor.service.harness import running
+from ckptlog.cli.main import _register, app
+from ckptlog.processor.service.harness import running
 from tests.integration.test_processor_e2e import make_settings
 
 pytestmark = pytest.mark.timeout(180)

@@ -22,7 +22,7 @@ async def test_demo_runs_end_to_end_and_its_checks_pass(kafka_bootstrap: str) ->
     started = time.monotonic()
     proc = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "processor.cli", "demo", "--no-live", "--pace-s", "0.02"],
+        [sys.executable, "-m", "ckptlog.cli", "demo", "--no-live", "--pace-s", "0.02"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -40,7 +40,7 @@ async def test_demo_runs_end_to_end_and_its_checks_pass(kafka_bootstrap: str) ->
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "processor.cli", *args],
+        [sys.executable, "-m", "ckptlog.cli", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -25,18 +25,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckptlog import AsyncReader, Topics
-from events.outputs import CHECKPOINT_EVICTED, OutputEnvelope
-from processor.explain.checkpoint import explain, path_key
-from processor.explain.client import History
-from processor.explain.source import history_of, views_as_of
-from processor.foldfile import fold_lines
-from processor.kafka import read_topic
-from processor.kafka.producers import produce
-from processor.kafka.reader import TopicReader
-from processor.kafka.records import PartitionId
-from processor.kafka.topics import committed_offsets
-from processor.service.harness import event_record, running
-from processor.service.settings import ServiceSettings
+from ckptlog.events.outputs import CHECKPOINT_EVICTED, OutputEnvelope
+from ckptlog.kafka import read_topic
+from ckptlog.kafka.producers import produce
+from ckptlog.kafka.reader import TopicReader
+from ckptlog.kafka.records import PartitionId
+from ckptlog.kafka.topics import committed_offsets
+from ckptlog.processor.explain.checkpoint import explain, path_key
+from ckptlog.processor.explain.client import History
+from ckptlog.processor.explain.source import history_of, views_as_of
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import event_record, running
+from ckptlog.processor.service.settings import ServiceSettings
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -206,7 +206,7 @@ async def test_the_cli_explains_and_refuses_unknowns_clearly(
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CKPTLOG_")}
-        command = [sys.executable, "-m", "processor", *args, *flags]
+        command = [sys.executable, "-m", "ckptlog", *args, *flags]
         return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
 
     evicted = cli("explain", "a", (root / "c0").as_uri(), "--json")

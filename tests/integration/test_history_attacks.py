@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from processor.errors import ConfigError
-from processor.explain.source import history_of, views_as_of
-from processor.foldfile import fold_lines
-from processor.kafka import read_topic
-from processor.kafka.producers import produce
-from processor.kafka.reader import TopicReader, partition_of
-from processor.kafka.records import OutRecord
-from processor.kafka.topics import committed_offsets, delete_prefix
-from processor.service.harness import event_record, running
-from processor.service.settings import ServiceSettings
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.errors import ConfigError
+from ckptlog.kafka import read_topic
+from ckptlog.kafka.producers import produce
+from ckptlog.kafka.reader import TopicReader, partition_of
+from ckptlog.kafka.records import OutRecord
+from ckptlog.kafka.topics import committed_offsets, delete_prefix
+from ckptlog.processor.explain.source import history_of, views_as_of
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import event_record, running
+from ckptlog.processor.service.settings import ServiceSettings
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -49,7 +49,7 @@ def cli_of(settings: ServiceSettings, **overrides: str) -> Any:
 
     def cli(*args: str | bytes) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CKPTLOG_")}
-        command = [sys.executable, "-m", "processor", *args, *(f"--{k}={v}" for k, v in flags.items())]
+        command = [sys.executable, "-m", "ckptlog", *args, *(f"--{k}={v}" for k, v in flags.items())]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, errors="replace")
         assert "Traceback" not in done.stderr, done.stderr
         return done

@@ -18,12 +18,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from ckptlog import AsyncReader, Reader, Topics
-from ckptlog.dead_letters import DeadLetterFeed, read_dead_letters
-from events.dead_letters import H_OFFSET, H_REASON
-from events.state import input_offset
-from processor.kafka.reader import read_topic
-from processor.service.harness import expected_views, produce_events, running, wait_for_views
-from processor.service.views import read_state_topic
+from ckptlog.client.dead_letters import DeadLetterFeed, read_dead_letters
+from ckptlog.events.dead_letters import H_OFFSET, H_REASON
+from ckptlog.events.state import input_offset
+from ckptlog.kafka.reader import read_topic
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views
+from ckptlog.processor.service.views import read_state_topic
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -47,7 +47,7 @@ async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None,
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The command's exit code, stdout and stderr (undecodable bytes replaced: export writes them as they are)."""
-    done = subprocess.run([sys.executable, "-m", "processor.cli", *args], capture_output=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-m", "ckptlog.cli", *args], capture_output=True, timeout=120, check=False)
     out, err = (stream.decode("utf-8", "replace") for stream in (done.stdout, done.stderr))
     return subprocess.CompletedProcess(done.args, done.returncode, out, err)
 

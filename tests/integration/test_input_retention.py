@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from processor.cli.topics import input_retention, retention_warnings
-from processor.explain.checkpoint import explain
-from processor.explain.source import history_of
-from processor.kafka.topics import delete_prefix
-from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
-from processor.service.settings import load_settings
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.cli.topics import input_retention, retention_warnings
+from ckptlog.kafka.topics import delete_prefix
+from ckptlog.processor.explain.checkpoint import explain
+from ckptlog.processor.explain.source import history_of
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
+from ckptlog.processor.service.settings import load_settings
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
 pytestmark = pytest.mark.timeout(180)

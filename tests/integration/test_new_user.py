@@ -15,15 +15,16 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from typer.testing import CliRunner, Result
 
-from ckptlog import AsyncEvaluator, AsyncReporter, EventRejected, Reader, Topics, ids
-from processor.cli.main import _register, app
-from processor.errors import ConfigError
-from processor.foldfile import fold_lines
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.consumer import GroupConsumer
-from processor.kafka.records import PartitionId
-from processor.service.harness import running, wait_for_views
-from processor.service.settings import ServiceSettings
+from ckptlog import AsyncEvaluator, AsyncReporter, EventRejected, Reader, Topics
+from ckptlog.cli.main import _register, app
+from ckptlog.client import ids
+from ckptlog.errors import ConfigError
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.consumer import GroupConsumer
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import running, wait_for_views
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
 pytestmark = pytest.mark.timeout(180)

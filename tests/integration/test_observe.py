@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from processor.broker.config import free_port
-from processor.kafka.producers import produce
-from processor.kafka.records import OutRecord
-from processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
-from processor.service.settings import ServiceSettings
+from ckptlog.broker.config import free_port
+from ckptlog.kafka.producers import produce
+from ckptlog.kafka.records import OutRecord
+from ckptlog.processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
 pytestmark = pytest.mark.timeout(180)

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from events.paths import MARKER
-from processor.kafka import read_topic
-from processor.kafka.producers import produce
-from processor.service.harness import event_record, running, wait_for_views
-from processor.storage.claims import Claimant, claim_name
+from ckptlog.events.paths import MARKER
+from ckptlog.kafka import read_topic
+from ckptlog.kafka.producers import produce
+from ckptlog.processor.service.harness import event_record, running, wait_for_views
+from ckptlog.processor.storage.claims import Claimant, claim_name
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 

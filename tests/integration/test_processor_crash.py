@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from processor.foldfile import fold_lines
-from processor.kafka import read_topic
-from processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
-from processor.service.settings import ServiceSettings
+from ckptlog.kafka import read_topic
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import expected_views, produce_events, run_argv, wait_for_views, workload
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
 pytestmark = pytest.mark.timeout(180)

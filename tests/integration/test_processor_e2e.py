@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from processor.core.snapshot import decode
-from processor.errors import OffsetOutOfRange
-from processor.kafka import KafkaConnection, delete_prefix, read_topic
-from processor.service.harness import (
+from ckptlog.errors import OffsetOutOfRange
+from ckptlog.kafka import KafkaConnection, delete_prefix, read_topic
+from ckptlog.processor.core.snapshot import decode
+from ckptlog.processor.service.harness import (
     checkpoint_paths,
     expected_views,
     produce_events,
@@ -22,11 +22,11 @@ from processor.service.harness import (
     wait_for_views,
     workload,
 )
-from processor.service.processor import Processor
-from processor.service.records import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
-from processor.service.replay import rebuild
-from processor.service.settings import ServiceSettings, load_settings
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.processor.service.processor import Processor
+from ckptlog.processor.service.records import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
+from ckptlog.processor.service.replay import rebuild
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.storage.snapshots import SnapshotStore
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,7 +90,7 @@ async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
         [
             sys.executable,
             "-m",
-            "processor.cli",
+            "ckptlog.cli",
             "inspect",
             "--json",
             "--bootstrap-servers",
@@ -108,7 +108,7 @@ async def test_views_equal_offline_fold_and_evicted_checkpoints_are_deleted(
 
 
 def _evicted(lines: list[bytes], settings: ServiceSettings) -> dict[str, list[str]]:
-    from processor.foldfile import fold_lines
+    from ckptlog.processor.foldfile import fold_lines
 
     return fold_lines(lines, settings.fold_settings()).evicted
 

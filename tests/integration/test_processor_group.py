@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from processor.foldfile import fold_lines
-from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 
 pytestmark = pytest.mark.timeout(120)

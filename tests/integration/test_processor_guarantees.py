@@ -10,10 +10,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from processor.kafka import GroupConsumer, PartitionId, read_topic, transactional_id
-from processor.kafka.producers import retrieve_failures
-from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
-from processor.service.settings import load_settings
+from ckptlog.kafka import GroupConsumer, PartitionId, read_topic, transactional_id
+from ckptlog.kafka.producers import retrieve_failures
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
+from ckptlog.processor.service.settings import load_settings
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
 pytestmark = pytest.mark.timeout(120)

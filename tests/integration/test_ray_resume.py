@@ -29,9 +29,9 @@ from ray.train import Checkpoint, CheckpointConfig, RunConfig, ScalingConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from ckptlog.integrations.ray import CkptlogCallback, kept_checkpoints
-from processor.kafka import read_topic
-from processor.service.harness import running
-from processor.service.settings import ServiceSettings
+from ckptlog.kafka import read_topic
+from ckptlog.processor.service.harness import running
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.integration.test_processor_e2e import conn_of, make_settings
 from tests.integration.test_ray_train import callback_topics, disk_settles, ray_cluster, view_of
 
@@ -174,7 +174,7 @@ async def test_adopt_ray_puts_a_ray_run_under_ckptlog_once(
     from its experiment directory; ckptlog then holds Ray's checkpoints and a second adopt sends nothing."""
     from typer.testing import CliRunner
 
-    from processor.cli.main import _register, app
+    from ckptlog.cli.main import _register, app
 
     _register()
     settings = await both_jobs(tmp_path, topic_factory, kafka_bootstrap)

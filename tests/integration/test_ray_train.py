@@ -29,10 +29,10 @@ from ray.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, Sc
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from ckptlog.integrations.ray import CkptlogCallback
-from processor.kafka import read_topic
-from processor.service.harness import running
-from processor.service.settings import ServiceSettings
-from processor.service.views import read_views
+from ckptlog.kafka import read_topic
+from ckptlog.processor.service.harness import running
+from ckptlog.processor.service.settings import ServiceSettings
+from ckptlog.processor.service.views import read_views
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
 pytestmark = pytest.mark.timeout(300)

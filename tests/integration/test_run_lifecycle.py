@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from events.paths import MARKER
-from processor.kafka import read_topic
-from processor.kafka.producers import produce
-from processor.service.harness import event_record, running
-from processor.service.views import read_views
-from processor.storage.claims import Claimant, claim_name
+from ckptlog.events.paths import MARKER
+from ckptlog.kafka import read_topic
+from ckptlog.kafka.producers import produce
+from ckptlog.processor.service.harness import event_record, running
+from ckptlog.processor.service.views import read_views
+from ckptlog.processor.storage.claims import Claimant, claim_name
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 
@@ -112,7 +112,7 @@ async def test_finish_idle_for_finishes_only_the_runs_idle_that_long(
     topic; --dry-run sends nothing, a finished run is not finished again, --prefix filters."""
     from typer.testing import CliRunner
 
-    from processor.cli.main import _register, app
+    from ckptlog.cli.main import _register, app
 
     _register()
 

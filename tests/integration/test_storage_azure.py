@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from processor.errors import StorageError
-from processor.storage.objects import ObjectStore
+from ckptlog.errors import StorageError
+from ckptlog.processor.storage.objects import ObjectStore
 from tests.storage_contract import AzureEndpoint, Backend, RemoteStorageContract
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from processor.ui.pages import run_url
+from ckptlog.processor.ui.pages import run_url
 from tests import factories as f
 from tests.integration.ui_console import HOSTILE, console
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from playwright.async_api import Browser, Page, async_playwright
 
-from events.metrics import lookup
-from processor.ui.pages import run_url
+from ckptlog.events.metrics import lookup
+from ckptlog.processor.ui.pages import run_url
 from tests import factories as f
 from tests.integration.ui_console import HOSTILE, NESTED, NESTED_SCORES, TOKEN, Console, console
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from processor.foldfile import fold_lines
-from processor.kafka.connection import KafkaConnection
-from processor.service.harness import produce_events, running, wait_for_views, workload
-from processor.service.settings import ServiceSettings
-from processor.ui.server import running as serving
-from processor.ui.source import LiveSource
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import produce_events, running, wait_for_views, workload
+from ckptlog.processor.service.settings import ServiceSettings
+from ckptlog.processor.ui.server import running as serving
+from ckptlog.processor.ui.source import LiveSource
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_dirs, make_settings
 

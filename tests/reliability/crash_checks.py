@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from processor.core.fold import Fold
-from processor.core.view import View
-from processor.foldfile import fold_lines
-from processor.kafka import KafkaConnection, PartitionId, Record, read_topic
-from processor.service.batch import Batch, BatchFolder
-from processor.service.records import H_OFFSET, H_PARTITION, RecordFactory, TopicNames
-from processor.service.settings import ServiceSettings
+from ckptlog.kafka import KafkaConnection, PartitionId, Record, read_topic
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import View
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.batch import Batch, BatchFolder
+from ckptlog.processor.service.records import H_OFFSET, H_PARTITION, RecordFactory, TopicNames
+from ckptlog.processor.service.settings import ServiceSettings
 from tests.reliability.crash_workload import Tree
 
 LIVE, EVICTED, LEFTOVER = "live", "evicted", "leftover"
@@ -80,7 +80,7 @@ def _reported(value: bytes | None) -> str | None:
 
 def replay(records: Sequence[Record], settings: ServiceSettings, written: set[str]) -> Replayed:
     """Fold the log record by record as the service does; see the module docstring."""
-    quiet = logging.getLogger("processor.service.batch")  # its dead-letter warnings are the service's to log
+    quiet = logging.getLogger("ckptlog.processor.service.batch")  # its dead-letter warnings are the service's to log
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:

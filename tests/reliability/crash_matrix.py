@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from processor.failpoints import POINTS
-from processor.kafka import ensure_topics, read_topic
-from processor.kafka.topics import committed_offsets
-from processor.service.processor import topic_specs
-from processor.service.settings import ServiceSettings, load_settings
-from processor.service.views import read_views
+from ckptlog.kafka import ensure_topics, read_topic
+from ckptlog.kafka.topics import committed_offsets
+from ckptlog.processor.failpoints import POINTS
+from ckptlog.processor.service.processor import topic_specs
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.service.views import read_views
 from tests.reliability.crash_checks import check_outputs, check_tree, check_watermarks, clean_fold, replay, same
 from tests.reliability.crash_processes import KILLED, Feeder, Instance, broker, moto
 from tests.reliability.crash_workload import LocalTree, RemoteTree, Tree, Workload

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from processor.broker import LocalBroker
-from processor.broker.config import free_port
-from processor.failpoints import ENV
-from processor.kafka import IdempotentProducer, KafkaConnection
-from processor.service.harness import event_record
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import free_port
+from ckptlog.kafka import IdempotentProducer, KafkaConnection
+from ckptlog.processor.failpoints import ENV
+from ckptlog.processor.service.harness import event_record
 from tests.reliability.crash_workload import Workload
 from tests.storage_contract import S3Endpoint
 
@@ -39,9 +39,7 @@ class Instance:
             env[ENV] = crash
         self.log, self.crash = log, crash
         with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "processor.cli", *argv], stdout=out, stderr=out, env=env
-            )
+            self.proc = subprocess.Popen([sys.executable, "-m", "ckptlog.cli", *argv], stdout=out, stderr=out, env=env)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

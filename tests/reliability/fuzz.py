@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.workload import events as bench_events
-from events.codec import decode_event
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.core.state import FoldSettings
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.state import FoldSettings
 from tests import factories as f
 from tests.unit.corpus.golden import logs
 

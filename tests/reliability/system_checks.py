@@ -19,13 +19,13 @@ from typing import Any
 
 import jsonschema
 
-from ckptlog import ids
-from events.dead_letters import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
-from events.rejections import Reason
-from events.view import PAGE_KEY_SEPARATOR
-from processor.cli.export import as_line
-from processor.core.view import View
-from processor.kafka.reader import Record
+from ckptlog.cli.export import as_line
+from ckptlog.client import ids
+from ckptlog.events.dead_letters import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
+from ckptlog.events.rejections import Reason
+from ckptlog.events.view import PAGE_KEY_SEPARATOR
+from ckptlog.kafka.reader import Record
+from ckptlog.processor.core.view import View
 from tests.reliability.system_tree import SystemTree, changes, under
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"

@@ -18,13 +18,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptlog.connect import Topics
-from processor.kafka import IdempotentProducer, KafkaIOError, OutRecord, ensure_topics, read_topic
-from processor.kafka.reader import Record
-from processor.kafka.topics import committed_offsets
-from processor.service.harness import run_argv
-from processor.service.processor import topic_specs
-from processor.service.settings import ServiceSettings, load_settings
+from ckptlog.client.connect import Topics
+from ckptlog.kafka import IdempotentProducer, KafkaIOError, OutRecord, ensure_topics, read_topic
+from ckptlog.kafka.reader import Record
+from ckptlog.kafka.topics import committed_offsets
+from ckptlog.processor.service.harness import run_argv
+from ckptlog.processor.service.processor import topic_specs
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
 from tests.reliability.crash_processes import KILLED, Instance
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,
@@ -266,7 +266,7 @@ class System:
 
     async def cli(self, *argv: str, timeout_s: float = 120.0) -> Cli:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processor.cli", *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            sys.executable, "-m", "ckptlog.cli", *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_s)

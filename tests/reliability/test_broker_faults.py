@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from processor.broker import LocalBroker
-from processor.broker.config import free_port
-from processor.kafka import IdempotentProducer
-from processor.service.harness import event_record
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import free_port
+from ckptlog.kafka import IdempotentProducer
+from ckptlog.processor.service.harness import event_record
 from tests.reliability.crash_matrix import Chain, Scenario
 
 OUTAGES = {  # how the broker goes away, and for how long

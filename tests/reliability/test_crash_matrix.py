@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from processor.failpoints import POINTS
+from ckptlog.processor.failpoints import POINTS
 from tests.reliability.crash_matrix import Chain, Scenario, applicable
 
 pytestmark = pytest.mark.timeout(240)

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from ckptlog import AsyncReader
-from ckptlog.connect import Topics
-from processor.kafka import read_topic
-from processor.service.harness import produce_events, running
+from ckptlog.client.connect import Topics
+from ckptlog.kafka import read_topic
+from ckptlog.processor.service.harness import produce_events, running
 from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 

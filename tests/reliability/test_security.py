@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, ConnectionSettings, Reader, Reporter, Topics
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import BrokerSecurity, free_port
+from ckptlog.errors import CkptlogError
 from ckptlog.integrations.ray import CkptlogCallback
-from processor.broker import LocalBroker
-from processor.broker.config import BrokerSecurity, free_port
-from processor.errors import CkptlogError
-from processor.kafka import KafkaConnection
-from processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
-from processor.service.settings import load_settings
+from ckptlog.kafka import KafkaConnection
+from ckptlog.processor.service.harness import expected_views, produce_events, running, wait_for_views, workload
+from ckptlog.processor.service.settings import load_settings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -168,7 +168,7 @@ def client_env(bootstrap: str, cafile: Path) -> dict[str, str]:
 
 async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processor", *args, env=env, stdout=PIPE, stderr=PIPE
+        sys.executable, "-m", "ckptlog", *args, env=env, stdout=PIPE, stderr=PIPE
     )
     out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode is not None

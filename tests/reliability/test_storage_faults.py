@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from processor.core import Fold, FoldSettings
-from processor.core.snapshot import SCHEMA_VERSION, Snapshot, decode, encode
-from processor.errors import SnapshotVersionError, StorageError
-from processor.storage.deletion import Deleter, RetryPolicy
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.errors import SnapshotVersionError, StorageError
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, decode, encode
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.reliability.faulty_fs import Faults, FaultyFS, register
 

@@ -26,16 +26,16 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from events.decoded import CheckpointConfig
-from processor.cli.export import as_line
-from processor.core.fold import Fold
-from processor.core.state import FoldSettings
-from processor.core.view import run_view
-from processor.foldfile import fold_file_text
-from processor.kafka import PartitionId
-from processor.kafka.reader import Record
-from processor.service.batch import BatchFolder
-from processor.service.records import RecordFactory, TopicNames
+from ckptlog.cli.export import as_line
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.kafka import PartitionId
+from ckptlog.kafka.reader import Record
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.core.view import run_view
+from ckptlog.processor.foldfile import fold_file_text
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.records import RecordFactory, TopicNames
 from tests.reliability.system_checks import env_list, same
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,

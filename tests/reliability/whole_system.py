@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptlog import Reader
-from processor.kafka import Record, read_topic
+from ckptlog.kafka import Record, read_topic
 from tests.reliability import system_checks as checks
 from tests.reliability.crash_checks import check_outputs, check_watermarks, replay
 from tests.reliability.crash_processes import broker

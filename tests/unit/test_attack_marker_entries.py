@@ -1,6 +1,6 @@
 """Attack: `read_marker` trusts what it finds inside a `.ckptlog-run` directory.
 
-`processor.storage.markers.read_marker` opens every entry of a marker directory with
+`ckptlog.processor.storage.markers.read_marker` opens every entry of a marker directory with
 `os.open(name, O_RDONLY | O_NOFOLLOW)` and `os.read`s it, whatever it is:
 
 - a FIFO blocks that `open` forever (no writer ever comes). A training job writes its own
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from events.paths import normalize
-from processor.storage.claims import Claimant
-from processor.storage.deletion import Deleter, RetryPolicy, _Request
-from processor.storage.markers import claim_all
-from processor.storage.removal import Refused, remove_all
+from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claims import Claimant
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy, _Request
+from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.removal import Refused, remove_all
 
 WAIT_S = 5.0
 

@@ -1,6 +1,6 @@
 """Attack: under file-descriptor pressure, `marker_below` skips directories instead of failing.
 
-`processor.storage.markers.marker_below` walks the checkpoint depth first and keeps one open
+`ckptlog.processor.storage.markers.marker_below` walks the checkpoint depth first and keeps one open
 directory fd per directory still to visit. A wide checkpoint (a sharded one has thousands of
 shard directories) makes it open one fd per sibling at once, and any `os.open` failure of a child
 (`except OSError: continue`, meant for "swapped meanwhile") silently drops that subtree from the
@@ -20,8 +20,8 @@ import os
 import resource
 from pathlib import Path
 
-from events.paths import normalize
-from processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 
 SHARDS = 300
 SPARE_FDS = 40

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from events.decoded import CheckpointConfig
-from processor.core import Fold, FoldSettings
-from processor.core.lifecycle import deletion_problem
-from processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.lifecycle import deletion_problem
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from tests import factories as f
 
 

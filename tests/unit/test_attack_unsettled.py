@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from events.decoded import CheckpointConfig
-from events.paths import normalize
-from processor.core import Fold, FoldSettings
-from processor.storage.claims import Claimant
-from processor.storage.markers import claim_all
-from processor.storage.removal import Refused, remove_all
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.events.paths import normalize
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.storage.claims import Claimant
+from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.removal import Refused, remove_all
 from tests import factories as f
 
 LONG_ID = "é" * 200  # 200 characters (within contract §2's 256), 400 UTF-8 bytes (over NAME_MAX)

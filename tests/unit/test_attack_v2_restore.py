@@ -18,10 +18,10 @@ import json
 
 import pytest
 
-from events.decoded import CheckpointConfig
-from processor.core import Fold, FoldSettings
-from processor.core.snapshot import canonical, decode, encode, of_fold
-from processor.errors import SnapshotVersionError
+from ckptlog.errors import SnapshotVersionError
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import canonical, decode, encode, of_fold
 from tests import factories as f
 
 SETTINGS = FoldSettings(

@@ -7,7 +7,7 @@ of its own, and every run also plays the attacker: it reports another run's root
 above another run's checkpoint, another run's kept checkpoint, the storage root, paths through
 a symlink below the storage root that leads outside it, and starts with roots that nest with
 other runs' (which the other partition cannot see). The processor claims each registered root
-(ownership markers, processor/storage/markers.py) as the service does after a commit, and its
+(ownership markers, ckptlog/processor/storage/markers.py) as the service does after a commit, and its
 real `Deleter` deletes what each fold owes, folding the completions back; folds are restored
 from snapshot bytes now and then.
 
@@ -33,16 +33,16 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from events.codec import decode_event
-from events.decoded import CheckpointConfig
-from events.paths import UnsafePath, normalize
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.core.snapshot import decode, encode, of_fold
-from processor.core.state import FoldSettings
-from processor.storage.claims import Claimant
-from processor.storage.deletion import Deleter, Key, RetryPolicy
-from processor.storage.markers import claim_all
+from ckptlog.events.codec import decode_event
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.events.paths import UnsafePath, normalize
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.storage.claims import Claimant
+from ckptlog.processor.storage.deletion import Deleter, Key, RetryPolicy
+from ckptlog.processor.storage.markers import claim_all
 from tests import factories as f
 from tests.unit.storage.test_deletion_symlinks import tree
 

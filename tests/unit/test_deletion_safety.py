@@ -31,13 +31,13 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from events.codec import decode_event
-from events.paths import UnsafePath, normalize
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, decode, encode
-from processor.core.state import FoldSettings
-from processor.storage.deletion import Deleter, Key, RetryPolicy
+from ckptlog.events.codec import decode_event
+from ckptlog.events.paths import UnsafePath, normalize
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import Snapshot, decode, encode
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.storage.deletion import Deleter, Key, RetryPolicy
 from tests import factories as f
 
 EXAMPLES = int(os.environ.get("CKPTLOG_TEST_SAFETY_EXAMPLES", "150"))

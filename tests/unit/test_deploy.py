@@ -18,7 +18,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from processor.cli.main import _register, app
+from ckptlog.cli.main import _register, app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # Subcommands the CLI must provide (docs + compose). `broker` is checked against the
@@ -152,7 +152,7 @@ def test_the_default_evaluator_exists_and_validates_a_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compose file's default `--fn evaluator:evaluate` named a module nobody shipped."""
-    from ckptlog.evaluator import load_function
+    from ckptlog.client.evaluator import load_function
 
     evaluator = _compose()["services"]["evaluator"]
     fn = _default(_ckptlog_calls()["evaluator"][_ckptlog_calls()["evaluator"].index("--fn") + 1])
@@ -236,7 +236,7 @@ def test_k8s_manifests_parse_and_the_kustomization_lists_them_all() -> None:
 
 @pytest.mark.parametrize("deployment", ["ckptlog-processor", "ckptlog-evaluator"])
 def test_k8s_containers_use_only_real_flags_and_settings(deployment: str) -> None:
-    from processor.service.settings import ServiceSettings
+    from ckptlog.processor.service.settings import ServiceSettings
 
     container = _container(deployment)
     argv = [*container["command"], *container.get("args", [])]
@@ -250,7 +250,7 @@ def test_k8s_containers_use_only_real_flags_and_settings(deployment: str) -> Non
 
 
 def test_k8s_config_map_holds_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from processor.service.settings import load_settings
+    from ckptlog.processor.service.settings import load_settings
 
     data = _objects("ConfigMap")["ckptlog-processor"]["data"]
     for name, value in data.items():
@@ -359,7 +359,7 @@ def _load_fn(spec: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Any
     import inspect
     import sys
 
-    from ckptlog.evaluator import load_function
+    from ckptlog.client.evaluator import load_function
 
     monkeypatch.delitem(sys.modules, spec.partition(":")[0], raising=False)  # another test's module of that name
     monkeypatch.syspath_prepend(str(directory))

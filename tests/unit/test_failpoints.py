@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from processor.failpoints import ENV, POINTS
+from ckptlog.processor.failpoints import ENV, POINTS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def placed() -> list[str]:
-    """Every `crash_point("...")` literal in processor/."""
+    """Every `crash_point("...")` literal in ckptlog/processor/."""
     names = []
-    for path in (REPO / "processor").rglob("*.py"):
+    for path in (REPO / "ckptlog" / "processor").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "crash_point":
                 assert isinstance(node.args[0], ast.Constant), f"{path}: crash_point takes a literal name"
@@ -27,14 +27,15 @@ def placed() -> list[str]:
 
 def test_every_point_is_registered_once_and_placed_once() -> None:
     names = placed()
-    assert sorted(names) == sorted(POINTS), "processor/failpoints.py POINTS must list exactly the placed points"
+    assert sorted(names) == sorted(POINTS), "ckptlog/processor/failpoints.py POINTS must list exactly the placed points"
     assert len(set(names)) == len(names), "each crash point is placed once"
     assert all(name.count(".") == 1 for name in names), "names are <area>.<moment>"
     assert len(POINTS) >= 20
 
 
 def _run(spec: str) -> subprocess.CompletedProcess[str]:
-    code = "from processor.failpoints import crash_point as c\nfor i in range(3):\n    c('a.b')\n    print(i, flush=1)"
+    code = "from ckptlog.processor.failpoints import crash_point as c\n"
+    code += "for i in range(3):\n    c('a.b')\n    print(i, flush=1)"
     return subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, ENV: spec}, capture_output=True, text=True, timeout=30
     )

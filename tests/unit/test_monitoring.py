@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from processor.service.metrics import HOOKED
-from processor.service.observe import EXPORTED
+from ckptlog.processor.service.metrics import HOOKED
+from ckptlog.processor.service.observe import EXPORTED
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy/grafana/ckptlog.json"

@@ -14,7 +14,7 @@ pytest.importorskip("ray.train.v2", reason="the ray extra is installed by make v
 
 from bench.ray_driver import RayRuns
 from bench.workload import events
-from processor.foldfile import fold_lines
+from ckptlog.processor.foldfile import fold_lines
 
 Kept = dict[str, tuple[list[str], str | None]]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from processor.broker import (
+from ckptlog.broker import (
     INSTALL_HINT,
     BrokerConfig,
     JarCache,
@@ -25,12 +25,12 @@ from processor.broker import (
     fetch_jars,
     render_server_properties,
 )
-from processor.broker import local as local_mod
-from processor.broker.config import new_cluster_id, port_is_free
-from processor.broker.jars import render_pom, require_java
-from processor.errors import BrokerError
-from processor.kafka.discovery import BrokerState, default_dir
-from processor.kafka.probe import _parse_brokers, answers
+from ckptlog.broker import local as local_mod
+from ckptlog.broker.config import new_cluster_id, port_is_free
+from ckptlog.broker.jars import render_pom, require_java
+from ckptlog.errors import BrokerError
+from ckptlog.kafka.discovery import BrokerState, default_dir
+from ckptlog.kafka.probe import _parse_brokers, answers
 
 VERSION = "4.1.1"
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ckptlog.connect import require_bootstrap
-from processor.broker import LocalBroker, ensure_bootstrap
-from processor.invocation import ckptlog_command
-from processor.kafka import probe
-from processor.kafka.discovery import ENV_BOOTSTRAP, find_bootstrap, running_bootstrap
+from ckptlog.broker import LocalBroker, ensure_bootstrap
+from ckptlog.client.connect import require_bootstrap
+from ckptlog.kafka import probe
+from ckptlog.kafka.discovery import ENV_BOOTSTRAP, find_bootstrap, running_bootstrap
+from ckptlog.processor.invocation import ckptlog_command
 
 KEEPS_RUNNING = f"it keeps running after this command ends: stop it with `{ckptlog_command()} broker stop`"
 

@@ -13,14 +13,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ckptlog.errors import ClientError
-from ckptlog.table import rows_shown, run_table
-from ckptlog.views import RunView
-from processor.cli import watching
-from processor.cli.main import _register, app
-from processor.core.fold import Fold
-from processor.core.view import View, run_view
-from processor.service.views import StateRead
+from ckptlog.cli import watching
+from ckptlog.cli.main import _register, app
+from ckptlog.client.errors import ClientError
+from ckptlog.client.table import rows_shown, run_table
+from ckptlog.client.views import RunView
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import View, run_view
+from ckptlog.processor.service.views import StateRead
 from tests import factories as f
 
 _register()
@@ -57,7 +57,7 @@ def _inspect(monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
     async def read_state(conn: Any, settings: Any, runs: list[str]) -> tuple[StateRead, Counter[str], Counter[str]]:
         return StateRead({r: v for r, v in views.items() if not runs or r in runs}), Counter(), Counter()
 
-    monkeypatch.setattr("processor.cli.inspect.read_state", read_state)
+    monkeypatch.setattr("ckptlog.cli.inspect.read_state", read_state)
     return CliRunner().invoke(app, ["inspect", "--bootstrap-servers", "127.0.0.1:1", *args], env=_ENV)
 
 
@@ -95,7 +95,7 @@ def _watch(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, dict[str, 
         seen.update(run_id=run_id, once=once, limit=limit)
         console.print(run_table(run_id, RunView.model_validate(_view(run_id)), score, limit=limit))
 
-    monkeypatch.setattr("processor.cli.watching.watch", watch)
+    monkeypatch.setattr("ckptlog.cli.watching.watch", watch)
     argv = ["watch", "r", "--once", "--bootstrap-servers", "127.0.0.1:1", *args]
     return CliRunner().invoke(app, argv, env=_ENV), seen
 

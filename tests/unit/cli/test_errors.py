@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import typer
 
-from processor.cli.clients import UsageError
-from processor.cli.errors import cli_errors
-from processor.errors import BrokerError, CkptlogError, ConfigError
+from ckptlog.cli.clients import UsageError
+from ckptlog.cli.errors import cli_errors
+from ckptlog.errors import BrokerError, CkptlogError, ConfigError
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ from collections import Counter
 
 import pytest
 
-from events.codec import decode_event
-from events.rejections import Reason, Rejection
-from processor.cli.export import Bound, Exported, as_line, parse_bound, summary
-from processor.errors import ConfigError
-from processor.foldfile import fold_lines
-from processor.kafka.reader import Record
+from ckptlog.cli.export import Bound, Exported, as_line, parse_bound, summary
+from ckptlog.errors import ConfigError
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Reason, Rejection
+from ckptlog.kafka.reader import Record
+from ckptlog.processor.foldfile import fold_lines
 
 EVENT = {"specversion": "1.0", "id": "e1", "source": "t", "type": "ckptlog.report.v1", "subject": "r1"}
 

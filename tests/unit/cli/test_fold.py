@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from processor.cli.main import _register, app
+from ckptlog.cli.main import _register, app
 from tests import factories as f
 
 _register()
@@ -144,7 +144,7 @@ def test_apply_deletes_only_what_the_final_state_owes(tmp_path: Path) -> None:
 
 
 def test_progress_goes_to_stderr_and_leaves_the_document_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from processor import foldfile
+    from ckptlog.processor import foldfile
 
     monkeypatch.setattr(foldfile, "GC_FREEZE_MASK", 1)  # report every 2 lines instead of every 64k
     root = "file:///data/r"

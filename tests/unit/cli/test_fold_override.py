@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from processor.cli.main import _register, app
-from processor.whatif import Override
+from ckptlog.cli.main import _register, app
+from ckptlog.processor.whatif import Override
 from tests import factories as f
 
 _register()

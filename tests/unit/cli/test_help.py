@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import typer
 
-from processor.cli.main import COMMAND_MODULES, _register, app
+from ckptlog.cli.main import COMMAND_MODULES, _register, app
 
 _register()  # every command module attaches itself
 _COMMANDS: Any = typer.main.get_command(app)  # typer's own (vendored) click group
@@ -30,7 +30,7 @@ def _leaves() -> list[tuple[str, Any]]:
 
 def _help(words: str) -> str:
     env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
-    code = "from processor.cli.main import main; main()"
+    code = "from ckptlog.cli.main import main; main()"
     argv = [sys.executable, "-c", code, *words.split(), "--help"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
     return done.stdout

@@ -1,13 +1,13 @@
-"""`ckptlog finish --idle-for`: the duration it takes and the flags it refuses (processor/cli/idle.py)."""
+"""`ckptlog finish --idle-for`: the duration it takes and the flags it refuses (ckptlog/cli/idle.py)."""
 
 from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
 
-from processor.cli.idle import idle_text, parse_duration
-from processor.cli.main import _register, app
-from processor.errors import ConfigError
+from ckptlog.cli.idle import idle_text, parse_duration
+from ckptlog.cli.main import _register, app
+from ckptlog.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from processor.cli.inspect import DEFAULT_LIMIT, _page
+from ckptlog.cli.inspect import DEFAULT_LIMIT, _page
 
 
 def test_runs_are_paged_in_id_order_and_filtered_by_prefix() -> None:

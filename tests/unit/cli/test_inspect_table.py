@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from processor.cli.inspect import render
-from processor.core.fold import Fold
-from processor.core.view import View, run_view
+from ckptlog.cli.inspect import render
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import View, run_view
 from tests import factories as f
 
 ROOT = "file:///tmp/ckptlog-demo-k2j3h4/runs/abcd1234-resnet"

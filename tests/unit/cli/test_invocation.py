@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 SHOW = (
-    "from processor.invocation import activation_hint, ckptlog_command\n"
+    "from ckptlog.processor.invocation import activation_hint, ckptlog_command\n"
     "print(ckptlog_command()); print(activation_hint())"
 )
 

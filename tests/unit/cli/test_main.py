@@ -6,17 +6,17 @@ import json
 import subprocess
 import sys
 
-from processor.cli.main import COMMAND_MODULES
+from ckptlog.cli.main import COMMAND_MODULES
 
 _REGISTERED_BY = """
 import importlib, json
-from processor.cli.main import COMMAND_MODULES, app
+from ckptlog.cli.main import COMMAND_MODULES, app
 def names():
     return {c.name or c.callback.__name__ for c in app.registered_commands} | {g.name for g in app.registered_groups}
 found = {}
 for module in dict.fromkeys(COMMAND_MODULES.values()):
     before = names()
-    importlib.import_module("processor.cli." + module)
+    importlib.import_module("ckptlog.cli." + module)
     found.update({name: module for name in names() - before})
 print(json.dumps(found))
 """
@@ -34,19 +34,19 @@ def test_fold_does_not_import_the_kafka_service() -> None:
     code = """
 import sys
 sys.argv = ["ckptlog", "fold", "--help"]
-from processor.cli.main import main
+from ckptlog.cli.main import main
 try:
     main()
 except SystemExit as exit:
     assert exit.code == 0, exit.code
-print(sorted(m for m in ("aiokafka", "processor.service.processor", "processor.demo") if m in sys.modules))
+print(sorted(m for m in ("aiokafka", "ckptlog.processor.service.processor", "ckptlog.demo") if m in sys.modules))
 """
     assert _python(code).strip().splitlines()[-1] == "[]"
 
 
 def test_help_without_a_command_lists_every_command() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "processor.cli", "--help"],
+        [sys.executable, "-m", "ckptlog.cli", "--help"],
         capture_output=True,
         text=True,
         env={"COLUMNS": "200", "PATH": ""},
@@ -62,17 +62,17 @@ HEAVY = (
     "aiohttp",
     "msgspec",
     "pydantic_settings",
-    "events",  # the pydantic models of the wire contract
-    "ckptlog",  # the client library: it imports aiokafka and the models
-    "processor.core",
-    "processor.service",
-    "processor.kafka.connection",
+    "ckptlog.events.models",  # the pydantic models of the wire contract
+    "ckptlog.client",  # the client library: it imports aiokafka and the models
+    "ckptlog.processor.core",
+    "ckptlog.processor.service",
+    "ckptlog.kafka.connection",
 )
 _RUN = """
 import sys
 heavy = sys.argv[1].split(",")
 sys.argv = ["ckptlog", *sys.argv[2:]]
-from processor.cli.main import main
+from ckptlog.cli.main import main
 try:
     main()
 except SystemExit:
@@ -103,7 +103,7 @@ def test_help_and_argument_errors_load_none_of_the_heavy_modules() -> None:
 
 
 def test_the_evaluate_default_group_is_the_clients() -> None:
-    from ckptlog.evaluator import DEFAULT_GROUP
-    from processor.cli.evaluate import EVALUATORS_GROUP
+    from ckptlog.cli.evaluate import EVALUATORS_GROUP
+    from ckptlog.client.evaluator import DEFAULT_GROUP
 
     assert EVALUATORS_GROUP == DEFAULT_GROUP

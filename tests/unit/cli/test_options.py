@@ -1,5 +1,5 @@
 """Settings as the single source (issue 26 #4): every setting is defined once, in
-processor/service/settings.py, and every command that takes it offers the same flag; the
+ckptlog/processor/service/settings.py, and every command that takes it offers the same flag; the
 docs' table is generated from the same model."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from processor.cli.main import _register, app
-from processor.cli.options import FLAGS_MODULE, env_only, fields_of, flag, flags_source, settings_table
-from processor.service.settings import ServiceSettings
+from ckptlog.cli.main import _register, app
+from ckptlog.cli.options import FLAGS_MODULE, env_only, fields_of, flag, flags_source, settings_table
+from ckptlog.processor.service.settings import ServiceSettings
 
 REPO = Path(__file__).resolve().parents[3]
 FIELDS = ServiceSettings.model_fields
@@ -59,7 +59,7 @@ def test_every_client_command_takes_the_connection_settings_of_run(command: str)
 
 def test_the_docs_table_is_the_models() -> None:
     text = (REPO / "docs/processor.md").read_text()
-    assert settings_table() in text, "docs/processor.md: regenerate the table with `python -m processor.cli.options`"
+    assert settings_table() in text, "docs/processor.md: regenerate the table with `python -m ckptlog.cli.options`"
 
 
 def test_a_bad_value_names_the_flag_and_the_variable() -> None:
@@ -70,5 +70,5 @@ def test_a_bad_value_names_the_flag_and_the_variable() -> None:
 
 
 def test_the_flags_module_is_the_models() -> None:
-    """processor/cli/setting_flags.py lets --help skip the model (issue 38 item 8); it must say what the model does."""
-    assert FLAGS_MODULE.read_text() == flags_source(), "regenerate: python -m processor.cli.options --write-flags"
+    """ckptlog/cli/setting_flags.py lets --help skip the model (issue 38 item 8); it must say what the model does."""
+    assert FLAGS_MODULE.read_text() == flags_source(), "regenerate: python -m ckptlog.cli.options --write-flags"

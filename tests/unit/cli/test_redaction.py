@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from processor.cli.errors import RedactedStderr, cli_errors
-from processor.errors import CkptlogError, ConfigError
-from processor.redaction import clear_secrets, redact, register_secrets
+from ckptlog.cli.errors import RedactedStderr, cli_errors
+from ckptlog.errors import CkptlogError, ConfigError
+from ckptlog.processor.redaction import clear_secrets, redact, register_secrets
 
 
 @pytest.fixture(autouse=True)
@@ -50,8 +50,8 @@ def test_cli_errors_redact(error: CkptlogError, capsys: pytest.CaptureFixture[st
 
 
 def test_the_fatal_error_of_run_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from processor.cli import run
-    from processor.cli.main import app
+    from ckptlog.cli import run
+    from ckptlog.cli.main import app
 
     async def fatal(settings: object) -> None:
         raise CkptlogError("cannot authenticate with password 'pw' to sasl://ckptlog:pw@broker:9093")
@@ -93,8 +93,8 @@ def test_whatever_writes_to_stderr_after_main_is_redacted() -> None:
     code = """
 import sys
 sys.argv = ["ckptlog", "topics", "--help"]
-from processor.cli.main import main
-from processor.redaction import register_secrets
+from ckptlog.cli.main import main
+from ckptlog.processor.redaction import register_secrets
 register_secrets(["pw"])
 try:
     main()

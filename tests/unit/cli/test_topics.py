@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from processor.cli.topics import problems, report
-from processor.service.settings import load_settings
+from ckptlog.cli.topics import problems, report
+from ckptlog.processor.service.settings import load_settings
 
 SETTINGS = load_settings(None, group_id="g")
 ALL = dict.fromkeys(

@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, ConnectionSettings, Reader, Reporter
-from ckptlog.connect import connect_now
-from processor.cli.main import _register, app
-from processor.errors import ConfigError
-from processor.kafka.connection import KafkaConnection
-from processor.service.settings import ServiceSettings, load_settings
+from ckptlog.cli.main import _register, app
+from ckptlog.client.connect import connect_now
+from ckptlog.errors import ConfigError
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
 
 _register()
 ADDRESS = "127.0.0.1:1"  # nothing listens: a test that reached a socket would fail, not hang

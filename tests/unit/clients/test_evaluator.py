@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from ckptlog import ids
-from ckptlog.errors import FunctionLoadError
-from ckptlog.evaluator import load_function, parse_request, result_event
-from ckptlog.invoke import Outcome, invoke
-from events.codec import decode_event
-from events.outputs import envelope
-from events.rejections import Rejection
+from ckptlog.client import ids
+from ckptlog.client.errors import FunctionLoadError
+from ckptlog.client.evaluator import load_function, parse_request, result_event
+from ckptlog.client.invoke import Outcome, invoke
+from ckptlog.events.codec import decode_event
+from ckptlog.events.outputs import envelope
+from ckptlog.events.rejections import Rejection
 
 
 def score(path: str, *, bonus: float = 0.0) -> dict[str, Any]:
@@ -141,8 +141,8 @@ async def test_dispatch_bounds_concurrency_and_finishes_every_offset() -> None:
     import threading
     from types import SimpleNamespace
 
-    from ckptlog.evaluator import AsyncEvaluator
-    from processor.kafka.records import PartitionId
+    from ckptlog.client.evaluator import AsyncEvaluator
+    from ckptlog.kafka.records import PartitionId
 
     active, peak, lock = 0, 0, threading.Lock()
 

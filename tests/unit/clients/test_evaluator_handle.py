@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from ckptlog import ids
-from ckptlog.evaluator import AsyncEvaluator
-from ckptlog.invoke import Outcome
-from events.codec import decode_event
-from events.outputs import envelope
-from events.rejections import Rejection
-from processor.kafka.records import PartitionId
+from ckptlog.client import ids
+from ckptlog.client.evaluator import AsyncEvaluator
+from ckptlog.client.invoke import Outcome
+from ckptlog.events.codec import decode_event
+from ckptlog.events.outputs import envelope
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.records import PartitionId
 
 PID = PartitionId("validations", 0)
 
@@ -74,7 +74,7 @@ async def _cancelled_future(path: str) -> dict[str, Any]:
 
 async def test_fn_raising_cancelled_error_sends_a_failure_and_commits(caplog: pytest.LogCaptureFixture) -> None:
     ev, producer, consumer = evaluator(_cancelled_future)
-    with caplog.at_level(logging.INFO, "ckptlog.evaluator"):
+    with caplog.at_level(logging.INFO, "ckptlog.client.evaluator"):
         ev._dispatch(PID, request(0))
         await settle(ev)
     [result] = producer.results()
@@ -92,9 +92,9 @@ async def test_a_result_that_cannot_be_built_still_sends_a_failure(
     def broken(*args: Any) -> tuple[Outcome, bytes]:
         raise RuntimeError("encoder bug")
 
-    monkeypatch.setattr("ckptlog.evaluator.encode_result", broken)
+    monkeypatch.setattr("ckptlog.client.evaluator.encode_result", broken)
     ev, producer, _ = evaluator(lambda path: {"acc": 1.0})
-    with caplog.at_level(logging.INFO, "ckptlog.evaluator"):
+    with caplog.at_level(logging.INFO, "ckptlog.client.evaluator"):
         ev._dispatch(PID, request(0))
         await settle(ev)
     [result] = producer.results()
@@ -113,7 +113,7 @@ async def test_an_on_result_hook_that_raises_is_logged(exc: BaseException, caplo
         raise exc
 
     ev, producer, _ = evaluator(lambda path: {"acc": 1.0}, on_result=hook)
-    with caplog.at_level(logging.INFO, "ckptlog.evaluator"):
+    with caplog.at_level(logging.INFO, "ckptlog.client.evaluator"):
         ev._dispatch(PID, request(0))
         await settle(ev)
     assert [r.data.status for r in producer.results()] == ["VALIDATED"] and len(seen) == 1
@@ -135,8 +135,8 @@ async def test_a_send_cancelled_under_it_is_retried(
         await real(topic, key, value)
 
     producer.send = flaky  # type: ignore[method-assign]
-    monkeypatch.setattr("ckptlog.evaluator.RESEND_FIRST_S", 0.0)
-    with caplog.at_level(logging.INFO, "ckptlog.evaluator"):
+    monkeypatch.setattr("ckptlog.client.evaluator.RESEND_FIRST_S", 0.0)
+    with caplog.at_level(logging.INFO, "ckptlog.client.evaluator"):
         ev._dispatch(PID, request(0))
         await settle(ev)
     assert len(calls) == 2 and [r.data.status for r in producer.results()] == ["VALIDATED"]
@@ -152,7 +152,7 @@ async def test_stop_past_the_grace_still_cancels_and_says_so(caplog: pytest.LogC
         return {}
 
     ev, producer, _ = evaluator(forever)
-    with caplog.at_level(logging.INFO, "ckptlog.evaluator"):
+    with caplog.at_level(logging.INFO, "ckptlog.client.evaluator"):
         ev._dispatch(PID, request(0))
         await started.wait()
         [task] = list(ev._tasks)

@@ -1,7 +1,7 @@
 """Issue 20 item 6: readers survive any bytes on any topic. A record the processor rightly rejected
 (nested 20,000 levels deep) broke `ckptlog inspect --json` with a RecursionError; the readers
 (ViewTable, the dead-letter parser, the state table under `inspect`, `export`) decoded with the
-standard json module and no limits. Now one bounded decoder (events.codec.decode_json) reads every
+standard json module and no limits. Now one bounded decoder (ckptlog.events.codec.decode_json) reads every
 topic, and what it cannot read is shown as such."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from ckptlog.dead_letters import parse
-from ckptlog.view_table import ViewTable
-from events.rejections import Reason
-from events.view import page_key
-from processor.cli.export import as_line
-from processor.kafka.reader import Record
+from ckptlog.cli.export import as_line
+from ckptlog.client.dead_letters import parse
+from ckptlog.client.view_table import ViewTable
+from ckptlog.events.rejections import Reason
+from ckptlog.events.view import page_key
+from ckptlog.kafka.reader import Record
 from tests.unit.clients.test_rejections import dead_letter
 from tests.unit.clients.test_views import view
 

@@ -1,4 +1,4 @@
-"""Deterministic event ids (ckptlog.ids) and the checked event bodies (ckptlog.bodies)."""
+"""Deterministic event ids (ckptlog.client.ids) and the checked event bodies (ckptlog.client.bodies)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from ckptlog import ids
-from ckptlog.bodies import as_url, encode_checked, envelope, validation_body
-from ckptlog.errors import InvalidEvent
-from events.codec import decode_event
-from events.models import ValidationSpec
-from events.rejections import Rejection
+from ckptlog.client import ids
+from ckptlog.client.bodies import as_url, encode_checked, envelope, validation_body
+from ckptlog.client.errors import InvalidEvent
+from ckptlog.events.codec import decode_event
+from ckptlog.events.models import ValidationSpec
+from ckptlog.events.rejections import Rejection
 
 
 def test_ids_are_uuid5_and_stable() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog.invoke import Outcome, describe, invoke
+from ckptlog.client.invoke import Outcome, describe, invoke
 
 
 class _BadStr(Exception):

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptlog import AsyncEvaluator, AsyncReader, AsyncReporter, NoKafkaConfigured, Reader, Reporter
-from ckptlog.errors import ClientError
-from processor.broker import LocalBroker
-from processor.cli.main import _register, app
-from processor.errors import CkptlogError, ConfigError
-from processor.kafka.discovery import ENV_BOOTSTRAP
+from ckptlog.broker import LocalBroker
+from ckptlog.cli.main import _register, app
+from ckptlog.client.errors import ClientError
+from ckptlog.errors import CkptlogError, ConfigError
+from ckptlog.kafka.discovery import ENV_BOOTSTRAP
 
 NO_KAFKA = "no Kafka configured: set KAFKA_BOOTSTRAP_SERVERS or run `ckptlog broker start`"
 REPO = Path(__file__).resolve().parents[3]
@@ -136,7 +136,7 @@ async def test_evaluator_fails_at_once(no_kafka: Path) -> None:
         ["report", "r", "-m", "loss=1"],
         ["start-run", "r", "/runs/r"],
         ["worker-group-restart", "r", "--num-workers", "2"],
-        ["evaluate", "--fn", "processor.demo.validation:validate_checkpoint"],
+        ["evaluate", "--fn", "ckptlog.demo.validation:validate_checkpoint"],
         ["watch", "r"],
         ["watch", "r", "--once"],
         ["inspect"],
@@ -162,7 +162,7 @@ def test_the_report_command_as_a_user_runs_it(tmp_path: Path) -> None:
     """A real `ckptlog report` process: one line on stderr, no traceback, exit 2, nothing left."""
     env = {k: v for k, v in os.environ.items() if k not in ENV_BOOTSTRAP}
     env["CKPTLOG_HOME"] = str(tmp_path)
-    code = "import sys; from processor.cli.main import main; sys.argv[0] = 'ckptlog'; main()"
+    code = "import sys; from ckptlog.cli.main import main; sys.argv[0] = 'ckptlog'; main()"
     proc = subprocess.run(
         [sys.executable, "-c", code, "report", "r", "-m", "loss=1"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog import ids
+from ckptlog.client import ids
 from ckptlog.integrations.ray_adopt import SNAPSHOT, NotAdoptable, plan
 
 

@@ -14,7 +14,7 @@ CkptlogCallback = ray_integration.CkptlogCallback
 Outbox = ray_integration.Outbox
 RunNotResumable = ray_integration.RunNotResumable
 RaySession = pytest.importorskip("ckptlog.integrations.ray_session").RaySession
-KafkaIOError = pytest.importorskip("processor.kafka.errors").KafkaIOError
+KafkaIOError = pytest.importorskip("ckptlog.kafka.errors").KafkaIOError
 
 
 class Checkpoint:

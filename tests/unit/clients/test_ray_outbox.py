@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ckptlog.errors import ReportsUndelivered
+from ckptlog.client.errors import ReportsUndelivered
 from ckptlog.integrations.outbox import Outbox
-from processor.kafka.errors import KafkaIOError
+from ckptlog.kafka.errors import KafkaIOError
 
 DOWN = KafkaIOError("Kafka at kafka:9092 did not acknowledge a record for ckptlog.events within 30 s")
 

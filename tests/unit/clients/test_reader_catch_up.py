@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ckptlog import reader as reader_module
-from ckptlog.reader import AsyncReader
-from processor.kafka.reader import Record
+from ckptlog.client import reader as reader_module
+from ckptlog.client.reader import AsyncReader
+from ckptlog.kafka.reader import Record
 from tests.unit.clients.test_views import view
 
 

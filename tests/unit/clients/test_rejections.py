@@ -11,18 +11,18 @@ import pytest
 from rich.console import Console
 
 from ckptlog import EventRejected, NotConfirmed
-from ckptlog.dead_letters import DeadLetter, DeadLetterFeed, count_by_run, parse
-from ckptlog.errors import ClientError
-from ckptlog.event_warnings import EventWarning
-from ckptlog.reporter import AsyncReporter
-from ckptlog.table import run_table
-from events.rejections import Reason, Rejection
-from processor.cli.rejections import rejections_table, render_rejections, render_warnings
-from processor.cli.watching import no_view_message
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.reader import Record
-from processor.kafka.records import PartitionId
-from processor.service.records import RecordFactory, TopicNames
+from ckptlog.cli.rejections import rejections_table, render_rejections, render_warnings
+from ckptlog.cli.watching import no_view_message
+from ckptlog.client.dead_letters import DeadLetter, DeadLetterFeed, count_by_run, parse
+from ckptlog.client.errors import ClientError
+from ckptlog.client.event_warnings import EventWarning
+from ckptlog.client.reporter import AsyncReporter
+from ckptlog.client.table import run_table
+from ckptlog.events.rejections import Reason, Rejection
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.reader import Record
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.service.records import RecordFactory, TopicNames
 from tests.unit.clients.test_reporter import FakeProducer
 
 FACTORY = RecordFactory(TopicNames("in", "ckpt", "val", "wm", "state", "dlq"), PartitionId("in", 1))

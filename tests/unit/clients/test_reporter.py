@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from ckptlog import ids
-from ckptlog.errors import InvalidEvent
-from ckptlog.reporter import AsyncReporter
-from events.codec import decode_event
-from processor.cli.clients import UsageError, parse_metrics, validation_flag
-from processor.kafka.clients_io import Delivery
+from ckptlog.cli.clients import UsageError, parse_metrics, validation_flag
+from ckptlog.client import ids
+from ckptlog.client.errors import InvalidEvent
+from ckptlog.client.reporter import AsyncReporter
+from ckptlog.events.codec import decode_event
+from ckptlog.kafka.clients_io import Delivery
 
 
 class FakeProducer:

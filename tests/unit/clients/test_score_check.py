@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ckptlog import ScoreMissingWarning
-from ckptlog.score_check import ScoreCheck, missing_score
-from events.metrics import flatten
+from ckptlog.client.score_check import ScoreCheck, missing_score
+from ckptlog.events.metrics import flatten
 
 
 def test_a_misspelled_metric_names_the_attribute_it_should_have_been() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import ckptlog
 from ckptlog import Reader
-from ckptlog.views import RunView
+from ckptlog.client.views import RunView
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "clients.md"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ckptlog.view_table import ViewTable
-from events.state import StateTable
-from processor.kafka.reader import Record
+from ckptlog.client.view_table import ViewTable
+from ckptlog.events.state import StateTable
+from ckptlog.kafka.reader import Record
 from tests.unit.clients.test_views import view
 
 HEADER = "__ckptlog.input.offset"

@@ -1,5 +1,5 @@
 """The AsyncReader's waiting rules without Kafka: RunView watermarks, ViewTable waits and feeds,
-and the evaluator's commit point (ckptlog.offsets)."""
+and the evaluator's commit point (ckptlog.client.offsets)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from ckptlog.errors import ClientError
-from ckptlog.offsets import PartitionProgress
-from ckptlog.view_table import ViewTable
-from ckptlog.views import RunView, check_consistency
-from processor.kafka.reader import Record
+from ckptlog.client.errors import ClientError
+from ckptlog.client.offsets import PartitionProgress
+from ckptlog.client.view_table import ViewTable
+from ckptlog.client.views import RunView, check_consistency
+from ckptlog.kafka.reader import Record
 
 
 def view(committed: int, validated: int | None = None, paths: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_commit_point_is_the_lowest_unfinished_request() -> None:
 
 
 def test_the_clients_run_view_is_the_contracts_model() -> None:
-    import events.view
+    import ckptlog.events.view
 
-    assert RunView is events.view.RunView
+    assert RunView is ckptlog.events.view.RunView
     assert "evicted" not in RunView.model_validate({**view(1), "evicted": ["/x"]}).model_dump()

@@ -3,10 +3,10 @@ table says, on one line."""
 
 from __future__ import annotations
 
-from ckptlog.table import view_line
-from ckptlog.views import RunView
-from processor.core.fold import Fold
-from processor.core.view import run_view
+from ckptlog.client.table import view_line
+from ckptlog.client.views import RunView
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import run_view
 from tests import factories as f
 
 

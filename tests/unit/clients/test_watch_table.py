@@ -8,10 +8,10 @@ import io
 
 from rich.console import Console
 
-from ckptlog.table import run_table
-from ckptlog.views import RunView
-from processor.core.fold import Fold
-from processor.core.view import run_view
+from ckptlog.client.table import run_table
+from ckptlog.client.views import RunView
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import run_view
 from tests import factories as f
 
 

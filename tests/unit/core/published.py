@@ -1,4 +1,4 @@
-"""Every output against what is published about it: its row in the output table (events/outputs.py),
+"""Every output against what is published about it: its row in the output table (ckptlog/events/outputs.py),
 the JSON Schema of its `data` in schemas/output/ and the model that schema is generated from.
 
 The schemas are what consumers in other languages validate against, so an output the fold builds
@@ -16,9 +16,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from events.envelope import encode_json
-from events.outputs import OUTPUTS
-from events.schema import SCHEMAS, output_file
+from ckptlog.events.envelope import encode_json
+from ckptlog.events.outputs import OUTPUTS
+from ckptlog.events.schema import SCHEMAS, output_file
 
 
 @cache
@@ -32,7 +32,7 @@ def problems(name: str, data: dict[str, Any]) -> list[str]:
     """Why output `name` with `data` is not what the table, schema and model publish (empty: it is)."""
     kind = OUTPUTS.get(name)
     if kind is None:
-        return [f"{name!r} has no row in the output table (events/outputs.py OUTPUT_KINDS)"]
+        return [f"{name!r} has no row in the output table (ckptlog/events/outputs.py OUTPUT_KINDS)"]
     wire = json.loads(encode_json(data))  # as published (NaN/Infinity literals read back as floats)
     found = [f"{name}: {error.message} at {list(error.absolute_path)}" for error in validator(name).iter_errors(wire)]
     undeclared = set(wire) - set(kind.model.model_fields)

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.core import Fold
-from processor.core.state import RunState
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.state import RunState
 from tests import factories as f
 from tests.unit.core import published
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS, logs

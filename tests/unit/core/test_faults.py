@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from events.rejections import Reason
-from processor.core import fold as fold_module
-from processor.core import lifecycle, retention
-from processor.core.fold import Fold
-from processor.core.nesting import Nesting
-from processor.core.ordering import SortedRecords
+from ckptlog.events.rejections import Reason
+from ckptlog.processor.core import fold as fold_module
+from ckptlog.processor.core import lifecycle, retention
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.nesting import Nesting
+from ckptlog.processor.core.ordering import SortedRecords
 from tests import factories as f
 from tests.unit.core.test_fold_properties import SETTINGS, logs, run_all, state_bytes
 

@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.rejections import Reason
-from processor.core import Fold
-from processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
+from ckptlog.events.rejections import Reason
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
 from tests import factories as f
 from tests.unit.core.test_finished_runs import _reencode, _run
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.rejections import Reason
-from events.view import RunView
-from processor.core import Fold, run_view
-from processor.core.lifecycle import deletion_problem
-from processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
-from processor.errors import SnapshotVersionError
+from ckptlog.errors import SnapshotVersionError
+from ckptlog.events.rejections import Reason
+from ckptlog.events.view import RunView
+from ckptlog.processor.core import Fold, run_view
+from ckptlog.processor.core.lifecycle import deletion_problem
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, decode, encode, of_fold
 from tests import factories as f
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS, logs
 
@@ -168,7 +168,7 @@ def test_schema_3_snapshot_restores_and_older_is_refused() -> None:
 def _reencode(body: dict[str, Any], version: int) -> bytes:
     import hashlib
 
-    from processor.core.snapshot import FORMAT, canonical
+    from ckptlog.processor.core.snapshot import FORMAT, canonical
 
     digest = hashlib.sha256(canonical(body)).hexdigest()
     return canonical({"checksum": f"sha256:{digest}", "format": FORMAT, "schema_version": version, "snapshot": body})

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.view import RunView
-from processor.core import Fold, FoldSettings, run_view
-from processor.core.snapshot import Snapshot, canonical, decode, encode
+from ckptlog.events.view import RunView
+from ckptlog.processor.core import Fold, FoldSettings, run_view
+from ckptlog.processor.core.snapshot import Snapshot, canonical, decode, encode
 from tests import factories as f
 from tests.unit.core import published
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from events import Reason
-from events.decoded import CheckpointConfig
-from processor.core import Effects, Fold, FoldSettings, run_view
+from ckptlog.events import Reason
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.processor.core import Effects, Fold, FoldSettings, run_view
 from tests import factories as f
 
 ROOT = "file:///data/r"

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processor.core import ordering
-from processor.core.ordering import SortedRecords
-from processor.core.state import CheckpointRecord
+from ckptlog.processor.core import ordering
+from ckptlog.processor.core.ordering import SortedRecords
+from ckptlog.processor.core.state import CheckpointRecord
 
 values = st.sampled_from([-math.inf, -1.0, 0.0, 0.5, 1.0, math.inf])
 ops = st.lists(st.tuples(st.sampled_from(["add", "add", "remove", "pop"]), st.booleans(), values), max_size=120)

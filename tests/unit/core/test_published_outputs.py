@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from events.codec import decode_event
-from events.outputs import CHECKPOINTS_MISSING, OUTPUTS
-from events.rejections import Rejection
-from events.schema import SCHEMAS
-from processor.core import Fold
-from processor.core.outputs import Output
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.records import RecordFactory, TopicNames
+from ckptlog.events.codec import decode_event
+from ckptlog.events.outputs import CHECKPOINTS_MISSING, OUTPUTS
+from ckptlog.events.rejections import Rejection
+from ckptlog.events.schema import SCHEMAS
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.outputs import Output
+from ckptlog.processor.service.records import RecordFactory, TopicNames
 from tests.unit.core import published
 from tests.unit.corpus.golden import logs
 

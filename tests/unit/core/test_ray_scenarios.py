@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from processor.core import Fold, run_view
-from processor.core.snapshot import Snapshot, canonical, decode, encode
+from ckptlog.processor.core import Fold, run_view
+from ckptlog.processor.core.snapshot import Snapshot, canonical, decode, encode
 from tests import factories as f
 
 ROOT = "file:///ray/run"

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processor.core import Fold, run_view
-from processor.core.snapshot import Snapshot, decode, encode
+from ckptlog.processor.core import Fold, run_view
+from ckptlog.processor.core.snapshot import Snapshot, decode, encode
 from tests import factories as f
 
 ROOT = "file:///data/runs"

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from events.decoded import CheckpointConfig, ValidationSpec
-from processor.core import Fold, FoldSettings
-from processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
-from processor.errors import SnapshotCorrupt, SnapshotVersionError
+from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
+from ckptlog.events.decoded import CheckpointConfig, ValidationSpec
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
 from tests import factories as f
 
 
@@ -216,8 +216,8 @@ def test_configs_and_specs_are_written_as_ever() -> None:
 def test_the_settings_alone_decode_to_what_the_whole_snapshot_holds() -> None:
     """`decode_settings` (what a history replay from the log start folds with) reads the same
     settings as `decode`, and refuses what `decode` refuses as not a snapshot."""
-    from processor.core.snapshot import decode_settings
-    from processor.errors import SnapshotCorrupt
+    from ckptlog.errors import SnapshotCorrupt
+    from ckptlog.processor.core.snapshot import decode_settings
 
     settings = FoldSettings(default_root="file:///data", outer_root="file:///data", dedup_window=7, max_depth=9)
     data = encode(Snapshot("in", 0, 5, settings))

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from events.rejections import Reason
-from processor.core import Fold, FoldSettings
-from processor.core.snapshot import Snapshot, decode, encode
+from ckptlog.events.rejections import Reason
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import Snapshot, decode, encode
 from tests import factories as f
 
 ROOT = "file:///data/runs"

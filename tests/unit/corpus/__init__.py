@@ -2,7 +2,7 @@
 
 `cases()` is a hypothesis strategy of small logs (tens of lines) plus the settings and limits to
 fold them with; `NASTY` holds hand-written logs. Between them they reach every fold rule of
-contract §2-4 and every decode path of events/codec.py: the msgspec fast path, pydantic, the
+contract §2-4 and every decode path of ckptlog/events/codec.py: the msgspec fast path, pydantic, the
 diagnosis of each rejection, the v1 -> v2 upcast, the depth scan, the byte limit.
 
 A log is written as raw bytes, not through `json.dumps`, so it can hold what only a hand-written

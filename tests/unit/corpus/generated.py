@@ -9,9 +9,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
-from events.decoded import CheckpointConfig, ValidationSpec
-from processor.core.state import DEFAULT_DEDUP_WINDOW, FoldSettings
+from ckptlog.events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from ckptlog.events.decoded import CheckpointConfig, ValidationSpec
+from ckptlog.processor.core.state import DEFAULT_DEDUP_WINDOW, FoldSettings
 from tests.unit.corpus.encoding import ABSENT, ROOT, Obj, Raw, encode, to_bytes
 from tests.unit.corpus.values import (
     BAD_LINES,

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from bench.workload import events as bench_events
-from processor.core.state import FoldSettings
-from processor.foldfile import fold_file_text
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.foldfile import fold_file_text
 from tests.unit.corpus.generated import Case
 from tests.unit.corpus.handwritten import NASTY
 

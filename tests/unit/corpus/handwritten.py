@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.codec import DEFAULT_MAX_BYTES
+from ckptlog.events.codec import DEFAULT_MAX_BYTES
 from tests.unit.corpus.encoding import ROOT, Obj, Raw, Style, encode, to_bytes
 from tests.unit.corpus.generated import Case, fold_settings, sized
 from tests.unit.corpus.values import BAD_LINES
@@ -194,7 +194,7 @@ def _safety() -> list[bytes]:
 
 
 def _decode() -> list[bytes]:
-    """Every decode path and rejection reason of events/codec.py."""
+    """Every decode path and rejection reason of ckptlog/events/codec.py."""
     base = {"metrics": {"acc": 1}, "checkpoint": None}
     long_line = rep("a", None, {"pad": "p" * (DEFAULT_MAX_BYTES + 10)})
     return [

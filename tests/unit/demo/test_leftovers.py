@@ -1,5 +1,5 @@
 """What a demo leaves and how the next one clears it: only a directory that is exactly a demo's,
-never through a symlink, never a path the record merely names (processor/demo/leftovers.py)."""
+never through a symlink, never a path the record merely names (ckptlog/demo/leftovers.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from processor.demo import leftovers as lo
-from processor.demo.runner import demo_settings
-from processor.service.settings import load_settings
+from ckptlog.demo import leftovers as lo
+from ckptlog.demo.runner import demo_settings
+from ckptlog.processor.service.settings import load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""The one bounded JSON decoder every reader uses (events.codec.decode_json) and the state table
-built on it (events.state.StateTable): never a raise, never unbounded recursion (issue 20 item 6)."""
+"""The one bounded JSON decoder every reader uses (ckptlog.events.codec.decode_json) and the state table
+built on it (ckptlog.events.state.StateTable): never a raise, never unbounded recursion (issue 20 item 6)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from events.codec import DEFAULT_LIMITS, Undecodable, decode_json, decode_object
-from events.rejections import Reason
-from events.state import StateTable
-from events.view import page_key
+from ckptlog.events.codec import DEFAULT_LIMITS, Undecodable, decode_json, decode_object
+from ckptlog.events.rejections import Reason
+from ckptlog.events.state import StateTable
+from ckptlog.events.view import page_key
 from tests.unit.clients.test_hostile_records import DEEP, HOSTILE, HUGE
 from tests.unit.clients.test_views import view
 
@@ -70,7 +70,7 @@ def test_the_readers_depth_is_the_processors_scan_exactly() -> None:
     processor rejects by, on any bytes (valid JSON or not)."""
     import random
 
-    from events.codec import _depth, depth_of
+    from ckptlog.events.codec import _depth, depth_of
 
     rng = random.Random(7)
     for alphabet in (b'{}[]"a\n', b'{}[]"\\a'):

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from events import Reason, Rejection, decode_event
-from events.decoded import INPUTS, Report
+from ckptlog.events import Reason, Rejection, decode_event
+from ckptlog.events.decoded import INPUTS, Report
 from tests.factories import line, report, started
 
 
@@ -100,7 +100,7 @@ def test_depth_limit_counts_nesting_not_brackets_in_strings() -> None:
 
 def test_upcaster_reads_an_older_version(monkeypatch: pytest.MonkeyPatch) -> None:
     """A v0 report whose metrics were called `values` is upcast to v1 before validation."""
-    import events.codec as codec
+    import ckptlog.events.codec as codec
 
     def v0_to_v1(body: dict[str, object]) -> dict[str, object]:
         data = dict(body["data"])  # type: ignore[call-overload]

@@ -1,4 +1,4 @@
-"""One decoded type: every accepted event is a frozen Struct of events/decoded.py, whichever
+"""One decoded type: every accepted event is a frozen Struct of ckptlog/events/decoded.py, whichever
 route decoded it, and the Structs mirror the pydantic models field for field."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import msgspec
 import pytest
 from pydantic import BaseModel
 
-from events import decoded, models
-from events.codec import decode_event
-from events.rejections import Reason, Rejection
+from ckptlog.events import decoded, models
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Reason, Rejection
 from tests import factories as f
 
 PAIRS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [

@@ -16,9 +16,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.codec import INPUT_ADAPTER, _depth, decode_event, to_decoded
-from events.decoded import FAST_MAX_DEPTH, FAST_NESTING, INPUT_TYPES, Report, decode_fast
-from events.rejections import Reason, Rejection
+from ckptlog.events.codec import INPUT_ADAPTER, _depth, decode_event, to_decoded
+from ckptlog.events.decoded import FAST_MAX_DEPTH, FAST_NESTING, INPUT_TYPES, Report, decode_fast
+from ckptlog.events.rejections import Reason, Rejection
 
 weird_scalars = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 2**70, 1e308, "", "x", "1", [], {}])
 good_strings = st.sampled_from(["run-1", "r", "ü-run", "x" * 256, " ", "/r/c1", "file:///r/c"])

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from events.codec import decode_event
-from events.rejections import Rejection
-from events.schema import SCHEMAS, documents
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.events.schema import SCHEMAS, documents
 from tests import factories as f
 
 VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "input-event.schema.json").read_text()))
@@ -176,7 +176,7 @@ def test_known_difference_integers_written_with_a_fraction() -> None:
 
 
 def test_every_output_type_has_an_event_schema() -> None:
-    from events.outputs import OUTPUT_KINDS
+    from ckptlog.events.outputs import OUTPUT_KINDS
 
     schema = documents()["output-event.schema.json"]
     types = {schema["$defs"][ref["$ref"].rsplit("/", 1)[1]]["properties"]["type"]["const"] for ref in schema["oneOf"]}

@@ -1,6 +1,6 @@
 """The input and output tables cover every kind, and nothing else keeps a list of kinds (issue 26
 item 3): every model, Struct, handler, schema file, topic and metric label of an event kind is
-found from its row of `INPUT_KINDS` (events/decoded.py) or `OUTPUT_KINDS` (events/outputs.py)."""
+found from its row of `INPUT_KINDS` (ckptlog/events/decoded.py) or `OUTPUT_KINDS` (ckptlog/events/outputs.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import msgspec
 import pytest
 from pydantic import BaseModel
 
-from events import decoded, models, outputs
-from events.decoded import INPUT_KINDS, INPUTS, decode_fast
-from events.outputs import OUTPUT_KINDS, OUTPUTS
-from events.schema import SCHEMAS, documents, input_file, output_file
-from processor.core import Fold
-from processor.service.metrics import EVENT_LABELS, OUTPUT_LABELS, UNDECODABLE, VIEW, PrometheusMetrics
-from processor.service.records import TopicNames
+from ckptlog.events import decoded, models, outputs
+from ckptlog.events.decoded import INPUT_KINDS, INPUTS, decode_fast
+from ckptlog.events.outputs import OUTPUT_KINDS, OUTPUTS
+from ckptlog.events.schema import SCHEMAS, documents, input_file, output_file
+from ckptlog.processor.core import Fold
+from ckptlog.processor.service.metrics import EVENT_LABELS, OUTPUT_LABELS, UNDECODABLE, VIEW, PrometheusMetrics
+from ckptlog.processor.service.records import TopicNames
 from tests import factories as f
 
 REPO = Path(__file__).resolve().parents[3]
@@ -168,8 +168,11 @@ def test_the_metric_labels_are_the_tables_and_start_at_zero() -> None:
 
 OUTPUT_NAMES = set(OUTPUTS)
 NOT_AN_OUTPUT = {
-    ("processor/cli/topics.py", "warning"),  # a message prefix, not the output
-    ("processor/ui/pages.py", "warning"),  # a history step kind (processor/explain/story.py), not the output
+    ("ckptlog/cli/topics.py", "warning"),  # a message prefix, not the output
+    (
+        "ckptlog/processor/ui/pages.py",
+        "warning",
+    ),  # a history step kind (ckptlog/processor/explain/story.py), not the output
 }
 
 
@@ -180,7 +183,7 @@ def test_no_output_name_is_spelled_outside_the_table() -> None:
     for pkg in ("processor", "events", "ckptlog"):
         for path in sorted((REPO / pkg).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
-            if rel == "events/outputs.py":
+            if rel == "ckptlog/events/outputs.py":
                 continue
             for name in _strings(path) & OUTPUT_NAMES:
                 if (rel, name) not in NOT_AN_OUTPUT:

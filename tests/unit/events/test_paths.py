@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
-from processor.core.state import root_prefix
+from ckptlog.events.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
+from ckptlog.processor.core.state import root_prefix
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""schemas/ is generated from the models; a drift fails here (run `python -m events.schema`)."""
+"""schemas/ is generated from the models; a drift fails here (run `python -m ckptlog.events.schema`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from events import schema as schema_module
-from events.schema import SCHEMAS, documents, main
-from processor.core import Fold, run_view
+from ckptlog.events import schema as schema_module
+from ckptlog.events.schema import SCHEMAS, documents, main
+from ckptlog.processor.core import Fold, run_view
 from tests import factories as f
 
 
@@ -21,8 +21,8 @@ def test_committed_schemas_match_the_code() -> None:
 
 
 def test_the_check_command_passes() -> None:
-    """What CI runs: `python -m events.schema --check`."""
-    checked = subprocess.run([sys.executable, "-m", "events.schema", "--check"], capture_output=True, text=True)
+    """What CI runs: `python -m ckptlog.events.schema --check`."""
+    checked = subprocess.run([sys.executable, "-m", "ckptlog.events.schema", "--check"], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
 
 

@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from events.codec import decode_event
-from events.rejections import Rejection
-from processor.cli.history import parse_moment
-from processor.core import Fold
-from processor.core.snapshot import decode, encode, of_fold
-from processor.errors import ConfigError
-from processor.explain.checkpoint import explain, paragraph
-from processor.explain.run_replay import RunReplay
+from ckptlog.cli.history import parse_moment
+from ckptlog.errors import ConfigError
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.explain.checkpoint import explain, paragraph
+from ckptlog.processor.explain.run_replay import RunReplay
 from tests import factories as f
 from tests.unit.core.test_fold_properties import ROOT, SETTINGS
 from tests.unit.explain.test_run_replay import Rec
@@ -100,8 +100,8 @@ def test_an_ascii_offset_still_parses() -> None:
 def test_history_lines_do_not_pass_terminal_control_sequences() -> None:
     """An event id is any string the decoder accepts, control characters included: a hostile
     producer must not be able to clear the screen or retitle the terminal of whoever reads history."""
-    from processor.cli.history import step_line
-    from processor.explain.story import Step
+    from ckptlog.cli.history import step_line
+    from ckptlog.processor.explain.story import Step
 
     hostile = "\x1b[2J\x1b]0;pwned\x07\u009b31m"
     effects = [{"kind": "rejected", "reason": "x", "message": f"id {hostile}", "stage": "fold"}]

@@ -1,4 +1,4 @@
-"""A replay of a few runs (processor/explain/run_replay.py) equals a fold of the whole partition,
+"""A replay of a few runs (ckptlog/processor/explain/run_replay.py) equals a fold of the whole partition,
 for those runs: every step's effects and the state after it; and `explain` agrees with the fold."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.codec import decode_event
-from events.outputs import CHECKPOINTS_MISSING, OUTPUTS
-from events.rejections import Rejection
-from processor.core import Fold, run_view
-from processor.core.snapshot import canonical, decode, encode, of_fold
-from processor.explain.checkpoint import explain, path_key
-from processor.explain.run_replay import RunReplay
-from processor.explain.story import _OF_OUTPUT, EFFECT_KINDS, effects_of
+from ckptlog.events.codec import decode_event
+from ckptlog.events.outputs import CHECKPOINTS_MISSING, OUTPUTS
+from ckptlog.events.rejections import Rejection
+from ckptlog.processor.core import Fold, run_view
+from ckptlog.processor.core.snapshot import canonical, decode, encode, of_fold
+from ckptlog.processor.explain.checkpoint import explain, path_key
+from ckptlog.processor.explain.run_replay import RunReplay
+from ckptlog.processor.explain.story import _OF_OUTPUT, EFFECT_KINDS, effects_of
 from tests import factories as f
 from tests.unit.core.test_fold_properties import ROOT, SETTINGS, logs
 

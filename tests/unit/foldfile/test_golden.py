@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
-from events.rejections import Reason
-from events.view import RunView
-from processor.core.snapshot import canonical
-from processor.foldfile import fold_stream_text
+from ckptlog.events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from ckptlog.events.rejections import Reason
+from ckptlog.events.view import RunView
+from ckptlog.processor.core.snapshot import canonical
+from ckptlog.processor.foldfile import fold_stream_text
 from tests.unit import corpus
 from tests.unit.corpus.generated import Case
 from tests.unit.corpus.golden import fold_case, logs, paths

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processor import foldfile
-from processor.core import FoldSettings
-from processor.core.snapshot import canonical
-from processor.foldfile import fold_file, fold_file_text, fold_lines
-from processor.sharding import AMBIGUOUS, Shards, plan
+from ckptlog.processor import foldfile
+from ckptlog.processor.core import FoldSettings
+from ckptlog.processor.core.snapshot import canonical
+from ckptlog.processor.foldfile import fold_file, fold_file_text, fold_lines
+from ckptlog.processor.sharding import AMBIGUOUS, Shards, plan
 from tests import factories as f
 from tests.unit.core.test_fold_properties import logs
 

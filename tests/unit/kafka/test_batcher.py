@@ -1,5 +1,5 @@
 """Batcher: records appended straight into aiokafka's compiled batch builders (the fast path) or
-through its public BatchBuilder.append (processor/kafka/fence.py), checked by parsing the built
+through its public BatchBuilder.append (ckptlog/kafka/fence.py), checked by parsing the built
 batches back (what the broker would receive): both paths must build the same batches."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from processor.kafka.producers import Batcher
-from processor.kafka.records import OutRecord
+from ckptlog.kafka.producers import Batcher
+from ckptlog.kafka.records import OutRecord
 
 
 class Producer:

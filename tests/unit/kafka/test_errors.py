@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, ProducerFenced
 
-from processor.errors import ConfigError
-from processor.kafka.connection import KafkaConnection, start_client
-from processor.kafka.errors import (
+from ckptlog.errors import ConfigError
+from ckptlog.kafka.connection import KafkaConnection, start_client
+from ckptlog.kafka.errors import (
     FencedError,
     KafkaIOError,
     TopicSetupError,
     best_effort,
     map_kafka_errors,
 )
-from processor.kafka.producers import TransactionalProducer
-from processor.kafka.records import OutRecord, PartitionId
+from ckptlog.kafka.producers import TransactionalProducer
+from ckptlog.kafka.records import OutRecord, PartitionId
 
 
 def test_a_kafka_error_names_the_object_the_cause_and_the_next_step() -> None:

@@ -1,4 +1,4 @@
-"""The gate to aiokafka's private attributes (processor/kafka/fence.py)."""
+"""The gate to aiokafka's private attributes (ckptlog/kafka/fence.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import logging
 
 import pytest
 
-from processor.kafka import fence
-from processor.kafka.connection import KafkaConnection
-from processor.kafka.settings import ConnectionSettings
+from ckptlog.kafka import fence
+from ckptlog.kafka.connection import KafkaConnection
+from ckptlog.kafka.settings import ConnectionSettings
 
 
 def test_the_internals_are_used_only_on_the_version_they_were_written_for(caplog: pytest.LogCaptureFixture) -> None:
     assert fence.use_internals("auto", found=fence.WRITTEN_FOR)
     assert not fence.use_internals("off", found=fence.WRITTEN_FOR)
-    with caplog.at_level(logging.WARNING, logger="processor.kafka.fence"):
+    with caplog.at_level(logging.WARNING, logger="ckptlog.kafka.fence"):
         assert not fence.use_internals("auto", found="0.99.1")
         assert not fence.use_internals("auto", found="0.99.1")  # said once per version
     (line,) = [r.getMessage() for r in caplog.records if "0.99.1" in r.getMessage()]

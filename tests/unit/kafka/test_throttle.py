@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-import processor.kafka.connection  # noqa: F401 — installs the filter, as every ckptlog Kafka client does
-from processor.kafka.throttle import ReconnectThrottle
+import ckptlog.kafka.connection  # noqa: F401 — installs the filter, as every ckptlog Kafka client does
+from ckptlog.kafka.throttle import ReconnectThrottle
 
 
 def record(msg: str, *args: object) -> logging.LogRecord:
@@ -39,7 +39,7 @@ def test_kinds_are_throttled_apart_and_other_records_pass() -> None:
 
 
 def test_installed_on_the_aiokafka_logger_once() -> None:
-    from processor.kafka import throttle
+    from ckptlog.kafka import throttle
 
     throttle.install()
     filters = [f for f in logging.getLogger("aiokafka").filters if isinstance(f, ReconnectThrottle)]

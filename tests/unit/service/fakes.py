@@ -1,4 +1,4 @@
-"""In-memory fakes of the service's ports (processor/service/ports.py): a broker with topics,
+"""In-memory fakes of the service's ports (ckptlog/processor/service/ports.py): a broker with topics,
 a consumer group, transactional and idempotent producers, and a deleter that checks it is only
 handed evictions that are already durable. Enough to drive `Processor` without a broker."""
 
@@ -10,12 +10,12 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from processor.core.outputs import Deletion
-from processor.kafka.consumer import AssignmentListener
-from processor.kafka.errors import FencedError, KafkaIOError
-from processor.kafka.records import Header, InputRecord, OutRecord, PartitionId
-from processor.kafka.topics import TopicSpec
-from processor.storage.deletion import OnDone
+from ckptlog.kafka.consumer import AssignmentListener
+from ckptlog.kafka.errors import FencedError, KafkaIOError
+from ckptlog.kafka.records import Header, InputRecord, OutRecord, PartitionId
+from ckptlog.kafka.topics import TopicSpec
+from ckptlog.processor.core.outputs import Deletion
+from ckptlog.processor.storage.deletion import OnDone
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from processor.service.advice import start_advice
-from processor.service.processor import Processor
-from processor.service.restore import restore
-from processor.service.settings import load_settings
+from ckptlog.processor.service.advice import start_advice
+from ckptlog.processor.service.processor import Processor
+from ckptlog.processor.service.restore import restore
+from ckptlog.processor.service.settings import load_settings
 from tests.unit.service.test_restore import PID, SETTINGS, Offsets, store_with
 
 
 async def test_an_instance_without_partitions_says_it_is_idle(caplog: pytest.LogCaptureFixture) -> None:
     """A second processor on a 1-partition topic sat idle without a word."""
     processor = Processor(load_settings(None, bootstrap_servers="unused:9092", group_id="g1"))
-    with caplog.at_level(logging.INFO, "processor.service.processor"):
+    with caplog.at_level(logging.INFO, "ckptlog.processor.service.processor"):
         await processor.partitions_assigned([])
     idle = [r for r in caplog.records if "event=idle" in r.getMessage()]
     assert idle and idle[0].levelno == logging.WARNING

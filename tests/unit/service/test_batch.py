@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from processor.core.fold import Fold
-from processor.core.state import FoldSettings
-from processor.kafka.records import Header, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.harness import workload
-from processor.service.records import RecordFactory, TopicNames
+from ckptlog.kafka.records import Header, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.harness import workload
+from ckptlog.processor.service.records import RecordFactory, TopicNames
 
 NAMES = TopicNames("in", "ckpt", "val", "wm", "state", "dlq")
 

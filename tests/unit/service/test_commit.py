@@ -7,17 +7,17 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, encode
-from processor.core.state import FoldSettings
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.harness import workload
-from processor.service.partition import PartitionTask, TaskParts, new_task
-from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import Restored
-from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import Snapshot, encode
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.harness import workload
+from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
+from ckptlog.processor.service.records import RecordFactory, TopicNames
+from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests.unit.service.test_batch import records
 from tests.unit.service.test_partition import Deleter
 

@@ -1,4 +1,4 @@
-"""A partition's lifecycle (processor/service/lifecycle.py): each transition on its own, with a fake clock."""
+"""A partition's lifecycle (ckptlog/processor/service/lifecycle.py): each transition on its own, with a fake clock."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from processor.errors import BrokerError, StorageError
-from processor.kafka.records import PartitionId
-from processor.service.errors import TooManyRebuilds
-from processor.service.lifecycle import (
+from ckptlog.errors import BrokerError, StorageError
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.service.errors import TooManyRebuilds
+from ckptlog.processor.service.lifecycle import (
     MAX_REBUILDS,
     REBUILD_WINDOW_S,
     RETRY_FIRST_S,

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from processor.service import logs
-from processor.service.logs import JsonFormatter, KeyValueFormatter, redact, register_secrets
-from processor.service.settings import load_settings
+from ckptlog.processor.service import logs
+from ckptlog.processor.service.logs import JsonFormatter, KeyValueFormatter, redact, register_secrets
+from ckptlog.processor.service.settings import load_settings
 
 
 def record(message: str, *args: object, **extra: object) -> logging.LogRecord:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from processor.kafka.records import OutRecord
-from processor.service import observe
-from processor.service.metrics import HOOKED
-from processor.service.observe import EXPORTED, STATE
-from processor.service.processor import Processor
+from ckptlog.kafka.records import OutRecord
+from ckptlog.processor.service import observe
+from ckptlog.processor.service.metrics import HOOKED
+from ckptlog.processor.service.observe import EXPORTED, STATE
+from ckptlog.processor.service.processor import Processor
 from tests.unit.service.fakes import FakeDeleter, FakeKafka
 from tests.unit.service.test_processor import INPUT, LINES, P0, P1, produce, settings, settled, until
 
@@ -156,7 +156,7 @@ def test_metrics_are_off_by_default_and_local_when_on(tmp_path: Path) -> None:
 
 
 async def test_a_busy_metrics_port_is_a_clear_error(tmp_path: Path) -> None:
-    from processor.errors import ConfigError
+    from ckptlog.errors import ConfigError
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

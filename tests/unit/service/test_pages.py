@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from events.view import RunView, assemble, parse_page_key
-from processor.core import Fold, FoldSettings, run_view
-from processor.kafka.records import InputRecord, OutRecord, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.pages import ViewPager
-from processor.service.records import RecordFactory, TopicNames
+from ckptlog.events.view import RunView, assemble, parse_page_key
+from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
+from ckptlog.processor.core import Fold, FoldSettings, run_view
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.pages import ViewPager
+from ckptlog.processor.service.records import RecordFactory, TopicNames
 from tests import factories as f
 from tests.unit.service.test_batch import Rec
 
@@ -122,8 +122,8 @@ def test_a_small_runs_view_is_one_record_as_before() -> None:
 async def test_a_reader_follows_a_paged_run_record_by_record() -> None:
     """ckptlog.AsyncReader's table, fed the state topic's records one at a time as they were written,
     shows each head's assembled VIEW (never a head with pages it has not read yet)."""
-    from ckptlog.view_table import ViewTable
-    from processor.kafka.reader import Record
+    from ckptlog.client.view_table import ViewTable
+    from ckptlog.kafka.reader import Record
 
     rng = random.Random(9)
     lines = stream(rng, 800, None)

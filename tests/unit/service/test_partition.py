@@ -9,22 +9,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from events.codec import decode_event
-from events.rejections import Rejection
-from processor.core.fold import Fold
-from processor.core.outputs import Deletion
-from processor.core.state import FoldSettings
-from processor.errors import BrokerError, OffsetOutOfRange
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.harness import workload
-from processor.service.partition import PartitionTask, PositionControl, TaskParts, new_task
-from processor.service.processor import Processor
-from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import Restored
-from processor.service.settings import load_settings
-from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.errors import BrokerError, OffsetOutOfRange
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.outputs import Deletion
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.harness import workload
+from ckptlog.processor.service.partition import PartitionTask, PositionControl, TaskParts, new_task
+from ckptlog.processor.service.processor import Processor
+from ckptlog.processor.service.records import RecordFactory, TopicNames
+from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.settings import load_settings
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.unit.service.test_batch import records
 
@@ -163,7 +163,7 @@ async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: 
 
 
 async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("processor.service.partition.IDLE_FLUSH_S", 0.0)
+    monkeypatch.setattr("ckptlog.processor.service.partition.IDLE_FLUSH_S", 0.0)
     task, publisher, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)

@@ -12,15 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from processor.foldfile import fold_lines
-from processor.kafka.errors import KafkaIOError
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.harness import expected_views, workload
-from processor.service.lifecycle import Partition, Phase
-from processor.service.partition import PartitionTask
-from processor.service.processor import Processor
-from processor.service.settings import ServiceSettings, load_settings
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.kafka.errors import KafkaIOError
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.service.harness import expected_views, workload
+from ckptlog.processor.service.lifecycle import Partition, Phase
+from ckptlog.processor.service.partition import PartitionTask
+from ckptlog.processor.service.processor import Processor
+from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests.unit.service.fakes import FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
 
 INPUT = "ckptlog.events"
@@ -182,7 +182,7 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
     check then ran on that state (a false alarm for checkpoints evicted since), and with nothing
     left to commit it re-drove the snapshot's owed deletions before the replay could show a path
     reported again since (contract §9): a kept checkpoint deleted."""
-    import processor.service.tasks as tasks
+    import ckptlog.processor.service.tasks as tasks
 
     kafka, config = FakeKafka(), settings(tmp_path)
     produce(kafka, LINES[:200])
@@ -255,7 +255,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
         consumer.between = None
 
     consumer.between = rebuild_in_the_window
-    with caplog.at_level(logging.INFO, logger="processor.service.processor"):
+    with caplog.at_level(logging.INFO, logger="ckptlog.processor.service.processor"):
         consumer.rejoin()
         produce(kafka, LINES[150:])
         await until(lambda: consumer.between is None and settled(kafka, processor)(), run)
@@ -271,7 +271,7 @@ async def test_a_transient_error_while_restoring_one_partition_is_retried_while_
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """Issue 13 case 8: a Kafka or storage error during a restore stopped the whole processor."""
-    from processor.kafka.errors import KafkaIOError
+    from ckptlog.kafka.errors import KafkaIOError
     from tests.unit.service.fakes import FakeConsumer
 
     kafka = FakeKafka()
@@ -286,7 +286,7 @@ async def test_a_transient_error_while_restoring_one_partition_is_retried_while_
         return await real_committed(self, pid)
 
     monkeypatch.setattr(FakeConsumer, "committed", flaky_committed)
-    monkeypatch.setattr("processor.service.lifecycle.RETRY_FIRST_S", 0.01)
+    monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     config = settings(tmp_path)
     processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
     run = asyncio.create_task(processor.run())
@@ -302,8 +302,8 @@ async def test_a_fault_while_writing_an_events_outputs_dead_letters_it_and_leave
     """Issue 13 case 1 (beyond the fold): an exception after an event was applied, while its outputs
     were written, once snapshotted a half-applied state. Now the event is rolled back and
     dead-lettered (internal_error), and the processor goes on as if it had never been read."""
-    from events.envelope import EnvelopeBuilder
-    from processor.service.records import H_CLASS, H_REASON
+    from ckptlog.events.envelope import EnvelopeBuilder
+    from ckptlog.processor.service.records import H_CLASS, H_REASON
 
     kafka = FakeKafka()
     lines = LINES[:120]
@@ -365,7 +365,7 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     transiently (scheduled for a retry). When the rebuild's restore then finishes, its outcome is
     void: it must neither register a task nor cancel that retry (found by review: the partition
     stayed assigned and paused, with no task and no retry, until the next rebalance)."""
-    monkeypatch.setattr("processor.service.lifecycle.RETRY_FIRST_S", 0.01)
+    monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     kafka = FakeKafka()
     produce(kafka, LINES[:150])
     gate, blocked = asyncio.Event(), asyncio.Event()

@@ -8,17 +8,17 @@ from functools import partial
 from pathlib import PosixPath
 from types import SimpleNamespace
 
-from events.codec import decode_event
-from events.envelope import deletion_completed_event, encode_json, envelope, output_id
-from events.outputs import CheckpointsMissing, OutputEnvelope
-from events.rejections import Reason, Rejection
-from processor.core.fold import Fold
-from processor.core.outputs import Output
-from processor.core.state import FoldSettings
-from processor.kafka.records import OutRecord, PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.harness import workload
-from processor.service.records import (
+from ckptlog.events.codec import decode_event
+from ckptlog.events.envelope import deletion_completed_event, encode_json, envelope, output_id
+from ckptlog.events.outputs import CheckpointsMissing, OutputEnvelope
+from ckptlog.events.rejections import Reason, Rejection
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.outputs import Output
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.harness import workload
+from ckptlog.processor.service.records import (
     H_MESSAGE,
     H_OFFSET,
     H_PARTITION,

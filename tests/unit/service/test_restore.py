@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from events.decoded import CheckpointConfig
-from processor.core.fold import Fold
-from processor.core.snapshot import Snapshot, canonical, encode
-from processor.core.state import FoldSettings
-from processor.errors import OffsetOutOfRange, SnapshotVersionError
-from processor.kafka.records import PartitionId
-from processor.service.errors import RestoreError
-from processor.service.restore import restore
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.errors import OffsetOutOfRange, SnapshotVersionError
+from ckptlog.events.decoded import CheckpointConfig
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import Snapshot, canonical, encode
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.errors import RestoreError
+from ckptlog.processor.service.restore import restore
+from ckptlog.processor.storage.snapshots import SnapshotStore
 
 PID = PartitionId("events", 0)
 SETTINGS = FoldSettings()

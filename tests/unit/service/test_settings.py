@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from processor.errors import ConfigError
-from processor.service.settings import load_settings
+from ckptlog.errors import ConfigError
+from ckptlog.processor.service.settings import load_settings
 
 
 def test_defaults() -> None:
@@ -89,7 +89,7 @@ def test_a_session_timeout_the_broker_refuses_is_refused_up_front(ms: int) -> No
 def test_run_has_a_session_timeout_flag() -> None:
     from typer.testing import CliRunner
 
-    from processor.cli.main import _register, app
+    from ckptlog.cli.main import _register, app
 
     _register(["run"])
     result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
@@ -125,8 +125,8 @@ def _variables_by_file() -> dict[Path, set[str]]:
 def test_every_ckptlog_variable_the_repository_uses_is_a_setting_or_known() -> None:
     """A variable the code or a deploy file reads must be listed in NOT_SETTINGS, and a test knob
     must be named CKPTLOG_TEST_*, or `ckptlog run` refuses to start where it is set."""
-    from processor.service.environment import unknown_variables
-    from processor.service.settings import ServiceSettings
+    from ckptlog.processor.service.environment import unknown_variables
+    from ckptlog.processor.service.settings import ServiceSettings
 
     names = set().union(*_variables_by_file().values())
     names -= {"CKPTLOG_SNAPSHOT_EVRY", "CKPTLOG_TEST_ANYTHING"}  # this file's own examples
@@ -134,11 +134,11 @@ def test_every_ckptlog_variable_the_repository_uses_is_a_setting_or_known() -> N
 
 
 def test_no_test_knob_is_listed_in_production_code() -> None:
-    """Issue 26 item 5: every name in NOT_SETTINGS is read outside the tests (processor/, ckptlog/,
+    """Issue 26 item 5: every name in NOT_SETTINGS is read outside the tests (ckptlog/processor/, ckptlog/,
     deploy/); the test suite's knobs carry the CKPTLOG_TEST_ prefix the loader ignores instead."""
-    from processor.service.environment import NOT_SETTINGS, TEST_PREFIX
+    from ckptlog.processor.service.environment import NOT_SETTINGS, TEST_PREFIX
 
-    production = Path("processor/service/environment.py")
+    production = Path("ckptlog/processor/service/environment.py")
     used = set().union(
         *(
             names

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.state import Problem
-from events.view import page_key
-from processor.core.fold import Fold
-from processor.core.view import run_view
-from processor.kafka.reader import Record
-from processor.service import views
-from processor.service.state_scan import StateScan
-from processor.service.views import read_state_topic, run_of
+from ckptlog.events.state import Problem
+from ckptlog.events.view import page_key
+from ckptlog.kafka.reader import Record
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.view import run_view
+from ckptlog.processor.service import views
+from ckptlog.processor.service.state_scan import StateScan
+from ckptlog.processor.service.views import read_state_topic, run_of
 from tests import factories as f
 
 
@@ -76,7 +76,7 @@ def test_a_filtered_read_is_the_unfiltered_one_cut(monkeypatch: pytest.MonkeyPat
     assert some.written_ms == {r: t for r, t in every.written_ms.items() if r in runs}
 
 
-# -- skipping the heads a later one replaces (processor/service/state_scan.py) --------------------
+# -- skipping the heads a later one replaces (ckptlog/processor/service/state_scan.py) --------------------
 
 _RUNS = ("a", "b", "\\xff")  # "\\xff" is also the problem name of the key b"\xff"
 

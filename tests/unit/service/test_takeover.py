@@ -2,7 +2,7 @@
 with an empty index, so page records the previous owner wrote for pages that are empty now were
 never tombstoned, and readers merged them: `ckptlog inspect` and the AsyncReader showed 400 kept where
 the fold keeps 300. Now the first paged write of a run in a pager tombstones every empty page
-below its last one, whatever an earlier owner left (processor/service/pages.py)."""
+below its last one, whatever an earlier owner left (ckptlog/processor/service/pages.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from events.state import H_INPUT_OFFSET, input_offset
-from events.view import assemble, parse_page_key
-from processor.core import Fold, FoldSettings, run_view
-from processor.kafka.records import PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.pages import ViewPager
-from processor.service.records import RecordFactory
-from processor.service.settings import ServiceSettings
+from ckptlog.events.state import H_INPUT_OFFSET, input_offset
+from ckptlog.events.view import assemble, parse_page_key
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core import Fold, FoldSettings, run_view
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.pages import ViewPager
+from ckptlog.processor.service.records import RecordFactory
+from ckptlog.processor.service.settings import ServiceSettings
 from tests import factories as f
 from tests.unit.service.fakes import FakeKafka
 from tests.unit.service.test_pages import NAMES, ROOT, StateTopic, records, stream
@@ -145,7 +145,7 @@ async def test_a_second_processor_taking_over_after_a_restore_publishes_the_fold
     produce(kafka, results)
     second, run = await started(config, kafka)
     try:
-        from processor.foldfile import fold_lines
+        from ckptlog.processor.foldfile import fold_lines
 
         expected = fold_lines(lines + results, config.fold_settings()).fold.runs[RUN]
         view = _assembled(kafka)[RUN]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from processor.kafka.records import OutRecord
-from processor.service.batch import Batch
-from processor.service.harness import workload
+from ckptlog.kafka.records import OutRecord
+from ckptlog.processor.service.batch import Batch
+from ckptlog.processor.service.harness import workload
 from tests.unit.service.test_batch import folder, records
 
 ONE_RUN = workload("file:///r", runs=1, reports=40, keep=2, validation_share=0.0)
@@ -102,9 +102,9 @@ def _event(n: int, kind: str, run: str, data: dict[str, Any]) -> bytes:
 
 def test_the_fold_makes_at_most_one_watermark_per_event_and_puts_it_last() -> None:
     """What the batch folder relies on to coalesce without scanning every event's outputs."""
-    from events.codec import decode_event
-    from processor.core.fold import Fold
-    from processor.core.state import FoldSettings
+    from ckptlog.events.codec import decode_event
+    from ckptlog.processor.core.fold import Fold
+    from ckptlog.processor.core.state import FoldSettings
 
     extra = [
         _event(1, "worker_group_restart", "run-0", {"num_workers": 2}),

@@ -1,4 +1,4 @@
-"""Attack: retired claims (processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
+"""Attack: retired claims (ckptlog/processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
 
 Each test here failed on the commit it was written against (094fe79); see the report.
 """
@@ -12,20 +12,20 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from events.paths import MARKER, normalize
-from processor.core.fold import Fold
-from processor.core.state import FoldSettings
-from processor.kafka.records import PartitionId
-from processor.service.batch import BatchFolder
-from processor.service.partition import PartitionTask, TaskParts, new_task
-from processor.service.records import RecordFactory, TopicNames
-from processor.service.restore import Restored
-from processor.service.snapshotting import SnapshotScheduler
-from processor.storage.claims import Claimant, Refused, claim_name, marker_body
-from processor.storage.deletion import Deleter
-from processor.storage.markers import claim_all
-from processor.storage.removal import remove_all
-from processor.storage.snapshots import SnapshotStore
+from ckptlog.events.paths import MARKER, normalize
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
+from ckptlog.processor.service.records import RecordFactory, TopicNames
+from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.claims import Claimant, Refused, claim_name, marker_body
+from ckptlog.processor.storage.deletion import Deleter
+from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.removal import remove_all
+from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.unit.service.test_batch import records
 from tests.unit.service.test_partition import Publisher, idle

@@ -14,11 +14,11 @@ import asyncio
 import threading
 from pathlib import Path
 
-from events.paths import normalize
-from processor.storage.claims import Claimant, Refused
-from processor.storage.deletion import Deleter, RetryPolicy
-from processor.storage.markers import claim_all
-from processor.storage.removal import remove_all
+from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claims import Claimant, Refused
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.removal import remove_all
 
 
 def _tree(tmp_path: Path) -> tuple[Path, str, str, str]:

@@ -19,16 +19,16 @@ from fsspec.implementations.memory import MemoryFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.paths import UnsafePath, is_within, normalize, parse_url, root_problem
-from processor.core.outputs import Deletion
-from processor.errors import StorageError
-from processor.storage import deletion
-from processor.storage.apply import delete_now
-from processor.storage.confinement import Confinement
-from processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
-from processor.storage.removal import Refused, remove_all
+from ckptlog.errors import StorageError
+from ckptlog.events.paths import UnsafePath, is_within, normalize, parse_url, root_problem
+from ckptlog.processor.core.outputs import Deletion
+from ckptlog.processor.storage import deletion
+from ckptlog.processor.storage.apply import delete_now
+from ckptlog.processor.storage.confinement import Confinement
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
+from ckptlog.processor.storage.removal import Refused, remove_all
 
-LOGGER = "processor.storage.deletion"
+LOGGER = "ckptlog.processor.storage.deletion"
 ROOT = "flaky://runs/r1"
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from processor.storage.deletion import Deleter, RetryPolicy
-from processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
+from ckptlog.processor.storage.removal import Refused, remove_all
 
 
 def tree(base: Path) -> dict[str, bytes | str]:

@@ -1,4 +1,4 @@
-"""Retired claims (processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
+"""Retired claims (ckptlog/processor/storage/claims.py, contract §3 *Expiry*, §9) on real trees.
 
 The fold forgets a finished run once its record expires; what then keeps its checkpoints is the
 retired claim the processor wrote into its root as it retired. It bars every deletion that meets
@@ -19,13 +19,13 @@ from typing import Any
 import fsspec
 import pytest
 
-from events.paths import MARKER, normalize
-from processor.storage import ownership
-from processor.storage.claims import Claimant, Outcome, Refused, Shared, claim_name
-from processor.storage.deletion import HOLD_S, Deleter
-from processor.storage.markers import claim_all
-from processor.storage.ownership import Claims
-from processor.storage.removal import remove_all
+from ckptlog.events.paths import MARKER, normalize
+from ckptlog.processor.storage import ownership
+from ckptlog.processor.storage.claims import Claimant, Outcome, Refused, Shared, claim_name
+from ckptlog.processor.storage.deletion import HOLD_S, Deleter
+from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.ownership import Claims
+from ckptlog.processor.storage.removal import remove_all
 
 A, RETIRED_A = Claimant("a", "t[0]"), Claimant("a", "t[0]", retired=True)
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.errors import SnapshotError, StorageError
-from processor.storage.objects import STALE_TEMP_S, TEMP_PREFIX, ObjectStore
-from processor.storage.snapshots import SnapshotName, SnapshotStore, content_digest
+from ckptlog.errors import SnapshotError, StorageError
+from ckptlog.processor.storage.objects import STALE_TEMP_S, TEMP_PREFIX, ObjectStore
+from ckptlog.processor.storage.snapshots import SnapshotName, SnapshotStore, content_digest
 from tests.storage_contract import decode, encode
 
 OFFSETS = st.integers(min_value=0, max_value=2**63 - 1)

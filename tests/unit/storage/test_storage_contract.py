@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from processor.errors import StorageError
-from processor.storage.objects import ObjectStore
+from ckptlog.errors import StorageError
+from ckptlog.processor.storage.objects import ObjectStore
 from tests.storage_contract import Backend, StorageContract
 
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from processor.ui.model import RunLog, View
+from ckptlog.processor.ui.model import RunLog, View
 
 
 class FakeSource:

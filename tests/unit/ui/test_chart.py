@@ -9,10 +9,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processor.ui import pages
-from processor.ui.axes import axis
-from processor.ui.chart import chart, legend, sparkline
-from processor.ui.model import Point, Query, RunLog, points, relative, root_of, row_of, run_root, trend_of
+from ckptlog.processor.ui import pages
+from ckptlog.processor.ui.axes import axis
+from ckptlog.processor.ui.chart import chart, legend, sparkline
+from ckptlog.processor.ui.model import Point, Query, RunLog, points, relative, root_of, row_of, run_root, trend_of
 from tests.unit.ui.fake import log_of, view
 
 

@@ -8,7 +8,7 @@ import sys
 
 def test_a_public_host_without_a_token_is_refused_with_a_clear_error() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "processor.cli", "ui", "--host", "0.0.0.0", "--bootstrap-servers", "127.0.0.1:1"],
+        [sys.executable, "-m", "ckptlog.cli", "ui", "--host", "0.0.0.0", "--bootstrap-servers", "127.0.0.1:1"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -19,7 +19,7 @@ def test_a_public_host_without_a_token_is_refused_with_a_clear_error() -> None:
 
 
 def test_the_demo_names_the_console_command() -> None:
-    from processor.ui import console_command
+    from ckptlog.processor.ui import console_command
 
     command = console_command("/tmp/ckptlog-demo-ab/ckptlog.toml", program="/v/bin/ckptlog")
     assert command.startswith("/v/bin/ckptlog ui --config /tmp/ckptlog-demo-ab/ckptlog.toml --port 8000")

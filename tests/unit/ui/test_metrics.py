@@ -1,5 +1,5 @@
 """Issue 38 item 1: the console reads a nested score attribute (`eval/acc` in `{"eval": {"acc": …}}`)
-as the fold does (contract §3, `events.metrics`) — the runs page's score, the kept table, the
+as the fold does (contract §3, `ckptlog.events.metrics`) — the runs page's score, the kept table, the
 chart's values and the metric menu."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.metrics import MISSING, flatten, lookup
-from processor.foldfile import fold_lines
-from processor.ui import pages
-from processor.ui.chart import chart
-from processor.ui.model import Query, RunLog, View, metrics_of, points, row_of
+from ckptlog.events.metrics import MISSING, flatten, lookup
+from ckptlog.processor.foldfile import fold_lines
+from ckptlog.processor.ui import pages
+from ckptlog.processor.ui.chart import chart
+from ckptlog.processor.ui.model import Query, RunLog, View, metrics_of, points, row_of
 from tests import factories as f
 
 ROOT = "file:///data/runs/nested"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from processor.ui import pages
-from processor.ui.chart import MAX_POINTS, chart, downsample
-from processor.ui.model import PAGE_SIZE, Point, Query, RunLog, metrics_of, points, row_of, select
+from ckptlog.processor.ui import pages
+from ckptlog.processor.ui.chart import MAX_POINTS, chart, downsample
+from ckptlog.processor.ui.model import PAGE_SIZE, Point, Query, RunLog, metrics_of, points, row_of, select
 from tests.unit.ui.fake import log_of, view
 
 HOSTILE = '<script>alert("x")</script>'

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from processor.errors import ConfigError
-from processor.ui.server import check_exposure, running
+from ckptlog.errors import ConfigError
+from ckptlog.processor.ui.server import check_exposure, running
 from tests.unit.ui.fake import FakeSource, log_of, view
 
 HOSTILE = "<script>alert(1)</script>"

@@ -1,0 +1,3 @@
+from ckptlog.cli.main import main
+
+main()

@@ -1,0 +1,138 @@
+"""`ckptlog finish RUN` and `ckptlog forget RUN`: a run's run_finished or run_forgotten (contract §3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+from ckptlog.cli.clients import (
+    Confirm,
+    ConfirmTimeout,
+    DlqTopic,
+    EventsTopic,
+    ProcessorGroup,
+    RunArg,
+    StateTopic,
+    _print,
+    _run,
+    confirming,
+    connection_options,
+    setting,
+)
+from ckptlog.cli.main import app
+from ckptlog.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ckptlog.processor.service.settings import ServiceSettings
+
+FinishKeep = Annotated[
+    str,
+    typer.Option(
+        "--keep",
+        help="What the finished run keeps: `kept` (the kept set as it is) or `best` (only the best, besides the "
+        "latest, pending and preserved checkpoints).",
+    ),
+]
+
+
+@app.command("finish")
+@connection_options
+def finish_command(
+    run_id: Annotated[str | None, typer.Argument(help="Run id (the Kafka key); or --idle-for.")] = None,
+    keep: FinishKeep = "kept",
+    idle_for: Annotated[
+        str | None,
+        typer.Option(
+            "--idle-for",
+            help="Instead of RUN: finish every unfinished run whose VIEW the processor has not written for this "
+            "long (90s, 30m, 12h, 7d, 1d12h), read from the state topic.",
+        ),
+    ] = None,
+    prefix: Annotated[str | None, typer.Option(help="With --idle-for: only runs whose id starts with this.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --idle-for: list the runs, send nothing.")] = False,
+    state_topic: StateTopic = None,
+    topic: EventsTopic = None,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
+    *,
+    settings: ServiceSettings,
+) -> None:
+    """Finish a run: its last retention, later reports refused (`run_finished`), its state out of the processor
+    once its deletions are settled; its final VIEW stays on the state topic (`ckptlog inspect`)."""
+    mode = _finish_mode(keep)
+    if (run_id is None) == (idle_for is None):
+        raise typer.BadParameter("give a RUN or --idle-for DURATION (not both)")
+    if run_id is not None and (prefix is not None or dry_run):
+        raise typer.BadParameter("--prefix and --dry-run go with --idle-for")
+
+    from ckptlog.client.reporter import AsyncReporter
+
+    async def main() -> None:
+        runs = [run_id] if run_id is not None else await _idle(settings, state_topic, idle_for or "", prefix, dry_run)
+        for run in runs:
+            async with AsyncReporter(
+                run,
+                connection=settings,
+                topic=setting(topic, settings, "input_topic"),
+                **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
+            ) as reporter:
+                _print(await reporter.finish(mode))
+
+    _run(main())
+
+
+def _finish_mode(keep: str) -> Literal["kept", "best"]:
+    if keep == "kept":
+        return "kept"
+    if keep == "best":
+        return "best"
+    raise ConfigError(f"--keep {keep!r}: give `kept` or `best`")
+
+
+async def _idle(
+    settings: ServiceSettings, state_topic: str | None, idle_for: str, prefix: str | None, dry_run: bool
+) -> list[str]:
+    """The idle runs, said on stderr; none when --dry-run."""
+    from ckptlog.cli.idle import idle_runs, idle_text, parse_duration
+    from ckptlog.client.connect import require_bootstrap
+
+    seconds = parse_duration(idle_for)
+    conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
+    topic = setting(state_topic, settings, "state_topic")
+    found = await idle_runs(conn, topic, seconds, prefix)
+    verb = "would finish" if dry_run else "finishing"
+    typer.echo(f"{len(found)} unfinished run(s) idle for more than {idle_for} on {topic}; {verb}:", err=True)
+    for run in found:
+        typer.echo(f"  {run.run_id} (idle {idle_text(run.idle_s)})", err=True)
+    return [] if dry_run else [r.run_id for r in found]
+
+
+@app.command("forget")
+@connection_options
+def forget_command(
+    run_id: RunArg,
+    topic: EventsTopic = None,
+    confirm: Confirm = False,
+    confirm_timeout_s: ConfirmTimeout = 60.0,
+    processor_group: ProcessorGroup = None,
+    dlq_topic: DlqTopic = None,
+    *,
+    settings: ServiceSettings,
+) -> None:
+    """Forget a run (an abandoned one): its state leaves the processor and its VIEW is tombstoned; its checkpoints
+    stay in storage. Refused (`deletions_owed`) while its deletions are not settled: send it again then."""
+    from ckptlog.client.reporter import AsyncReporter
+
+    async def main() -> None:
+        async with AsyncReporter(
+            run_id,
+            connection=settings,
+            topic=setting(topic, settings, "input_topic"),
+            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
+        ) as reporter:
+            _print(await reporter.forget())
+
+    _run(main())

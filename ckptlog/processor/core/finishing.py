@@ -1,0 +1,124 @@
+"""Runs end (contract §3 "Finished runs"): run_finished, its last retention, and the run leaving
+the hot state once every deletion it owes is settled.
+
+A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and
+the deleter's check still finds them, contract §9); once `outstanding` is empty it is retired:
+its state leaves `Fold.runs` and only `Fold.finished[run_id] = root` remains, whose root stays
+registered so no later run can claim a root equal to, above or below it. Retirement happens in
+the event that settles the last deletion (or in run_finished itself when nothing is owed), so it
+is a function of the log alone: a replay retires the same runs at the same offsets.
+
+The finished records are bounded (`FoldSettings.finished_runs_kept`): each retirement past the
+bound expires the oldest record, and the expired run is unknown to the fold again (contract §3,
+*Expiry*); its root claim in storage (`{root}/.ckptlog-run/`, §9) still guards its checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
+from ckptlog.events.rejections import Reason, Rejection
+from ckptlog.processor.core import journal as undo
+from ckptlog.processor.core.outputs import NOTHING, Deletion, Effects, Output, evicted, rejected, warning, watermark
+from ckptlog.processor.core.retention import apply_retention
+from ckptlog.processor.core.state import RunState
+
+if TYPE_CHECKING:
+    from ckptlog.processor.core.fold import Fold
+    from ckptlog.processor.core.lifecycle import Roots
+
+
+def finished_rejection(run_id: str, event_type: str) -> Rejection:
+    return Rejection(
+        Reason.RUN_FINISHED,
+        f"run {run_id!r} has finished: {event_type} after its run_finished is refused; its final VIEW stays on "
+        "the state topic (`ckptlog inspect`); a retry of an event sent before the finish may have been applied "
+        "already — check that VIEW; a new run needs a new run id",
+    )
+
+
+def after_retired(run_id: str, event: DecodedEvent) -> Effects:
+    """An event for a run that finished and left the hot state: a repeated finish and a late
+    settlement change nothing; anything else is refused (`run_finished`)."""
+    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten):
+        return NOTHING
+    return rejected(finished_rejection(run_id, event.type))
+
+
+def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effects:
+    """Mark the run finished, apply its last retention (`keep`), retire it when nothing is owed."""
+    fold.finishes += 1
+    if run is None:  # nothing was ever folded for it: nothing to finish, nothing to remember
+        message = f"run {event.subject!r}: run_finished for a run this partition has no state for; ignored"
+        return Effects([warning("finish_unknown_run", message)])
+    if run.finished is not None:
+        return NOTHING  # a repeated finish: the first one decided what the run keeps
+    run.finished = event.data.keep  # the journal saved the old value (journal.SCALARS)
+    outputs: list[Output] = []
+    deletions = []
+    excess = len(run.checkpoints) - run.preserved_count - 1
+    if event.data.keep == "best" and excess > 0:  # latest, pending and preserved ones stay (§9)
+        root = run.storage_root or ""
+        retained = apply_retention(run, excess, fold.journal.push)
+        for record, eviction, rank in retained.evicted:
+            outputs.append(evicted(run, record, rank, retained.worst_kept, "best", 1))
+            deletions.append(Deletion(run.run_id, record.path, root, eviction))
+    outputs.append(watermark(run))
+    retire_if_settled(fold, run)
+    return Effects(outputs, deletions)
+
+
+def retire_if_settled(fold: Fold, run: RunState) -> None:
+    """A finished run that owes no deletion leaves the hot state, its root still registered."""
+    if run.finished is None or run.outstanding:
+        return
+    push, run_id, runs = fold.journal.push, run.run_id, fold.runs
+    at = 0 if next(iter(runs)) == run_id else list(runs).index(run_id)  # runs mostly end oldest first
+    push((undo.CALL, undo.put_at, (runs, at, run_id, run)))  # back in its place: `runs` is in order
+    del runs[run_id]
+    push((undo.NEW, fold.finished, run_id))
+    fold.finished[run_id] = run.root if run.storage_root is not None else ""
+    fold.leaving[run_id] = run
+    expire(fold)
+
+
+def expire(fold: Fold) -> None:
+    """Keep the records of the newest `finished_runs_kept` retired runs: the oldest leave first,
+    their roots unregistered (contract §3 "Finished runs", *Expiry*). The table is in retirement
+    order (a dict keeps insertion order, and so does the snapshot's JSON), so which record goes is
+    a function of the log alone."""
+    finished, kept, push = fold.finished, fold.settings.finished_runs_kept, fold.journal.push
+    while len(finished) > kept:
+        run_id = next(iter(finished))
+        root = finished.pop(run_id)
+        push((undo.CALL, undo.put_at, (finished, 0, run_id, root)))  # back at the head
+        if root and fold.roots.owners.get(root) == run_id:
+            fold.roots.remove(root)
+            push((undo.CALL, _register, (fold.roots, root, run_id)))
+
+
+def _register(entry: tuple[Roots, str, str]) -> None:
+    roots, root, run_id = entry
+    roots.add(root, run_id)
+
+
+def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effects:
+    """An operator drops a run now (contract §3 "Forgotten runs"): it is finished as it stands
+    (nothing evicted, nothing deleted) and retired at once; the service tombstones its VIEW.
+    Refused while the run owes deletions: its state is what the deleter checks them against."""
+    fold.finishes += 1
+    if run is None:
+        return NOTHING  # retired already, or never seen: only the VIEW's tombstone is left to write
+    if run.outstanding:
+        return rejected(
+            Rejection(
+                Reason.DELETIONS_OWED,
+                f"run {run.run_id!r} owes {len(run.outstanding)} deletion(s) not settled yet; its state stays "
+                "until they are (the deleter settles them, deleted or refused) — send the forget again then",
+            )
+        )
+    if run.finished is None:
+        run.finished = "kept"  # the journal saved the old value (journal.SCALARS)
+    retire_if_settled(fold, run)
+    return NOTHING

@@ -1,0 +1,119 @@
+"""Top-K retention (contract §3 "Retention"): evict `checkpoints[:-num_to_keep]` minus the
+latest and every pending checkpoint — and, beyond Ray, minus the checkpoints preserved for good
+by `keep_every_n_steps` (Orbax's keep_period) or `keep_time_interval_s` (Orbax's
+keep_time_interval), which do not count against `num_to_keep` either.
+
+Only the head of the sorted list is looked at, up to `excess` records that count, and each
+eviction is an O(log n) removal, so the cost per event is O(log n + exempt), not Ray's O(n)
+rebuild. An evicted path stays live (outstanding) until its deletion is settled, so it keeps
+its place in the run's nesting index until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from ckptlog.events.metrics import MISSING, lookup
+from ckptlog.processor.core import journal as undo
+from ckptlog.processor.core.state import CheckpointRecord, Evicted, RunState
+
+
+class Preservation(NamedTuple):
+    """What the rules say of one new checkpoint: its label (None: not preserved), the time rule's
+    new reference time, and a warning's code when its step could not be read."""
+
+    label: str | None
+    preserved_at: float | None
+    problem: str | None
+
+
+NOT_PRESERVED = Preservation(None, None, None)
+_new = tuple.__new__  # builds `Retained` without its Python-level __new__ (one per eviction)
+
+
+def preservation(run: RunState, metrics: dict[str, Any], report_index: int, time: str | None) -> Preservation:
+    """Whether a checkpoint registered now is preserved, and by which rule (`steps` wins when
+    both do); pure. The time rule looks at every timed checkpoint, also one the step rule keeps."""
+    config = run.config
+    every, interval = config.keep_every_n_steps, config.keep_time_interval_s
+    label = problem = None
+    if every is not None:
+        step = report_index + 1 if config.step_attribute is None else lookup(metrics, config.step_attribute)
+        if step is MISSING:
+            problem = "step_missing"
+        elif isinstance(step, bool) or not isinstance(step, int | float) or step != step or step % 1:
+            problem = "step_not_integral"
+        elif step % every == 0:
+            label = "steps"
+    at = run.preserved_at
+    if interval is not None and time is not None:
+        seconds = _epoch(time)
+        if at is None or seconds - at >= interval:
+            label, at = label or "time", seconds
+    return Preservation(label, at, problem)
+
+
+def _epoch(time: str) -> float:
+    """A CloudEvents `time` (RFC 3339) as epoch seconds; a time without offset counts as UTC
+    (never the machine's own zone: the fold must not depend on where it runs)."""
+    parsed = datetime.fromisoformat(time)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+class Retained(NamedTuple):
+    """What one retention did: the evicted records in order, each with its eviction number and its
+    rank (1 = best among the checkpoints that count) before the eviction, and the worst record the
+    rule keeps (rank `num_to_keep`; None when nothing that counts is kept)."""
+
+    evicted: list[tuple[CheckpointRecord, int, int]]
+    worst_kept: CheckpointRecord | None
+
+
+def apply_retention(run: RunState, excess: int, push: Callable[[tuple[Any, ...]], None]) -> Retained:
+    """Evict what falls outside the top `num_to_keep` among the checkpoints that count (`excess`
+    = counted kept - num_to_keep > 0). `push` records the inverse of each change
+    (ckptlog/processor/core/journal.py).
+
+    Exempt records (latest, pending, preserved) stay where they are, so the i-th victim is popped
+    at the position of the exempt records before it: no search per victim.
+    """
+    checkpoints = run.checkpoints
+    latest, pending = run.latest, run.pending
+    total = len(checkpoints) - run.preserved_count  # the records that count, ranked best = 1
+    victims: list[tuple[int, CheckpointRecord, int]] = []  # (position in the list as it was, record, rank)
+    counted, worst_kept = 0, None
+    # without preserved records the first `excess` + 1 are all that can go or rank `num_to_keep` (a copy)
+    for position, record in enumerate(checkpoints.head(excess + 1) if not run.preserved_count else checkpoints):
+        if record.preserved is not None:
+            continue
+        if counted == excess:
+            worst_kept = record
+            break
+        counted += 1
+        if record is not latest and record.key not in pending:
+            victims.append((position, record, total - counted + 1))
+    for popped, (position, record, _) in enumerate(victims):
+        push((undo.DROPPED, record))
+        checkpoints.pop(position - popped)
+    return _new(Retained, (_evict(run, victims, push), worst_kept))
+
+
+def _evict(
+    run: RunState, victims: list[tuple[int, CheckpointRecord, int]], push: Callable[[tuple[Any, ...]], None]
+) -> list[tuple[CheckpointRecord, int, int]]:
+    by_key, outstanding = run.by_key, run.outstanding
+    evicted = []
+    for _, record, rank in victims:
+        key = record.key
+        push((undo.OLD, by_key, key, record))
+        del by_key[key]
+        push((undo.NEW, outstanding, key))
+        eviction = run.evictions
+        outstanding[key] = Evicted(record.path, eviction)
+        run.evictions = eviction + 1
+        evicted.append((record, eviction, rank))
+    return evicted

@@ -1,0 +1,165 @@
+"""Per-run state of the fold: plain mutable records owned by the fold, snapshotted as data.
+
+Configs, validation specs and a run's `run_started` data are the decoded Structs the events
+carried (ckptlog/events/decoded.py): immutable, so the state shares them with the events."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ckptlog.events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
+from ckptlog.events.paths import canonical_below, child, key_of, parse_url
+from ckptlog.processor.core.nesting import Nesting
+from ckptlog.processor.core.ordering import SortedRecords
+from ckptlog.processor.core.scoring import SortKey
+
+DEFAULT_DEDUP_WINDOW = 4096
+DEFAULT_FINISHED_RUNS_KEPT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class FoldSettings:
+    """Processor defaults; part of every snapshot because they change what a log folds to.
+
+    `default_root` is the directory implicit runs (no run_started) get their own root below:
+    `{default_root}/{run id}`. The decode limits decide which records are applied, so they are
+    fold settings too (contract §6: a snapshot folded with other limits is refused)."""
+
+    # metadata "flag": the setting that sets it, named when a snapshot's differs (settings_diff.py);
+    # "root": compared by canonical spelling. Snapshots write every field (snapshot.py).
+    default_config: CheckpointConfig = field(default_factory=CheckpointConfig, metadata={"flag": "defaults"})
+    default_root: str | None = field(default=None, metadata={"flag": "--storage-root", "root": True})
+    outer_root: str | None = field(
+        default=None, metadata={"flag": "--storage-root (outer bound of deletions)", "root": True}
+    )
+    default_validation: ValidationSpec = field(
+        default_factory=ValidationSpec, metadata={"flag": "the default validation spec"}
+    )
+    dedup_window: int = field(default=DEFAULT_DEDUP_WINDOW, metadata={"flag": "the dedup window"})
+    max_payload_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata={"flag": "--max-payload-bytes"})
+    max_depth: int = field(default=DEFAULT_MAX_DEPTH, metadata={"flag": "--max-depth"})
+    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root); older ones expire
+    finished_runs_kept: int = field(default=DEFAULT_FINISHED_RUNS_KEPT, metadata={"flag": "--finished-runs-kept"})
+
+
+@dataclass(slots=True, eq=False)
+class CheckpointRecord:
+    path: str
+    key: str  # normalised path: identity within the run
+    metrics: dict[str, Any]
+    report_index: int
+    status: str
+    validation: ValidationSpec | None
+    sort_key: SortKey
+    preserved: str | None = None  # "steps" or "time": kept for good (retention beyond Ray)
+
+
+def new_checkpoint_list() -> SortedRecords:
+    return SortedRecords()
+
+
+class Evicted(NamedTuple):
+    """An eviction whose deletion is not yet settled: the path to delete and which eviction of
+    the run it was (a path can be reported, evicted and deleted more than once)."""
+
+    path: str
+    eviction: int
+
+
+@dataclass(slots=True, eq=False)
+class RunState:
+    run_id: str
+    config: CheckpointConfig
+    storage_root: str | None
+    root_prefix: str  # canonical root + '/': a checkpoint key must start with it
+    default_validation: ValidationSpec
+    started: RunStartedData | None = None
+    checkpoints: SortedRecords = field(default_factory=new_checkpoint_list)
+    by_key: dict[str, CheckpointRecord] = field(default_factory=dict)
+    latest: CheckpointRecord | None = None
+    pending: dict[str, CheckpointRecord] = field(default_factory=dict)
+    report_count: int = 0
+    generation: int = 0
+    index_in_generation: int = 0
+    seen: deque[str] = field(default_factory=deque)
+    seen_set: set[str] = field(default_factory=set)
+    # normalised key -> eviction not yet settled, in eviction order (additions only ever append)
+    outstanding: dict[str, Evicted] = field(default_factory=dict)
+    evictions: int = 0  # evictions so far: the next one's number
+    preserved_at: float | None = None  # the `time` (epoch s) of the last checkpoint the time rule preserved
+    preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
+    finished: str | None = None  # run_finished's `keep` once the run finished (contract §3 "Finished runs")
+    keep: int | None = field(init=False)  # copies of config fields, read on every report
+    score_attribute: str | None = field(init=False)
+    preserving: bool = field(init=False)  # a retention rule beyond Ray is set
+    is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
+    nesting: Nesting = field(init=False)  # derived from the live keys (kept and outstanding)
+
+    def __post_init__(self) -> None:
+        self.keep = self.config.num_to_keep
+        self.score_attribute = self.config.checkpoint_score_attribute
+        self.preserving = self.config.keep_every_n_steps is not None or self.config.keep_time_interval_s is not None
+        self.is_own_key = canonical_below(self.root_prefix)
+        self.rebuild_nesting()
+
+    @property
+    def root(self) -> str:
+        """The run's canonical root without the trailing slash (`root_prefix[:-1]`): the key under
+        which its root is registered (`Roots.owners`, nesting) and claimed (storage/claims.py)."""
+        return self.root_prefix[:-1]
+
+    def is_live(self, key: str) -> bool:
+        """Kept (latest and pending included), or evicted and not yet settled in storage."""
+        return key in self.by_key or key in self.outstanding
+
+    def live_keys(self) -> list[str]:
+        return [*self.by_key, *self.outstanding]
+
+    def nested(self, key: str) -> str | None:
+        """A live key equal to, above or below `key` (contract §9 `nested_checkpoint_path`)."""
+        if key in self.by_key or key in self.outstanding:  # is_live, inline: once per checkpoint report
+            return key
+        return self.nesting.around(key, self.is_live, self.live_keys)
+
+    def rebuild_nesting(self) -> None:
+        """The nesting index anew from the live keys (after a restore or a rollback)."""
+        self.nesting = Nesting(len(self.root_prefix), self.live_keys())
+
+    @property
+    def validated(self) -> int:
+        """contract §4: the smallest pending report index, else `report_count`. The one place it is
+        computed: the watermark output and the view both read it. `pending` holds records in
+        report order (they are only ever added as reported), so the first is the smallest."""
+        if self.pending:
+            return next(iter(self.pending.values())).report_index
+        return self.report_count
+
+
+def root_prefix(root: str | None) -> str:
+    """Canonical spelling of a storage root plus `/`; '\0' (matches nothing) when there is none."""
+    return key_of(parse_url(root)).rstrip("/") + "/" if root else "\0"
+
+
+def implicit_root(settings: FoldSettings, run_id: str) -> str | None:
+    """The root of a run without run_started: a directory of its own below the default root
+    (the caller has checked that the run id is one safe path segment), or None without one."""
+    return child(settings.default_root, run_id) if settings.default_root else None
+
+
+def new_run(run_id: str, settings: FoldSettings, started: RunStartedData | None = None) -> RunState:
+    """A run from its run_started event, or from the processor defaults when it has none."""
+    if started is None:
+        root = implicit_root(settings, run_id)
+        return RunState(run_id, settings.default_config, root, root_prefix(root), settings.default_validation)
+    return RunState(
+        run_id,
+        started.checkpoint_config,
+        started.storage_path,
+        root_prefix(started.storage_path),
+        started.validation,
+        started=started,
+    )

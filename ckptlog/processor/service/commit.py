@@ -1,0 +1,279 @@
+"""A partition's commit as one unit: fold, outputs, commit, deletions, snapshot (see `CommitCycle`).
+
+Kept apart from `PartitionTask` (which serialises callers, checks offsets and runs the
+after-restore work) so that the order of the steps, and what each step may assume about the
+ones before it, is in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Protocol
+
+from ckptlog.errors import CkptlogError
+from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
+from ckptlog.processor.core.outputs import Deletion
+from ckptlog.processor.failpoints import crash_point
+from ckptlog.processor.service.batch import Batch, BatchFolder
+from ckptlog.processor.service.errors import ServiceError
+from ckptlog.processor.service.lifecycle import Partition
+from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
+from ckptlog.processor.service.publish import Publisher
+from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+
+log = logging.getLogger(__name__)
+
+run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: what evictions and completions group by
+
+
+class DeletionSink(Protocol):
+    """The deleter, as a partition's commit cycle uses it; `source` names the input partition."""
+
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
+
+    def claim_many(
+        self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False
+    ) -> int: ...
+
+
+@dataclass(slots=True)
+class TaskStats:
+    consumed: int = 0
+    applied: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    published: int = 0
+    batches: int = 0
+    fold_s: float = 0.0  # time spent decoding, folding and building records
+    commit_s: float = 0.0  # time spent publishing and committing
+
+    def add(self, batch: Batch) -> None:
+        self.consumed += batch.consumed
+        self.applied += batch.applied
+        self.rejected += batch.rejected
+        self.duplicates += batch.duplicates
+        self.batches += 1
+
+
+class CommitCycle:
+    """One input partition's commit, for each batch of input records (`submit`):
+
+    1. fold: decode and apply the records (`BatchFolder`). Records below `publish_from` (published
+       by an earlier owner) only rebuild state; just before the first one at or above it the fold
+       equals the durable state, and `on_caught_up` is called;
+    2. outputs: the batch's records (outputs, run views, dead letters) plus the extra outputs
+       waiting (`checkpoints_missing`);
+    3. commit: exactly_once, one transaction with the consumed offset; at_least_once, publish
+       (every record acknowledged) then commit the offset (`Publisher.commit`). A failure marks
+       the cycle `broken`: the fold ran ahead of what is durable, so the partition must be
+       restored again (snapshot + replay) before it is used;
+    4. deletions: the batch's evictions go to the deleter, only now that they are durable (the
+       roots it registered were handed over for their ownership claims right after step 1: a
+       claim of a batch that then fails is made again when it is folded again, and harmless);
+    5. snapshot: if `snapshot_if_due` says so (it alone decides).
+
+    Steps 1-2 run in the caller; 3-5 in the background, so the next batch folds while this one
+    commits. Commits stay strictly sequential: a batch's step 3 starts only once the previous
+    batch's steps 3-5 are done (`settle`).
+    """
+
+    def __init__(
+        self,
+        life: Partition,
+        restored: Restored,
+        publisher: Publisher,
+        folder: BatchFolder,
+        snapshots: SnapshotScheduler,
+        deleter: DeletionSink,
+        on_caught_up: Callable[[], None],
+        metrics: ServiceMetrics = NO_METRICS,
+    ) -> None:
+        self.life, self.pid = life, life.pid  # the partition's phase: replaying, live, broken (lifecycle.py)
+        self.publisher, self.folder, self.fold = publisher, folder, restored.fold
+        self.metrics = metrics
+        self.snapshots, self.deleter, self._on_caught_up = snapshots, deleter, on_caught_up
+        self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
+        self.folded_offset = restored.start  # everything below is folded
+        self.publish_from = restored.publish_from  # the group's committed offset at restore
+        self.extra: list[OutRecord] = []  # outputs made outside the fold; they ride along with the next commit
+        self.closed = False  # close() began: nothing more is folded or committed
+        self.stats = TaskStats()
+        self._pending: asyncio.Task[None] | None = None
+        self._last_batch = 0.0
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and self.life.usable
+
+    @property
+    def broken(self) -> CkptlogError | None:
+        return self.life.broken
+
+    @property
+    def caught_up(self) -> bool:
+        return self.life.live
+
+    @property
+    def in_flight(self) -> bool:
+        """A commit (steps 3-5) is still running."""
+        return self._pending is not None and not self._pending.done()
+
+    async def submit(self, records: Sequence[InputRecord]) -> None:
+        """Steps 1-2 for `records` (offsets from `folded_offset` on), then 3-5 in the background."""
+        await self.snapshot_if_due(drain=True)  # under steady load the only point where the fold is settled
+        if self.broken is not None:  # the commit it may have waited for failed: folding further is moot
+            return
+        started = time.perf_counter()
+        self._last_batch = time.monotonic()
+        try:
+            batch = self._fold(records)  # 1
+        except Exception as exc:  # a fault outside the fold's own all-or-nothing: never snapshot this state
+            log.exception("event=fold_failed at=%s@%d last=%d", self.pid, records[0].offset, records[-1].offset)
+            self.life.broke(
+                ServiceError(
+                    f"{self.pid}: folding offsets {records[0].offset}..{records[-1].offset} raised {exc!r}; the "
+                    "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
+                )
+            )
+            return
+        self.folded_offset = next_offset = records[-1].offset + 1
+        if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
+            self.deleter.claim_many(batch.claims, str(self.pid))
+        if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
+            self.deleter.claim_many(batch.retired, str(self.pid), retired=True)
+        crash_point("batch.folded")
+        out = batch.records  # 2
+        if self.extra:
+            out.extend(self.extra)
+            self.extra = []
+        elapsed = time.perf_counter() - started
+        self.stats.fold_s += elapsed
+        self.metrics.folded(batch, elapsed)
+        if not await self.settle():
+            return
+        offsets = {self.pid: next_offset} if batch.live else {}
+        self._pending = asyncio.get_running_loop().create_task(self._durable(out, offsets, batch, next_offset))
+
+    def _fold(self, records: Sequence[InputRecord]) -> Batch:
+        if self.caught_up or records[-1].offset < self.publish_from:
+            return self.folder.fold_records(records, self.publish_from)
+        split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
+        batch = self.folder.fold_records(records[:split], self.publish_from)
+        self._on_caught_up()  # before the first live record: the state equals the durable one
+        batch.merge(self.folder.fold_records(records[split:], self.publish_from))
+        return batch
+
+    async def _durable(
+        self, out: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch, next_offset: int
+    ) -> None:
+        """Steps 3-5 of one batch."""
+        if not await self._commit(out, offsets, next_offset, batch):  # 3
+            return
+        self.stats.add(batch)
+        if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
+            # run and confirms them in one completion event
+            crash_point("deletions.before_handover")
+            self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))
+            crash_point("deletions.after_handover")
+        self.snapshots.count(batch.consumed)
+        await self.snapshot_if_due()  # 5
+
+    async def _commit(
+        self, records: list[OutRecord], offsets: dict[PartitionId, int], next_offset: int, batch: Batch | None = None
+    ) -> bool:
+        """Step 3: make `records` and the consumed offsets durable; False (and broken) when that failed."""
+        started = time.perf_counter()
+        try:
+            if records or offsets:
+                crash_point("commit.before")
+                await self.publisher.commit(records, offsets)
+                crash_point("commit.after")
+                self.metrics.committed(batch, time.perf_counter() - started)
+        except asyncio.CancelledError:
+            self.life.broke(
+                ServiceError(
+                    f"{self.pid}: cancelled in the middle of a commit; the partition must be "
+                    "restored before it is used again"
+                )
+            )
+            raise
+        except CkptlogError as exc:
+            self.life.broke(exc)
+            self.metrics.commit_failed()
+            log.error(
+                "event=commit_failed at=%s@%d records=%d error=%s",
+                self.pid,
+                next_offset,
+                len(records),
+                exc,
+            )
+            return False
+        seconds = time.perf_counter() - started
+        self.stats.commit_s += seconds
+        self.stats.published += len(records)
+        log.debug(
+            "event=committed partition=%s next_offset=%d records=%d seconds=%.4f",
+            self.pid,
+            next_offset,
+            len(records),
+            seconds,
+        )
+        self.next_offset = next_offset
+        return True
+
+    async def settle(self) -> bool:
+        """Wait for the in-flight commit; False when it (or an earlier one) failed."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await asyncio.shield(pending)
+        return self.broken is None
+
+    async def flush_extra(self, idle_s: float) -> None:
+        """Commit the extra outputs on their own once no batch has carried them for `idle_s`."""
+        if self.extra and self.broken is None and time.monotonic() - self._last_batch >= idle_s:
+            extra, self.extra = self.extra, []
+            await self._commit(extra, {}, self.next_offset)
+
+    async def snapshot_if_due(self, *, drain: bool = False, final: bool = False) -> None:
+        """Step 5, and the one place that decides to snapshot. A snapshot is written when
+
+        - it is due: every N events or T seconds (`final`, at revocation and shutdown: anything
+          committed since the last one), and the cycle is not broken;
+        - no snapshot write is in flight (`final` waits for it instead);
+        - the fold holds exactly the committed state (`folded_offset == next_offset`): nothing
+          folded is waiting to commit. `drain` first waits for the in-flight commit to make it so
+          (before folding further, under steady load the only moment the two meet).
+
+        The state is encoded now; `final` also waits for the write."""
+        if final:
+            await self.snapshots.wait()
+        if not self._due(final) or (drain and not (await self.settle() and self._due(final))):
+            return  # after draining, that commit's own step 5 may have taken it already
+        if self.folded_offset == self.next_offset:
+            self.snapshots.start(self.fold, self.next_offset)
+            if final:
+                await self.snapshots.wait()
+
+    def _due(self, final: bool) -> bool:
+        if self.broken is not None or (self.closed and not final) or self.snapshots.writing:
+            return False
+        return self.snapshots.due(self.next_offset, final=final)
+
+    async def close(self, graceful: bool) -> None:
+        """Settle; graceful: commit the extra outputs and write the final snapshot. Then stop the publisher."""
+        await self.settle()
+        self.closed = True
+        if graceful and self.broken is None:
+            await self.flush_extra(0.0)
+            crash_point("close.before_final_snapshot")
+            await self.snapshot_if_due(final=True)
+            crash_point("close.after_final_snapshot")
+        else:
+            await self.snapshots.wait()
+        await self.publisher.close()

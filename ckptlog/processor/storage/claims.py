@@ -1,0 +1,137 @@
+"""Who claims a run root (contract §9): the claim files of ckptlog/processor/storage/markers.py and what they say.
+
+A claim is `{root}/.ckptlog-run/{claim_name(claimant)}`, holding
+`{"format": "ckptlog.run-marker", "run": RUN_ID, "source": "topic[partition]"}`: the run, and the
+input partition whose fold registered its root. The processor writes one per root it registers;
+the deleter reads them on its walks.
+
+Once a run has finished and left the hot state, the processor adds a *retired* claim beside its
+claim (`retired-…`, the same body with `"retired": true`). A retired claim is nobody's: it bars
+every deletion that meets it, a later run reusing the same id included, because the fold forgets
+an expired run (contract §3 *Expiry*) and could otherwise take a late report of the old run for
+the new one's. A finished run's checkpoints are kept for good (contract §9).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ckptlog.events.paths import MARKER
+
+FORMAT = "ckptlog.run-marker"
+RETIRED_PREFIX = "retired-"
+
+
+class Claimant(NamedTuple):
+    """Who claims a root: a run, as folded by one input partition (`source`, e.g. `events[3]`).
+    A source of None (an offline `ckptlog fold --apply`) is every partition's. `retired`: the run
+    finished and left the hot state; no live claimant owns such a claim, the run's own id included."""
+
+    run: str
+    source: str | None = None
+    retired: bool = False
+
+    def owns(self, claim: Claimant) -> bool:
+        if claim.retired and not self.retired:  # a finished run's mark bars its live claimant too
+            return False
+        return claim.run == self.run and (None in (claim.source, self.source) or claim.source == self.source)
+
+    def __str__(self) -> str:
+        name = repr(self.run) if self.source is None else f"{self.run!r} ({self.source})"
+        return f"{name} (finished)" if self.retired else name
+
+
+UNREADABLE = Claimant("\x00an unreadable claim")  # no run id holds a control character: nobody's
+CLAIMING = Claimant("\x00a claim still being written")
+"""A marker directory with no claim in it: its claimant made the directory and has not linked its
+claim yet (another thread of this process, another processor), or died in between; the owner's
+next claim fills it. Refused for now, never for good: see `foreign`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Must not be done, nothing was touched: final, unless `retry` (the check may pass later)."""
+
+    reason: str
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """Claimed, but the root is claimed by another claimant too, lies inside another run's root,
+    or holds one: neither's deletions reach the other's (a deployment mistake, reported)."""
+
+    reason: str
+
+
+Outcome = None | str | Refused
+"""None: done (deleted, claimed); str: a transient error (retry); Refused: never."""
+
+
+def claim_name(claimant: Claimant) -> str:
+    """The file naming one claimant inside a root's marker directory (safe for any run id)."""
+    key = claimant.run if claimant.source is None else f"{claimant.run}\0{claimant.source}"
+    return (RETIRED_PREFIX if claimant.retired else "run-") + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def marker_body(claimant: Claimant) -> bytes:
+    body: dict[str, object] = {"format": FORMAT, "run": claimant.run, "source": claimant.source}
+    if claimant.retired:
+        body["retired"] = True
+    return json.dumps(body).encode() + b"\n"
+
+
+def claimant_in(data: bytes) -> Claimant:
+    """Who a claim names; one that names nobody counts as another run's."""
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return UNREADABLE
+    if not isinstance(body, dict):
+        return UNREADABLE
+    run, source, retired = body.get("run"), body.get("source"), body.get("retired", False)
+    if not isinstance(run, str) or not isinstance(source, str | None) or not isinstance(retired, bool):
+        return UNREADABLE
+    return Claimant(run, source, retired)
+
+
+def named(name: str, claimant: Claimant) -> Claimant:
+    """The claimant a claim file names, read under its file name: one by a retired claim's name
+    that says it is live is nobody's (`_write_claim` takes an existing name as written)."""
+    if name.startswith(RETIRED_PREFIX) and not claimant.retired:
+        return UNREADABLE
+    return claimant
+
+
+def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
+    """The claimants that are not `me` (every one when `me` is None), in a stable order."""
+    found = (c for c in claimants or () if me is None or not me.owns(c))
+    return sorted(found, key=_order)  # a pre-partition claim's source is None: never compared with a str
+
+
+def _order(claimant: Claimant) -> tuple[str, bool, str, bool]:
+    return claimant.run, claimant.source is not None, claimant.source or "", claimant.retired
+
+
+def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
+    if all(c == CLAIMING for c in claimants):
+        return Refused(
+            f"{where} holds an ownership marker ({MARKER}) with no claim in it yet: a run's claim is being "
+            "written there (or its writer stopped before it; the owner's next claim completes it); retried",
+            retry=True,
+        )
+    named = ", ".join(map(str, claimants[:3])) + (" and more" if len(claimants) > 3 else "")
+    if any(c.retired for c in claimants):
+        return Refused(
+            f"{where} holds the ownership marker of run {named} ({MARKER}): a finished run's checkpoints are "
+            "kept for good, and no later run deletes in its root, not even one reusing its id — give a new run "
+            "a new id and a directory of its own (contract §3 *Expiry*, §9)"
+        )
+    return Refused(
+        f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "
+        "deletion reaches into another run's root — give each run a directory of its own (contract §9)"
+    )

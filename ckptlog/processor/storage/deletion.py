@@ -1,0 +1,402 @@
+"""Background deletion of evicted checkpoint directories (contract §3 "Retention", §9).
+
+The fold decides *what* to delete and records it as outstanding state; this module only
+carries deletions out: off the caller's path, idempotently, retried with a deterministic
+backoff, and never outside the run's storage root or the processor-wide outer bound. A
+deletion that keeps failing stays outstanding and is logged, never dropped.
+
+The deleter enforces its own half of deletion safety, so that a bug in the fold is caught
+here: confinement at submission (ckptlog.processor.storage.confinement), a re-check of the run's
+current state immediately before each deletion (`recheck`: a path that is live again, or
+whose partition this instance no longer owns, is dropped, not deleted), and removal that
+never follows a symlink nor leaves the resolved root (ckptlog.processor.storage.removal). A path
+refused by any of these is final: it is reported once through `on_refused` and never touched.
+
+Work is batched because a processor evicts one checkpoint per report: accepted paths wait in
+one queue, and at most `concurrency` jobs run at a time, each deleting up to `batch_size`
+paths in a single worker-thread call (ckptlog.processor.storage.removal) and reporting every path it
+confirmed gone in one `on_done` call. Outcomes stay per path: a failed path is retried alone,
+after its own backoff, while the rest of its batch completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ckptlog.errors import StorageError
+from ckptlog.processor.failpoints import crash_point
+from ckptlog.processor.storage.claims import Claimant
+from ckptlog.processor.storage.confinement import Confinement, confinement_problem
+from ckptlog.processor.storage.ownership import Claims
+from ckptlog.processor.storage.removal import Outcome, Refused, remove_all
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Deleter", "DeletionCounts", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
+
+Key = tuple[str, str]
+"""(run id, checkpoint path URL as submitted)."""
+
+HOLD_S = 0.2
+"""How long a deletion waits before it looks again whether its run's retired claim is written."""
+
+OnDone = Callable[[Sequence[Key]], None]
+"""Called with the keys of one job that are confirmed gone."""
+
+OnRefused = Callable[[Sequence[tuple[Key, str]]], None]
+"""Called with (key, why) for paths that must never be deleted (nothing was touched)."""
+
+Recheck = Callable[[Key], str | None]
+"""Why a deletion must not run now (the path is live again, its partition is no longer owned),
+or None to go ahead; asked on the event loop immediately before the deletion."""
+
+
+class DeletionRequest(Protocol):
+    """What the fold emits per evicted checkpoint (ckptlog.processor.core.outputs.Deletion)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def root(self) -> str: ...
+
+
+@dataclass(slots=True)
+class DeletionCounts:
+    """Running totals for the metrics (plain ints: the service reads them when it is scraped)."""
+
+    deleted: int = 0  # paths confirmed gone
+    failed: int = 0  # failed attempts (each is retried with backoff, then every 30 s)
+    refused: int = 0  # paths refused for good (confinement, symlinks): never touched
+    dropped: int = 0  # paths the re-check said not to delete (live again, partition no longer owned)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attempts per deletion and the wait after each failed one: base, doubling, capped."""
+
+    max_attempts: int = 6
+    base_delay: float = 0.1
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        return float(min(self.base_delay * 2 ** (attempt - 1), self.max_delay))
+
+
+class Deleter:
+    """Deletes checkpoint paths in the background; see the module docstring for the rules.
+
+    `storage_options` maps a protocol (`"s3"`) to the fsspec options for URLs of that
+    protocol, since one processor serves runs on different backends. Use it from the event
+    loop: jobs are tasks on the running loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        outer_root: str | None = None,
+        on_done: OnDone | None = None,
+        concurrency: int = 8,
+        retry: RetryPolicy = RetryPolicy(),
+        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        batch_size: int = 100,
+        recheck: Recheck | None = None,
+        on_refused: OnRefused | None = None,
+    ) -> None:
+        if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
+            raise StorageError(
+                f"Deleter for {outer_root or 'any root'} needs concurrency >= 1, max_attempts >= 1 and "
+                f"batch_size >= 1 (got {concurrency}, {retry.max_attempts}, {batch_size}); fix the settings"
+            )
+        self._confinement = Confinement(outer_root)
+        self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
+        self._recheck, self._on_refused = recheck, on_refused
+        self._concurrency, self._batch_size = concurrency, batch_size
+        # accepted, not confirmed gone -> what to delete. Every such key is in exactly one place:
+        # `_ready` (waiting for a job), a running job, `_timers` (backing off) or `_failed` (attempts exhausted)
+        self._outstanding: dict[Key, tuple[str, str, Claimant]] = {}  # canonical url and run root, who deletes
+        self._ready: list[Key] = []
+        self._attempts: dict[Key, int] = {}
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._failed: dict[Key, str] = {}
+        self._refused: dict[Key, str] = {}
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._settled = asyncio.Event()
+        self._pump_scheduled = False
+        self._closed = False
+        self.counts = DeletionCounts()
+        # the run roots' ownership markers, which this deleter's walks honour (ckptlog.processor.storage.markers)
+        self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
+
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+        """Write the ownership claim of each (canonical root, run id), as folded by input partition
+        `source`, in the background, once (ckptlog/processor/storage/markers.py); `retired`: the runs'
+        retired claims, and until each is written, no deletion of that run id and source runs."""
+        return self.claims.claim_many(claims, source, retired=retired)
+
+    @property
+    def backlog(self) -> int:
+        """Accepted deletions not yet confirmed gone (`len(outstanding)` without the copy)."""
+        return len(self._outstanding)
+
+    @property
+    def failing(self) -> int:
+        """Outstanding deletions whose attempts are exhausted (retried by `retry_failed`)."""
+        return len(self._failed)
+
+    @property
+    def outstanding(self) -> frozenset[Key]:
+        """Accepted deletions not yet confirmed gone (queued, in flight, waiting, or failed)."""
+        return frozenset(self._outstanding)
+
+    @property
+    def failed(self) -> dict[Key, str]:
+        """Outstanding deletions whose attempts are exhausted, with the last error."""
+        return dict(self._failed)
+
+    @property
+    def refused(self) -> dict[Key, str]:
+        """Submissions refused by confinement, with why; none of them was touched."""
+        return dict(self._refused)
+
+    def submit(self, run_id: str, path: str, root: str, source: str | None = None) -> bool:
+        """Queue deleting `path` for `run_id` (as folded by input partition `source`; None: offline)
+        without waiting; False when refused.
+
+        A path already queued or in flight is not queued twice; a failed one starts over.
+        """
+        return self.submit_many([_Request(run_id, path, root)], source) == 1
+
+    def submit_many(self, requests: Iterable[DeletionRequest], source: str | None = None) -> int:
+        """`submit` for each request (confinement is still checked per path); how many were accepted."""
+        if self._closed:
+            raise StorageError(
+                "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
+            )
+        accepted = 0
+        check, outstanding, failed, ready = self._confinement.check, self._outstanding, self._failed, self._ready
+        for request in requests:  # hot: one per eviction
+            key = (request.run_id, request.path)
+            if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
+                accepted += 1
+                continue
+            problem, url, root = check(request.path, request.root)
+            if problem is not None:
+                self._refuse([(key, problem)])
+                continue
+            accepted += 1
+            outstanding[key] = (url, root, Claimant(key[0], source))
+            if failed:
+                failed.pop(key, None)
+            ready.append(key)
+        if accepted:
+            self._schedule_pump()
+        return accepted
+
+    def _refuse(self, refused: Sequence[tuple[Key, str]]) -> None:
+        self.counts.refused += len(refused)
+        for key, problem in refused:
+            self._refused[key] = problem
+            log.error(
+                "event=deletion_refused run=%r path=%r: refusing to delete it: %s; nothing was deleted — fix the "
+                "checkpoint path or the run's storage root",
+                key[0],
+                key[1],
+                problem,
+            )
+        if self._on_refused is not None and refused:
+            try:
+                self._on_refused(refused)
+            except Exception:  # the refusal itself stands; report, carry on
+                log.exception("on_refused callback failed for %d refused deletions", len(refused))
+
+    def retry_failed(self) -> int:
+        """Start every failed deletion over; returns how many were restarted."""
+        failed, self._failed = list(self._failed), {}
+        self._ready.extend(failed)
+        if failed:
+            self._schedule_pump()
+        return len(failed)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait for queued and in-flight deletions; True when every accepted one is confirmed gone."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._pending():
+            self._settled.clear()
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._settled.wait(), remaining)
+            except TimeoutError:
+                return False
+        return not self._outstanding
+
+    async def close(self) -> None:
+        """Stop all work; interrupted deletions stay in `outstanding` for the next start."""
+        self._closed = True
+        await self.claims.close()
+        for timer in self._timers.values():
+            timer.cancel()
+        jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    # -- scheduling ----------------------------------------------------------------
+
+    def _schedule_pump(self) -> None:
+        """Start jobs on the next loop iteration, so submissions made back to back share jobs."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Start jobs while slots are free, spreading the queue evenly over them."""
+        self._pump_scheduled = False
+        while self._ready and len(self._jobs) < self._concurrency and not self._closed:
+            free = self._concurrency - len(self._jobs)
+            size = min(self._batch_size, -(-len(self._ready) // free))
+            keys = self._ready[:size]
+            del self._ready[:size]
+            job = asyncio.get_running_loop().create_task(self._job(keys))
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+        self._notify()
+
+    def _pending(self) -> bool:
+        """Whether any accepted deletion is queued, in a job or backing off (not failed, not confirmed)."""
+        return len(self._outstanding) > len(self._failed)
+
+    def _notify(self) -> None:
+        if not self._pending():
+            self._settled.set()
+
+    async def _job(self, keys: list[Key]) -> None:
+        if self.claims.held:
+            keys = self._not_held(keys)
+        if self._recheck is not None:
+            keys = self._still_owed(keys)
+        items = [self._outstanding[key] for key in keys]
+        if items:
+            crash_point("deletion.job_start")
+        try:
+            outer = self._confinement.outer_key
+            outcomes: list[Outcome] = (
+                list(await asyncio.to_thread(remove_all, items, self._options, outer)) if items else []
+            )
+        except Exception as exc:  # e.g. no thread left at shutdown: every path is retried
+            outcomes = [f"{type(exc).__name__}: {exc}"] * len(keys)
+        done = keys
+        if any(outcomes):  # None is "gone"; the common case is every path gone
+            done = [key for key, outcome in zip(keys, outcomes, strict=True) if outcome is None]
+            refused = []
+            for key, outcome in zip(keys, outcomes, strict=True):
+                if isinstance(outcome, Refused) and outcome.retry:
+                    self._attempt_failed(key, outcome.reason)
+                elif isinstance(outcome, Refused):
+                    del self._outstanding[key]
+                    self._attempts.pop(key, None)
+                    refused.append((key, outcome.reason))
+                elif outcome is not None:
+                    self._attempt_failed(key, outcome)
+            self._refuse(refused)
+        if done:
+            crash_point("deletion.confirmed")
+        self._confirmed(done)
+        job = asyncio.current_task()
+        if job is not None:
+            self._jobs.discard(job)  # this job's slot is free now (its done callback comes later)
+        self._pump()
+
+    def _not_held(self, keys: list[Key]) -> list[Key]:
+        """The keys of paths near no root whose retired claim is still being written; the others
+        wait: a later run in a finished run's root, or reusing its id, must meet that claim first."""
+        holds, outstanding, go = self.claims.holds, self._outstanding, []
+        for key in keys:
+            if holds(outstanding[key][0]):
+                self._timers[key] = asyncio.get_running_loop().call_later(HOLD_S, self._requeue, key)
+            else:
+                go.append(key)
+        return go
+
+    def _still_owed(self, keys: list[Key]) -> list[Key]:
+        """The keys the run's current state still owes; the others leave this deleter untouched."""
+        assert self._recheck is not None
+        owed = []
+        for key in keys:
+            why = self._recheck(key)
+            if why is None:
+                owed.append(key)
+                continue
+            del self._outstanding[key]
+            self._attempts.pop(key, None)
+            self.counts.dropped += 1
+            log.warning("event=deletion_dropped run=%r path=%r: not deleting it: %s", key[0], key[1], why)
+        return owed
+
+    def _attempt_failed(self, key: Key, error: str) -> None:
+        self.counts.failed += 1
+        attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
+        run_id, path = key
+        if attempt < self._retry.max_attempts:
+            delay = self._retry.delay(attempt)
+            log.warning(
+                "event=deletion_failed run=%r path=%r: deleting it failed (attempt %d of %d): %s; retrying in %.2fs",
+                run_id,
+                path,
+                attempt,
+                self._retry.max_attempts,
+                error,
+                delay,
+            )
+            self._timers[key] = asyncio.get_running_loop().call_later(delay, self._requeue, key)
+            return
+        del self._attempts[key]
+        self._failed[key] = error
+        log.error(
+            "event=deletion_exhausted run=%r path=%r: could not delete it after %d attempts: %s; it stays "
+            "outstanding — resubmit it or call retry_failed()",
+            run_id,
+            path,
+            self._retry.max_attempts,
+            error,
+        )
+
+    def _requeue(self, key: Key) -> None:
+        del self._timers[key]
+        self._ready.append(key)  # still outstanding: only a job confirms a key, and this one is in no job
+        self._pump()
+
+    def _confirmed(self, keys: list[Key]) -> None:
+        self.counts.deleted += len(keys)
+        outstanding, attempts = self._outstanding, self._attempts
+        for key in keys:
+            del outstanding[key]
+        if attempts:
+            for key in keys:
+                attempts.pop(key, None)
+        if not keys or self._on_done is None:
+            return
+        try:
+            self._on_done(keys)
+        except Exception:
+            log.exception(
+                "on_done callback failed for %d deletions (first: %s of run %s)", len(keys), keys[0][1], keys[0][0]
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    run_id: str
+    path: str
+    root: str

@@ -1,0 +1,212 @@
+"""Writing each run root's ownership claim in the background (contract §9, ckptlog.processor.storage.markers).
+
+The service hands over the roots a committed batch registered (and, once a restored partition
+has caught up, every root its state holds); each is claimed once per process, off the event
+loop, retried with backoff while storage fails. A root another run claims too, or one inside
+another run's root, is claimed all the same and logged as an ERROR (`root_shared`: two runs of
+different partitions were given nesting roots; the deleter refuses the deletions that would
+reach across them). A root reached through a symlink below `--storage-root` is refused: no
+claim is written outside the resolved bound, and that run's deletions are refused as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ckptlog.processor.storage.claims import Claimant, Outcome, Refused, Shared
+from ckptlog.processor.storage.markers import claim_all
+
+log = logging.getLogger(__name__)
+
+Claim = tuple[str, Claimant]
+"""(canonical run root, the run and the input partition that folds it)."""
+
+
+@dataclass(slots=True)
+class ClaimCounts:
+    claimed: int = 0  # claims written or found in place
+    shared: int = 0  # of those, roots another run claims too, or inside another run's root
+    failed: int = 0  # failed attempts (retried)
+    refused: int = 0  # roots reached through a symlink below --storage-root (final)
+
+
+class Claims:
+    """See the module docstring. Use it from the event loop."""
+
+    def __init__(
+        self,
+        *,
+        outer_root: str | None,
+        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        delay: float = 0.5,
+        max_delay: float = 30.0,
+        batch_size: int = 200,
+    ) -> None:
+        self._outer, self._options = outer_root, dict(storage_options or {})
+        self._delay, self._max_delay, self._batch = delay, max_delay, batch_size
+        self._queue: dict[Claim, None] = {}
+        self._done: set[Claim] = set()
+        self._attempts: dict[Claim, int] = {}
+        self._timers: dict[Claim, asyncio.TimerHandle] = {}
+        self.refused: dict[Claim, str] = {}
+        self.held: dict[str, int] = {}  # canonical root -> its retired claims not written yet
+        self._held_sorted: list[str] | None = None
+        self.shared: dict[Claim, str] = {}
+        self.counts = ClaimCounts()
+        self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+
+    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+        """Queue each (canonical root, run id) that `source` (the input partition folding it, e.g.
+        `events[3]`; None: offline) has not claimed yet in this process; how many were queued.
+        `retired`: the runs finished and left the hot state (ckptlog/processor/storage/claims.py); until
+        its retired claim is written, `holds` says so for every path in, at or around its root."""
+        queued = 0
+        for root, run_id in claims:
+            claim = (root, Claimant(run_id, source, retired))
+            if not retired and claim in self._done and self._retiring((root, Claimant(run_id, source, True))):
+                # a new run of a finished run's id in its root (contract §3 *Expiry*): claimed again, so that
+                # it meets the retired claim and is told (root_shared); a replay claims no finished run as live
+                self._done.discard(claim)
+            if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
+                continue
+            self._queue[claim] = None
+            if retired:
+                self.held[root] = self.held.get(root, 0) + 1
+                self._held_sorted = None
+            queued += 1
+        if queued and not self._closed:
+            self._start()
+        return queued
+
+    def _retiring(self, claim: Claim) -> bool:
+        """Whether this process wrote, or is writing, that retired claim."""
+        return claim in self._done or claim in self._queue or claim in self._timers
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue) + len(self._timers)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is queued or running (claims backing off do not count)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return not self._queue
+
+    async def close(self) -> None:
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._idle.clear()
+            self._task = asyncio.get_running_loop().create_task(self._work(), name="ckptlog-claims")
+
+    async def _work(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                batch = list(self._queue)[: self._batch]
+                for claim in batch:
+                    del self._queue[claim]
+                outcomes = await asyncio.to_thread(claim_all, batch, self._outer, self._options)
+                for claim, outcome in zip(batch, outcomes, strict=True):
+                    self._settle(claim, outcome)
+        finally:
+            self._idle.set()
+
+    def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        root, run_id = claim[0], claim[1].run
+        final = outcome is None or isinstance(outcome, Shared) or (isinstance(outcome, Refused) and not outcome.retry)
+        if claim[1].retired and final:
+            self._release(root)
+        if outcome is None or isinstance(outcome, Shared):
+            self._done.add(claim)
+            self._attempts.pop(claim, None)
+            self.counts.claimed += 1
+            if isinstance(outcome, Shared):
+                self.shared[claim] = outcome.reason
+                self.counts.shared += 1
+                log.error(
+                    "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
+                    "are refused — give each run a directory of its own (contract §9)",
+                    run_id,
+                    root,
+                    outcome.reason,
+                )
+        elif isinstance(outcome, Refused) and not outcome.retry and claim[1].retired:
+            # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
+            # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
+            self.refused[claim] = outcome.reason
+            log.warning(
+                "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
+                "retired claim",
+                run_id,
+                root,
+                outcome.reason,
+            )
+        elif isinstance(outcome, Refused) and not outcome.retry:
+            self.refused[claim] = outcome.reason
+            self.counts.refused += 1
+            log.error(
+                "event=root_claim_refused run=%r root=%r: %s; this run's deletions that would reach another "
+                "run's root are refused — give each run a directory of its own",
+                run_id,
+                root,
+                outcome.reason,
+            )
+        else:
+            self.counts.failed += 1
+            attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
+            delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
+            log.warning(
+                "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
+                run_id,
+                root,
+                attempt,
+                outcome.reason if isinstance(outcome, Refused) else outcome,
+                delay,
+            )
+            self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
+
+    def holds(self, url: str) -> bool:
+        """Whether a canonical checkpoint URL lies at, in or around a root whose retired claim is
+        not written yet: its deletion must wait for that claim (ckptlog/processor/storage/claims.py)."""
+        held = self.held
+        if url in held:
+            return True
+        cut = url.rfind("/")
+        while cut > 0:  # an ancestor of it is a held root
+            if url[:cut] in held:
+                return True
+            cut = url.rfind("/", 0, cut)
+        if self._held_sorted is None:
+            self._held_sorted = sorted(held)
+        below = self._held_sorted
+        at = bisect.bisect_left(below, url + "/")
+        return at < len(below) and below[at].startswith(url + "/")  # a held root inside the checkpoint
+
+    def _release(self, root: str) -> None:
+        left = self.held.pop(root) - 1
+        if left:
+            self.held[root] = left
+        else:
+            self._held_sorted = None
+
+    def _retry(self, claim: Claim) -> None:
+        del self._timers[claim]
+        if not self._closed:
+            self._queue[claim] = None
+            self._start()

@@ -1,3 +1,0 @@
-"""ckptlog processor: fold, snapshots, Kafka loop, deletion, CLI."""
-
-__version__ = "0.3.0"

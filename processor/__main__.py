@@ -1,3 +1,0 @@
-from processor.cli.main import main
-
-main()

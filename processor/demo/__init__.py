@@ -1,5 +1,0 @@
-"""`ckptlog demo`: the processor, a simulated training job and an evaluator, end to end, checked."""
-
-from processor.demo.runner import DemoOptions, DemoResult, run_demo
-
-__all__ = ["DemoOptions", "DemoResult", "run_demo"]
