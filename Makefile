@@ -4,15 +4,28 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv emulators bench bench-report clean
+.PHONY: demo test lint venv frameworks emulators bench bench-report clean
+
+# uv installs from its cache (~/.cache/uv, or $UV_CACHE_DIR) by hardlinks: a fresh .venv takes seconds
+# once the wheels were fetched, torch's ~5 GB of CUDA libraries included (CI caches them this way).
+UV := $(BIN)/uv
+INSTALL := $(UV) pip install -q --python $(BIN)/python
 
 $(BIN)/ckptlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[test,s3,ray]"
+	$(BIN)/python -m pip install -q --disable-pip-version-check "uv>=0.5"
+	$(INSTALL) -e ".[test,s3,ray]"
 	touch $(BIN)/ckptlog
 
 venv: $(BIN)/ckptlog
+
+# The trainers the integration tests run for real (Lightning, transformers, torch, Keras, JAX/Orbax):
+# only `make test` needs them, not `make demo`.
+$(VENV)/.frameworks: pyproject.toml $(BIN)/ckptlog
+	$(INSTALL) -e ".[test,s3,ray,frameworks]"
+	touch $(VENV)/.frameworks
+
+frameworks: $(VENV)/.frameworks
 
 demo: venv
 	$(BIN)/ckptlog demo
@@ -23,7 +36,7 @@ emulators: venv
 	$(BIN)/python -m tests.emulators
 
 # The linters first (seconds), then the tests: CI runs exactly this.
-test: lint emulators
+test: lint emulators frameworks
 	$(BIN)/ckptlog broker fetch
 	$(BIN)/python -m pytest
 
@@ -33,12 +46,12 @@ lint: venv
 	$(BIN)/mypy --strict
 
 bench: venv
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[bench]"
+	$(INSTALL) -e ".[bench]"
 	$(BIN)/python -m bench.fold
 
 # The whole benchmarks report (tables and plots in docs/benchmarks.md); `ARGS=--quick` for a smoke run.
 bench-report: venv
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[bench]"
+	$(INSTALL) -e ".[bench]"
 	$(BIN)/python -m bench.report $(ARGS)
 
 clean:
