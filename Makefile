@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv frameworks emulators bench bench-report clean
+.PHONY: demo test test-long lint venv frameworks emulators bench bench-report clean
 
 # uv installs from its cache (~/.cache/uv, or $UV_CACHE_DIR) by hardlinks: a fresh .venv takes seconds
 # once the wheels were fetched, torch's ~5 GB of CUDA libraries included (CI caches them this way).
@@ -35,10 +35,17 @@ demo: venv
 emulators: venv
 	$(BIN)/python -m tests.emulators
 
-# The linters first (seconds), then the tests: CI runs exactly this.
+# The linters first (seconds), then the tests on $(WORKERS) parallel workers sharing one broker
+# (tests/shared_broker.py), the long modules left to test-long (tests/conftest.py LONG_MODULES).
+# CI runs both.
+WORKERS ?= 3
 test: lint emulators frameworks
 	$(BIN)/ckptlog broker fetch
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) -m "not long"
+
+test-long: emulators frameworks
+	$(BIN)/ckptlog broker fetch
+	$(BIN)/python -m pytest -n 2 -m long
 
 lint: venv
 	$(BIN)/ruff check .

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +20,40 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 pytest.register_assert_rewrite("tests.storage_contract")
 
-from tests import emulators  # noqa: E402
+from tests import emulators, shared_broker  # noqa: E402
 from tests.storage_contract import AzureEndpoint, GcsEndpoint, S3Endpoint  # noqa: E402 — after the rewrite hook
+
+
+LONG_MODULES = frozenset(
+    {  # the modules of 30 s and more (`--durations`): `make test-long` runs them, `make test` the rest
+        "tests/reliability/test_large_runs.py",
+        "tests/reliability/test_crash_matrix.py",
+        "tests/reliability/test_whole_system.py",
+        "tests/reliability/test_broker_faults.py",
+        "tests/reliability/test_security.py",
+        "tests/integration/test_ray_resume.py",
+        "tests/integration/test_ray_train.py",
+        "tests/integration/test_history_attacks.py",
+        "tests/integration/test_ownership.py",
+    }
+)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`pytest -n N`: one broker for all workers (tests/shared_broker.py)."""
+    shared_broker.start(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the long modules `long` in one place, so moving a module between the two runs is one line."""
+    for item in items:
+        if Path(item.path).resolve().relative_to(ROOT).as_posix() in LONG_MODULES:
+            item.add_marker(pytest.mark.long)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared_broker.stop(config)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """Integration fixtures: one real Kafka broker per session and throw-away topics.
 
 Broker choice, first match wins:
+0. $CKPTLOG_TEST_SHARED_BOOTSTRAP: the one broker a parallel run (`pytest -n N`, pytest-xdist) shares
+   among its workers, started and stopped by the controller (tests/shared_broker.py);
 1. $KAFKA_BOOTSTRAP_SERVERS (an existing cluster; nothing is started or stopped);
 2. testcontainers' Kafka module, when a Docker engine answers within ~2 s;
 3. ckptlog's own LocalBroker (real Apache Kafka jars, no Docker) in a tmp dir on a
@@ -27,6 +29,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from ckptlog.broker import LocalBroker
 from ckptlog.broker.config import free_port
 from ckptlog.errors import CkptlogError
+from tests.shared_broker import SHARED_BOOTSTRAP_ENV
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.6.0"
@@ -86,7 +89,9 @@ def _local_kafka(tmp_dir: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`host:port` of a real Kafka broker shared by the whole session."""
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    configured = (
+        os.environ.get(SHARED_BOOTSTRAP_ENV, "").strip() or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    )
     if configured:
         yield configured
         return
