@@ -105,3 +105,18 @@ def test_inspect_and_watch_tables_show_a_huge_score() -> None:
         text = console.export_text()
         assert "1e+400" in text, text
         assert "1" + "0" * 30 not in text  # never 401 digits
+
+
+def test_a_views_json_dump_keeps_what_the_topic_holds() -> None:
+    """The client's VIEW dumped as JSON (`model_dump(mode="json")`: what the live console and the
+    whole-system test read) is the fold's VIEW: a kept NaN stays NaN (pydantic's default writes
+    null), a huge int stays exact. Found by system_hostile.huge_scores."""
+    lines = [f.started("r", f"{ROOT}/r", keep=1, attr="acc")]
+    lines += [f.report("r", {"acc": s, "n": BIG}, f"{ROOT}/r/c{i}") for i, s in enumerate([BIG, 0.5, float("nan")])]
+    fold = Fold()
+    for line in lines:
+        fold.apply(f.event(line))
+    view = run_view(fold.runs["r"])
+    dumped = RunView.model_validate(view).model_dump(mode="json")
+    assert json.dumps(dumped, allow_nan=True, sort_keys=True) == json.dumps(view, allow_nan=True, sort_keys=True)
+    assert "NaN" in RunView.model_validate(view).model_dump_json()
