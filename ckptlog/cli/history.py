@@ -76,13 +76,14 @@ def progress_bar() -> Iterator[OnProgress]:
 
 
 def _effect_text(effect: dict[str, Any]) -> str:
+    from ckptlog.events.numbers import number_text
     from ckptlog.events.outputs import WARNING, WATERMARK
     from ckptlog.processor.explain.story import DELETION_REFUSED
 
     kind, path = effect["kind"], effect.get("path")
     if kind == "evicted":
         r = effect["reason"]
-        score = "" if r["score"] is None else f", score {r['score']:g}"
+        score = "" if r["score"] is None else f", score {number_text(r['score'])}"
         return f"evicted {path} (rank {r['rank']} by {r['order']}, num_to_keep {r['num_to_keep']}{score})"
     if kind == "registered":
         preserved = f", preserved by {effect['preserved']}" if "preserved" in effect else ""

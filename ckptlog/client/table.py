@@ -5,7 +5,6 @@ Shared by `ckptlog watch` and `ckptlog demo`, so both show the same picture.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.text import Text
 
 from ckptlog.client.views import ReportedCheckpoint, RunView
 from ckptlog.events.metrics import lookup
+from ckptlog.events.numbers import is_number, number_text
 
 STATUS_STYLE = {
     "COMMITTED": "green",
@@ -43,8 +43,10 @@ def common_root(paths: Sequence[str]) -> str:
 
 
 def format_value(value: Any) -> str:
-    if isinstance(value, float) and math.isfinite(value):
-        return f"{value:.4g}"
+    """A metric in a table cell: a number by `ckptlog.events.numbers.number_text` (4 digits; any int
+    size), — for None, anything else as `str` shows it."""
+    if is_number(value):
+        return number_text(value, 4)
     return "—" if value is None else str(value)
 
 

@@ -21,7 +21,7 @@ from ckptlog.events.models import Status
 
 Consistency = Literal["committed", "validated"]
 CONSISTENCIES: tuple[Consistency, ...] = ("committed", "validated")
-_VIEW = ConfigDict(extra="ignore", frozen=True)
+_VIEW = ConfigDict(extra="ignore", frozen=True, ser_json_inf_nan="constants")  # NaN stays NaN, as the topic holds it
 
 
 def _no_default(schema: dict[str, Any]) -> None:

@@ -79,7 +79,31 @@ def _snapshot(experiment: Path) -> dict[str, Any]:
             f"{file} does not have the layout of the Ray versions ckptlog knows (checkpoint_results and "
             "checkpoint_report_indices of one length); nothing was sent"
         )
+    _check_fields(file, results, state.get("pending_training_results"))
     return dict(state)
+
+
+def _check_fields(file: Path, results: list[Any], pending: object) -> None:
+    """Ray's `metrics` of each checkpoint is an object (or absent) and its pending validations a
+    list (or absent); anything else refuses the whole adoption, naming the field, before it sends."""
+    for position, result in enumerate(results):
+        metrics = result.get("metrics") if isinstance(result, dict) else None
+        if metrics is not None and not isinstance(metrics, dict):
+            name = result.get("checkpoint_dir_name")
+            raise NotAdoptable(
+                f"{file}: checkpoint_results[{position}].metrics (checkpoint {name!r}) is {_shown(metrics)}, not an "
+                "object of metrics as Ray writes it; nothing was sent: fix or remove that entry, then adopt again"
+            )
+    if pending is not None and not isinstance(pending, list):
+        raise NotAdoptable(
+            f"{file}: pending_training_results is {_shown(pending)}, not a list as Ray writes it; nothing was sent: "
+            "fix it (an empty list: none pending), then adopt again"
+        )
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, allow_nan=True)
+    return f"the {type(value).__name__} {text if len(text) <= 40 else text[:39] + '…'}"
 
 
 def refusal(experiment: Path, name: object) -> str | None:
@@ -110,13 +134,12 @@ def plan(directory: Path) -> Adoption:
         if why is not None:
             adoption.skipped.append((str(name), why))
             continue
-        metrics = result.get("metrics")
-        adoption.reports.append(AdoptedReport(index, str(experiment / str(name)), dict(metrics or {})))
+        adoption.reports.append(AdoptedReport(index, str(experiment / str(name)), dict(result.get("metrics") or {})))
     latest = state.get("latest_checkpoint_result")
     if isinstance(latest, dict) and isinstance(latest.get("checkpoint_dir_name"), str):
         adoption.latest = str(experiment / latest["checkpoint_dir_name"])
     pending = state.get("pending_training_results")
-    adoption.pending = [str(p.get("checkpoint_dir_name")) for p in pending or [] if isinstance(p, dict)]
+    adoption.pending = [str(p.get("checkpoint_dir_name")) for p in pending or [] if isinstance(p, dict)]  # a list
     return adoption
 
 

@@ -263,6 +263,29 @@ def expired_reuse(gen: StreamGenerator) -> None:
     gen.later(reuse_the_id) if gen.rng.random() < 0.5 else reuse_the_id()
 
 
+HUGE = 10**400
+
+
+def huge_scores(gen: StreamGenerator) -> None:
+    """Scores beyond a float's range, which the fold compares exactly (contract §3): a run ranked by
+    `acc` (keep 1: ±10**400 and NaN evict one another), one ranked by a nested `eval/acc`, and a
+    huge step and loss in a kept run's reports. Every reader must show them (issue 42 items 1-2):
+    the tools watch and explain these runs (whole_system.Stream.tools)."""
+    run = gen.add_run("huge", gen.rng.randrange(2), None, True, 1)
+    gen.emit(gen.start(run), run.run_id)
+    for score in gen.rng.sample([HUGE, -HUGE, 0.5, float("nan"), HUGE + 1], 5):
+        gen.report(run, metrics={"acc": score, "big": {"n": -HUGE}})
+    nested = gen.add_run("hugenest", gen.rng.randrange(2), None, True, 1)
+    nested.order = "min"
+    gen.emit(gen.start(nested, checkpoint_score_attribute="eval/acc"), nested.run_id)
+    for score in (-HUGE, HUGE, 7, -HUGE - 1):
+        gen.report(nested, metrics={"eval": {"acc": score, "loss": HUGE}})
+    gen.huge += [run.run_id, nested.run_id]
+    victim = _kept_run(gen)
+    if victim is not None:
+        gen.report(victim, metrics={"acc": gen.rng.choice([HUGE, -HUGE]), "loss": HUGE})
+
+
 BUILDERS: dict[str, Builder] = {
     "stray_results": stray_results,
     "implicit": implicit,
@@ -278,4 +301,5 @@ BUILDERS: dict[str, Builder] = {
     "invalid_utf8": invalid_utf8,
     "garbage": garbage,
     "expired_reuse": expired_reuse,
+    "huge_scores": huge_scores,
 }

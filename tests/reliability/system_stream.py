@@ -60,6 +60,7 @@ INGREDIENTS = (
     "invalid_utf8",
     "garbage",  # not JSON, not an object, truncated, blank, tombstones, key mismatch
     "expired_reuse",  # a finished run's record expires; its id is started again in its root, old reports redelivered
+    "huge_scores",  # scores of ±10**400, flat and nested, ranking evictions; NaN; a kept run's huge step
 )
 ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator")
 FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits")  # every action in any 4 phases
@@ -145,6 +146,9 @@ class StreamGenerator:
         self.deferred: list[Callable[[], None]] = []  # the next phase's first records (see `later`)
         self.finished: set[str] = set()  # runs finished for good: their final VIEWs are on the state topic only
         self.reused: set[str] = set()  # run ids started again after their record expired: watermarks restart
+        self.huge: list[
+            str
+        ] = []  # runs scored beyond a float's range (system_hostile.huge_scores): the tools read them
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -181,17 +185,26 @@ class StreamGenerator:
         self.runs[run_id] = run
         return run
 
-    def report(self, run: RunModel, path: str | None = None, validation: Any = False, write: bool = True) -> str:
-        """A report of `run` (a new checkpoint below its root unless `path`); returns the path."""
+    def report(
+        self,
+        run: RunModel,
+        path: str | None = None,
+        validation: Any = False,
+        write: bool = True,
+        metrics: dict[str, Any] | None = None,
+    ) -> str:
+        """A report of `run` (a new checkpoint below its root unless `path`; `metrics` besides its
+        step instead of a random `acc`); returns the path."""
         run.step += 1
         if path is None:
             path = f"{run.root}/ckpt-{run.step:04d}"
         if write:
             self.phase_now.writes.append((run.run_id, path))
         run.paths.append(path)
-        score = round(self.rng.random(), 3) if self.rng.random() < 0.9 else None
-        metrics: dict[str, Any] = {"step": run.step, **({"acc": score} if score is not None else {})}
-        data = {"metrics": metrics, "checkpoint": {"path": path}, "validation": validation}
+        if metrics is None:
+            score = round(self.rng.random(), 3) if self.rng.random() < 0.9 else None
+            metrics = {"acc": score} if score is not None else {}
+        data = {"metrics": {"step": run.step, **metrics}, "checkpoint": {"path": path}, "validation": validation}
         self.phase_now.validations += validation is not False
         self.emit(self.event("report", run.run_id, data), run.run_id)
         return path

@@ -215,6 +215,7 @@ class Stream:
         topics = ["--state-topic", s.state_topic, "--dlq-topic", s.dlq_topic]
         runs = sorted(model.views, key=lambda r: -len(model.views[r]["checkpoints"]))
         watched = runs[:1] + random.Random(len(runs)).sample(runs[1:], min(1, len(runs) - 1))
+        watched += [r for r in self.gen.huge if r in model.views and r not in watched]  # scores past a float
         inspect, rejections, *watches = await asyncio.gather(
             self.system.cli("inspect", "--json", *b, *topics),
             self.system.cli("rejections", "--json", *b, "--dlq-topic", s.dlq_topic),
@@ -228,11 +229,11 @@ class Stream:
             found += [p for p in [watch.failed()] if p]
             if watch.code == 0 and not watch.out.strip():
                 found.append(f"`ckptlog watch {run_id} --once` printed nothing")
-        return found + await self.history_tools(model, watched[0])
+        return found + await self.history_tools(model, watched[0]) + await self.huge_tools(model)
 
-    async def history_tools(self, model: checks.Model, run_id: str) -> list[str]:
-        """explain of the run's kept checkpoints and inspect --as-of its end (contract §10): they replay
-        the log with the processor's snapshots, and must agree with the model's fold."""
+    def replay_args(self) -> tuple[list[str], list[str]]:
+        """What `history`, `explain` and `inspect --as-of` replay (the log and the processor's
+        snapshots), and what the fold needs besides (explain: the stream's limits)."""
         s = self.system.settings
         replay = [
             "--bootstrap-servers",
@@ -244,7 +245,12 @@ class Stream:
         ]
         fold = [f"--storage-root={s.storage_root}", f"--default-num-to-keep={DEFAULT_KEEP}"]
         fold += [f"--max-depth={MAX_DEPTH}", f"--max-payload-bytes={MAX_PAYLOAD_BYTES}"]
-        fold += [f"--finished-runs-kept={FINISHED_KEPT}"]
+        return replay, [*fold, f"--finished-runs-kept={FINISHED_KEPT}"]
+
+    async def history_tools(self, model: checks.Model, run_id: str) -> list[str]:
+        """explain of the run's kept checkpoints and inspect --as-of its end (contract §10): they replay
+        the log with the processor's snapshots, and must agree with the model's fold."""
+        replay, fold = self.replay_args()
         kept = [c["path"] for c in model.views[run_id]["checkpoints"]][:2]
         as_of, *explains = await asyncio.gather(
             self.system.cli("inspect", run_id, "--as-of", "2100-01-01T00:00:00Z", "--json", *replay),
@@ -260,6 +266,22 @@ class Stream:
             state = None if failed else json.loads(explained.out)["state"]
             if failed or state not in ("kept", "latest", "pending", "preserved"):
                 found.append(f"`ckptlog explain {run_id} {path}`: {failed or state} for a kept checkpoint")
+        return found
+
+    async def huge_tools(self, model: checks.Model) -> list[str]:
+        """`ckptlog history` and `explain` as text (they format scores) of the runs scored past a
+        float's range (system_hostile.huge_scores) and one of their evicted checkpoints: exit 0, and
+        the history shows the scores (keep 1 over ±10**400: some eviction is ranked by one)."""
+        (replay, fold), found = self.replay_args(), []
+        runs = [r for r in self.gen.huge if model.evicted.get(r)]
+        answers = await asyncio.gather(
+            *(self.system.cli("history", run_id, *replay) for run_id in runs),
+            *(self.system.cli("explain", run_id, model.evicted[run_id][0], *replay, *fold) for run_id in runs),
+        )
+        for i, answer in enumerate(answers):
+            failed, shown = answer.failed(), b"e+400" in answer.out or i >= len(runs)  # history: every eviction's score
+            if failed or not shown or not answer.out.strip():
+                found.append(failed or f"`ckptlog {' '.join(answer.argv[:2])}` shows no ±1e+400: {answer.out[-400:]!r}")
         return found
 
 

@@ -55,18 +55,30 @@ def run_finished(fold: Fold, event: RunFinished, run: RunState | None) -> Effect
     if run.finished is not None:
         return NOTHING  # a repeated finish: the first one decided what the run keeps
     run.finished = event.data.keep  # the journal saved the old value (journal.SCALARS)
-    outputs: list[Output] = []
-    deletions = []
-    excess = len(run.checkpoints) - run.preserved_count - 1
-    if event.data.keep == "best" and excess > 0:  # latest, pending and preserved ones stay (§9)
-        root = run.storage_root or ""
-        retained = apply_retention(run, excess, fold.journal.push)
-        for record, eviction, rank in retained.evicted:
-            outputs.append(evicted(run, record, rank, retained.worst_kept, "best", 1))
-            deletions.append(Deletion(run.run_id, record.path, root, eviction))
+    outputs, deletions = _keep_best(fold, run) if event.data.keep == "best" else ([], [])
     outputs.append(watermark(run))
     retire_if_settled(fold, run)
     return Effects(outputs, deletions)
+
+
+def _keep_best(fold: Fold, run: RunState) -> tuple[list[Output], list[Deletion]]:
+    """`keep: "best"`: evict every kept checkpoint but the best (the last in sort order), the latest,
+    the pending and the preserved ones (§3, §9). A preserved best is the best: it ranks 1st among
+    what the rule counts, and every checkpoint that is not preserved ranks below it."""
+    best = run.checkpoints.last()
+    preserved_best = best is not None and best.preserved is not None
+    excess = len(run.checkpoints) - run.preserved_count - (0 if preserved_best else 1)
+    if excess <= 0:
+        return [], []
+    root, outputs, deletions = run.storage_root or "", [], []
+    retained = apply_retention(run, excess, fold.journal.push)
+    for record, eviction, rank in retained.evicted:
+        if preserved_best:  # apply_retention ranks the non-preserved ones: the preserved best is above them
+            outputs.append(evicted(run, record, rank + 1, best, "best", 1))
+        else:
+            outputs.append(evicted(run, record, rank, retained.worst_kept, "best", 1))
+        deletions.append(Deletion(run.run_id, record.path, root, eviction))
+    return outputs, deletions
 
 
 def retire_if_settled(fold: Fold, run: RunState) -> None:

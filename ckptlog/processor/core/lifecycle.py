@@ -70,7 +70,10 @@ class Roots:
         self.nesting.discard(root)
 
     def nested(self, root: str, run_id: str) -> str | None:
-        """A run other than `run_id` whose root is equal to, above or below `root` (None: none)."""
+        """A run other than `run_id` whose root is equal to, above or below `root` (None: none).
+        Roots never nest, so at most one is equal or above; of several below, the smallest run id:
+        the answer (a rejection names it) never depends on `owners`' order, which a restore
+        rebuilds from the runs table, not in registration order (contract §9)."""
         if self.history is not None:
             self.history.append((root, run_id))
         owners = self.owners
@@ -85,7 +88,7 @@ class Roots:
             at = root.find("/", at + 1)
         if root in self.nesting.below:  # below: rare (a root above others), so a scan is fine
             prefix = root + "/"
-            return next((o for r, o in owners.items() if r.startswith(prefix) and o != run_id), None)
+            return min((o for r, o in owners.items() if r.startswith(prefix) and o != run_id), default=None)
         return None
 
 
@@ -234,7 +237,7 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
     if key not in run.outstanding:
         return "the run no longer owes this deletion (already settled)"
     if key in run.nesting.below:
-        below = next((k for k in run.live_keys() if k.startswith(key + "/")), key + "/…")
+        below = min((k for k in run.live_keys() if k.startswith(key + "/")), default=key + "/…")  # order-free
         return f"the live checkpoint {below} lies inside it"
     at = key.find("/", run.nesting.start)
     while at > run.nesting.start:

@@ -61,9 +61,9 @@ class Nesting:
 
     def around(self, path: str, is_live: IsLive, live: Callable[[], Iterable[str]]) -> str | None:
         """`nested` for a `path` the caller knows is not registered itself."""
-        if path in self.below:
+        if path in self.below:  # the smallest: `live()`'s order is not the log's after a restore
             prefix = path + "/"
-            return next((p for p in live() if p.startswith(prefix)), prefix)
+            return min((p for p in live() if p.startswith(prefix)), default=prefix)
         start = self.start
         at = path.find("/", start)
         while at > start:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ckptlog.events.numbers import number_text
 from ckptlog.events.paths import UnsafePath, key_of, parse_url
 from ckptlog.processor.core.state import CheckpointRecord, RunState
 from ckptlog.processor.explain.story import DELETION_REFUSED, Step
@@ -120,9 +121,9 @@ def _reason_text(reason: dict[str, Any]) -> str:
     else:
         text = f"it ranked {_ordinal(reason['rank'])} {order} with num_to_keep={reason['num_to_keep']}"
     if reason.get("score") is not None:
-        text += f" (score {reason['score']:g}"
+        text += f" (score {number_text(reason['score'])}"
         worst = reason.get("worst_kept_score")
-        text += f"; the worst kept scored {worst:g})" if worst is not None else ")"
+        text += f"; the worst kept scored {number_text(worst)})" if worst is not None else ")"
     return text + "; it was not the latest, not pending and not preserved"
 
 

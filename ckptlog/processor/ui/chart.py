@@ -50,7 +50,7 @@ def _layer(p: Point) -> int:
 
 def _mark(p: Point, x: float, y: float | None) -> str:
     marks = " ".join(p.marks) or "reported"
-    shown = f"{p.value:.6g}" if p.value is not None else "no value"
+    shown = p.text
     at = y if y is not None else HEIGHT - BOTTOM
     attrs = (
         f'class="mark {escape(marks)}" data-path="{escape(p.path)}" data-index="{p.report_index}" '

@@ -8,13 +8,13 @@ the runs table (filtered, sorted, paged); `points` marks each reported checkpoin
 from __future__ import annotations
 
 import json
-import math
 import os.path
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptlog.events.metrics import flatten, lookup
+from ckptlog.events.numbers import comparable, is_number, number_text, plotted
 from ckptlog.events.outputs import CHECKPOINT_EVICTED, CHECKPOINT_REGISTERED, CHECKPOINTS_DELETED, WARNING
 
 View = dict[str, Any]
@@ -65,7 +65,7 @@ class Row:
     run: str
     kept: int
     best: str | None
-    score: float | None
+    score: int | float | None  # exact: sorts and shows a huge int score as the fold compares it
     latest: str | None
     committed: int
     validated: int
@@ -82,20 +82,14 @@ def score_attribute(view: View) -> str | None:
     return attribute if isinstance(attribute, str) else None
 
 
-def number(value: Any) -> float | None:
-    """A metric as a finite float (None for anything else: a string, a bool, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def value_of(metrics: dict[str, Any], name: str | None) -> float | None:
+def value_of(metrics: dict[str, Any], name: str | None) -> int | float | None:
     """The metric `name` names, read as the fold reads it (contract §3, `ckptlog.events.metrics.lookup`:
-    `eval/acc` finds `{"eval": {"acc": …}}`), as a finite float (None: no name, absent, not a number)."""
-    return None if name is None else number(lookup(metrics, name))
+    `eval/acc` finds `{"eval": {"acc": …}}`), exactly (`ckptlog.events.numbers.comparable`: an int
+    of any size or a finite float; None: no name, absent, not a number)."""
+    return None if name is None else comparable(lookup(metrics, name))
 
 
-def best_score(view: View) -> float | None:
+def best_score(view: View) -> int | float | None:
     attribute = score_attribute(view)
     best = next((c for c in view.get("checkpoints", []) if c["path"] == view.get("best")), None)
     if attribute is None or best is None:
@@ -156,8 +150,15 @@ def select(rows: list[Row], query: Query) -> tuple[list[Row], int]:
 class Point:
     path: str
     report_index: int
-    value: float | None
+    value: float | None  # where the chart places it (`ckptlog.events.numbers.plotted`)
     marks: tuple[str, ...]
+    exact: int | float | None = None  # the metric itself when `value` is not (an int beyond a float)
+
+    @property
+    def text(self) -> str:
+        """The value as its mark's tooltip says it (`no value`)."""
+        shown = self.exact if self.exact is not None else self.value
+        return "no value" if shown is None else number_text(shown)
 
 
 def kept_of(view: View) -> dict[str, dict[str, Any]]:
@@ -186,11 +187,6 @@ def marks_of(path: str, view: View, log: RunLog, kept: dict[str, dict[str, Any]]
     return tuple(found)
 
 
-def _numeric(value: Any) -> bool:
-    """A number the chart can place (a type check only: huge ints and NaN count, bools do not)."""
-    return type(value) is float or type(value) is int
-
-
 def metrics_of(view: View, log: RunLog) -> list[str]:
     """Every numeric metric a checkpoint of the run reported, flattened as the fold reads them
     (`eval/acc`, never the dict `eval`), in the order they came; the score attribute first."""
@@ -199,7 +195,7 @@ def metrics_of(view: View, log: RunLog) -> list[str]:
     if attribute is not None:
         names[attribute] = None
     for metrics in [*(r.metrics for r in log.reported.values()), *(c["metrics"] for c in view.get("checkpoints", []))]:
-        names.update((name, None) for name, value in flatten(metrics).items() if _numeric(value))
+        names.update((name, None) for name, value in flatten(metrics).items() if is_number(value))
     return list(names)
 
 
@@ -215,9 +211,11 @@ def points(view: View, log: RunLog, metric: str | None) -> list[Point]:
         reported[c["path"]] = Reported(c["path"], int(c["report_index"]), dict(c["metrics"]), c.get("preserved"))
     ordered = sorted(reported.values(), key=lambda r: (r.report_index, r.path))
     kept = kept_of(view)
-    return [
-        Point(r.path, r.report_index, value_of(r.metrics, metric), marks_of(r.path, view, log, kept)) for r in ordered
-    ]
+    found = []
+    for r in ordered:
+        exact = value_of(r.metrics, metric)
+        found.append(Point(r.path, r.report_index, plotted(exact), marks_of(r.path, view, log, kept), exact))
+    return found
 
 
 def run_root(paths: Iterable[str]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ckptlog.events.metrics import MISSING, lookup
+from ckptlog.events.numbers import is_number, number_text
 from ckptlog.processor.ui.chart import chart, legend, sparkline
 from ckptlog.processor.ui.model import PAGE_SIZE, SORTS, Point, Query, Row, Trend, View, relative
 
@@ -74,16 +75,16 @@ def when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def score_text(value: float | None) -> str:
-    return "—" if value is None else f"{value:.6g}"
+def score_text(value: int | float | None) -> str:
+    return "—" if value is None else number_text(value)
 
 
 def metric_text(value: Any) -> str:
     """A metric's value as a cell shows it (`ckptlog.events.metrics.MISSING`: "—"), at most 24 characters."""
     if value is MISSING:
         return "—"
-    if type(value) is float:
-        return f"{value:.6g}"
+    if is_number(value):
+        return number_text(value)
     text = value if isinstance(value, str) else json.dumps(value, allow_nan=True)
     return text if len(text) <= 24 else text[:23] + "…"
 

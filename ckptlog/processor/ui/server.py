@@ -2,7 +2,9 @@
 
 Safe by default: GET and HEAD only (405 otherwise); with a token every request needs it (an
 `Authorization: Bearer` header, the cookie, or `?token=`, which sets the cookie), else 401;
-security headers on every answer; no page shows a setting.
+without one (loopback only) every request must name a loopback host (`Host: 127.0.0.1:8000`,
+`localhost`, `[::1]`), else 421: a page whose name is rebound to 127.0.0.1 (DNS rebinding) sends
+its own name and reads nothing; security headers on every answer; no page shows a setting.
 """
 
 from __future__ import annotations
@@ -56,6 +58,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_name(header: str) -> str | None:
+    """The name in a `Host` header (`[::1]:8000` -> `::1`, `LocalHost` -> `localhost`); None when
+    it is not a name with an optional numeric port."""
+    header = header.strip().lower()
+    if header.startswith("["):  # an IPv6 literal: [::1] or [::1]:port
+        name, bracket, rest = header[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None if rest else ""
+        return name if bracket and port is not None and (port == "" or port.isdigit()) else None
+    name, colon, port = header.partition(":")
+    return name if name and (not colon or (port.isascii() and port.isdigit())) else None
+
+
+def loopback_host(header: str | None) -> bool:
+    """A `Host` header naming this machine by a loopback name (`localhost`, `127.0.0.1`, `[::1]`,
+    any port): a page on another site, its name rebound to 127.0.0.1, still sends its own."""
+    name = host_name(header) if header is not None else None
+    return name is not None and is_loopback(name)
+
+
+def _misdirected(header: str | None) -> web.Response:
+    shown = "no Host header" if header is None else f"Host {header[:100]!r}"
+    return web.Response(
+        status=421,
+        text=(
+            f"421: this console has no token, so it answers only requests for 127.0.0.1, localhost or [::1] "
+            f"(any port); this one came with {shown} (a page that rebound its name to this machine?). "
+            "Open it as http://127.0.0.1:<port>/, or serve it with a token (--token or CKPTLOG_UI_TOKEN) "
+            "to allow other names.\n"
+        ),
+    )
+
+
 def check_exposure(host: str, token: str | None) -> None:
     """A host other than loopback needs a token (ConfigError saying how to give one)."""
     if not is_loopback(host) and not token:
@@ -105,7 +139,8 @@ def middlewares(token: str | None) -> list[Middleware]:
         if request.method not in ("GET", "HEAD"):
             return web.Response(status=405, text="405: this console is read-only", headers={"Allow": "GET, HEAD"})
         if token is None:
-            return await handler(request)
+            host = request.headers.get("Host")
+            return await handler(request) if loopback_host(host) else _misdirected(host)
         given, from_query = _given_token(request)
         if not given or not hmac.compare_digest(given.encode(), token.encode()):
             return web.Response(status=401, text="401: a token is required", headers={"WWW-Authenticate": "Bearer"})

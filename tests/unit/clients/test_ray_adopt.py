@@ -5,6 +5,9 @@ reason and never reported (so ckptlog can never delete it); nothing on disk is t
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +88,57 @@ def test_not_an_experiment_is_a_clear_error(tmp_path: Path) -> None:
 def test_adoption_ids_are_named_by_rays_report_index() -> None:
     assert ids.adopted_report_id("r", 3) == ids.adopted_report_id("r", 3)
     assert len({ids.adopted_report_id("r", 3), ids.adopted_report_id("r", 4), ids.adopted_report_id("s", 3)}) == 3
+
+
+@pytest.mark.parametrize("metrics", [[1, 2], "loss=0.1", 7, True, 10**400], ids=["list", "str", "int", "bool", "huge"])
+def test_metrics_that_are_not_an_object_refuse_the_adoption_naming_the_file_and_field(
+    tmp_path: Path, metrics: Any
+) -> None:
+    """Issue 42 item 5: `dict(metrics or {})` raised (a traceback from `ckptlog adopt-ray`) or made
+    nonsense of a list of pairs; now the adoption is refused before anything is sent."""
+    experiment = tree(tmp_path, "checkpoint_a", "checkpoint_b")
+    write(experiment, ["checkpoint_a", "checkpoint_b"])
+    state = json.loads((experiment / SNAPSHOT).read_text())
+    state["checkpoint_results"][1]["metrics"] = metrics
+    (experiment / SNAPSHOT).write_text(json.dumps(state))
+    with pytest.raises(NotAdoptable) as refused:
+        plan(experiment)
+    message = str(refused.value)
+    assert str(experiment / SNAPSHOT) in message and "checkpoint_results[1].metrics" in message
+    assert "'checkpoint_b'" in message and "nothing was sent" in message
+
+
+def test_pending_validations_that_are_not_a_list_refuse_the_adoption(tmp_path: Path) -> None:
+    experiment = tree(tmp_path, "checkpoint_a")
+    write(experiment, ["checkpoint_a"], pending_training_results=5)
+    with pytest.raises(NotAdoptable, match=r"pending_training_results is the int 5, not a list"):
+        plan(experiment)
+
+
+def test_absent_or_null_metrics_adopt_with_none(tmp_path: Path) -> None:
+    experiment = tree(tmp_path, "checkpoint_a", "checkpoint_b")
+    write(experiment, ["checkpoint_a", "checkpoint_b"])
+    state = json.loads((experiment / SNAPSHOT).read_text())
+    state["checkpoint_results"][0]["metrics"] = None
+    del state["checkpoint_results"][1]["metrics"]
+    (experiment / SNAPSHOT).write_text(json.dumps(state))
+    assert [r.metrics for r in plan(experiment).reports] == [{}, {}]
+
+
+def test_the_command_answers_a_bad_metrics_field_with_the_error_not_a_traceback(tmp_path: Path) -> None:
+    experiment = tree(tmp_path, "checkpoint_a")
+    write(experiment, ["checkpoint_a"])
+    state = json.loads((experiment / SNAPSHOT).read_text())
+    state["checkpoint_results"][0]["metrics"] = "loss=0.1"  # dict("loss=0.1") raised ValueError
+    (experiment / SNAPSHOT).write_text(json.dumps(state))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptlog", "adopt-ray", str(experiment), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and "checkpoint_results[0].metrics" in done.stderr

@@ -4,6 +4,7 @@ which rule evicted it, its rank and the scores it was compared by; a preserved c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given
@@ -108,11 +109,21 @@ def test_a_preserved_checkpoint_is_registered_with_its_rule() -> None:
 def finishing_logs(draw: Any) -> list[bytes]:
     """The property tests' logs, each run perhaps finished at the end (`kept` or `best`)."""
     lines: list[bytes] = draw(logs())
+    for run in ("a", "b"):  # perhaps every 3rd report preserved (before logs' run_started: this one wins)
+        if draw(st.booleans()):
+            attr = draw(st.sampled_from([None, "acc"]))
+            lines.insert(0, _preserving(run, draw(st.integers(1, 3)), attr))
     for run in ("a", "b"):
         keep = draw(st.sampled_from([None, "kept", "best"]))
         if keep is not None:
             lines.append(f.finished(run, keep=keep, event_id=f"finish-{run}"))
     return lines
+
+
+def _preserving(run: str, keep: int, attr: str | None) -> bytes:
+    body = json.loads(f.started(run, f"{ROOT}/{run}", keep=keep, attr=attr))
+    body["data"]["checkpoint_config"]["keep_every_n_steps"] = 3
+    return json.dumps(body).encode()
 
 
 def _sort_key(run: RunState, report_index: int, score: float | None) -> tuple[bool, float, int]:
@@ -135,6 +146,9 @@ def test_every_reason_agrees_with_the_folds_ordering(lines: list[bytes]) -> None
         published.check(effects.outputs)
         run = fold.runs[f.event(raw).subject]  # it owes these deletions: still in the hot state
         kept = [r.sort_key for r in run.checkpoints if r.preserved is None]
+        best = run.checkpoints.last()
+        if evictions[0]["reason"]["rule"] == "best" and best is not None and best.preserved is not None:
+            kept.append(best.sort_key)  # a preserved best is what `best` keeps, ranked 1st (contract §5)
         keys = [_sort_key(run, e["report_index"], e["reason"]["score"]) for e in evictions]
         for data, key in zip(evictions, keys, strict=True):
             reason = data["reason"]
@@ -149,3 +163,47 @@ def test_every_reason_agrees_with_the_folds_ordering(lines: list[bytes]) -> None
                 assert worst is not None and _sort_key(run, 0, reason["score"])[1] <= _sort_key(run, 0, worst)[1]
             if worst is not None:
                 assert any(k[0] and k[1] == _sort_key(run, 0, worst)[1] and k > key for k in kept)
+
+
+def test_finishing_best_with_a_preserved_best_keeps_no_second_best() -> None:
+    """Issue 42 item 6 (contract §3: `keep: "best"` keeps the best, the latest, pending and preserved
+    ones): c3 is preserved (keep_every_n_steps 4) and scores best; c1 (0.8) is the best that is
+    not preserved. Finishing with `best` evicts c1 too, ranked 2nd below c3; only c3 and the
+    latest c5 stay."""
+    lines = [started(keep=3, attr="acc", keep_every_n_steps=4)]
+    lines += [f.report("r", {"acc": s}, f"{RUNS}/r/c{i}") for i, s in enumerate([0.1, 0.8, 0.2, 0.9, 0.3, 0.05])]
+    fold = Fold()
+    for raw in lines:
+        fold.apply(f.event(raw))
+    assert [r.preserved for r in fold.runs["r"].checkpoints][-1] == "steps"  # c3, the best
+    effects = fold.apply(f.event(f.finished("r", keep="best")))
+    published.check(effects.outputs)
+    reasons = {
+        o.data["checkpoint_path"].rsplit("/", 1)[1]: o.data["reason"]
+        for o in effects.outputs
+        if o.type == "checkpoint_evicted"
+    }
+    assert {name: (r["rank"], r["worst_kept_score"]) for name, r in reasons.items()} == {
+        "c1": (2, 0.9),
+        "c4": (3, 0.9),
+        "c2": (4, 0.9),
+    }
+    assert all(r["rule"] == "best" and r["num_to_keep"] == 1 for r in reasons.values())
+    assert sorted(r.path.rsplit("/", 1)[1] for r in fold.runs["r"].checkpoints) == ["c3", "c5"]
+    assert sorted(d.path.rsplit("/", 1)[1] for d in effects.deletions) == ["c1", "c2", "c4"]
+
+
+def test_finishing_best_with_a_best_not_preserved_keeps_it_and_the_preserved_ones() -> None:
+    lines = [started(keep=3, attr="acc", keep_every_n_steps=4)]
+    lines += [f.report("r", {"acc": s}, f"{RUNS}/r/c{i}") for i, s in enumerate([0.1, 0.95, 0.2, 0.9, 0.3, 0.05])]
+    fold = Fold()
+    for raw in lines:
+        fold.apply(f.event(raw))
+    effects = fold.apply(f.event(f.finished("r", keep="best")))
+    reasons = {
+        o.data["checkpoint_path"].rsplit("/", 1)[1]: o.data["reason"]["rank"]
+        for o in effects.outputs
+        if o.type == "checkpoint_evicted"
+    }
+    assert reasons == {"c4": 2, "c2": 3}  # c1 (0.95) is the best; c3 (preserved) and c5 (latest) stay
+    assert sorted(r.path.rsplit("/", 1)[1] for r in fold.runs["r"].checkpoints) == ["c1", "c3", "c5"]

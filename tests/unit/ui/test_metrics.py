@@ -54,7 +54,7 @@ def test_the_menu_and_kept_table_take_huge_ints_and_ambiguous_keys() -> None:
     view["checkpoints"][-1]["metrics"] = {"eval": {"acc": 10**400}, "a/b": {"c": 1}, "a": {"b/c": 2}}
     assert metrics_of(view, log)[-1] == "a/b/c"
     html = pages.run_page("nested", view, [], metrics_of(view, log), "eval/acc")
-    assert "<td>10000000000000000000000…</td>" in html
+    assert "<td>1e+400</td>" in html  # ckptlog.events.numbers: its magnitude, not 23 of its 401 digits
 
 
 def test_flatten_names_what_lookup_finds() -> None:

@@ -90,3 +90,48 @@ def test_a_host_beyond_loopback_needs_a_token() -> None:
     check_exposure("0.0.0.0", "t")
     with pytest.raises(ConfigError, match="give a token"):
         check_exposure("0.0.0.0", None)
+
+
+FOREIGN_HOSTS = [
+    "evil.example",
+    "evil.example:8000",
+    "127.0.0.1.evil.example",  # a loopback name as a prefix of another
+    "localhost.evil.example:8000",
+    "10.0.0.1",
+    "[::2]:8000",
+    "[::1",  # malformed
+    "localhost:80x",
+    "::1",  # an IPv6 literal without its brackets
+    "",
+]
+LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:{port}", "localhost", "LocalHost:{port}", "[::1]", "[::1]:{port}"]
+
+
+async def test_without_a_token_only_a_loopback_host_is_answered() -> None:
+    """Issue 42 item 3: a page the user visits can rebind its own name to 127.0.0.1 (DNS rebinding);
+    its requests then reach the loopback console with `Host: its-name`. Without a token the console
+    answers only loopback names (any port, IPv6 included), with 421 and a body saying what to do."""
+    source = FakeSource({"r": view([("file:///r/c1", 0.9)])}, {"r": log_of([0.2, 0.9], {1})})
+    async with running(source) as url, aiohttp.ClientSession() as http:
+        port = url.rsplit(":", 1)[1]
+        for host in FOREIGN_HOSTS:
+            for path in ("/", "/api/runs", "/runs/r", "/events", "/static/live.js"):
+                async with http.get(url + path, headers={"Host": host}) as answer:
+                    body = await answer.text()
+                    assert answer.status == 421, (host, path, answer.status)
+                    assert "file:///r/c1" not in body and "only requests for 127.0.0.1, localhost or [::1]" in body
+                    assert "--token" in body and answer.headers["X-Content-Type-Options"] == "nosniff"
+        for host in LOOPBACK_HOSTS:
+            async with http.get(url + "/api/runs", headers={"Host": host.format(port=port)}) as answer:
+                assert answer.status == 200, host
+                assert "file:///r/c1" in await answer.text()
+
+
+async def test_with_a_token_any_host_presenting_it_is_answered(served: tuple[str, FakeSource]) -> None:
+    """A token is what guards a console served beyond loopback (behind a proxy, by its own name)."""
+    url, _ = served
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/", headers={"Host": "ckptlog.example", "Authorization": "Bearer s3cret"}) as answer:
+            assert answer.status == 200
+        async with http.get(url + "/", headers={"Host": "ckptlog.example"}) as answer:
+            assert answer.status == 401
