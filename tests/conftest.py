@@ -23,7 +23,6 @@ pytest.register_assert_rewrite("tests.storage_contract")
 from tests import emulators, shared_broker  # noqa: E402
 from tests.storage_contract import AzureEndpoint, GcsEndpoint, S3Endpoint  # noqa: E402 — after the rewrite hook
 
-
 LONG_MODULES = frozenset(
     {  # the modules of 30 s and more (`--durations`): `make test-long` runs them, `make test` the rest
         "tests/reliability/test_large_runs.py",
