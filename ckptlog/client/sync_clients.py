@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, Unpack
 
 from ckptlog.client.bodies import PathLike, ValidationArg
 from ckptlog.client.confirm import PROCESSOR_GROUP
@@ -31,6 +31,7 @@ from ckptlog.client.reader import AsyncReader, WaitResult
 from ckptlog.client.reporter import SOURCE, AsyncReporter, SentEvent
 from ckptlog.client.views import Consistency, ReportedCheckpoint, RunView
 from ckptlog.events.codec import DEFAULT_LIMITS, DecodeLimits
+from ckptlog.events.rule_types import RuleKwargs
 from ckptlog.events.state import Problem
 from ckptlog.kafka.errors import KafkaIOError
 
@@ -133,11 +134,9 @@ class Reporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
-        keep_every_n_steps: int | None = None,
-        step_attribute: str | None = None,
-        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
         confirm: bool | None = None,
+        **rules: Unpack[RuleKwargs],
     ) -> SentEvent:
         coro = self._async.run_started(
             storage_path,
@@ -145,11 +144,9 @@ class Reporter:
             checkpoint_score_attribute,
             checkpoint_score_order,
             validation,
-            keep_every_n_steps=keep_every_n_steps,
-            step_attribute=step_attribute,
-            keep_time_interval_s=keep_time_interval_s,
             event_id=event_id,
             confirm=confirm,
+            **rules,
         )
         return self._call(coro, self._limit(confirm))
 

@@ -2,7 +2,8 @@
 
 `python -m ckptlog.events.rule_codegen` rewrites the marked regions of models.py (the pydantic
 `CheckpointConfig`), decoded.py (its Struct), view.py (`ViewConfig`), docs/contract.md (the list of
-rules) and the whole of rule_types.py (the `preserved` literal, the client keyword arguments);
+rules) and the whole of rule_types.py (the `preserved` literal, the client keyword arguments) and
+ckptlog/cli/rule_flags.py (the flags, for `start-run`);
 tests/unit/events/test_retention_rules.py checks that doing so changes nothing. Generated code is
 plain source, so mypy types the fields and readers see them where they always were.
 """
@@ -99,6 +100,24 @@ class RuleKwargs(TypedDict, total=False):
 '''
 
 
+def rule_flags() -> str:
+    lines = [f"    {f.name!r}: ({f.kind!r}, {_literal(f.flag_help)})," for f in RULE_FIELDS]
+    rows = "\n".join(line if len(line) <= 120 else line + "  # noqa: E501" for line in lines)
+    return f'''"""The CLI flags of the retention rules beyond Ray: field name -> (type, help).
+
+Generated from ckptlog/events/retention_rules.py by `python -m ckptlog.events.rule_codegen`; do not edit.
+A copy, so `start-run --help` need not import the wire contract (ckptlog/cli/options.py `rule_options`).
+"""
+
+from __future__ import annotations
+
+# fmt: off
+RULE_FLAGS: dict[str, tuple[str, str]] = {{
+{rows}
+}}
+'''
+
+
 def contract_region() -> str:
     lines = [DOCS_BEGIN, ""]
     for rule in RULES:
@@ -120,7 +139,7 @@ def splice(text: str, begin: str, end: str, region: str) -> str:
 
 def outputs() -> dict[Path, str]:
     """Each generated file as it should read (the current text with its regions regenerated)."""
-    found: dict[Path, str] = {PACKAGE / "rule_types.py": rule_types()}
+    found = {PACKAGE / "rule_types.py": rule_types(), PACKAGE.parent / "cli" / "rule_flags.py": rule_flags()}
     for name, region in (("models.py", models_region()), ("decoded.py", decoded_region()), ("view.py", view_region())):
         path = PACKAGE / name
         found[path] = splice(path.read_text(encoding="utf-8"), BEGIN, END, region)
