@@ -11,5 +11,4 @@ RULE_FLAGS: dict[str, tuple[str, str]] = {
     'keep_every_n_steps': ('int', "Preserve for good every checkpoint whose step is a multiple of N."),
     'step_attribute': ('str', "Metric holding the step (default: the report's 1-based number)."),
     'keep_time_interval_s': ('float', "Preserve for good one checkpoint per this many seconds of report time."),
-    'keep_best_every_n_steps': ('int', "Preserve for good the best checkpoint of every N reports."),
 }

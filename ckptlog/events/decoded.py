@@ -83,7 +83,6 @@ class CheckpointConfig(_Data, frozen=True):
     keep_every_n_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None
     step_attribute: NonEmpty | None = None
     keep_time_interval_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
-    keep_best_every_n_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None
     # --- end of generated code ---
     # fmt: on
 

@@ -79,12 +79,6 @@ class CheckpointConfig(BaseModel):
             "rule preserved; the first timed one is (Orbax's keep_time_interval)."
         ),
     )
-    keep_best_every_n_steps: Annotated[int, Field(ge=1)] | None = Field(
-        default=None,
-        description=(
-            "Preserve the best checkpoint (by the score) of every N reports."
-        ),
-    )
     # --- end of generated code ---
     # fmt: on
 

@@ -96,17 +96,6 @@ def _time_interval(config: Any, metrics: dict[str, Any], report_index: int, time
     return Decision(False, at)
 
 
-def _best_per_n_steps(config: Any, metrics: dict[str, Any], report_index: int, time: str | None, best: Any) -> Decision:
-    attribute, step = config.checkpoint_score_attribute, report_index + 1
-    value = lookup(metrics, attribute) if attribute is not None else MISSING
-    if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
-        return Decision(False, best, "best_without_score")
-    window, sign = (step - 1) // config.keep_best_every_n_steps, 1 if config.checkpoint_score_order == "max" else -1
-    if best is None or best[0] != window or sign * value > sign * best[1]:
-        return Decision(True, [window, value])
-    return Decision(False, best)
-
-
 def epoch(time: str) -> float:
     """A CloudEvents `time` (RFC 3339) as epoch seconds; a time without offset counts as UTC
     (never the machine's own zone: the fold must not depend on where it runs)."""
@@ -164,26 +153,6 @@ RULES: tuple[RetentionRule, ...] = (
         "seconds after the last checkpoint this rule preserved is preserved (the first timed one is); "
         "a `time` without an offset counts as UTC. A report without `time` is never preserved by this "
         "rule; it looks at every timed checkpoint, also those an earlier rule preserves.",
-    ),
-    RetentionRule(
-        label="best",
-        fields=(
-            RuleField(
-                "keep_best_every_n_steps",
-                "int",
-                "Preserve the best checkpoint (by the score) of every N reports.",
-                "Preserve for good the best checkpoint of every N reports.",
-                (">=", 1),
-            ),
-        ),
-        decide=_best_per_n_steps,
-        state="best_in_window",
-        problems={
-            "best_without_score": "run {run!r}: checkpoint {path!r} has no numeric score; "
-            "keep_best_every_n_steps={keep_best_every_n_steps} preserves nothing here"
-        },
-        docs="`keep_best_every_n_steps` N: of the reports 1..N, N+1..2N, ..., a checkpoint whose score beats "
-        "every earlier one of its window is preserved (so each window keeps its best, and the leaders before it).",
     ),
 )
 

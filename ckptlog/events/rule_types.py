@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-Preserved = Literal["steps", "time", "best"]
+Preserved = Literal["steps", "time"]
 """The `preserved` label of a checkpoint a rule keeps for good (contract §3)."""
 
 
@@ -17,4 +17,3 @@ class RuleKwargs(TypedDict, total=False):
     keep_every_n_steps: int | None
     step_attribute: str | None
     keep_time_interval_s: float | None
-    keep_best_every_n_steps: int | None

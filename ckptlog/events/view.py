@@ -73,7 +73,6 @@ class ViewConfig(BaseModel):
     keep_every_n_steps: int | SkipJsonSchema[None] = _optional()
     step_attribute: str | SkipJsonSchema[None] = _optional()
     keep_time_interval_s: float | SkipJsonSchema[None] = _optional()
-    keep_best_every_n_steps: int | SkipJsonSchema[None] = _optional()
     # --- end of generated code ---
     # fmt: on
 

@@ -151,13 +151,3 @@ def test_preserved_is_never_evicted_and_a_restore_continues_alike(lines: list[by
     assert encode(Snapshot("t", 0, 0, resumed.settings, resumed.runs)) == encode(
         Snapshot("t", 0, 0, whole.settings, whole.runs)
     )
-
-
-def test_scratch_the_best_of_every_n_reports_is_preserved() -> None:
-    losses = [0.9, 0.7, 0.8, 0.5, 0.6, 0.65]
-    lines = [started(keep=1, attr="loss", keep_best_every_n_steps=3)]
-    lines += [f.report("r", {"loss": -x}, f"{ROOT}/r/c{i}") for i, x in enumerate(losses)]
-    folded, _ = fold(lines)
-    assert preserved(folded) == {"c0": "best", "c1": "best", "c3": "best"}
-    restored = decode(encode(Snapshot("t", 0, 6, folded.settings, folded.runs)))
-    assert restored.runs["r"].rule_state == {"best_in_window": [1, -0.5]}
