@@ -7,7 +7,8 @@ A rule preserves a checkpoint for good when it is registered: never evicted, not
   CLI flag's help. The first one switches the rule on (the rule is off while it is None).
 - `decide`: the preservation decision, a pure function the fold calls for each new checkpoint of
   a run with the rule on (ckptlog/processor/core/retention.py): the run's config, the report's
-  metrics, report index and CloudEvents `time`, and the rule's own state (None at first).
+  metrics, report index and CloudEvents `time`, and the rule's own state (None at first) ->
+  `Decision` (preserved?, its new state, a warning code).
 - `state`: the name of the rule's state in a run (and in its snapshot), or None for none.
 - `label`: the VIEW's `preserved` value; `problems`: its warning codes and messages; `docs`: its
   line in docs/contract.md.
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from ckptlog.events.metrics import MISSING, lookup
 
@@ -46,13 +47,10 @@ class RuleField:
     minimum: tuple[Literal[">=", ">"], int] | None = None
 
 
-class Decision(NamedTuple):
-    """A rule's verdict on one new checkpoint: preserved?, the rule's new state, and a warning
-    code when it could not decide (the checkpoint is then not preserved by it)."""
-
-    preserve: bool
-    state: Any
-    problem: str | None = None
+Decision = tuple[bool, Any, str | None]
+"""A rule's verdict on one new checkpoint: (preserved?, the rule's new state, a warning code when it
+could not decide — the checkpoint is then not preserved by it). A plain tuple: the fold asks each
+rule that is on about every checkpoint (a NamedTuple's constructor costs ~0.3 µs a call)."""
 
 
 Decide = Callable[[Any, dict[str, Any], int, str | None, Any], Decision]
@@ -81,19 +79,19 @@ def _every_n_steps(config: Any, metrics: dict[str, Any], report_index: int, time
     attribute = config.step_attribute
     step = report_index + 1 if attribute is None else lookup(metrics, attribute)
     if step is MISSING:
-        return Decision(False, state, "step_missing")
+        return False, state, "step_missing"
     if isinstance(step, bool) or not isinstance(step, int | float) or step != step or step % 1:
-        return Decision(False, state, "step_not_integral")
-    return Decision(step % config.keep_every_n_steps == 0, state)
+        return False, state, "step_not_integral"
+    return step % config.keep_every_n_steps == 0, state, None
 
 
 def _time_interval(config: Any, metrics: dict[str, Any], report_index: int, time: str | None, at: Any) -> Decision:
     if time is None:
-        return Decision(False, at)
+        return False, at, None
     seconds = epoch(time)
     if at is None or seconds - at >= config.keep_time_interval_s:
-        return Decision(True, seconds)
-    return Decision(False, at)
+        return True, seconds, None
+    return False, at, None
 
 
 def epoch(time: str) -> float:

@@ -38,19 +38,20 @@ def preservation(
     table's order that does); pure. Every rule that is on sees every checkpoint, also one an
     earlier rule preserves (the time rule's reference time moves then too)."""
     config, state = run.config, run.rule_state
-    label, changed = None, None
+    label = changed = None
     problems: tuple[tuple[str, str], ...] = ()
     for rule in run.rules:
         name = rule.state
-        decision = rule.decide(config, metrics, report_index, time, None if name is None else state.get(name))
-        if decision.preserve and label is None:
+        old = None if name is None else state.get(name)
+        preserve, new, problem = rule.decide(config, metrics, report_index, time, old)
+        if preserve and label is None:
             label = rule.label
-        if name is not None and decision.state != state.get(name):
+        if new != old:
             changed = changed or dict(state)  # a new dict: the journal restores the old one on a fault
-            changed[name] = decision.state
-        if decision.problem is not None:
-            problems += ((decision.problem, rule.warning(config, run.run_id, path, decision.problem)),)
-    return Preservation(label, state if changed is None else changed, problems)
+            changed[name] = new  # type: ignore[index]  # a rule without state returns the None it got
+        if problem is not None:
+            problems += ((problem, rule.warning(config, run.run_id, path, problem)),)
+    return _new(Preservation, (label, state if changed is None else changed, problems))
 
 
 class Retained(NamedTuple):
