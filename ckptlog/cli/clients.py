@@ -16,7 +16,7 @@ import typer
 
 from ckptlog.cli.errors import cli_errors
 from ckptlog.cli.main import app
-from ckptlog.cli.options import fields_of, settings_options
+from ckptlog.cli.options import fields_of, rule_options, settings_options
 from ckptlog.errors import ConfigError
 
 if TYPE_CHECKING:  # the commands import the client library when they run, not for --help (issue 38 item 8)
@@ -146,7 +146,7 @@ async def _start_run(
     validation: bool | dict[str, Any],
     **beyond: Any,
 ) -> None:
-    """run_started; `beyond`: keep_every_n_steps, step_attribute, keep_time_interval_s."""
+    """run_started; `beyond`: the retention rules' fields (ckptlog/events/retention_rules.py)."""
     if order not in ("max", "min"):
         raise UsageError(f"--score-order must be max or min (got {order!r})")
     _print(
@@ -235,6 +235,7 @@ def report_command(
 
 @app.command("start-run")
 @connection_options
+@rule_options
 def start_run_command(
     run_id: RunArg,
     storage_path: Annotated[str, typer.Argument(help="The run's root (URL or absolute path).")],
@@ -243,40 +244,28 @@ def start_run_command(
     score_order: ScoreOrder = "max",
     validate_kwargs: DefaultValKwargs = None,
     validate_timeout_s: DefaultValTimeout = None,
-    keep_every_n_steps: Annotated[
-        int | None, Opt(help="Preserve for good every checkpoint whose step is a multiple of N.")
-    ] = None,
-    step_attribute: Annotated[
-        str | None, Opt(help="Metric holding the step (default: the report's 1-based number).")
-    ] = None,
-    keep_time_interval_s: Annotated[
-        float | None, Opt(help="Preserve for good one checkpoint per this many seconds of report time.")
-    ] = None,
     topic: EventsTopic = None,
     confirm: Confirm = False,
     confirm_timeout_s: ConfirmTimeout = 60.0,
     processor_group: ProcessorGroup = None,
     dlq_topic: DlqTopic = None,
     *,
+    rules: dict[str, Any],
     settings: ServiceSettings,
 ) -> None:
-    """Send run_started: the run's storage root, retention and default validation spec."""
+    """Send run_started: the run's storage root, retention (Ray's, and the rules beyond it) and
+    default validation spec."""
     from ckptlog.client.reporter import AsyncReporter
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
-        beyond = {
-            "keep_every_n_steps": keep_every_n_steps,
-            "step_attribute": step_attribute,
-            "keep_time_interval_s": keep_time_interval_s,
-        }
         async with AsyncReporter(
             run_id,
             connection=settings,
             topic=setting(topic, settings, "input_topic"),
             **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
         ) as reporter:
-            await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec, **beyond)
+            await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec, **rules)
 
     _run(main())
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 import typer
 
 from ckptlog.cli.errors import cli_errors
+from ckptlog.cli.rule_flags import RULE_FLAGS
 from ckptlog.cli.setting_flags import FLAGS
 
 if TYPE_CHECKING:
@@ -127,6 +128,26 @@ def settings_options(fields: Iterable[str]) -> Callable[[F], F]:
     return decorate
 
 
+def rule_options(command: F) -> F:
+    """Give the command a flag per retention rule field (ckptlog/cli/rule_flags.py, generated from
+    ckptlog/events/retention_rules.py); it is called with `rules=` the fields given."""
+    own = [p for p in _own_parameters(command) if p.name != "rules"]
+    added = []
+    for name, (kind, help_text) in RULE_FLAGS.items():
+        annotation = Annotated[_KINDS[kind] | None, typer.Option(flag(name), help=help_text)]  # type: ignore[valid-type]
+        added.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        rules = {name: kwargs.pop(name) for name in RULE_FLAGS if name in kwargs}
+        return command(*args, rules=rules, **kwargs)
+
+    parameters = sorted([*own, *added], key=lambda p: p.kind)  # keyword-only after the others
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return typing.cast(F, wrapper)
+
+
 def flags_source() -> str:
     """ckptlog/cli/setting_flags.py as the model gives it (`--write-flags` writes it)."""
     from ckptlog.processor.service.settings import ServiceSettings
@@ -171,7 +192,7 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-__all__ = ["env_only", "fields_of", "flag", "settings_options", "settings_table"]
+__all__ = ["env_only", "fields_of", "flag", "rule_options", "settings_options", "settings_table"]
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-flags"]:

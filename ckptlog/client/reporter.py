@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from ckptlog.client import ids
 from ckptlog.client.bodies import PathLike, ValidationArg, as_url, encode_checked, envelope, validation_body
@@ -33,6 +33,8 @@ from ckptlog.client.errors import ClientClosed, ClientError, EventRejected, Inva
 from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC, EventWarning
 from ckptlog.client.score_check import ScoreCheck
 from ckptlog.events.paths import is_within
+from ckptlog.events.retention_rules import rule_config
+from ckptlog.events.rule_types import RuleKwargs
 from ckptlog.events.rules import validation_without_checkpoint
 from ckptlog.kafka.clients_io import EventProducer
 from ckptlog.kafka.connection import KafkaConnection
@@ -164,14 +166,13 @@ class AsyncReporter:
         checkpoint_score_order: Literal["max", "min"] = "max",
         validation: ValidationArg | None = None,
         *,
-        keep_every_n_steps: int | None = None,
-        step_attribute: str | None = None,
-        keep_time_interval_s: float | None = None,
         event_id: str | None = None,
         confirm: bool | None = None,
+        **rules: Unpack[RuleKwargs],
     ) -> SentEvent:
         """Declare the run's storage root and Ray's CheckpointConfig (send before the first checkpoint).
-        Beyond Ray: `keep_every_n_steps` preserves every checkpoint whose step (the metric
+        Beyond Ray, `rules`: the retention rules' fields (ckptlog/events/retention_rules.py, contract
+        §3), e.g. `keep_every_n_steps` preserves every checkpoint whose step (the metric
         `step_attribute`, default the report's 1-based number) is a multiple of N, and
         `keep_time_interval_s` one checkpoint per interval of report time; preserved checkpoints
         are never evicted and do not count against `num_to_keep`."""
@@ -180,13 +181,8 @@ class AsyncReporter:
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
             "checkpoint_score_order": checkpoint_score_order,
+            **rule_config(rules),  # only those set: the same ids as before the rules
         }
-        beyond = {
-            "keep_every_n_steps": keep_every_n_steps,
-            "step_attribute": step_attribute,
-            "keep_time_interval_s": keep_time_interval_s,
-        }
-        config.update({name: value for name, value in beyond.items() if value is not None})  # same ids as before
         data: dict[str, Any] = {"storage_path": root, "checkpoint_config": config}
         if validation is not None and validation is not False:
             spec = validation_body(validation)

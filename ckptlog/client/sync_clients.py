@@ -16,20 +16,19 @@ import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from ckptlog.client.bodies import PathLike, ValidationArg
 from ckptlog.client.confirm import PROCESSOR_GROUP
 from ckptlog.client.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics, connect_now
 from ckptlog.client.dead_letters import DLQ_TOPIC
 from ckptlog.client.errors import ClientError
 from ckptlog.client.evaluator import AsyncEvaluator
-from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC, EventWarning
+from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.client.invoke import ValidationFn
-from ckptlog.client.loop_thread import LoopThread
-from ckptlog.client.reader import AsyncReader, WaitResult
-from ckptlog.client.reporter import SOURCE, AsyncReporter, SentEvent
-from ckptlog.client.views import Consistency, ReportedCheckpoint, RunView
+from ckptlog.client.loop_thread import LoopThread, blocking
+from ckptlog.client.reader import AsyncReader
+from ckptlog.client.reporter import SOURCE, AsyncReporter
+from ckptlog.client.views import RunView
 from ckptlog.events.codec import DEFAULT_LIMITS, DecodeLimits
 from ckptlog.events.state import Problem
 from ckptlog.kafka.errors import KafkaIOError
@@ -125,92 +124,14 @@ class Reporter:
                 f"(Kafka at {self._servers}); check the broker, then retry: event ids are deterministic"
             ) from None
 
-    def run_started(
-        self,
-        storage_path: PathLike,
-        num_to_keep: int | None = None,
-        checkpoint_score_attribute: str | None = None,
-        checkpoint_score_order: Literal["max", "min"] = "max",
-        validation: ValidationArg | None = None,
-        *,
-        keep_every_n_steps: int | None = None,
-        step_attribute: str | None = None,
-        keep_time_interval_s: float | None = None,
-        event_id: str | None = None,
-        confirm: bool | None = None,
-    ) -> SentEvent:
-        coro = self._async.run_started(
-            storage_path,
-            num_to_keep,
-            checkpoint_score_attribute,
-            checkpoint_score_order,
-            validation,
-            keep_every_n_steps=keep_every_n_steps,
-            step_attribute=step_attribute,
-            keep_time_interval_s=keep_time_interval_s,
-            event_id=event_id,
-            confirm=confirm,
-        )
-        return self._call(coro, self._limit(confirm))
-
-    def validation_result(
-        self,
-        checkpoint_path: PathLike,
-        status: Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"],
-        metrics: Mapping[str, Any] | None = None,
-        error: str | None = None,
-        *,
-        event_id: str | None = None,
-        confirm: bool | None = None,
-    ) -> SentEvent:
-        coro = self._async.validation_result(
-            checkpoint_path, status, metrics, error, event_id=event_id, confirm=confirm
-        )
-        return self._call(coro, self._limit(confirm))
-
-    def report(
-        self,
-        metrics: Mapping[str, Any],
-        checkpoint_path: PathLike | None = None,
-        validation: ValidationArg = False,
-        generation: int | None = None,
-        *,
-        index: int | None = None,
-        event_id: str | None = None,
-        confirm: bool | None = None,
-    ) -> SentEvent:
-        coro = self._async.report(
-            metrics, checkpoint_path, validation, generation, index=index, event_id=event_id, confirm=confirm
-        )
-        return self._call(coro, self._limit(confirm))
-
-    def worker_group_restart(
-        self,
-        num_workers: int,
-        reason: str | None = None,
-        *,
-        generation: int | None = None,
-        event_id: str | None = None,
-        confirm: bool | None = None,
-    ) -> SentEvent:
-        coro = self._async.worker_group_restart(
-            num_workers, reason, generation=generation, event_id=event_id, confirm=confirm
-        )
-        return self._call(coro, self._limit(confirm))
-
-    def finish(
-        self, keep: Literal["kept", "best"] | None = None, *, event_id: str | None = None, confirm: bool | None = None
-    ) -> SentEvent:
-        """See `AsyncReporter.finish`."""
-        return self._call(self._async.finish(keep, event_id=event_id, confirm=confirm), self._limit(confirm))
-
-    def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
-        """See `AsyncReporter.forget`."""
-        return self._call(self._async.forget(event_id=event_id, confirm=confirm), self._limit(confirm))
-
-    def confirm(self, sent: SentEvent, timeout_s: float | None = None) -> tuple[EventWarning, ...]:
-        """See `AsyncReporter.confirm`."""
-        return self._call(self._async.confirm(sent, timeout_s), None)
+    # the senders, derived from AsyncReporter's (loop_thread.blocking): a new method is written there only
+    run_started = blocking(AsyncReporter.run_started)
+    validation_result = blocking(AsyncReporter.validation_result)
+    report = blocking(AsyncReporter.report)
+    worker_group_restart = blocking(AsyncReporter.worker_group_restart)
+    finish = blocking(AsyncReporter.finish)
+    forget = blocking(AsyncReporter.forget)
+    confirm = blocking(AsyncReporter.confirm)
 
     def close(self) -> None:
         try:
@@ -289,31 +210,22 @@ class Reader:
     async def __aexit__(self, *exc_info: object) -> None:  # never reached: __aenter__ raises
         return None
 
-    def catch_up(self) -> None:
-        """Wait until every record on the state topic now has been read."""
-        self._thread.call(self._async.catch_up())
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
+        return self._thread.call(coro, timeout_s)
+
+    def _limit(self, confirm: bool | None) -> float | None:
+        return None  # a reader's calls have their own `timeout_s`
 
     def problem(self, run_id: str) -> Problem | None:
         """Why the run's newest state record (or its VIEW) cannot be read, else None."""
         return self._async.problem(run_id)
 
-    def view(self, run_id: str) -> RunView | None:
-        """The run's newest VIEW as of now (None: the processor has published none)."""
-        return self._thread.call(self._async.view(run_id))
-
-    def runs(self) -> dict[str, RunView]:
-        return self._thread.call(self._async.runs())
-
-    def get_all_reported_checkpoints(
-        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
-    ) -> list[ReportedCheckpoint]:
-        """Ray's `get_all_reported_checkpoints`: see `AsyncReader.get_all_reported_checkpoints`."""
-        return self._thread.call(self._async.get_all_reported_checkpoints(run_id, report_index, consistency, timeout_s))
-
-    def wait_for(
-        self, run_id: str, report_index: int, consistency: Consistency = "validated", timeout_s: float | None = None
-    ) -> WaitResult:
-        return self._thread.call(self._async.wait_for(run_id, report_index, consistency, timeout_s))
+    # derived from AsyncReader's (loop_thread.blocking)
+    catch_up = blocking(AsyncReader.catch_up)
+    view = blocking(AsyncReader.view)
+    runs = blocking(AsyncReader.runs)
+    get_all_reported_checkpoints = blocking(AsyncReader.get_all_reported_checkpoints)
+    wait_for = blocking(AsyncReader.wait_for)
 
     def watch(self, run_id: str, timeout_s: float | None = None) -> Iterator[RunView]:
         """The run's current VIEW, then each newer one; stops when no change came for `timeout_s`."""

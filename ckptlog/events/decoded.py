@@ -78,9 +78,13 @@ class CheckpointConfig(_Data, frozen=True):
     num_to_keep: Annotated[int, msgspec.Meta(ge=1)] | None = None
     checkpoint_score_attribute: NonEmpty | None = None
     checkpoint_score_order: Literal["max", "min"] = "max"
+    # fmt: off
+    # --- generated from ckptlog/events/retention_rules.py by python -m ckptlog.events.rule_codegen ---
     keep_every_n_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None
     step_attribute: NonEmpty | None = None
     keep_time_interval_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    # --- end of generated code ---
+    # fmt: on
 
 
 class RunStartedData(_Data, frozen=True):

@@ -58,18 +58,29 @@ class CheckpointConfig(BaseModel):
     num_to_keep: Annotated[int, Field(ge=1)] | None = None
     checkpoint_score_attribute: NonEmpty | None = None
     checkpoint_score_order: Literal["max", "min"] = "max"
+    # fmt: off
+    # --- generated from ckptlog/events/retention_rules.py by python -m ckptlog.events.rule_codegen ---
     keep_every_n_steps: Annotated[int, Field(ge=1)] | None = Field(
-        default=None, description="Preserve every checkpoint whose step is a multiple of N (Orbax's keep_period)."
+        default=None,
+        description=(
+            "Preserve every checkpoint whose step is a multiple of N (Orbax's keep_period)."
+        ),
     )
     step_attribute: NonEmpty | None = Field(
         default=None,
-        description="The metric holding the step (flattened with '/'); default: the report's 1-based number.",
+        description=(
+            "The metric holding the step (flattened with '/'); default: the report's 1-based number."
+        ),
     )
     keep_time_interval_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
         default=None,
-        description="Preserve a checkpoint reported (CloudEvents `time`) at least this long after the last one "
-        "this rule preserved; the first timed one is (Orbax's keep_time_interval).",
+        description=(
+            "Preserve a checkpoint reported (CloudEvents `time`) at least this long after the last one this "
+            "rule preserved; the first timed one is (Orbax's keep_time_interval)."
+        ),
     )
+    # --- end of generated code ---
+    # fmt: on
 
 
 class RunStartedData(BaseModel):

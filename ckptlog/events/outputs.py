@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ckptlog.events.envelope import PROCESSOR_SOURCE, encode_json, envelope, output_id
 from ckptlog.events.models import RunId, Status, TerminalStatus
+from ckptlog.events.rule_types import Preserved
 
 __all__ = [  # the envelope and its encoder live in ckptlog.events.envelope; re-exported for readers of outputs
     "CHECKPOINTS_DELETED",
@@ -58,7 +59,7 @@ class CheckpointRegistered(BaseModel):
     report_index: int
     metrics: dict[str, Any]
     status: Status
-    preserved: Literal["steps", "time"] | None = None
+    preserved: Preserved | None = None
 
 
 class ValidationRequested(BaseModel):

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ckptlog.events.models import Status
+from ckptlog.events.retention_rules import RULES
+from ckptlog.events.rule_types import Preserved
 
 Consistency = Literal["committed", "validated"]
 CONSISTENCIES: tuple[Consistency, ...] = ("committed", "validated")
@@ -28,6 +30,16 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
+def _preserved_description() -> str:
+    """The `preserved` key's description, from the rule table (ckptlog/events/retention_rules.py)."""
+    labels = ", ".join(f"`{rule.label}`: {rule.fields[0].name}" for rule in RULES)
+    first = f"`{RULES[0].label}` when both" if len(RULES) == 2 else "the first of them when several"
+    return (
+        f"Kept for good by a retention rule beyond Ray ({labels}; {first}): exempt from eviction. "
+        "Absent on other checkpoints."
+    )
+
+
 class ReportedCheckpoint(BaseModel):
     """Ray's `ReportedCheckpoint`: a kept checkpoint with its metrics (plus status and index)."""
 
@@ -36,12 +48,11 @@ class ReportedCheckpoint(BaseModel):
     metrics: dict[str, Any] = Field(description="As reported, merged with the metrics of a VALIDATED result.")
     status: Status
     report_index: int = Field(description="0-based position of its report in the run's log.")
-    preserved: Literal["steps", "time"] | SkipJsonSchema[None] = Field(
+    preserved: Preserved | SkipJsonSchema[None] = Field(
         default=None,
         exclude_if=lambda value: value is None,
         json_schema_extra=_no_default,
-        description="Kept for good by a retention rule beyond Ray (`steps`: keep_every_n_steps, `time`: "
-        "keep_time_interval_s; `steps` when both): exempt from eviction. Absent on other checkpoints.",
+        description=_preserved_description(),
     )
 
 
@@ -57,9 +68,13 @@ class ViewConfig(BaseModel):
     num_to_keep: int | None = Field(description="Kept by score (null: every checkpoint).")
     checkpoint_score_attribute: str | None = Field(description="The score metric (null: report order).")
     checkpoint_score_order: Literal["max", "min"]
+    # fmt: off
+    # --- generated from ckptlog/events/retention_rules.py by python -m ckptlog.events.rule_codegen ---
     keep_every_n_steps: int | SkipJsonSchema[None] = _optional()
     step_attribute: str | SkipJsonSchema[None] = _optional()
     keep_time_interval_s: float | SkipJsonSchema[None] = _optional()
+    # --- end of generated code ---
+    # fmt: on
 
 
 class RunView(BaseModel):

@@ -14,7 +14,7 @@ What it forwards, from the controller actor, after Ray's own CheckpointManager h
 - `run_started` when the controller starts: the run id (default: `RunConfig.name`), its root
   (the experiment directory Ray writes checkpoints into) and ckptlog's retention config
   (default score attribute/order: Ray's `CheckpointConfig`), including the rules beyond Ray
-  (`keep_every_n_steps`, `step_attribute`, `keep_time_interval_s`);
+  (keyword arguments: the fields of ckptlog/events/retention_rules.py, e.g. `keep_every_n_steps`);
 - a `report` per `ray.train.report` (rank 0's metrics, the checkpoint's URL, the validation
   request as Ray got it: `True` or a `ValidationTaskConfig`'s fn_kwargs and timeout), tagged
   with the worker group's generation, so reports of a replaced group are refused;
@@ -45,7 +45,7 @@ ControllerCallback): `pip install 'ckptlog[ray]'` pins the tested Ray range.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from ckptlog.client.confirm import PROCESSOR_GROUP
 from ckptlog.client.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, Topics
@@ -53,6 +53,8 @@ from ckptlog.client.dead_letters import DLQ_TOPIC
 from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.client.sync_clients import Reader, Reporter
 from ckptlog.client.views import RunView
+from ckptlog.events.retention_rules import rule_config
+from ckptlog.events.rule_types import RuleKwargs
 from ckptlog.integrations import ray_snapshot
 from ckptlog.integrations.outbox import Outbox
 from ckptlog.integrations.ray_session import RaySession, RunNotResumable
@@ -111,9 +113,6 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         num_to_keep: int | None = None,
         checkpoint_score_attribute: str | None = None,
         checkpoint_score_order: str | None = None,
-        keep_every_n_steps: int | None = None,
-        step_attribute: str | None = None,
-        keep_time_interval_s: float | None = None,
         bootstrap_servers: str | None = None,
         topic: str = EVENTS_TOPIC,
         connection: Connection | None = None,
@@ -126,6 +125,7 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
         dlq_topic: str = DLQ_TOPIC,
         checkpoints_topic: str = CHECKPOINTS_TOPIC,
         processor_group: str = PROCESSOR_GROUP,
+        **rules: Unpack[RuleKwargs],
     ) -> None:
         """`connection`: how the controller reaches Kafka (TLS, SASL: see docs/clients.md); without it
         the controller's own CKPTLOG_* environment, as for every client. While Kafka is unreachable
@@ -143,9 +143,7 @@ class CkptlogCallback(ControllerCallback, ReportCallback, WorkerGroupCallback):
             "num_to_keep": num_to_keep,
             "checkpoint_score_attribute": checkpoint_score_attribute,
             "checkpoint_score_order": checkpoint_score_order,
-            "keep_every_n_steps": keep_every_n_steps,
-            "step_attribute": step_attribute,
-            "keep_time_interval_s": keep_time_interval_s,
+            **rule_config(rules),  # retention beyond Ray (ckptlog/events/retention_rules.py): those set
         }
         self.groups = 0  # worker groups started: the generation is groups - 1
         self._reporter: Reporter | None = None

@@ -47,7 +47,7 @@ from ckptlog.processor.core.outputs import (
     not_pending,
     rejected,
     score_warning,
-    step_warning,
+    warning,
     watermark,
 )
 from ckptlog.processor.core.rejections import (
@@ -58,7 +58,7 @@ from ckptlog.processor.core.rejections import (
     run_refused,
     stale_generation,
 )
-from ckptlog.processor.core.retention import NOT_PRESERVED, Preservation, apply_retention, preservation
+from ckptlog.processor.core.retention import Preservation, apply_retention, preservation
 from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import CheckpointRecord, FoldSettings, RunState, implicit_root, new_run, root_prefix
 
@@ -219,7 +219,7 @@ class Fold:
         report_index = run.report_count
         run.report_count = report_index + 1
         run.index_in_generation += 1
-        kept = NOT_PRESERVED if run.preserving is False else preservation(run, data.metrics, report_index, event.time)
+        kept = None if run.preserving is False else preservation(run, path, data.metrics, report_index, event.time)
         return self._register(run, path, key, data.metrics, report_index, data.validation, outputs, kept)
 
     def _check_checkpoint(self, run: RunState | None, run_id: str, path: str) -> str | Rejection:
@@ -244,7 +244,7 @@ class Fold:
         report_index: int,
         validation: bool | ValidationSpec,
         outputs: list[Output],
-        kept: Preservation,
+        kept: Preservation | None,
     ) -> Effects:
         attribute = run.score_attribute
         if attribute is None:
@@ -254,11 +254,10 @@ class Fold:
         spec = None if validation is False else run.default_validation if validation is True else validation
         status = "PENDING_VALIDATION" if spec is not None else "COMMITTED"
         record = CheckpointRecord(path, key, metrics, report_index, status, spec, (has, value, report_index))
-        if kept is not NOT_PRESERVED:  # retention beyond Ray (the journal saved both counters)
-            record.preserved, run.preserved_at = kept.label, kept.preserved_at
+        if kept is not None:  # retention beyond Ray (the journal saved the rules' state and the count)
+            record.preserved, run.rule_state = kept.label, kept.rule_state
             run.preserved_count += kept.label is not None
-            if kept.problem is not None:
-                outputs.append(step_warning(run, path, kept.problem))
+            outputs.extend(warning(code, message, path) for code, message in kept.problems)
         push = self.journal.push
         push((undo.ADDED, record))
         size = run.checkpoints.add(record)

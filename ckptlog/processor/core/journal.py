@@ -39,7 +39,7 @@ SCALARS = (
     "generation",
     "latest",
     "evictions",
-    "preserved_at",
+    "rule_state",
     "preserved_count",
     "finished",
 )

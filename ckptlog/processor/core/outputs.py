@@ -131,17 +131,6 @@ _SCORE_PROBLEMS = {
 }
 
 
-_STEP_PROBLEMS = {"step_missing": "has no metric", "step_not_integral": "has a non-integral"}
-
-
-def step_warning(run: RunState, path: str, problem: str) -> Output:
-    """keep_every_n_steps could not read the checkpoint's step: nothing is preserved by it."""
-    attr = run.config.step_attribute
-    why = _STEP_PROBLEMS[problem]
-    message = f"run {run.run_id!r}: checkpoint {path!r} {why} step {attr!r}; keep_every_n_steps preserves nothing here"
-    return warning(problem, message, path)
-
-
 def score_warning(run: RunState, path: str, problem: str) -> Output:
     attr = run.config.checkpoint_score_attribute
     why = _SCORE_PROBLEMS[problem]

@@ -1,7 +1,7 @@
 """Top-K retention (contract §3 "Retention"): evict `checkpoints[:-num_to_keep]` minus the
-latest and every pending checkpoint — and, beyond Ray, minus the checkpoints preserved for good
-by `keep_every_n_steps` (Orbax's keep_period) or `keep_time_interval_s` (Orbax's
-keep_time_interval), which do not count against `num_to_keep` either.
+latest and every pending checkpoint — and, beyond Ray, minus the checkpoints the retention rules
+(ckptlog/events/retention_rules.py: every N steps, Orbax's keep_period; one per time interval,
+its keep_time_interval) preserved for good, which do not count against `num_to_keep` either.
 
 Only the head of the sorted list is looked at, up to `excess` records that count, and each
 eviction is an O(log n) removal, so the cost per event is O(log n + exempt), not Ray's O(n)
@@ -12,56 +12,46 @@ its place in the run's nesting index until then.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ckptlog.events.metrics import MISSING, lookup
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.state import CheckpointRecord, Evicted, RunState
 
 
 class Preservation(NamedTuple):
-    """What the rules say of one new checkpoint: its label (None: not preserved), the time rule's
-    new reference time, and a warning's code when its step could not be read."""
+    """What the rules say of one new checkpoint: its label (None: not preserved), the rules' state
+    afterwards (the run's own dict when no rule changed it), and the warnings (code, message) of
+    the rules that could not decide."""
 
     label: str | None
-    preserved_at: float | None
-    problem: str | None
+    rule_state: dict[str, Any]
+    problems: tuple[tuple[str, str], ...]
 
 
-NOT_PRESERVED = Preservation(None, None, None)
 _new = tuple.__new__  # builds `Retained` without its Python-level __new__ (one per eviction)
 
 
-def preservation(run: RunState, metrics: dict[str, Any], report_index: int, time: str | None) -> Preservation:
-    """Whether a checkpoint registered now is preserved, and by which rule (`steps` wins when
-    both do); pure. The time rule looks at every timed checkpoint, also one the step rule keeps."""
-    config = run.config
-    every, interval = config.keep_every_n_steps, config.keep_time_interval_s
-    label = problem = None
-    if every is not None:
-        step = report_index + 1 if config.step_attribute is None else lookup(metrics, config.step_attribute)
-        if step is MISSING:
-            problem = "step_missing"
-        elif isinstance(step, bool) or not isinstance(step, int | float) or step != step or step % 1:
-            problem = "step_not_integral"
-        elif step % every == 0:
-            label = "steps"
-    at = run.preserved_at
-    if interval is not None and time is not None:
-        seconds = _epoch(time)
-        if at is None or seconds - at >= interval:
-            label, at = label or "time", seconds
-    return Preservation(label, at, problem)
-
-
-def _epoch(time: str) -> float:
-    """A CloudEvents `time` (RFC 3339) as epoch seconds; a time without offset counts as UTC
-    (never the machine's own zone: the fold must not depend on where it runs)."""
-    parsed = datetime.fromisoformat(time)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+def preservation(
+    run: RunState, path: str, metrics: dict[str, Any], report_index: int, time: str | None
+) -> Preservation:
+    """Whether a checkpoint registered now is preserved, and by which rule (the first in the
+    table's order that does); pure. Every rule that is on sees every checkpoint, also one an
+    earlier rule preserves (the time rule's reference time moves then too)."""
+    config, state = run.config, run.rule_state
+    label = changed = None
+    problems: tuple[tuple[str, str], ...] = ()
+    for rule in run.rules:
+        name = rule.state
+        old = None if name is None else state.get(name)
+        preserve, new, problem = rule.decide(config, metrics, report_index, time, old)
+        if preserve and label is None:
+            label = rule.label
+        if new != old:
+            changed = changed or dict(state)  # a new dict: the journal restores the old one on a fault
+            changed[name] = new  # type: ignore[index]  # a rule without state returns the None it got
+        if problem is not None:
+            problems += ((problem, rule.warning(config, run.run_id, path, problem)),)
+    return _new(Preservation, (label, state if changed is None else changed, problems))
 
 
 class Retained(NamedTuple):

@@ -45,6 +45,7 @@ import pydantic_core
 from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
+from ckptlog.events.retention_rules import RULE_STATES as _RULE_STATES
 from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import (
     CheckpointRecord,
@@ -245,7 +246,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "seen": list(run.seen),
         "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
         "evictions": run.evictions,
-        "preserved_at": run.preserved_at,
+        **{name: run.rule_state.get(name) for name in _RULE_STATES},
         "finished": run.finished,
     }
 
@@ -281,7 +282,7 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.seen_set = set(run.seen)
     run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
     run.evictions = int(d["evictions"])
-    run.preserved_at = d.get("preserved_at")
+    run.rule_state = {name: d[name] for name in _RULE_STATES if d.get(name) is not None}
     finished = d.get("finished")  # absent in schema 3
     if finished not in (None, "kept", "best"):
         raise ValueError(f"run {run_id!r}: finished is {finished!r}")

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from ckptlog.events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.paths import canonical_below, child, key_of, parse_url
+from ckptlog.events.retention_rules import RetentionRule, active
 from ckptlog.processor.core.nesting import Nesting
 from ckptlog.processor.core.ordering import SortedRecords
 from ckptlog.processor.core.scoring import SortKey
@@ -55,7 +56,7 @@ class CheckpointRecord:
     status: str
     validation: ValidationSpec | None
     sort_key: SortKey
-    preserved: str | None = None  # "steps" or "time": kept for good (retention beyond Ray)
+    preserved: str | None = None  # the label of the retention rule that kept it for good (retention beyond Ray)
 
 
 def new_checkpoint_list() -> SortedRecords:
@@ -90,19 +91,22 @@ class RunState:
     # normalised key -> eviction not yet settled, in eviction order (additions only ever append)
     outstanding: dict[str, Evicted] = field(default_factory=dict)
     evictions: int = 0  # evictions so far: the next one's number
-    preserved_at: float | None = None  # the `time` (epoch s) of the last checkpoint the time rule preserved
+    # each retention rule's state under its name (retention_rules.py); replaced, never changed in place
+    rule_state: dict[str, Any] = field(default_factory=dict)
     preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
     finished: str | None = None  # run_finished's `keep` once the run finished (contract §3 "Finished runs")
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
-    preserving: bool = field(init=False)  # a retention rule beyond Ray is set
+    rules: tuple[RetentionRule, ...] = field(init=False)  # the retention rules beyond Ray its config sets
+    preserving: bool = field(init=False)  # one is set
     is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
     nesting: Nesting = field(init=False)  # derived from the live keys (kept and outstanding)
 
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
         self.score_attribute = self.config.checkpoint_score_attribute
-        self.preserving = self.config.keep_every_n_steps is not None or self.config.keep_time_interval_s is not None
+        self.rules = active(self.config)
+        self.preserving = bool(self.rules)
         self.is_own_key = canonical_below(self.root_prefix)
         self.rebuild_nesting()
 

@@ -43,7 +43,7 @@ class FakeReader:
     async def view(self, run_id: str) -> RunView | None:
         return view(3) if run_id == "r" else None
 
-    async def get_all_reported_checkpoints(self, run_id: str, report_index: int, *args: Any) -> list[Any]:
+    async def get_all_reported_checkpoints(self, run_id: str, report_index: int, *args: Any, **kw: Any) -> list[Any]:
         await asyncio.sleep(0)
         return [report_index]
 

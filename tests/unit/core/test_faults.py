@@ -171,10 +171,10 @@ def test_a_fault_after_preserving_restores_the_preserved_counters(config: dict[s
         lines.append(f.report("a", {"acc": i / 10}, f"file:///data/a/c{i}", time=when))
     fold, _ = run_all(lines[:-1])
     before, run = state_bytes(fold), fold.runs["a"]
-    counters = (run.preserved_at, run.preserved_count)
+    counters = (run.rule_state.get("preserved_at"), run.preserved_count)
     assert run.preserved_count > 0  # the case is only a test if something was preserved already
     with fault(SortedRecords, "add", 1):
         effects = fold.apply(f.event(lines[-1]))
     assert effects.rejection is not None and effects.rejection.reason == Reason.INTERNAL_ERROR
-    assert (run.preserved_at, run.preserved_count) == counters
+    assert (run.rule_state.get("preserved_at"), run.preserved_count) == counters
     assert state_bytes(fold) == before

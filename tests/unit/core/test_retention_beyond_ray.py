@@ -74,7 +74,7 @@ def test_one_checkpoint_per_interval_is_preserved_by_its_report_time() -> None:
         lines.append(f.report("r", {}, f"{ROOT}/r/c{i}", **extra))
     folded, _ = fold(lines)
     assert preserved(folded) == {"c0": "time", "c2": "time", "c5": "time"}
-    assert folded.runs["r"].preserved_at == (T0 + timedelta(seconds=7200)).timestamp()
+    assert folded.runs["r"].rule_state["preserved_at"] == (T0 + timedelta(seconds=7200)).timestamp()
 
 
 def test_a_time_without_offset_counts_as_utc() -> None:
@@ -98,7 +98,7 @@ def test_both_rules_label_steps_and_the_time_rule_still_counts_it() -> None:
     lines += [f.report("r", {}, f"{ROOT}/r/c{i}", time=at(s)) for i, s in enumerate([0, 120])]
     folded, _ = fold(lines)
     assert preserved(folded) == {"c0": "steps", "c1": "steps"}
-    assert folded.runs["r"].preserved_at == (T0 + timedelta(seconds=120)).timestamp()  # it looked at both
+    assert folded.runs["r"].rule_state["preserved_at"] == (T0 + timedelta(seconds=120)).timestamp()  # it looked at both
 
 
 def test_without_the_options_nothing_is_preserved_and_no_key_appears() -> None:
