@@ -231,16 +231,21 @@ class StorageContract:
         assert done[-1] == ("r", dir_ckpt) and deleter.outstanding == frozenset()
 
     async def test_deleter_deletes_what_confinement_checked(self, backend: Backend) -> None:
-        """`run/./ckpt` and `run//ckpt` name `run/ckpt` for confinement, so delete that."""
+        """On local files `run/./ckpt` and `run//ckpt` name `run/ckpt`, so that is deleted; on an object
+        store they are other keys than `run/ckpt` (which may be a kept checkpoint): refused, nothing
+        deleted (contract §9)."""
         store = backend.store()
         store.put_immutable("runs/r/ckpt_1/model.bin", b"w")
         store.put_immutable("runs/r/ckpt_2/model.bin", b"w")
         deleter = backend.deleter()
         root = f"{backend.base_url}/runs/r"
-        assert deleter.submit("r", f"{root}/./ckpt_1", root)
-        assert deleter.submit("r", f"{root}//ckpt_2/", root)
+        local = backend.base_url.startswith(("/", "file:"))
+        assert deleter.submit("r", f"{root}/./ckpt_1", root) is local
+        assert deleter.submit("r", f"{root}//ckpt_2/", root) is local
         assert await deleter.drain(timeout=30)
-        assert store.list() == []
+        assert store.list() == ([] if local else ["runs/r/ckpt_1/model.bin", "runs/r/ckpt_2/model.bin"])
+        if not local:
+            assert all("empty or '.' segment" in why for why in deleter.refused.values())
 
     async def test_deleter_refuses_outside_root_and_leaves_it(self, backend: Backend) -> None:
         store = backend.store()

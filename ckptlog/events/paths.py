@@ -20,6 +20,9 @@ from functools import cache, partial
 from typing import NamedTuple
 
 _LOCAL = frozenset({"", "file", "local"})
+_ALIASES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "adl": "az"}
+"""Protocols fsspec opens with the same filesystem class (s3fs, gcsfs, adlfs) on the same store:
+one protocol here, so a root spelled `s3a://b/x` nests in `s3://b` as it does in storage."""
 _UNSAFE = re.compile(r"::|%[0-9A-Fa-f]{2}|[\\?#*\[\x00-\x1f\x7f]")
 _WHY = {
     ":": "'::' (fsspec URL chaining)",
@@ -74,11 +77,19 @@ def parse_url(url: str) -> ParsedUrl:
     protocol = protocol.lower()
     if protocol and not _PROTOCOL.fullmatch(protocol):
         raise UnsafePath(f"{url!r} has no valid protocol before '://'")
+    protocol = _ALIASES.get(protocol, protocol)
     if protocol in _LOCAL:
         protocol = "file"
         if not rest.startswith("/"):
             raise UnsafePath(f"{url!r} is a relative local path, which would resolve against the working directory")
-    segments = tuple(s for s in rest.split("/") if s and s != ".")
+    parts = rest.split("/")
+    segments = tuple(s for s in parts if s and s != ".")
+    lead = protocol == "memory" and rest.startswith("/")  # memory:///x is memory://x to fsspec
+    if protocol != "file" and len(segments) < len(parts) - (parts[-1] == "") - lead:
+        raise UnsafePath(
+            f"{url!r} has an empty or '.' segment: on an object store that is another key than the path "
+            "without it, so it cannot be compared or deleted safely; spell it without `//` or `/./`"
+        )
     if ".." in segments:
         raise UnsafePath(f"{url!r} has a '..' segment")
     if MARKER in segments:
