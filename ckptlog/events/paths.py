@@ -20,7 +20,7 @@ from functools import cache, partial
 from typing import NamedTuple
 
 _LOCAL = frozenset({"", "file", "local"})
-_ALIASES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "adl": "az"}
+_ALIASES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}
 """Protocols fsspec opens with the same filesystem class (s3fs, gcsfs, adlfs) on the same store:
 one protocol here, so a root spelled `s3a://b/x` nests in `s3://b` as it does in storage."""
 _UNSAFE = re.compile(r"::|%[0-9A-Fa-f]{2}|[\\?#*\[\x00-\x1f\x7f]")
