@@ -20,9 +20,6 @@ from functools import cache, partial
 from typing import NamedTuple
 
 _LOCAL = frozenset({"", "file", "local"})
-_ALIASES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}
-"""Protocols fsspec opens with the same filesystem class (s3fs, gcsfs, adlfs) on the same store:
-one protocol here, so a root spelled `s3a://b/x` nests in `s3://b` as it does in storage."""
 _UNSAFE = re.compile(r"::|%[0-9A-Fa-f]{2}|[\\?#*\[\x00-\x1f\x7f]")
 _WHY = {
     ":": "'::' (fsspec URL chaining)",
@@ -77,7 +74,6 @@ def parse_url(url: str) -> ParsedUrl:
     protocol = protocol.lower()
     if protocol and not _PROTOCOL.fullmatch(protocol):
         raise UnsafePath(f"{url!r} has no valid protocol before '://'")
-    protocol = _ALIASES.get(protocol, protocol)
     if protocol in _LOCAL:
         protocol = "file"
         if not rest.startswith("/"):
