@@ -1,6 +1,7 @@
-"""The Ray callback's outbox: a Kafka blip never kills a training job, and no event is dropped silently.
+"""The integrations' outbox: a Kafka blip never kills a training job, and no event is dropped silently.
 
-Every event the callback sends goes through `Outbox.send`, in order. A send that fails with
+Every event an integration (the Ray callback, ckptlog/integrations/session.py) sends goes through
+`Outbox.send`, in order. A send that fails with
 `KafkaIOError` (the broker is down or unreachable) keeps the event, and every later one, in a
 bounded buffer; the buffer is retried at most once per `retry_interval_s` (a try may block up to
 the connection's delivery timeout), oldest first, so event ids and order are what they would have
@@ -32,6 +33,8 @@ class Outbox:
     run_id: str
     max_buffered: int = 1000
     retry_interval_s: float = 30.0
+    event_prefix: str = "ray"  # the log lines' event names: ray_reports_buffered, lightning_reports_buffered, ...
+    owner: str = "CkptlogCallback"  # what the user raises max_buffered_reports / flush_timeout_s of
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     pending: deque[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=deque)
@@ -53,7 +56,7 @@ class Outbox:
                 getattr(self.target, method)(*args, **kwargs)
             except KafkaIOError as exc:  # Kafka is away: keep it (and what follows) for the next try
                 if self.last_error is None:
-                    log.warning("event=ray_reports_buffered run=%r message=%r", self.run_id, str(exc))
+                    log.warning("event=%s_reports_buffered run=%r message=%r", self.event_prefix, self.run_id, str(exc))
                 self.last_error, self._next_try = exc, self.clock() + self.retry_interval_s
                 return False
             except BaseException:
@@ -62,7 +65,9 @@ class Outbox:
             self.pending.popleft()
         if self.last_error is not None:
             log.warning(
-                "event=ray_reports_delivered run=%r message='Kafka is back: every buffered event sent'", self.run_id
+                "event=%s_reports_delivered run=%r message='Kafka is back: every buffered event sent'",
+                self.event_prefix,
+                self.run_id,
             )
         self.last_error = None
         return True
@@ -73,14 +78,15 @@ class Outbox:
         while not self.flush():
             left = deadline - self.clock()
             if left <= 0:
-                raise ReportsUndelivered(self._message(f"the controller finished and {flush_timeout_s:g} s passed"))
+                ended = "the controller" if self.event_prefix == "ray" else "training"
+                raise ReportsUndelivered(self._message(f"{ended} finished and {flush_timeout_s:g} s passed"))
             self.sleep(min(self.retry_interval_s, left))
 
     def _message(self, why: str) -> str:
         cause = f" (the last error: {self.last_error})" if self.last_error is not None else ""
+        where = "docs/ray.md#resuming-a-run" if self.event_prefix == "ray" else "docs/integrations.md"
         return (
             f"{len(self.pending)} ckptlog events of run {self.run_id!r} could not be sent: {why}{cause}. "
             "ckptlog fails the job rather than drop them: fix the broker, then resume the run under the same name "
-            "(it goes on in ckptlog, docs/ray.md#resuming-a-run), or raise max_buffered_reports / flush_timeout_s "
-            "of CkptlogCallback"
+            f"(it goes on in ckptlog, {where}), or raise max_buffered_reports / flush_timeout_s of {self.owner}"
         )

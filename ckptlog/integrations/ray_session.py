@@ -26,19 +26,13 @@ generation is resolved when its event is sent, after `start` has read the VIEW.
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from ckptlog.client import ids
-from ckptlog.client.errors import ClientError, EventRejected, NotConfirmed
-from ckptlog.client.sync_clients import Reporter
-from ckptlog.client.views import RunView
+from ckptlog.client.errors import ClientError, EventRejected
+from ckptlog.integrations.session import Session, Status
 
-log = logging.getLogger(__name__)
-Status = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]
+__all__ = ["RaySession", "RunNotResumable", "Status"]
 
 
 class RunNotResumable(ClientError):
@@ -46,65 +40,27 @@ class RunNotResumable(ClientError):
 
 
 @dataclass
-class RaySession:
-    """See the module docstring. `read_view()` returns the run's VIEW on the state topic now."""
+class RaySession(Session):
+    """See the module docstring. `read_view()` returns the run's VIEW on the state topic now; the
+    run start, attempt ids, resume and reports are the shared core's (ckptlog/integrations/session.py)."""
 
-    reporter: Reporter
-    read_view: Callable[[], RunView | None]
-    attempt: str = field(default_factory=lambda: uuid.uuid4().hex)
-    base: int = 0  # the generation of this controller's first worker group
-    resumed: bool = False
-    next_index: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str:
-        return self.reporter.run_id
+    framework: str = "ray"
 
     def start(self, root: str, retention: dict[str, Any]) -> None:
         """Announce the run, confirmed; go on after its VIEW when earlier jobs reported to it."""
         try:
-            self.reporter.run_started(root, **retention, confirm=True)
+            self.announce(root, retention)
         except EventRejected as exc:
             raise RunNotResumable(self._refused(exc)) from exc
-        except NotConfirmed as exc:
-            log.warning(
-                "event=ray_resume_unconfirmed run=%r message=%r",
-                self.run_id,
-                f"{exc}; going on from the run's VIEW as it stands: if it is stale, this job's reports may "
-                "be refused as stale_generation (ckptlog rejections RUN lists them)",
-            )
         view = self.read_view()
         if view is not None and view.finished:  # the processor may not have answered: its VIEW does
             raise RunNotResumable(self._finished_message())
-        if view is not None and (view.committed > 0 or view.generation > 0):
-            self.resumed, self.base = True, view.generation + 1
-            log.info(
-                "event=ray_run_resumed run=%r generation=%d reports_before=%d",
-                self.run_id,
-                self.base,
-                view.committed,
-            )
+        self.go_on_after(view)
 
-    def group_started(self, group: int, num_workers: int) -> None:
+    def group_started(self, group: int, num_workers: int, reason: str | None = None) -> None:
         """Worker group `group` of this controller (0 = its first) starts."""
-        if group == 0 and not self.resumed:
-            return
         reason = "Ray Train resumed the run in a new job" if group == 0 else "Ray Train started a new worker group"
-        self.reporter.worker_group_restart(num_workers, reason, generation=self.base + group)
-
-    def report(self, group: int, metrics: dict[str, Any], path: str | None, validation: bool | dict[str, Any]) -> None:
-        generation = self.base + group
-        index = self.next_index.get(generation, 0)
-        event_id = ids.attempt_report_id(self.run_id, self.attempt, generation, index)
-        tagged = generation if (self.resumed or group > 0) else None
-        self.reporter.report(metrics, path, validation, tagged, index=index, event_id=event_id)
-        self.next_index[generation] = index + 1  # only once sent: a retry repeats the id
-
-    def validation_result(self, path: str, status: Status, metrics: dict[str, Any]) -> None:
-        self.reporter.validation_result(path, status, metrics)
-
-    def finish(self, keep: Literal["kept", "best"] | None) -> None:
-        self.reporter.finish(keep)
+        super().group_started(group, num_workers, reason)
 
     def _refused(self, exc: EventRejected) -> str:
         if exc.reason == "run_finished":
