@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
-
-from ckptlog.events.paths import MARKER
 
 FORMAT = "ckptlog.run-marker"
 RETIRED_PREFIX = "retired-"
@@ -49,15 +46,7 @@ UNREADABLE = Claimant("\x00an unreadable claim")  # no run id holds a control ch
 CLAIMING = Claimant("\x00a claim still being written")
 """A marker directory with no claim in it: its claimant made the directory and has not linked its
 claim yet (another thread of this process, another processor), or died in between; the owner's
-next claim fills it. Refused for now, never for good: see `foreign`."""
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """Must not be done, nothing was touched: final, unless `retry` (the check may pass later)."""
-
-    reason: str
-    retry: bool = False
+next claim fills it. Refused for now, never for good: see `safety.foreign`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +55,6 @@ class Shared:
     or holds one: neither's deletions reach the other's (a deployment mistake, reported)."""
 
     reason: str
-
-
-Outcome = None | str | Refused
-"""None: done (deleted, claimed); str: a transient error (retry); Refused: never."""
 
 
 def claim_name(claimant: Claimant) -> str:
@@ -105,33 +90,3 @@ def named(name: str, claimant: Claimant) -> Claimant:
     if name.startswith(RETIRED_PREFIX) and not claimant.retired:
         return UNREADABLE
     return claimant
-
-
-def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
-    """The claimants that are not `me` (every one when `me` is None), in a stable order."""
-    found = (c for c in claimants or () if me is None or not me.owns(c))
-    return sorted(found, key=_order)  # a pre-partition claim's source is None: never compared with a str
-
-
-def _order(claimant: Claimant) -> tuple[str, bool, str, bool]:
-    return claimant.run, claimant.source is not None, claimant.source or "", claimant.retired
-
-
-def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
-    if all(c == CLAIMING for c in claimants):
-        return Refused(
-            f"{where} holds an ownership marker ({MARKER}) with no claim in it yet: a run's claim is being "
-            "written there (or its writer stopped before it; the owner's next claim completes it); retried",
-            retry=True,
-        )
-    named = ", ".join(map(str, claimants[:3])) + (" and more" if len(claimants) > 3 else "")
-    if any(c.retired for c in claimants):
-        return Refused(
-            f"{where} holds the ownership marker of run {named} ({MARKER}): a finished run's checkpoints are "
-            "kept for good, and no later run deletes in its root, not even one reusing its id — give a new run "
-            "a new id and a directory of its own (contract §3 *Expiry*, §9)"
-        )
-    return Refused(
-        f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "
-        "deletion reaches into another run's root — give each run a directory of its own (contract §9)"
-    )

@@ -41,17 +41,14 @@ from ckptlog.processor.storage.claims import (
     CLAIMING,
     UNREADABLE,
     Claimant,
-    Outcome,
-    Refused,
     Shared,
     claim_name,
     claimant_in,
-    foreign,
     marker_body,
     named,
-    others,
 )
 from ckptlog.processor.storage.objects import mapped_errors
+from ckptlog.processor.storage.safety import Outcome, Refused, nesting, others, ownership
 
 LOCAL = "file://"
 MAX_TREE_DEPTH = 200
@@ -124,10 +121,11 @@ def open_root(
     names = [n for n in root[len(outer) :].split("/") if n]
     try:
         for at, name in enumerate(names):
-            found = others(read_marker(fd), me)  # the run's own stale claim (an earlier root) is no bar
-            if found and not create:
+            found = read_marker(fd)  # the run's own stale claim (an earlier root) is no bar
+            refused = None if create else nesting(f"{outer}/{'/'.join(names[:at])}".rstrip("/"), found, me)
+            if refused is not None:
                 os.close(fd)
-                return foreign(f"{outer}/{'/'.join(names[:at])}".rstrip("/"), found)
+                return refused
             fd = _step(fd, name, make, f"{outer}/{'/'.join(names[: at + 1])}")
     except _Stop as stop:
         return stop.outcome
@@ -189,13 +187,14 @@ def _open_trusted(root: str, me: Claimant, create: bool, make: bool) -> int | Ou
 def _own_root(fd: int, root: str, me: Claimant, create: bool) -> int | Outcome:
     """The root fd, unless another claimant claims the root too (when claiming: the fd all the same)."""
     try:
-        found = others(read_marker(fd), me)
+        found = read_marker(fd)
     except OSError as exc:
         os.close(fd)
         return f"could not read the marker in {root}: {exc.strerror}"
-    if found and not create:
+    refused = None if create else ownership(root, found, me)
+    if refused is not None:
         os.close(fd)
-        return foreign(root, found)
+        return refused
     return fd
 
 
@@ -245,9 +244,9 @@ def _listed(fd: int, rel: str, me: Claimant | None) -> list[str] | Refused:
     with os.scandir(fd) as entries:
         for entry in entries:
             if entry.name == MARKER:
-                found = others(read_marker(fd), me)
-                if found:
-                    return foreign(rel, found)
+                refused = nesting(rel, read_marker(fd), me)
+                if refused is not None:
+                    return refused
             elif entry.is_dir(follow_symlinks=False):
                 dirs.append(entry.name)
     return dirs

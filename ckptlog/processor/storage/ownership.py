@@ -18,8 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ckptlog.processor.storage.claims import Claimant, Outcome, Refused, Shared
+from ckptlog.processor.storage.claims import Claimant, Shared
 from ckptlog.processor.storage.markers import claim_all
+from ckptlog.processor.storage.safety import Outcome, Refused
 
 log = logging.getLogger(__name__)
 

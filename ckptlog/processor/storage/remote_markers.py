@@ -10,20 +10,9 @@ from typing import Any
 import fsspec
 
 from ckptlog.events.paths import MARKER, parse_url
-from ckptlog.processor.storage.claims import (
-    CLAIMING,
-    Claimant,
-    Outcome,
-    Refused,
-    Shared,
-    claim_name,
-    claimant_in,
-    foreign,
-    marker_body,
-    named,
-    others,
-)
+from ckptlog.processor.storage.claims import CLAIMING, Claimant, Shared, claim_name, claimant_in, marker_body, named
 from ckptlog.processor.storage.objects import mapped_errors, open_protocol
+from ckptlog.processor.storage.safety import Outcome, Refused, nesting, ownership
 
 _TEMP = ".tmp-"
 CLAIM_BYTES = 4096
@@ -52,11 +41,10 @@ def root_problem(
         names = base[len(top) + 1 :].split("/")
         for at in range(len(names)):
             where = "/".join([top, *names[:at]])
-            found = others(claimants_at(fs, where), me)
-            if found:
-                return foreign(where, found)
-    found = others(claimants_at(fs, base), me)
-    return foreign(root, found) if found else None
+            refused = nesting(where, claimants_at(fs, where), me)
+            if refused is not None:
+                return refused
+    return ownership(root, claimants_at(fs, base), me)
 
 
 def path_problem(fs: fsspec.AbstractFileSystem, path: str, base: str, me: Claimant | None) -> Refused | None:
@@ -64,14 +52,14 @@ def path_problem(fs: fsspec.AbstractFileSystem, path: str, base: str, me: Claima
     names = path[len(base) + 1 :].split("/")
     for at in range(1, len(names)):
         where = "/".join([base, *names[:at]])
-        found = others(claimants_at(fs, where), me)
-        if found:
-            return foreign(where, found)
+        refused = nesting(where, claimants_at(fs, where), me)
+        if refused is not None:
+            return refused
     fs.invalidate_cache(path)
     for where in sorted({p.split(f"/{MARKER}/", 1)[0] for p in fs.find(path) if f"/{MARKER}/" in p}):
-        found = others(claimants_at(fs, where), me)
-        if found:
-            return foreign(where, found)
+        refused = nesting(where, claimants_at(fs, where), me)
+        if refused is not None:
+            return refused
     return None
 
 
@@ -95,5 +83,5 @@ def claim(root: str, me: Claimant, outer: str | None, options: Options) -> Outco
         problem = root_problem(fs, root, base, outer, me)
         if problem is None and new:  # a root around one already claimed (its tree is small now)
             inside = {p.split(f"/{MARKER}/", 1)[0] for p in fs.find(base) if f"/{MARKER}/" in p} - {base}
-            problem = next((foreign(w, f) for w in sorted(inside) if (f := others(claimants_at(fs, w), me))), None)
+            problem = next(filter(None, (nesting(w, claimants_at(fs, w), me) for w in sorted(inside))), None)
     return Shared(problem.reason) if problem is not None else None

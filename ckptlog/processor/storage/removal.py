@@ -35,9 +35,10 @@ from ckptlog.errors import StorageError
 from ckptlog.events.paths import parse_url
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.storage import remote_markers
-from ckptlog.processor.storage.claims import Claimant, Outcome, Refused, foreign, others
+from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.markers import LOCAL, marker_below, open_root, read_marker
 from ckptlog.processor.storage.objects import mapped_errors, open_protocol
+from ckptlog.processor.storage.safety import Outcome, Refused, nesting
 
 __all__ = ["Outcome", "Refused", "remove_all"]
 
@@ -124,10 +125,10 @@ def _open_below(root_fd: int, dirs: Sequence[str], root: str, me: Claimant, url:
             if fd != root_fd:
                 os.close(fd)
             fd = child
-            found = others(read_marker(fd), me)
-            if found:
+            refused = nesting(f"{root}/{'/'.join(dirs[: at + 1])}", read_marker(fd), me)
+            if refused is not None:
                 os.close(fd)
-                return foreign(f"{root}/{'/'.join(dirs[: at + 1])}", found)
+                return refused
     except BaseException:
         if fd != root_fd:
             os.close(fd)

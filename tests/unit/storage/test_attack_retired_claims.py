@@ -21,10 +21,11 @@ from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_ta
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
-from ckptlog.processor.storage.claims import Claimant, Refused, claim_name, marker_body
+from ckptlog.processor.storage.claims import Claimant, claim_name, marker_body
 from ckptlog.processor.storage.deletion import Deleter
 from ckptlog.processor.storage.markers import claim_all
 from ckptlog.processor.storage.removal import remove_all
+from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.unit.service.test_batch import records

@@ -21,11 +21,12 @@ import pytest
 
 from ckptlog.events.paths import MARKER, normalize
 from ckptlog.processor.storage import ownership
-from ckptlog.processor.storage.claims import Claimant, Outcome, Refused, Shared, claim_name
+from ckptlog.processor.storage.claims import Claimant, Shared, claim_name
 from ckptlog.processor.storage.deletion import HOLD_S, Deleter
 from ckptlog.processor.storage.markers import claim_all
 from ckptlog.processor.storage.ownership import Claims
 from ckptlog.processor.storage.removal import remove_all
+from ckptlog.processor.storage.safety import Outcome, Refused
 
 A, RETIRED_A = Claimant("a", "t[0]"), Claimant("a", "t[0]", retired=True)
 
