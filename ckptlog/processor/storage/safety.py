@@ -1,47 +1,34 @@
-"""Deletion safety in one place (contract §9): the ordered checks every deletion passes, each a verdict.
+"""Deletion safety's verdicts (contract §9): what a refusal is, and the claim checks of the walks.
 
 A checkpoint path handed to the `Deleter` (ckptlog/processor/storage/deletion.py) is deleted only
-if every check below, in this order, lets it through; the first that does not decides, with its
-reason, and nothing is touched:
+if every check, in this order, lets it through; the first that does not decides, with its reason,
+and nothing is touched:
 
-1. **confinement** (at submission, `Checks.at_submission`): strictly under the run's storage root
-   and under `--storage-root`, in a spelling no filesystem resolves elsewhere
+1. **confinement** (at submission): strictly under the run's storage root and under
+   `--storage-root`, in a spelling no filesystem resolves elsewhere
    (ckptlog/processor/storage/confinement.py). `Refused`: final.
-2. **retired claims** (as its job starts, `Checks.before_removal`): a path at, in or around a root
-   whose retired claim (a finished run's, ckptlog/processor/storage/claims.py) is still being written
-   waits for that claim. `Held`: looked at again after HOLD_S.
-3. **still owed** (as its job starts, `Checks.before_removal`): the run's current state is asked
-   again; a path live again, no longer owed, or of a partition this instance lost is `Dropped`.
+2. **retired claims** (as its job starts, in the Deleter): a path at, in or around a root whose
+   retired claim (ckptlog/processor/storage/claims.py) is still being written waits for it.
+3. **still owed** (as its job starts, the Deleter's `recheck`): a path live again, no longer owed,
+   or of a partition this instance lost is dropped.
 4. **nesting** (in the walk, `nesting`): another claimant's claim above the run's root, between the
-   root and the checkpoint, or anywhere inside the checkpoint: the path reaches into another
-   run's root, or the root lies inside one. `Refused` (a claim still being written: retried).
+   root and the checkpoint, or anywhere inside the checkpoint. `Refused` (a claim still being
+   written: retried).
 5. **ownership** (in the walk, `ownership`): the claim at the run's root names another claimant
    (or a finished run, its own id included). `Refused`, as for nesting.
 
-Checks 4 and 5 run inside the walk of the storage tree that removes the path (ckptlog/processor/
-storage/local_tree.py, remote_tree.py), on what the walk itself opened, so nothing can change
-between the check and the removal; that walk also never follows a link.
+Checks 4 and 5 are this module's; they run inside the walks that remove a path or write a claim
+(ckptlog/processor/storage/removal.py, markers.py, remote_markers.py), on what the walk itself
+opened, so nothing can change between the check and the removal; the local walk never follows a link.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ckptlog.events.paths import MARKER
 from ckptlog.processor.storage.claims import CLAIMING, Claimant
-from ckptlog.processor.storage.confinement import Confinement
-
-HOLD_S = 0.2
-"""How long a deletion waits before it looks again whether its run's retired claim is written."""
-
-Key = tuple[str, str]
-"""(run id, checkpoint path URL as submitted)."""
-
-Recheck = Callable[[Key], str | None]
-"""Why a deletion must not run now (the path is live again, its partition is no longer owned),
-or None to go ahead; asked on the event loop immediately before the deletion."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,62 +39,8 @@ class Refused:
     retry: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """Not yet: a retired claim this deletion must meet is still being written (check 2)."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """Not owed now: the deletion leaves the deleter untouched (check 3); its owner re-drives it."""
-
-    reason: str
-
-
-Verdict = Refused | Held | Dropped | None
-"""A check's verdict; None lets the deletion through to the next check."""
-
 Outcome = None | str | Refused
 """What a walk did: None done (deleted, claimed); str a transient error (retried); Refused never."""
-
-
-class PendingClaims(Protocol):
-    """The retired claims still being written (ckptlog/processor/storage/claim_writer.py)."""
-
-    @property
-    def held(self) -> Collection[str]: ...
-
-    def holds(self, url: str) -> bool: ...
-
-
-class Checks:
-    """Checks 1–3 of one deleter (see the module docstring); 4 and 5 run in its walks."""
-
-    def __init__(
-        self, outer_root: str | None = None, claims: PendingClaims | None = None, recheck: Recheck | None = None
-    ) -> None:
-        self._confinement = Confinement(outer_root)
-        self._claims, self._recheck = claims, recheck
-
-    @property
-    def outer_key(self) -> str | None:
-        """The canonical spelling of `--storage-root` (None: there is none, or it is unsafe)."""
-        return self._confinement.outer_key
-
-    def at_submission(self, path: str, root: str) -> tuple[Refused | None, str, str]:
-        """Check 1, confinement: the verdict, the path's canonical URL and its root's."""
-        problem, url, key = self._confinement.check(path, root)
-        return (None if problem is None else Refused(problem)), url, key
-
-    def before_removal(self, key: Key, url: str) -> Verdict:
-        """Checks 2 and 3, in order, for a path about to be removed (`url`: canonical)."""
-        claims = self._claims
-        if claims is not None and claims.held and claims.holds(url):
-            return Held("a retired claim at, in or around its root is still being written")
-        why = self._recheck(key) if self._recheck is not None else None
-        return None if why is None else Dropped(why)
 
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:

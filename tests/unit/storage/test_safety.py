@@ -1,4 +1,4 @@
-"""The ordered checks of ckptlog/processor/storage/safety.py, each alone: its verdict and its reason."""
+"""Deletion safety's checks each alone (storage/safety.py and the checks it names): verdict and reason."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 from ckptlog.events.paths import normalize
 from ckptlog.processor.storage.claims import CLAIMING, UNREADABLE, Claimant
+from ckptlog.processor.storage.confinement import Confinement
 from ckptlog.processor.storage.ownership import Claims
-from ckptlog.processor.storage.safety import Checks, Dropped, Held, Key, Refused, nesting, ownership
+from ckptlog.processor.storage.safety import Refused, nesting, ownership
 
 OUTER = "file:///sr"
 ROOT = "file:///sr/team/a"
@@ -26,34 +27,23 @@ ROOT = "file:///sr/team/a"
     ],
 )
 def test_confinement_refuses_for_good_naming_what_is_wrong(path: str, root: str, why: str) -> None:
-    verdict, _, _ = Checks(OUTER).at_submission(path, root)
-    assert isinstance(verdict, Refused) and not verdict.retry
-    assert why in verdict.reason
+    problem, _, _ = Confinement(OUTER).check(path, root)
+    assert problem is not None and why in problem
 
 
 def test_confinement_lets_a_path_below_both_bounds_through_in_its_canonical_spelling() -> None:
-    verdict, url, root = Checks(OUTER).at_submission("file:///sr/team/a/./c0/", ROOT)
-    assert verdict is None and url == "file:///sr/team/a/c0" and root == ROOT
+    problem, url, root = Confinement(OUTER).check("file:///sr/team/a/./c0/", ROOT)
+    assert problem is None and url == "file:///sr/team/a/c0" and root == ROOT
 
 
-async def test_a_pending_retired_claim_holds_the_deletion_before_the_recheck_is_asked(tmp_path: Path) -> None:
-    asked: list[Key] = []
+async def test_a_pending_retired_claim_holds_paths_at_and_in_its_root_until_written(tmp_path: Path) -> None:
     claims = Claims(outer_root=None)
     root = normalize(f"file://{tmp_path}/a")
-    checks = Checks(None, claims, lambda key: asked.append(key) or None)
     claims.claim_many([(root, "a")], "t[0]", retired=True)
-    held = checks.before_removal(("b", f"{root}/c0"), f"{root}/c0")
-    assert isinstance(held, Held) and "retired claim" in held.reason and asked == []
-    assert checks.before_removal(("b", f"{root}x/c0"), f"{root}x/c0") is None and asked == [("b", f"{root}x/c0")]
+    assert claims.holds(f"{root}/c0") and not claims.holds(f"{root}x/c0")
     assert await claims.drain(timeout=10)  # written: nothing is held any more
-    assert checks.before_removal(("b", f"{root}/c0"), f"{root}/c0") is None
+    assert not claims.holds(f"{root}/c0")
     await claims.close()
-
-
-def test_the_recheck_drops_a_path_no_longer_owed_with_its_reason() -> None:
-    checks = Checks(OUTER, None, lambda key: "it is live again" if key[0] == "a" else None)
-    assert checks.before_removal(("a", f"{ROOT}/c0"), f"{ROOT}/c0") == Dropped("it is live again")
-    assert checks.before_removal(("b", f"{ROOT}/c0"), f"{ROOT}/c0") is None
 
 
 ME = Claimant("a", "t[0]")
