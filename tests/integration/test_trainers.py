@@ -1,0 +1,273 @@
+"""Every trainer integration against its real framework (issue 37): Lightning, Hugging Face, PyTorch
+(torch.save and DCP), Keras and Orbax, each training a tiny seeded model on CPU.
+
+One broker of this module's own (real Apache Kafka jars) and a processor on it (`ckptlog run`, in
+process): each framework's run is taken through a Kafka outage (the broker stopped and started again
+mid-training, from a callback of the training itself), so its outbox must deliver every report late
+and in order. Per framework the test trains the same run twice, once with the framework's own
+retention and once with ckptlog's, and checks the files left on disk and the run's VIEW: ckptlog keeps
+what the framework keeps plus the latest, its best is the framework's best, every report arrived; then
+a second job resumes the run and goes on with it (the next generation, the same run).
+
+The scores the models log zigzag with the epoch (plus a tiny real loss term), so the best checkpoints
+are neither the first nor the last. `KEPT` prints each framework's kept files, with and without ckptlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptlog import ConnectionSettings
+from ckptlog.broker import LocalBroker
+from ckptlog.broker.config import free_port
+from ckptlog.client.connect import Topics
+from ckptlog.client.reader import AsyncReader
+from ckptlog.client.views import RunView
+from ckptlog.errors import CkptlogError
+from ckptlog.integrations.session import local_path
+from ckptlog.processor.service.harness import running
+from ckptlog.processor.service.settings import load_settings
+
+pytestmark = pytest.mark.timeout(300)
+ZIGZAG = [0.1, 0.3, 0.2, 0.8, 0.4, 0.5, 0.3, 0.9, 0.6, 0.85, 0.2, 0.4]
+"""The score of epoch (or step) i: top 2 of the first nine are 3 and 7, of all twelve 7 and 9."""
+FIRST, RESUMED, KEEP = 9, 12, 2
+
+
+@dataclass
+class Kafka:
+    """The module's broker, which a test may take down and bring back, and the processor's topics."""
+
+    broker: LocalBroker
+    bootstrap: str
+    storage: Path
+
+    def options(self, **extra: Any) -> dict[str, Any]:
+        """The integration keywords for this broker: a short delivery timeout and retry interval, so an
+        outage costs seconds; the processor's VIEW awaited for up to two minutes (it recovers too)."""
+        return {
+            "connection": ConnectionSettings(bootstrap_servers=self.bootstrap, delivery_timeout_s=2.0),
+            "retry_interval_s": 0.5,
+            "resume_timeout_s": 120.0,
+            **extra,
+        }
+
+    def down(self, how: str) -> None:
+        """`stop`: the broker is gone (connections refused); `pause`: it hangs (SIGSTOP: connections
+        accepted, nothing answered), which costs no JVM restart."""
+        if how == "pause":
+            os.kill(self.pid(), signal.SIGSTOP)
+        else:
+            self.broker.stop()
+
+    def up(self, how: str) -> None:
+        if how == "pause":
+            os.kill(self.pid(), signal.SIGCONT)
+        else:
+            assert self.broker.start() == self.bootstrap
+
+    def pid(self) -> int:
+        state = self.broker.read_state()
+        assert state is not None and state.pid is not None
+        return state.pid
+
+    async def view(self, run_id: str, committed: int, timeout_s: float = 120.0) -> RunView:
+        """The run's VIEW once it counts `committed` reports."""
+        async with AsyncReader(bootstrap_servers=self.bootstrap, topics=Topics()) as reader:
+            result = await reader.wait_for(run_id, committed, "committed", timeout_s)
+        assert result.reached and result.view is not None, f"{run_id}: the VIEW never counted {committed}: {result}"
+        return result.view
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBroker, str]]:
+    broker = LocalBroker(tmp_path_factory.mktemp("trainers-broker"), free_port())
+    try:
+        bootstrap = broker.start()
+    except CkptlogError as exc:
+        pytest.fail(f"could not start a local broker: {exc}")
+    try:
+        yield broker, bootstrap
+    finally:
+        state = broker.read_state()
+        if state is not None and state.pid is not None:
+            try:
+                os.kill(state.pid, signal.SIGCONT)  # a test that failed with the broker paused
+            except ProcessLookupError:
+                pass
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+async def kafka(broker: tuple[LocalBroker, str], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Kafka]:
+    """The processor on the module's broker (default topic names: the broker is this module's)."""
+    work = tmp_path_factory.mktemp("trainers")
+    (work / "runs").mkdir()
+    settings = load_settings(
+        None,
+        bootstrap_servers=broker[1],
+        snapshots=str(work / "snapshots"),
+        storage_root=(work / "runs").as_uri(),
+        poll_timeout_ms=50,
+    )
+    async with running(settings, ready_timeout_s=60):
+        yield Kafka(broker[0], broker[1], work / "runs")
+
+
+def run_dir(kafka: Kafka, name: str) -> Path:
+    return kafka.storage / f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def outage(kafka: Kafka, at: int, until: int, how: str = "pause") -> Callable[[int], None]:
+    """A hook for the training loop: Kafka goes down (`how`: Kafka.down) before epoch `at` is saved,
+    comes back before `until`."""
+
+    def hook(epoch: int) -> None:
+        if epoch == at:
+            kafka.down(how)
+        elif epoch == until:
+            kafka.up(how)
+
+    return hook
+
+
+async def settled(paths: set[str], pattern: str, root: Path, timeout_s: float = 60.0) -> set[str]:
+    """The checkpoints matching `pattern` under `root`, once they are `paths` (the processor deletes
+    after each commit, in the background), or at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = {p.as_posix() for p in root.glob(pattern)}
+        if found == paths or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
+
+
+def kept_paths(view: RunView) -> set[str]:
+    return {local_path(c.path) for c in view.checkpoints}
+
+
+KEPT: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def record(framework: str, alone: set[str], with_ckptlog: set[str]) -> None:
+    """Note a framework's kept files (names) without and with ckptlog; printed at the end of the module."""
+    KEPT[framework] = (sorted(Path(p).name for p in alone), sorted(Path(p).name for p in with_ckptlog))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def print_kept() -> Iterator[None]:
+    yield
+    for framework, (alone, with_ckptlog) in KEPT.items():
+        print(f"\n{framework}: alone {alone} -> with ckptlog {with_ckptlog}")
+
+
+def one_thread() -> None:
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+
+
+# -- Lightning -------------------------------------------------------------------------------------
+
+
+def lightning_fit(
+    dirpath: Path, epochs: int, checkpoint: Any, hook: Callable[[int], None] | None = None, **fit: Any
+) -> Any:
+    import lightning.pytorch as pl
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    one_thread()
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, index: int) -> Any:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def validation_step(self, batch: Any, index: int) -> None:
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.layer(x), y)
+            self.log("val_score", ZIGZAG[self.current_epoch] - loss.detach() * 1e-6)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    class Outage(pl.Callback):
+        def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            if hook is not None and not trainer.sanity_checking:
+                hook(trainer.current_epoch)
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=generator)
+    data = TensorDataset(x, x.sum(dim=1, keepdim=True))
+    trainer = pl.Trainer(
+        max_epochs=epochs,
+        callbacks=[Outage(), checkpoint],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
+        default_root_dir=str(dirpath),
+    )
+    model = Tiny()
+    validation = DataLoader(data, batch_size=32)
+    trainer.fit(model, DataLoader(data, batch_size=8), validation, **fit)
+    return trainer, model, validation
+
+
+async def test_lightning(kafka: Kafka, tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from ckptlog.integrations.lightning import CkptlogModelCheckpoint
+
+    args = {"monitor": "val_score", "mode": "max", "save_top_k": KEEP}
+    alone = ModelCheckpoint(dirpath=tmp_path / "alone", **args)
+    await asyncio.to_thread(lightning_fit, tmp_path / "alone", FIRST, alone)
+    lightning_kept = {p.as_posix() for p in (tmp_path / "alone").glob("*.ckpt")}
+
+    root = run_dir(kafka, "lightning")
+    checkpoint = CkptlogModelCheckpoint(dirpath=root, run_id=root.name, **args, **kafka.options())
+    trainer, model, validation = await asyncio.to_thread(
+        lightning_fit, root, FIRST, checkpoint, outage(kafka, 3, 6, "stop")
+    )
+    view = await kafka.view(root.name, FIRST)
+    renamed = {(root / Path(p).name).as_posix() for p in lightning_kept}
+    latest = (root / f"epoch={FIRST - 1}-step={4 * FIRST}.ckpt").as_posix()
+    assert view.committed == FIRST and local_path(view.latest or "") == latest  # no report lost in the outage
+    assert kept_paths(view) == renamed | {latest}
+    assert local_path(view.best or "") == (root / Path(alone.best_model_path).name).as_posix()
+    assert checkpoint.best_model_path == local_path(view.best or "")
+    assert set(checkpoint.best_k_models) == {(root / Path(p).name).as_posix() for p in alone.best_k_models}
+    assert float(checkpoint.best_model_score) == pytest.approx(float(alone.best_model_score))
+    on_disk = await settled(kept_paths(view), "*.ckpt", root)
+    assert on_disk == kept_paths(view)
+    record("Lightning (top 2 by val_score, 9 epochs)", lightning_kept, on_disk)
+
+    await asyncio.to_thread(trainer.validate, model, validation, ckpt_path="best", verbose=False)
+    assert trainer.ckpt_path == checkpoint.best_model_path
+
+    again = CkptlogModelCheckpoint(dirpath=root, run_id=root.name, **args, **kafka.options())
+    resumed, _, _ = await asyncio.to_thread(lightning_fit, root, RESUMED, again, ckpt_path="last")
+    assert resumed.ckpt_path == latest  # the VIEW's latest
+    view = await kafka.view(root.name, RESUMED)
+    assert view.generation == 1 and view.committed == RESUMED
+    scores = {local_path(c.path): c.metrics["val_score"] for c in view.checkpoints}
+    expected = {(root / f"epoch={e}-step={4 * (e + 1)}.ckpt").as_posix() for e in (7, 9, RESUMED - 1)}
+    assert kept_paths(view) == expected, scores
+    assert await settled(expected, "*.ckpt", root) == expected
