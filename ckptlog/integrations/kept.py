@@ -105,6 +105,17 @@ class Kept:
                 )
             self._warned = True
 
+    def current(self) -> bool:
+        """Whether `view()` now counts every report this job sent (False while Kafka holds some back)."""
+        view, session = self.view(), self.run.session
+        if session is None:
+            return view is not None
+        return (
+            view is not None
+            and not self.run.undelivered
+            and self._counted >= session.committed_before + session.reports
+        )
+
     def cached(self) -> RunView | None:
         """The VIEW as last read, without reading."""
         return self._view

@@ -271,3 +271,113 @@ async def test_lightning(kafka: Kafka, tmp_path: Path) -> None:
     expected = {(root / f"epoch={e}-step={4 * (e + 1)}.ckpt").as_posix() for e in (7, 9, RESUMED - 1)}
     assert kept_paths(view) == expected, scores
     assert await settled(expected, "*.ckpt", root) == expected
+
+
+# -- Hugging Face Trainer ------------------------------------------------------------------------------
+
+
+def transformers_train(
+    output_dir: Path, epochs: int, callbacks: list[Any], save_total_limit: int | None = None, **train: Any
+) -> Any:
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    one_thread()
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x: Any, labels: Any = None) -> dict[str, Any]:
+            out = self.layer(x)
+            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+    class Hook(TrainerCallback):  # before CkptlogCallback's on_save: the outage begins before a save
+        def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if hook is not None:
+                hook(round(state.epoch) - 1)
+
+    hook = train.pop("hook", None)
+    trainers: list[Trainer] = []
+
+    def score(prediction: Any) -> dict[str, float]:
+        loss = float(((prediction.predictions - prediction.label_ids) ** 2).mean())
+        return {"score": ZIGZAG[round(trainers[0].state.epoch) - 1] - loss * 1e-6}
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=generator)
+    data = [{"x": row, "labels": row.sum(dim=0, keepdim=True)} for row in x]
+    args = TrainingArguments(
+        output_dir=str(output_dir),
+        num_train_epochs=epochs,
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=32,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        logging_strategy="no",
+        metric_for_best_model="score",
+        load_best_model_at_end=True,
+        save_total_limit=save_total_limit,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+        learning_rate=0.05,
+    )
+    trainer = Trainer(Tiny(), args, train_dataset=data, eval_dataset=data, compute_metrics=score)
+    trainers.append(trainer)
+    trainer.add_callback(Hook())
+    for callback in callbacks:
+        trainer.add_callback(callback)
+    trainer.train(**train)
+    return trainer
+
+
+async def test_transformers(kafka: Kafka, tmp_path: Path) -> None:
+    from ckptlog.integrations.transformers import CkptlogCallback
+
+    alone = await asyncio.to_thread(transformers_train, tmp_path / "alone", FIRST, [], save_total_limit=KEEP)
+    trainer_kept = {p.as_posix() for p in (tmp_path / "alone").glob("checkpoint-*")}
+
+    root = run_dir(kafka, "transformers")
+    callback = CkptlogCallback(root.name, num_to_keep=KEEP, **kafka.options())
+    trainer = await asyncio.to_thread(transformers_train, root, FIRST, [callback], hook=outage(kafka, 3, 6))
+    view = await kafka.view(root.name, FIRST)
+    scores = {
+        (root / f"checkpoint-{e['step']}").as_posix(): e["eval_score"]
+        for e in trainer.state.log_history
+        if "eval_score" in e
+    }
+    top = sorted(scores, key=scores.__getitem__)[-KEEP:]
+    latest = (root / f"checkpoint-{4 * FIRST}").as_posix()
+    assert view.committed == FIRST and local_path(view.latest or "") == latest
+    assert kept_paths(view) == {*top, latest}, "the top 2 by the Trainer's own metric, and the latest"
+    assert local_path(view.best or "") == trainer.state.best_model_checkpoint == top[-1]
+    assert Path(alone.state.best_model_checkpoint).name == Path(top[-1]).name  # the Trainer alone: the same best
+    assert callback.kept.best_path() == top[-1]
+    on_disk = await settled(kept_paths(view), "checkpoint-*", root)
+    assert on_disk == kept_paths(view)
+    record(
+        "Hugging Face (save_total_limit=2 alone; num_to_keep=2 by eval_score with ckptlog, 9 epochs)",
+        trainer_kept,
+        on_disk,
+    )
+
+    again = CkptlogCallback(root.name, num_to_keep=KEEP, **kafka.options())
+    resumed = await asyncio.to_thread(transformers_train, root, RESUMED, [again], resume_from_checkpoint=True)
+    view = await kafka.view(root.name, RESUMED)
+    assert view.generation == 1 and view.committed == RESUMED
+    expected = {(root / f"checkpoint-{4 * (e + 1)}").as_posix() for e in (7, 9, RESUMED - 1)}
+    assert kept_paths(view) == expected
+    assert resumed.state.best_model_checkpoint == local_path(view.best or "") == (root / "checkpoint-32").as_posix()
+    assert await settled(expected, "checkpoint-*", root) == expected
+
+
+async def test_transformers_refuses_a_second_rotation(kafka: Kafka, tmp_path: Path) -> None:
+    from ckptlog.integrations.transformers import CkptlogCallback
+
+    callback = CkptlogCallback("refused", num_to_keep=KEEP, **kafka.options())
+    with pytest.raises(ValueError, match=r"save_total_limit=2.*two rotations.*CkptlogCallback\(num_to_keep=2\)"):
+        await asyncio.to_thread(transformers_train, tmp_path / "refused", 1, [callback], save_total_limit=KEEP)
+    assert not callback.ckptlog.started and not list((tmp_path / "refused").glob("checkpoint-*"))
