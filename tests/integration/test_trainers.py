@@ -381,3 +381,89 @@ async def test_transformers_refuses_a_second_rotation(kafka: Kafka, tmp_path: Pa
     with pytest.raises(ValueError, match=r"save_total_limit=2.*two rotations.*CkptlogCallback\(num_to_keep=2\)"):
         await asyncio.to_thread(transformers_train, tmp_path / "refused", 1, [callback], save_total_limit=KEEP)
     assert not callback.ckptlog.started and not list((tmp_path / "refused").glob("checkpoint-*"))
+
+
+# -- plain PyTorch: torch.save and torch.distributed.checkpoint -------------------------------------------
+
+
+def torch_train(root: Path, steps: int, checkpoints: Any, how: str, hook: Callable[[int], None] | None = None) -> int:
+    """A hand-written loop: `how` is "save" (torch.save, one file per step) or "dcp" (dcp.async_save, one
+    directory per step, reported when its future completes); resumes from the VIEW's latest. Returns the
+    step it started at."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    one_thread()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    start, latest = 0, checkpoints.kept.latest_path() if checkpoints is not None else None
+    if latest is not None:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": 0}
+        if how == "dcp":
+            dcp.load(state, checkpoint_id=latest)
+        else:
+            state = torch.load(latest)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = int(state["step"]) + 1
+    for step in range(start, steps):
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if hook is not None:
+            hook(step)
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
+        metrics = {"val_score": ZIGZAG[step] - loss.detach() * 1e-6, "step": step}
+        path = str(root / (f"step-{step}" if how == "dcp" else f"step-{step}.pt"))
+        if how == "dcp":
+            future = dcp.async_save(state, checkpoint_id=path)
+            if checkpoints is not None:
+                checkpoints.saved(path, metrics, future=future)
+            else:
+                future.result()
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            torch.save(state, path)
+            if checkpoints is not None:
+                checkpoints.saved(path, metrics)
+    return start
+
+
+@pytest.mark.parametrize("how", ["dcp", "save"])
+async def test_torch(kafka: Kafka, tmp_path: Path, how: str) -> None:
+    from ckptlog.integrations.torch import CkptlogCheckpoints
+
+    pattern = "step-*"
+    await asyncio.to_thread(torch_train, tmp_path / "alone", FIRST, None, how)
+    alone = {p.as_posix() for p in (tmp_path / "alone").glob(pattern)}
+    assert len(alone) == FIRST  # a loop keeps every checkpoint it writes
+
+    root = run_dir(kafka, f"torch-{how}")
+    args = {"num_to_keep": KEEP, "checkpoint_score_attribute": "val_score", **kafka.options()}
+    name = (lambda step: root / f"step-{step}") if how == "dcp" else (lambda step: root / f"step-{step}.pt")
+
+    def job(steps: int, hook: Callable[[int], None] | None = None) -> int:
+        with CkptlogCheckpoints(root.name, str(root), **args) as checkpoints:
+            return torch_train(root, steps, checkpoints, how, hook)
+
+    started = await asyncio.to_thread(job, FIRST, outage(kafka, 3, 6) if how == "dcp" else None)
+    view = await kafka.view(root.name, FIRST)
+    assert started == 0 and view.committed == FIRST and local_path(view.latest or "") == name(FIRST - 1).as_posix()
+    assert kept_paths(view) == {name(e).as_posix() for e in (3, 7, FIRST - 1)}  # the top 2 by val_score, the latest
+    assert local_path(view.best or "") == name(7).as_posix()
+    on_disk = await settled(kept_paths(view), pattern, root)
+    assert on_disk == kept_paths(view)
+    record(
+        f"PyTorch {'dcp.async_save' if how == 'dcp' else 'torch.save'} (9 steps; num_to_keep=2 by val_score)",
+        alone,
+        on_disk,
+    )
+
+    started = await asyncio.to_thread(job, RESUMED)
+    view = await kafka.view(root.name, RESUMED)
+    assert started == FIRST and view.generation == 1 and view.committed == RESUMED
+    expected = {name(e).as_posix() for e in (7, 9, RESUMED - 1)}
+    assert kept_paths(view) == expected
+    assert await settled(expected, pattern, root) == expected
