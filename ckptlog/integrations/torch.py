@@ -70,7 +70,9 @@ class CkptlogCheckpoints:
             "checkpoint_score_attribute": checkpoint_score_attribute,
             "checkpoint_score_order": checkpoint_score_order,
         }
-        self.ckptlog = TrainerRun(run_id, "torch", bootstrap_servers=bootstrap_servers, connection=connection, **options)
+        self.ckptlog = TrainerRun(
+            run_id, "torch", bootstrap_servers=bootstrap_servers, connection=connection, **options
+        )
         self.kept = Kept(self.ckptlog)
         self.pending: deque[tuple[str, dict[str, Any], Any]] = deque()  # (path, metrics, future), in save order
 

@@ -38,6 +38,7 @@ from ckptlog.integrations.session import local_path
 from ckptlog.processor.service.harness import running
 from ckptlog.processor.service.settings import load_settings
 
+os.environ.setdefault("KERAS_BACKEND", "torch")  # before Keras is imported; torch is here for the others anyway
 pytestmark = pytest.mark.timeout(300)
 ZIGZAG = [0.1, 0.3, 0.2, 0.8, 0.4, 0.5, 0.3, 0.9, 0.6, 0.85, 0.2, 0.4]
 """The score of epoch (or step) i: top 2 of the first nine are 3 and 7, of all twelve 7 and 9."""
@@ -467,3 +468,76 @@ async def test_torch(kafka: Kafka, tmp_path: Path, how: str) -> None:
     expected = {name(e).as_posix() for e in (7, 9, RESUMED - 1)}
     assert kept_paths(view) == expected
     assert await settled(expected, pattern, root) == expected
+
+
+# -- Keras -----------------------------------------------------------------------------------------------
+
+
+def keras_fit(filepath: Path, epochs: int, checkpoint: Any, hook: Callable[[int], None] | None = None) -> Any:
+    """Fit (or, with a checkpoint that has a latest, go on from it) a tiny model; the score zigzags by epoch."""
+    import keras
+    import numpy as np
+
+    one_thread()
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    latest = checkpoint.kept.latest_path() if hasattr(checkpoint, "kept") else None
+    if latest is not None:
+        model = keras.models.load_model(latest)
+        initial = int(Path(latest).stem.split("-")[1])
+    else:
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+        initial = 0
+
+    def score(epoch: int, logs: dict[str, Any]) -> None:
+        if hook is not None:
+            hook(epoch)
+        logs["val_score"] = ZIGZAG[epoch] - logs["val_loss"] * 1e-6
+
+    callbacks = [keras.callbacks.LambdaCallback(on_epoch_end=score), checkpoint]
+    model.fit(
+        x, y, batch_size=8, epochs=epochs, initial_epoch=initial, validation_data=(x, y), callbacks=callbacks, verbose=0
+    )
+    return model
+
+
+async def test_keras(kafka: Kafka, tmp_path: Path) -> None:
+    import keras
+
+    from ckptlog.integrations.keras import CkptlogModelCheckpoint
+
+    args = {"monitor": "val_score", "mode": "max", "save_best_only": True}
+    alone = keras.callbacks.ModelCheckpoint(str(tmp_path / "alone" / "epoch-{epoch:02d}.keras"), **args)
+    await asyncio.to_thread(keras_fit, tmp_path / "alone", FIRST, alone)
+    keras_kept = sorted(p.as_posix() for p in (tmp_path / "alone").glob("*.keras"))
+    assert [Path(p).stem for p in keras_kept] == ["epoch-01", "epoch-02", "epoch-04", "epoch-08"]  # each improvement
+
+    root = run_dir(kafka, "keras")
+    filepath = str(root / "epoch-{epoch:02d}.keras")
+    checkpoint = CkptlogModelCheckpoint(filepath, run_id=root.name, **args, **kafka.options())
+    await asyncio.to_thread(keras_fit, root, FIRST, checkpoint, outage(kafka, 3, 6))
+    view = await kafka.view(root.name, FIRST)
+    best, latest = (root / Path(keras_kept[-1]).name).as_posix(), (root / f"epoch-{FIRST:02d}.keras").as_posix()
+    assert view.committed == FIRST and local_path(view.latest or "") == latest
+    assert kept_paths(view) == {best, latest}  # Keras's best (num_to_keep=1 under save_best_only), the latest
+    assert local_path(view.best or "") == best == checkpoint.kept.best_path()
+    on_disk = await settled(kept_paths(view), "*.keras", root)
+    assert on_disk == kept_paths(view)
+    record("Keras (save_best_only by val_score; num_to_keep=1 with ckptlog, 9 epochs)", set(keras_kept), on_disk)
+
+    again = CkptlogModelCheckpoint(filepath, run_id=root.name, **args, **kafka.options())
+    await asyncio.to_thread(keras_fit, root, RESUMED, again)
+    view = await kafka.view(root.name, RESUMED)
+    assert view.generation == 1 and view.committed == RESUMED
+    expected = {best, (root / f"epoch-{RESUMED:02d}.keras").as_posix()}
+    assert kept_paths(view) == expected
+    assert await settled(expected, "*.keras", root) == expected
+
+
+def test_keras_refuses_a_filepath_that_names_one_file() -> None:
+    from ckptlog.integrations.keras import CkptlogModelCheckpoint
+
+    with pytest.raises(ValueError, match=r"would overwrite one file.*\{epoch\}"):
+        CkptlogModelCheckpoint("/tmp/ckpts/model.keras", run_id="one-file")
