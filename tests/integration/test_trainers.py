@@ -39,6 +39,7 @@ from ckptlog.processor.service.harness import running
 from ckptlog.processor.service.settings import load_settings
 
 os.environ.setdefault("KERAS_BACKEND", "torch")  # before Keras is imported; torch is here for the others anyway
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")  # JAX: 1 thread
 pytestmark = pytest.mark.timeout(300)
 ZIGZAG = [0.1, 0.3, 0.2, 0.8, 0.4, 0.5, 0.3, 0.9, 0.6, 0.85, 0.2, 0.4]
 """The score of epoch (or step) i: top 2 of the first nine are 3 and 7, of all twelve 7 and 9."""
@@ -541,3 +542,78 @@ def test_keras_refuses_a_filepath_that_names_one_file() -> None:
 
     with pytest.raises(ValueError, match=r"would overwrite one file.*\{epoch\}"):
         CkptlogModelCheckpoint("/tmp/ckpts/model.keras", run_id="one-file")
+
+
+# -- JAX / Orbax -----------------------------------------------------------------------------------------
+
+
+def orbax_train(root: Path, steps: int, manager: Any, hook: Callable[[int], None] | None = None) -> int:
+    """Train a tiny linear model with JAX, saving every step (async, Orbax's default); resume from the
+    manager's latest step. Returns the step it started at."""
+    import jax
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (32, 4))
+    y = x.sum(axis=1, keepdims=True)
+    params, start = {"w": jnp.zeros((4, 1)), "b": jnp.zeros((1,))}, 0
+
+    def loss_of(params: dict[str, Any]) -> Any:
+        return jnp.mean((x @ params["w"] + params["b"] - y) ** 2)
+
+    latest = manager.latest_step()
+    if latest is not None:
+        params, start = manager.restore(latest, args=ocp.args.StandardRestore(params)), latest + 1
+    with manager:
+        for step in range(start, steps):
+            loss, grads = jax.value_and_grad(loss_of)(params)
+            params = jax.tree.map(lambda p, g: p - 0.05 * g, params, grads)
+            if hook is not None:
+                hook(step)
+            metrics = {"val_score": ZIGZAG[step] - float(loss) * 1e-6}
+            manager.save(step, args=ocp.args.StandardSave(params), metrics=metrics)
+    return start
+
+
+async def test_orbax(kafka: Kafka, tmp_path: Path) -> None:
+    import orbax.checkpoint as ocp
+
+    from ckptlog.integrations.orbax import CkptlogCheckpointManager
+
+    def options(keep: int | None) -> Any:
+        return ocp.CheckpointManagerOptions(max_to_keep=keep, best_fn=lambda m: m["val_score"], best_mode="max")
+
+    await asyncio.to_thread(
+        orbax_train, tmp_path / "all", FIRST, ocp.CheckpointManager(tmp_path / "all", options=options(None))
+    )
+    keep_all = {p.as_posix() for p in (tmp_path / "all").iterdir() if p.name.isdigit()}
+    assert len(keep_all) == FIRST
+    await asyncio.to_thread(
+        orbax_train, tmp_path / "top", FIRST, ocp.CheckpointManager(tmp_path / "top", options=options(KEEP))
+    )
+    orbax_kept = {p.name for p in (tmp_path / "top").iterdir() if p.name.isdigit()}
+
+    root = run_dir(kafka, "orbax")
+    manager = CkptlogCheckpointManager(root, options=options(KEEP), run_id=root.name, **kafka.options())
+    await asyncio.to_thread(orbax_train, root, FIRST, manager, outage(kafka, 3, 6))
+    view = await kafka.view(root.name, FIRST)
+    latest = (root / str(FIRST - 1)).as_posix()
+    assert view.committed == FIRST and local_path(view.latest or "") == latest
+    assert kept_paths(view) == {(root / name).as_posix() for name in orbax_kept} | {
+        latest
+    }  # Orbax's top 2 (best_fn), the latest
+    assert local_path(view.best or "") == (root / str(manager.best_step())).as_posix() == manager.kept.best_path()
+    on_disk = await settled(kept_paths(view), "[0-9]*", root)
+    assert on_disk == kept_paths(view)
+    record(
+        "Orbax (best_fn val_score, 9 steps; alone with max_to_keep=None, with ckptlog max_to_keep=2)", keep_all, on_disk
+    )
+    record("Orbax alone with max_to_keep=2 (its own top 2)", orbax_kept, on_disk)
+
+    again = CkptlogCheckpointManager(root, options=options(KEEP), run_id=root.name, **kafka.options())
+    started = await asyncio.to_thread(orbax_train, root, RESUMED, again)
+    view = await kafka.view(root.name, RESUMED)
+    assert started == FIRST and view.generation == 1 and view.committed == RESUMED
+    expected = {(root / str(step)).as_posix() for step in (7, 9, RESUMED - 1)}
+    assert kept_paths(view) == expected
+    assert await settled(expected, "[0-9]*", root) == expected
