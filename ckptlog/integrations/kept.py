@@ -8,8 +8,8 @@ the framework's memory. `Kept` reads that VIEW for one `TrainerRun` (ckptlog/int
   report this job sent (`resume_timeout_s` at most): after `saved(...)`, `best()` counts that save.
   A read that finds nothing new to wait for answers from the VIEW it has, without asking Kafka.
 - **Never blocking training on an outage.** While the outbox holds events Kafka has not taken
-  (ckptlog/integrations/outbox.py), or when a read fails, the last VIEW read stands, and a WARNING
-  says so once.
+  (ckptlog/integrations/outbox.py), or for `retry_interval_s` after a read failed, the last VIEW read
+  stands; a WARNING says so when reads start failing.
 - **A report the processor refused** (`ckptlog rejections RUN` shows it) never counts in the VIEW:
   a wait that times out takes the VIEW it got as current, so later reads wait only for later reports.
 - **Other processes** (the other ranks, a later `trainer.test(ckpt_path="best")`) read the VIEW as it
@@ -42,13 +42,18 @@ MAX_AGE_S = 1.0
 class Kept:
     """The VIEW of one run as the framework asks for it (see the module docstring)."""
 
-    def __init__(self, run: TrainerRun, clock: Callable[[], float] = time.monotonic) -> None:
-        self.run, self.clock = run, clock
+    def __init__(
+        self,
+        run: TrainerRun,
+        clock: Callable[[], float] = time.monotonic,
+        open_reader: Callable[[], Reader] | None = None,
+    ) -> None:
+        self.run, self.clock, self.open_reader = run, clock, open_reader or self._open
         self._view: RunView | None = None
         self._read_at = float("-inf")
         self._counted = 0  # reports of this job the VIEW read last holds (or that will never show)
         self._pinned = False
-        self._warned = False
+        self._failed_at = float("-inf")
         self._reader: Reader | None = None
 
     # -- reading ----------------------------------------------------------------------------------
@@ -56,8 +61,8 @@ class Kept:
     def view(self) -> RunView | None:
         """The run's VIEW, current for this job's reports (see the module docstring)."""
         session = self.run.session
-        if self._pinned:
-            return self._view
+        if self._pinned or self.clock() - self._failed_at < self.run.retry_interval_s:
+            return self._view  # pinned, or Kafka failed us lately: as the outbox, try again later
         if session is None:
             if self.clock() - self._read_at >= MAX_AGE_S:
                 self._read(lambda reader: reader.view(self.run.run_id))
@@ -86,24 +91,20 @@ class Kept:
     def _read(self, read: Callable[[Reader], RunView | None]) -> None:
         try:
             if self._reader is None:
-                reader = Reader(
-                    bootstrap_servers=self.run.bootstrap_servers,
-                    topics=Topics(state=self.run.state_topic),
-                    connection=self.run.connection,
-                )
-                reader.start()
-                self._reader = reader
-            self._view, self._read_at, self._warned = read(self._reader) or self._view, self.clock(), False
+                self._reader = self.open_reader()
+            self._view, self._read_at = read(self._reader) or self._view, self.clock()
+            self._failed_at = float("-inf")
         except (KafkaIOError, ClientError) as exc:
             self.close()
-            if not self._warned:
+            if self._failed_at == float("-inf"):
                 log.warning(
                     "event=%s_view_unread run=%r message=%r",
                     self.run.framework,
                     self.run.run_id,
-                    f"could not read the run's VIEW ({exc}); answering from the last one read",
+                    f"could not read the run's VIEW ({exc}); answering from the last one read, trying again "
+                    f"every {self.run.retry_interval_s:g} s",
                 )
-            self._warned = True
+            self._failed_at = self.clock()
 
     def current(self) -> bool:
         """Whether `view()` now counts every report this job sent (False while Kafka holds some back)."""
@@ -115,6 +116,15 @@ class Kept:
             and not self.run.undelivered
             and self._counted >= session.committed_before + session.reports
         )
+
+    def _open(self) -> Reader:
+        reader = Reader(
+            bootstrap_servers=self.run.bootstrap_servers,
+            topics=Topics(state=self.run.state_topic),
+            connection=self.run.connection,
+        )
+        reader.start()
+        return reader
 
     def cached(self) -> RunView | None:
         """The VIEW as last read, without reading."""
