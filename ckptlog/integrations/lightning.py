@@ -13,9 +13,10 @@ ckptlog's rules beyond Lightning's, e.g. `keep_every_n_steps`). What changes:
 - **ckptlog decides what stays.** `save_top_k`, `monitor` and `mode` become the run's `num_to_keep`,
   score attribute and order (`save_top_k=-1`: keep every one). Lightning writes a checkpoint at
   every trigger it would consider (not only those that enter its top k) and deletes none; each file
-  is reported once Lightning has written it (on the global-zero process), and ckptlog deletes what
-  it evicts. ckptlog also keeps the latest checkpoint, which Lightning drops when it does not rank:
-  one INFO line says so at the start. Lightning's own `last` file (`save_last`) stays Lightning's.
+  is reported once Lightning has written it (with `AsyncCheckpointIO`, once its thread has: at a
+  later save or at the end of `fit`), from the global-zero process, and ckptlog deletes what it
+  evicts. ckptlog also keeps the latest checkpoint, which Lightning drops when it does not rank: one
+  INFO line says so at the start. Lightning's own `last` file (`save_last`) stays Lightning's.
 - **Lightning asks ckptlog.** `best_model_path`, `best_model_score`, `best_k_models`,
   `kth_best_model_path` and `kth_value` answer from the run's VIEW (ckptlog/integrations/kept.py),
   so do `trainer.validate(ckpt_path="best")` and `ckpt_path="last"` (the VIEW's latest).
@@ -25,6 +26,7 @@ ckptlog's rules beyond Lightning's, e.g. `keep_every_n_steps`). What changes:
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 from collections.abc import Iterator
@@ -32,22 +34,35 @@ from contextlib import contextmanager
 from typing import Any
 
 from ckptlog.client.connect import Connection
-from ckptlog.client.errors import ClientError
 from ckptlog.client.views import ReportedCheckpoint, RunView
+from ckptlog.integrations.inflight import InFlight
 from ckptlog.integrations.kept import Kept, retention_note, score
-from ckptlog.integrations.metrics import plain_metrics
 from ckptlog.integrations.session import TrainerRun, local_path, split_options, top
 
 try:
     import torch
     from lightning.pytorch import LightningModule, Trainer
     from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.plugins.io import AsyncCheckpointIO
     from lightning.pytorch.utilities import rank_zero_info
 except ImportError as exc:  # pragma: no cover - exercised only without Lightning
     raise ImportError("ckptlog.integrations.lightning needs Lightning 2: pip install 'ckptlog[lightning]'") from exc
 
 __all__ = ["CkptlogModelCheckpoint"]
 log = logging.getLogger(__name__)
+
+
+def written(trainer: Trainer) -> concurrent.futures.Future[None] | None:
+    """With `AsyncCheckpointIO`, a future that completes once the save just submitted has (its one
+    worker saves in order) and fails if a save failed; None when the save is complete already."""
+    io = trainer.strategy.checkpoint_io
+    executor = getattr(io, "_executor", None) if isinstance(io, AsyncCheckpointIO) else None
+    return executor.submit(_raise_save_error, io) if executor is not None else None
+
+
+def _raise_save_error(io: AsyncCheckpointIO) -> None:
+    if io._error is not None:
+        raise io._error
 
 
 class CkptlogModelCheckpoint(ModelCheckpoint):
@@ -69,6 +84,7 @@ class CkptlogModelCheckpoint(ModelCheckpoint):
         self._lightning: dict[str, Any] = {}  # what Lightning set of the attributes answered from the VIEW
         self._cached_only = False
         self._reported: set[str] = set()
+        self.inflight = InFlight(self.ckptlog)
         super().__init__(*args, **kwargs)
         if self.save_top_k == 0:
             raise ValueError(
@@ -96,7 +112,10 @@ class CkptlogModelCheckpoint(ModelCheckpoint):
         """Send what waits, then hand every process the run's final VIEW."""
         view: RunView | None = None
         if self.ckptlog.started:
-            self.ckptlog.close()
+            try:
+                self.inflight.wait()
+            finally:
+                self.ckptlog.close()
             view = self.kept.view()
         self.kept.pin(trainer.strategy.broadcast(view))
 
@@ -113,8 +132,11 @@ class CkptlogModelCheckpoint(ModelCheckpoint):
         """Training stopped early: send what waits, leave the run open (a resumed fit goes on with it)."""
         if self.ckptlog.started:
             try:
-                self.ckptlog.close(finished=False)
-            except ClientError:
+                try:
+                    self.inflight.wait()
+                finally:
+                    self.ckptlog.close(finished=False)
+            except Exception:  # the training's own exception is the one to see; this one is logged
                 log.exception("event=lightning_reports_undelivered run=%r", self.ckptlog.run_id)
 
     # -- saving: every candidate, reported; removal is ckptlog's ------------------------------------
@@ -136,7 +158,7 @@ class CkptlogModelCheckpoint(ModelCheckpoint):
     def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
         super()._save_checkpoint(trainer, filepath)
         if filepath != self.last_model_path and self.ckptlog.started:  # Lightning's `last` copy is its own
-            self.ckptlog.report(plain_metrics(self._monitor_candidates(trainer)), filepath)
+            self.inflight.add(filepath, self._monitor_candidates(trainer), written(trainer))
             self._reported.add(filepath)
 
     def _remove_checkpoint(self, trainer: Trainer, filepath: str) -> None:

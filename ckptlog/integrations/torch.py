@@ -26,13 +26,12 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
 from types import TracebackType
 from typing import Any, Literal, Unpack
 
 from ckptlog.client.connect import Connection
+from ckptlog.integrations.inflight import InFlight
 from ckptlog.integrations.kept import Kept, retention_note
-from ckptlog.integrations.metrics import plain_metrics
 from ckptlog.integrations.session import RunOptions, TrainerRun
 
 try:
@@ -74,7 +73,7 @@ class CkptlogCheckpoints:
             run_id, "torch", bootstrap_servers=bootstrap_servers, connection=connection, **options
         )
         self.kept = Kept(self.ckptlog)
-        self.pending: deque[tuple[str, dict[str, Any], Any]] = deque()  # (path, metrics, future), in save order
+        self.inflight = InFlight(self.ckptlog)
 
     def start(self) -> CkptlogCheckpoints:
         """Announce the run (rank 0; a run with earlier reports goes on as its next worker group)."""
@@ -89,26 +88,16 @@ class CkptlogCheckpoints:
 
     def saved(self, path: str, metrics: dict[str, Any], *, future: Any = None) -> None:
         """`path` was written (or, with `future`, is being written); report it once complete."""
-        if not self.ckptlog.started:
-            return
-        self.pending.append((path, plain_metrics(metrics), getattr(future, "upload_completion", future)))
-        self.poll()
+        if self.ckptlog.started:
+            self.inflight.add(path, metrics, future)
 
     def poll(self) -> None:
         """Report every save that is complete and follows only complete ones."""
-        while self.pending and (self.pending[0][2] is None or self.pending[0][2].done()):
-            self._report(self.pending.popleft())
+        self.inflight.poll()
 
     def wait(self) -> None:
-        """Wait for every save in flight, then report it."""
-        while self.pending:
-            self._report(self.pending.popleft())
-
-    def _report(self, save: tuple[str, dict[str, Any], Any]) -> None:
-        path, metrics, future = save
-        if future is not None:
-            future.result()  # a failed save raises here and is not reported
-        self.ckptlog.report(metrics, path)
+        """Wait for every save in flight, reporting each."""
+        self.inflight.wait()
 
     def close(self, finished: bool = True) -> None:
         """Wait for the saves in flight, send what waits; `finished` with `finish=True` ends the run."""

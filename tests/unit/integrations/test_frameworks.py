@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ckptlog.client.views import RunView
+from ckptlog.integrations.inflight import InFlight
 from ckptlog.integrations.metrics import plain_metrics
 from ckptlog.integrations.session import split_options
 
@@ -251,27 +252,26 @@ class Recording:
         self.closed = finished
 
 
-def test_torch_reports_async_saves_once_complete_and_in_save_order() -> None:
-    from ckptlog.integrations.torch import CkptlogCheckpoints
-
-    checkpoints = CkptlogCheckpoints("r", "/r", num_to_keep=2)
-    run = checkpoints.ckptlog = Recording()  # type: ignore[assignment]
+def test_async_saves_are_reported_once_complete_and_in_save_order() -> None:
+    run = Recording()
+    inflight = InFlight(run)
     first, second = concurrent.futures.Future[None](), concurrent.futures.Future[None]()
-    checkpoints.saved("/r/0", {"loss": np.float64(1.0)}, future=first)
-    checkpoints.saved("/r/1", {"loss": 0.5}, future=second)
+    inflight.add("/r/0", {"loss": np.float64(1.0)}, first)
+    inflight.add("/r/1", {"loss": 0.5}, second)
     second.set_result(None)
-    checkpoints.poll()
+    inflight.poll()
     assert run.reports == []  # step 1 is complete, but step 0 is not: nothing yet, never out of order
     first.set_result(None)
-    checkpoints.saved("/r/2.pt", {"loss": 0.2})  # complete when given (torch.save)
+    inflight.add("/r/2.pt", {"loss": 0.2})  # complete when given (torch.save)
     assert run.reports == [("/r/0", {"loss": 1.0}), ("/r/1", {"loss": 0.5}), ("/r/2.pt", {"loss": 0.2})]
 
 
-def test_torch_a_failed_async_save_raises_and_is_never_reported() -> None:
+def test_torch_a_failed_async_save_raises_at_close_and_is_never_reported() -> None:
     from ckptlog.integrations.torch import CkptlogCheckpoints
 
     checkpoints = CkptlogCheckpoints("r", "/r")
-    run = checkpoints.ckptlog = Recording()  # type: ignore[assignment]
+    run = Recording()
+    checkpoints.ckptlog, checkpoints.inflight = run, InFlight(run)  # type: ignore[assignment]
 
     class Response:  # dcp's AsyncSaveResponse: upload_completion is what counts
         staging_completion = concurrent.futures.Future[None]()
@@ -285,3 +285,35 @@ def test_torch_a_failed_async_save_raises_and_is_never_reported() -> None:
     with pytest.raises(OSError, match="disk full"):
         checkpoints.close()
     assert run.reports == [] and run.closed is True
+
+
+def test_lightning_async_checkpoint_io_is_written_only_once_its_thread_saved(tmp_path: Path) -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from lightning.pytorch.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
+
+    from ckptlog.integrations.lightning import written
+
+    release = threading.Event()
+
+    class Slow(TorchCheckpointIO):
+        def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+            release.wait(10)
+            super().save_checkpoint(checkpoint, path, storage_options)
+
+    io = AsyncCheckpointIO(Slow())
+    trainer = SimpleNamespace(strategy=SimpleNamespace(checkpoint_io=io))
+    io.save_checkpoint({"step": 1}, tmp_path / "epoch=1.ckpt")
+    future = written(trainer)  # type: ignore[arg-type]
+    assert future is not None and not future.done()
+    release.set()
+    future.result(timeout=10)
+    assert (tmp_path / "epoch=1.ckpt").is_file()
+    io._error = OSError("disk full")  # a save failed in the thread: the next written() fails with it
+    failed = written(trainer)  # type: ignore[arg-type]
+    with pytest.raises(OSError, match="disk full"):
+        failed.result(timeout=10)  # type: ignore[union-attr]
+    io._error = None
+    io.teardown()
+    assert written(SimpleNamespace(strategy=SimpleNamespace(checkpoint_io=Slow()))) is None  # type: ignore[arg-type]
