@@ -163,6 +163,11 @@ def check_options(options: Mapping[str, Any], owner: str) -> None:
         raise TypeError(f"{owner} got unexpected keyword arguments {unknown}; see docs/integrations.md")
 
 
+def split_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take ckptlog's keyword arguments (RunOptions and the rules) out of `kwargs`, which keeps the framework's."""
+    return {key: kwargs.pop(key) for key in list(kwargs) if key in RunOptions.__annotations__ or key in _RULES}
+
+
 def read_view(
     run_id: str, bootstrap_servers: str | None, connection: Connection | None, state_topic: str
 ) -> RunView | None:
@@ -231,6 +236,11 @@ class TrainerRun:
     @property
     def started(self) -> bool:
         return self._outbox is not None
+
+    @property
+    def undelivered(self) -> int:
+        """Events waiting in the outbox for Kafka."""
+        return len(self._outbox.pending) if self._outbox is not None else 0
 
     def report(self, metrics: Mapping[str, Any], path: str | None) -> None:
         """A checkpoint the framework has finished writing (or metrics alone), through the outbox."""
