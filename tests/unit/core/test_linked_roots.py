@@ -27,7 +27,7 @@ SEEN = f"{ROOT}/l is a symlink (to '/elsewhere')"
 
 
 def fact(run: str = "r", root: str = ROOT_R, **kw: Any) -> bytes:
-    return f.line("root_refused", run, {"storage_path": root, "reason": SEEN}, source="ckptlog/processor", **kw)
+    return f.root_refused(run, root, SEEN, **kw)
 
 
 def apply(fold: Fold, raw: bytes) -> Effects:
