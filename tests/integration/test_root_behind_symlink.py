@@ -104,6 +104,17 @@ def checkpoints(root: Path, *names: str) -> list[str]:
     return [f"{root}/{name}" for name in names]
 
 
+async def until_started(config: Path, run: str, root: Path, timeout_s: float = 90.0) -> None:
+    """`start-run RUN ROOT --keep 1 --confirm`, again while the processor's group has no coordinator yet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = await asyncio.to_thread(cli, config, "start-run", run, str(root), "--keep", "1", "--confirm")
+        if done.returncode == 0:
+            return
+        assert "GroupCoordinatorNotAvailable" in done.stderr and time.monotonic() < deadline, done.stderr
+        await asyncio.sleep(1)
+
+
 def rejections(config: Path, run: str) -> list[dict[str, Any]]:
     out = cli(config, "rejections", run, "--json")
     assert out.returncode == 0, out.stderr
@@ -125,6 +136,9 @@ async def test_a_run_behind_a_symlink_is_refused_at_once_and_nothing_under_the_t
     before = tree(target)
     processor(config)
 
+    # a clean run beside them, started first: its confirmation also waits for the processor's group
+    await until_started(config, "ok", runs / "real" / "ok")
+
     # the sender is told at once: the run_started's confirmation fails with the reason
     started = await asyncio.to_thread(
         cli, config, "start-run", "linked", str(runs / "link" / "linked"), "--keep", "1", "--confirm"
@@ -137,15 +151,10 @@ async def test_a_run_behind_a_symlink_is_refused_at_once_and_nothing_under_the_t
     lines += [f.report("fast", {"i": i}, Path(p).as_uri(), event_id=f"fast-{i}") for i, p in enumerate(fast)]
     await produce(conn_of(settings), [event_record(settings.input_topic, line) for line in lines])
 
-    # a clean run beside them: its eviction is deleted (the deleter is at work)
-    for args in (
-        ("start-run", "ok", str(runs / "real" / "ok"), "--keep", "1"),
-        ("report", "ok", "--checkpoint", ok[0]),
-    ):
-        done = await asyncio.to_thread(cli, config, *args, "--confirm")
+    # the clean run's eviction is deleted (the deleter is at work)
+    for path in ok:
+        done = await asyncio.to_thread(cli, config, "report", "ok", "--checkpoint", path, "--confirm")
         assert done.returncode == 0, done.stderr
-    done = await asyncio.to_thread(cli, config, "report", "ok", "--checkpoint", ok[1], "--confirm")
-    assert done.returncode == 0, done.stderr
     await until(lambda: not Path(ok[0]).exists())
 
     # every later event of the refused runs is dead-lettered with the reason
