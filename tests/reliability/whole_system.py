@@ -183,7 +183,7 @@ class Stream:
                     f"`ckptlog fold --workers 2` differs from --workers 1 on partition {partition}: "
                     f"{checks.fold_difference(one.out, two.out)}"
                 )
-            checks.model_of(partition, json.loads(one.out), offsets, left_out, model)
+            checks.model_of(partition, json.loads(one.out), offsets, left_out, model, expected[partition][0])
         return model, found
 
     def base_args(self, command: str, *rest: str) -> list[str]:
