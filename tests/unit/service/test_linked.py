@@ -140,3 +140,25 @@ async def test_a_replay_after_the_link_was_removed_rebuilds_the_same_state(bound
             run != "r" or deletion_problem(again.fold.runs.get(run), path) == "the run is not in this partition's state"
         )
     assert again.fold.owed() == first.fold.owed() and not [d for d in again.fold.owed() if d.run_id == "r"]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["file://{b}//l/./r/", "local://{b}/l/r", "{b}/l/r", "{b}/l/r//", "file://{b}/real/../l/r", "file://{b}/l%2Fr"],
+)
+async def test_hostile_spellings_of_a_root_behind_the_link(bound: Path, spelling: str) -> None:
+    """A spelling the fold canonicalises is looked at as its canonical root; one it refuses (`..`, an
+    escape) is never registered, so never looked at: its run_started is dead-lettered by the fold."""
+    raw = f.started("r", spelling.format(b=bound), event_id="start-r")
+    task, publisher, _, _ = make_task(bound.parent / "t", fold=fold_for(bound))
+    await task.process(records([raw]))
+    await idle(task)
+    out = committed(publisher)
+    letters = [dict(o.headers) for o in out if o.topic == "d"]
+    if ".." in spelling or "%" in spelling:
+        assert [(h[H_REASON], h[H_STAGE]) for h in letters] == [(b"unsafe_storage_root", b"fold")]
+        assert not [o for o in out if o.topic == "in"]
+        return
+    (fact,) = [json.loads(o.value or b"") for o in out if o.topic == "in"]
+    assert fact["data"]["storage_path"] == f"file://{bound}/l/r"
+    assert [(h[H_REASON], h[H_STAGE]) for h in letters] == [(b"root_behind_symlink", b"storage")]
