@@ -152,7 +152,8 @@ class Stream:
         s, conn = self.system.settings, self.system.conn
         replayed = replay(records, s, set(self.system.tree.written))
         found = await check_outputs(conn, s, replayed, exactly_once=True)
-        marks, _ = await check_watermarks(conn, s, model.views, self.gen.reused, self.gen.finished)
+        gone = self.gen.finished | {run for _, run in model.linked}  # retired, or refused for a link: in no view
+        marks, _ = await check_watermarks(conn, s, model.views, self.gen.reused, gone)
         return [f"{problem} (crash_checks)" for problem in found + marks]
 
     def reader_views(self) -> dict[str, object]:
