@@ -120,4 +120,6 @@ async def look(claims: Sequence[Claim], outer: str | None, timeout_s: float = LO
             bound,
             timeout_s,
         )
-        return {}
+    except Exception:  # a fault of the look itself: no fact, and the batch commits (the walk stays the safety)
+        log.exception("event=root_look_failed roots=%d bound=%r: these roots are not looked at", len(local), bound)
+    return {}

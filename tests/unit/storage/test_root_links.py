@@ -152,3 +152,13 @@ async def test_a_link_made_after_the_look_still_stops_every_deletion(base: Path)
     assert tree(base) == before
     assert deleter.outstanding == frozenset() and len(refused) == 1 and "symlink" in refused[0][1]
     assert await look([(root, "r1")], url(base)) != {}  # a look now would see it
+
+
+async def test_a_look_that_fails_writes_no_fact_and_does_not_raise(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (base / "bound/l").symlink_to(base / "outside", target_is_directory=True)
+
+    def broken(claims: list[tuple[str, str]], outer: str) -> dict[tuple[str, str], str]:
+        raise ValueError("a fault of the look")
+
+    monkeypatch.setattr(links, "links_on_the_way", broken)
+    assert await look([(url(base, "l/r2"), "r2")], url(base)) == {}
