@@ -145,6 +145,11 @@ class DeletionCompletedData(_Data, frozen=True):
     refused: Refusals = []
 
 
+class RootRefusedData(_Data, frozen=True):
+    storage_path: NonEmpty
+    reason: str
+
+
 class _Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="type"):
     """CloudEvents 1.0 attributes; the event type is the Struct's tag."""
 
@@ -189,6 +194,10 @@ class RunFinished(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_finishe
 
 class RunForgotten(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_forgotten.v1"):
     data: RunForgottenData
+
+
+class RootRefused(_Envelope, frozen=True, kw_only=True, tag="ckptlog.root_refused.v1"):
+    data: RootRefusedData
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +251,7 @@ INPUT_KINDS: tuple[InputKind, ...] = (
     ),
     InputKind(models.RunFinished, RunFinished, "lifecycle.run_finished"),
     InputKind(models.RunForgotten, RunForgotten, "lifecycle.run_forgotten"),
+    InputKind(models.RootRefused, RootRefused, "lifecycle.root_refused"),
 )
 """The input table: every input event kind this build reads. Everything below is derived from it."""
 

@@ -186,6 +186,16 @@ class DeletionCompletedData(BaseModel):
         return self
 
 
+class RootRefusedData(BaseModel):
+    """Internal: written by the processor when it found a run's root reached through a symlink
+    below `--storage-root` (contract §9 *Roots behind a symlink*): `storage_path` is the root as
+    registered (canonical), `reason` what the processor saw (which path is a link, to where)."""
+
+    model_config = _STRICT
+    storage_path: NonEmpty
+    reason: str
+
+
 class Envelope(BaseModel):
     """CloudEvents 1.0 structured mode. Extension attributes are kept and otherwise ignored."""
 
@@ -258,3 +268,8 @@ class RunForgotten(Envelope):
 class DeletionCompleted(Envelope):
     type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
+
+
+class RootRefused(Envelope):
+    type: Literal["ckptlog.root_refused.v1"]
+    data: RootRefusedData

@@ -29,6 +29,7 @@ class Reason(StrEnum):
     RUN_REFUSED = "run_refused"
     RUN_FINISHED = "run_finished"
     DELETIONS_OWED = "deletions_owed"
+    ROOT_BEHIND_SYMLINK = "root_behind_symlink"
     INTERNAL_ERROR = "internal_error"
 
 

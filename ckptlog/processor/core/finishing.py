@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
+from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RootRefused, RunFinished, RunForgotten
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import NOTHING, Deletion, Effects, Output, evicted, rejected, warning, watermark
@@ -39,9 +39,9 @@ def finished_rejection(run_id: str, event_type: str) -> Rejection:
 
 
 def after_retired(run_id: str, event: DecodedEvent) -> Effects:
-    """An event for a run that finished and left the hot state: a repeated finish and a late
-    settlement change nothing; anything else is refused (`run_finished`)."""
-    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten):
+    """An event for a run that finished and left the hot state: a repeated finish, a late
+    settlement and a late root fact (contract §9) change nothing; anything else is refused (`run_finished`)."""
+    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten | RootRefused):
         return NOTHING
     return rejected(finished_rejection(run_id, event.type))
 

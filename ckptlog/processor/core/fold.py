@@ -26,6 +26,7 @@ from ckptlog.events.decoded import (
     DecodedEvent,
     DeletionCompleted,
     Report,
+    RootRefused,
     RunFinished,
     RunForgotten,
     RunStarted,
@@ -36,7 +37,7 @@ from ckptlog.events.outputs import CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHAN
 from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.events.rejections import Rejection
 from ckptlog.events.rules import validation_without_checkpoint
-from ckptlog.processor.core import finishing, lifecycle
+from ckptlog.processor.core import finishing, lifecycle, linked_roots
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import (
     DUPLICATE,
@@ -63,8 +64,9 @@ from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import CheckpointRecord, FoldSettings, RunState, implicit_root, new_run, root_prefix
 
 _NEG_INF = -math.inf
-_ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
-_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finished run still takes
+# what a refused run may still receive: a corrected start, settlements (and a stale root fact: a no-op)
+_ALWAYS = (RunStarted, DeletionCompleted, RootRefused)
+_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten, RootRefused)  # what a finished run still takes
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (ckptlog/events/outputs.py)
 _REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
@@ -89,6 +91,7 @@ class Fold:
         refused: dict[str, str] | None = None,
         root_history: bool = False,
         finished: dict[str, str] | None = None,
+        symlinked: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
@@ -105,6 +108,11 @@ class Fold:
         for run_id, root in self.finished.items():
             if root:
                 self.roots.add(root, run_id)
+        # runs refused because their root is reached through a symlink: run id -> their root, still
+        # registered (contract §9 *Roots behind a symlink*; ckptlog/processor/core/linked_roots.py)
+        self.symlinked: dict[str, str] = symlinked if symlinked is not None else {}
+        for run_id, root in self.symlinked.items():
+            self.roots.add(root, run_id)
         self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
@@ -130,6 +138,8 @@ class Fold:
         if run is None:
             if self.finished and subject in self.finished:
                 return finishing.after_retired(subject, event)
+            if self.symlinked and subject in self.symlinked:
+                return linked_roots.after_symlinked(subject, self.symlinked[subject], event)
         elif event.id in run.seen_set:
             return DUPLICATE
         elif run.finished is not None and event.__class__ not in _AFTER_FINISH:

@@ -29,6 +29,11 @@ settings gained `finished_runs_kept`, and the order of `finished` is data (retir
 oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
 default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
+
+Schema version 6 added the runs refused because their root is reached through a symlink below
+`--storage-root` (contract §9 *Roots behind a symlink*): `symlinked`, run id -> canonical root,
+beside `runs`, `refused` and `finished`. A version 3 to 5 snapshot has none: its build did not
+know the `root_refused` fact (it refused it as `unknown_type`), so its log refused no run for a link.
 """
 
 from __future__ import annotations
@@ -60,8 +65,9 @@ if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 5
-RESTORABLE = (3, 4, 5)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound
+SCHEMA_VERSION = 6
+# the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without symlinked
+RESTORABLE = (3, 4, 5, 6)
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -75,12 +81,20 @@ class Snapshot:
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
     finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
+    symlinked: dict[str, str] = field(default_factory=dict)  # runs refused for a link to their root -> root
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
     """The snapshot of everything `fold` holds, to resume at `next_offset`."""
     return Snapshot(
-        topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused, finished=fold.finished
+        topic,
+        partition,
+        next_offset,
+        fold.settings,
+        fold.runs,
+        refused=fold.refused,
+        finished=fold.finished,
+        symlinked=fold.symlinked,
     )
 
 
@@ -123,6 +137,7 @@ def encode(snapshot: Snapshot) -> bytes:
         "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
         "refused": snapshot.refused,
         "finished": snapshot.finished,
+        "symlinked": snapshot.symlinked,
     }
     encoded = canonical(body)
     # canonical() of the envelope, without encoding the body a second time: its keys come in
@@ -310,6 +325,9 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
+    symlinked = body.get("symlinked", {})  # absent before schema 6
+    if not isinstance(symlinked, dict) or not all(isinstance(v, str) and v for v in symlinked.values()):
+        raise ValueError("symlinked must map run ids to roots")
     return Snapshot(
         body["topic"],
         int(body["partition"]),
@@ -319,4 +337,5 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
         body["processor_version"],
         dict(refused),
         dict(finished),
+        dict(symlinked),
     )

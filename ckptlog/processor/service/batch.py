@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ckptlog.events.codec import decode_event
-from ckptlog.events.decoded import DecodedEvent, RunForgotten
+from ckptlog.events.decoded import DecodedEvent, RootRefused, RunForgotten, RunStarted
 from ckptlog.events.outputs import WATERMARK
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.events.state import H_INPUT_OFFSET
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 _WATERMARK = WATERMARK.name
+_NOTED = frozenset({RunStarted, RunForgotten, RootRefused})  # the applied events the batch notes beyond their outputs
 Marks = dict[str, tuple[int, int, Output]]
 """Run id -> the batch's last watermark of the run: (input offset, sequence, output) (contract §4)."""
 
@@ -38,6 +39,7 @@ class Batch:
     deletions: list[Deletion] = field(default_factory=list)
     claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
     retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
+    started: dict[str, InputRecord] = field(default_factory=dict)  # run id -> its first run_started applied
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -55,6 +57,8 @@ class Batch:
         self.deletions.extend(other.deletions)
         self.claims.extend(other.claims)
         self.retired.extend(other.retired)
+        for run_id, record in other.started.items():
+            self.started.setdefault(run_id, record)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -113,9 +117,6 @@ class BatchFolder:
                 batch.duplicates += 1
                 continue
             applied += 1
-            if live and kind is RunForgotten:
-                changed.pop(event.subject, None)
-                forgotten[event.subject] = self.fold.leaving.get(event.subject)
             if live:
                 outputs = effects.outputs
                 if outputs:
@@ -143,6 +144,8 @@ class BatchFolder:
                     deletions.extend(effects.deletions)
                 if self.fold.leaving:
                     self._retired(batch)
+                if kind in _NOTED:
+                    self._noted(kind, event.subject, record, batch, changed, forgotten)
         batch.applied += applied
         if self.fold.roots.fresh:
             claimed = self.fold.roots.claimed()
@@ -166,8 +169,32 @@ class BatchFolder:
         return batch
 
     def _retired(self, batch: Batch) -> None:
-        """The roots of the runs the last event retired: their retired claims (storage/claims.py)."""
-        batch.retired.extend((run.root, run.run_id) for run in self.fold.leaving.values() if run.storage_root)
+        """The roots of the runs the last event retired: their retired claims (storage/claims.py). A run
+        refused for a link to its root gets none: no walk goes through the link (contract §9)."""
+        symlinked = self.fold.symlinked
+        batch.retired.extend(
+            (run.root, run.run_id)
+            for run in self.fold.leaving.values()
+            if run.storage_root and run.run_id not in symlinked
+        )
+
+    def _noted(
+        self,
+        kind: type,
+        run_id: str,
+        record: InputRecord,
+        batch: Batch,
+        changed: dict[str, RunState],
+        gone: dict[str, RunState | None],
+    ) -> None:
+        """An applied run_started, run_forgotten or root_refused of a live record: the first run_started
+        of each run (its dead letter, should its root be found behind a link: service/linked.py); a run
+        whose state left (forgotten, refused for a link: contract §3, §9) has its VIEW tombstoned."""
+        if kind is RunStarted:
+            batch.started.setdefault(run_id, record)
+        elif kind is RunForgotten or run_id in self.fold.leaving:  # a root_refused that refused the run
+            changed.pop(run_id, None)
+            gone[run_id] = self.fold.leaving.get(run_id)
 
     def _watermarks(self, marks: Marks, out: list[OutRecord], counts: dict[str, int]) -> None:
         """The batch's one watermark per run (contract §4): the one the run's last change in the batch

@@ -22,6 +22,7 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.errors import ServiceError
 from ckptlog.processor.service.lifecycle import Partition
+from ckptlog.processor.service.linked import refuse_linked
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.restore import Restored
@@ -67,8 +68,9 @@ class CommitCycle:
     1. fold: decode and apply the records (`BatchFolder`). Records below `publish_from` (published
        by an earlier owner) only rebuild state; just before the first one at or above it the fold
        equals the durable state, and `on_caught_up` is called;
-    2. outputs: the batch's records (outputs, run views, dead letters) plus the extra outputs
-       waiting (`checkpoints_missing`);
+    2. outputs: the batch's records (outputs, run views, dead letters), the facts of the roots it
+       registered that a symlink leads to (and their run_starteds' dead letters: service/linked.py),
+       plus the extra outputs waiting (`checkpoints_missing`);
     3. commit: exactly_once, one transaction with the consumed offset; at_least_once, publish
        (every record acknowledged) then commit the offset (`Publisher.commit`). A failure marks
        the cycle `broken`: the fold ran ahead of what is durable, so the partition must be
@@ -143,7 +145,8 @@ class CommitCycle:
             )
             return
         self.folded_offset = next_offset = records[-1].offset + 1
-        if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
+        if batch.claims:  # the roots it registered: looked at for a link, then claimed, before the commit (§9)
+            await refuse_linked(batch, self.folder.factory, self.fold.settings.outer_root)
             self.deleter.claim_many(batch.claims, str(self.pid))
         if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
             self.deleter.claim_many(batch.retired, str(self.pid), retired=True)

@@ -219,8 +219,12 @@ class PartitionTask:
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
-        finished, source = self.fold.finished, str(self.pid)
-        live = [(root, run_id) for root, run_id in self.fold.roots.owners.items() if finished.get(run_id) != root]
+        finished, symlinked, source = self.fold.finished, self.fold.symlinked, str(self.pid)
+        live = [  # a run refused for a link to its root gets no claim: no walk goes through the link (§9)
+            (root, run_id)
+            for root, run_id in self.fold.roots.owners.items()
+            if finished.get(run_id) != root and run_id not in symlinked
+        ]
         self.deleter.claim_many(live, source)  # any an earlier owner did not write
         retired = [(root, run_id) for run_id, root in finished.items() if root]
         self.deleter.claim_many(retired, source, retired=True)  # and the finished runs' retired claims

@@ -168,6 +168,7 @@ PINNED: dict[str, Any] = {
     },
     "refused": {},
     "finished": {},
+    "symlinked": {},
     "settings": {
         "dedup_window": 4096,
         "finished_runs_kept": 10_000,
