@@ -118,3 +118,7 @@ def finished(run: str = "r", keep: str | None = None, **kw: Any) -> bytes:
 
 def forgotten(run: str = "r", **kw: Any) -> bytes:
     return line("run_forgotten", run, {}, **kw)
+
+
+def reopened(run: str = "r", **kw: Any) -> bytes:
+    return line("run_reopened", run, {}, **kw)

@@ -15,7 +15,7 @@ from ckptlog.events.decoded import DeletionCompleted, RunStarted, WorkerGroupRes
 from ckptlog.events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.events.rejections import Rejection
-from ckptlog.processor.core import finishing
+from ckptlog.processor.core import finishing, reopening
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.nesting import Nesting
 from ckptlog.processor.core.outputs import NOTHING, Effects, Output, output, rejected, warning, watermark
@@ -248,6 +248,8 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
 
 
 # The finished-run handlers the input table names (ckptlog/events/decoded.py `INPUT_KINDS`: "lifecycle.run_finished",
-# "lifecycle.run_forgotten"); they live in ckptlog/processor/core/finishing.py.
+# "lifecycle.run_forgotten", "lifecycle.run_reopened"); they live in ckptlog/processor/core/finishing.py and
+# reopening.py.
 run_finished = finishing.run_finished
 run_forgotten = finishing.run_forgotten
+run_reopened = reopening.run_reopened

@@ -29,6 +29,12 @@ settings gained `finished_runs_kept`, and the order of `finished` is data (retir
 oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
 default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
+
+Schema version 6 added reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its
+reopen count) and `retired` beside `finished` (run id -> the state of a retired run whose record is
+kept, without its dedup window; a subset of `finished`, in its order). A version 3 to 5 snapshot is
+restored as is: its retired runs kept no state, so a reopen of one is refused (`not_reopenable`),
+and its runs have never been reopened (the type was `unknown_type` to the builds writing them).
 """
 
 from __future__ import annotations
@@ -60,8 +66,9 @@ if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 5
-RESTORABLE = (3, 4, 5)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound
+SCHEMA_VERSION = 6
+RESTORABLE = (3, 4, 5, 6)  # decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without
+# the retired runs' state
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -75,12 +82,20 @@ class Snapshot:
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
     finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
+    retired: dict[str, RunState] = field(default_factory=dict)  # of those, the reopenable ones -> state
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
     """The snapshot of everything `fold` holds, to resume at `next_offset`."""
     return Snapshot(
-        topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused, finished=fold.finished
+        topic,
+        partition,
+        next_offset,
+        fold.settings,
+        fold.runs,
+        refused=fold.refused,
+        finished=fold.finished,
+        retired=fold.retired,
     )
 
 
@@ -123,6 +138,7 @@ def encode(snapshot: Snapshot) -> bytes:
         "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
         "refused": snapshot.refused,
         "finished": snapshot.finished,
+        "retired": {run_id: run_out(run) for run_id, run in snapshot.retired.items()},
     }
     encoded = canonical(body)
     # canonical() of the envelope, without encoding the body a second time: its keys come in
@@ -248,6 +264,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "evictions": run.evictions,
         **{name: run.rule_state.get(name) for name in _RULE_STATES},
         "finished": run.finished,
+        "reopened": run.reopened,
     }
 
 
@@ -287,6 +304,10 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     if finished not in (None, "kept", "best"):
         raise ValueError(f"run {run_id!r}: finished is {finished!r}")
     run.finished = finished
+    reopened = d.get("reopened", 0)  # absent before schema 6
+    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
+        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
+    run.reopened = reopened
     run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
     return run
@@ -310,6 +331,9 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
+    retired = {run_id: _run_in(run_id, d) for run_id, d in body.get("retired", {}).items()}  # absent before 6
+    if any(run_id not in finished or run.finished is None for run_id, run in retired.items()):
+        raise ValueError("retired holds a run with no finished record, or one not finished")
     return Snapshot(
         body["topic"],
         int(body["partition"]),
@@ -319,4 +343,5 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
         body["processor_version"],
         dict(refused),
         dict(finished),
+        retired,
     )

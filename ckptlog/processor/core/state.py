@@ -95,6 +95,7 @@ class RunState:
     rule_state: dict[str, Any] = field(default_factory=dict)
     preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
     finished: str | None = None  # run_finished's `keep` once the run finished (contract §3 "Finished runs")
+    reopened: int = 0  # run_reopened events applied: the run's epoch, which its finish and reopen ids name
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
     rules: tuple[RetentionRule, ...] = field(init=False)  # the retention rules beyond Ray its config sets

@@ -32,7 +32,7 @@ from ckptlog.processor.core.state import FoldSettings, RunState
 from ckptlog.processor.explain.story import Step, effects_of, rejected, step_of
 from ckptlog.processor.foldfile import roots_nest
 
-_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished: a harmless extra)
+_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished, run_reopened: harmless extras)
 
 
 class InputRecord(Protocol):
@@ -57,7 +57,8 @@ def _split(snapshot: Snapshot | None, settings: FoldSettings, runs: set[str], in
     state = {r: snapshot.runs[r] for r in pick(dict(snapshot.runs))}
     refused = {r: snapshot.refused[r] for r in pick(dict(snapshot.refused))}
     finished = {r: snapshot.finished[r] for r in pick(dict(snapshot.finished))}
-    return Fold(settings, state, emit=inside, refused=refused, finished=finished, root_history=True)
+    retired = {r: snapshot.retired[r] for r in pick(dict(snapshot.retired))}
+    return Fold(settings, state, emit=inside, refused=refused, finished=finished, retired=retired, root_history=True)
 
 
 class RunReplay:
@@ -76,6 +77,7 @@ class RunReplay:
                 dict(snapshot.runs) if snapshot else None,
                 refused=dict(snapshot.refused) if snapshot else None,
                 finished=dict(snapshot.finished) if snapshot else None,
+                retired=dict(snapshot.retired) if snapshot else None,
             )
             self.context: Fold | None = None
         else:

@@ -41,7 +41,7 @@ def state(fold: Fold) -> bytes:
 
 def restored(fold: Fold) -> Fold:
     snap = decode(state(fold))
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
 
 
 def test_the_oldest_record_expires_first_and_its_root_is_unregistered() -> None:
@@ -134,7 +134,7 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
     del body["settings"]["finished_runs_kept"]
     snap = decode(_reencode(body, 4))
     assert snap.settings.finished_runs_kept == 10_000 and list(snap.finished) == ["a", "b", "c"]
-    back = Fold(KEEP2, snap.runs, refused=snap.refused, finished=snap.finished)
+    back = Fold(KEEP2, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
     straight = Fold(KEEP2)
     for run in ("a", "b", "c"):
         finish(straight, run)

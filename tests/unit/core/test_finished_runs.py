@@ -31,7 +31,7 @@ def fold_of(*lines: bytes, fold: Fold | None = None) -> Fold:
 
 def restored(fold: Fold) -> Fold:
     snap = decode(encode(of_fold(fold, "t", 0, 0)))
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
 
 
 def state(fold: Fold) -> bytes:
