@@ -268,7 +268,7 @@ def run_out(run: RunState) -> dict[str, Any]:
     }
 
 
-def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
+def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION) -> RunState:
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
     started = _in(d["started"], RunStartedData) if d["started"] is not None else None
@@ -304,7 +304,7 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     if finished not in (None, "kept", "best"):
         raise ValueError(f"run {run_id!r}: finished is {finished!r}")
     run.finished = finished
-    reopened = d.get("reopened", 0)  # absent before schema 6
+    reopened = d["reopened"] if version >= 6 else 0
     if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
         raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
     run.reopened = reopened
@@ -324,14 +324,14 @@ def _in(data: Any, kind: type[_S]) -> _S:
 
 
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
-    runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
+    runs = {run_id: _run_in(run_id, d, version) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
-    retired = {run_id: _run_in(run_id, d) for run_id, d in body.get("retired", {}).items()}  # absent before 6
+    retired = {run_id: _run_in(run_id, d, version) for run_id, d in body["retired"].items()} if version >= 6 else {}
     if any(run_id not in finished or run.finished is None for run_id, run in retired.items()):
         raise ValueError("retired holds a run with no finished record, or one not finished")
     return Snapshot(

@@ -131,7 +131,7 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
     for run in ("a", "b", "c"):
         finish(unbounded, run)
     body = json.loads(state(unbounded))["snapshot"]
-    del body["settings"]["finished_runs_kept"]
+    del body["settings"]["finished_runs_kept"], body["retired"]  # schema 5 added the one, 6 the other
     snap = decode(_reencode(body, 4))
     assert snap.settings.finished_runs_kept == 10_000 and list(snap.finished) == ["a", "b", "c"]
     back = Fold(KEEP2, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
@@ -139,8 +139,10 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
     for run in ("a", "b", "c"):
         finish(straight, run)
     assert list(back.finished) == ["b", "c"] and back.roots.owners == straight.roots.owners
+    assert not back.retired and list(straight.retired) == ["b", "c"]  # schema 4 kept no state to reopen
+    straight.retired.clear()
     assert state(back) == state(straight)
-    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 5
+    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 6
 
 
 # -- properties -----------------------------------------------------------------------------

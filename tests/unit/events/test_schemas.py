@@ -51,4 +51,4 @@ def test_view_schema_lists_exactly_the_view_fields() -> None:
 
 def test_every_input_type_has_a_schema() -> None:
     names = {k for k in documents() if k.startswith("input/")}
-    assert len(names) == 7
+    assert len(names) == 8
