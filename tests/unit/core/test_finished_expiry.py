@@ -154,12 +154,12 @@ ROOTS = [f"{ROOT}/{{run}}", f"{ROOT}/shared", f"{ROOT}/a/inner", f"{ROOT}/{{run}
 @st.composite
 def churn(draw: Any) -> list[bytes]:
     """Runs started (under their own, a shared or a nested root), reported, finished, forgotten,
-    settled and started again, with ids reused: what expiry must keep deterministic. Settlements are
+    settled, reopened and started again, with ids reused: what expiry must keep deterministic. Settlements are
     made concrete by folding as the log is drawn (they name the evictions the fold owes)."""
     scratch, lines = Fold(KEEP2), []
     for step in range(draw(st.integers(1, 40))):
         kind, run = (
-            draw(st.sampled_from(["start", "report", "report", "finish", "forget", "settle"])),
+            draw(st.sampled_from(["start", "report", "report", "finish", "forget", "settle", "reopen"])),
             draw(st.sampled_from(RUNS)),
         )
         if kind == "start":
@@ -173,6 +173,8 @@ def churn(draw: Any) -> list[bytes]:
             raw = f.finished(run, draw(st.sampled_from([None, "best"])), event_id=f"f-{run}-{step}")
         elif kind == "forget":
             raw = f.forgotten(run, event_id=f"g-{step}")
+        elif kind == "reopen":  # contract §3 "Reopened runs": a retired state comes back, a record goes
+            raw = f.reopened(run, event_id=f"o-{step}")
         else:
             owed = [(d.path, d.eviction) for d in scratch.owed() if d.run_id == run]
             if not owed:

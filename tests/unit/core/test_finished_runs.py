@@ -179,15 +179,19 @@ def _reencode(body: dict[str, Any], version: int) -> bytes:
 
 @st.composite
 def finishing_logs(draw: Any) -> list[bytes]:
-    """The fold properties' logs with run_finished (either keep) and run_forgotten inserted anywhere."""
+    """The fold properties' logs with run_finished (either keep), run_forgotten and run_reopened
+    inserted anywhere."""
     lines: list[bytes] = draw(logs())
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(lines)))
         run, keep = draw(st.sampled_from(["a", "b"])), draw(st.sampled_from([None, "kept", "best"]))
-        if draw(st.booleans()):
+        what = draw(st.sampled_from(["finish", "finish", "forget", "reopen"]))
+        if what == "finish":
             lines.insert(at, f.finished(run, keep, event_id=f"finish-{run}-{at}"))
-        else:  # an operator's forget: refused while deletions are owed, else the run retires
+        elif what == "forget":  # an operator's forget: refused while deletions are owed, else the run retires
             lines.insert(at, f.forgotten(run, event_id=f"forget-{run}-{at}"))
+        else:  # contract §3 "Reopened runs": refused unless the run finished (and was not forgotten)
+            lines.insert(at, f.reopened(run, event_id=f"reopen-{run}-{at}"))
     return lines
 
 
@@ -236,6 +240,8 @@ def test_finished_runs_never_delete_what_they_keep_and_change_only_by_settlement
             assert other.finished is None or other.outstanding
         for run_id, root in fold.finished.items():
             assert run_id not in fold.runs and (not root or fold.roots.owners[root] == run_id)
+        for run_id, kept in fold.retired.items():  # reopenable: finished, recorded, no window
+            assert run_id in fold.finished and kept.finished is not None and not kept.seen and not kept.outstanding
 
 
 # -- forgotten runs -------------------------------------------------------------------------
