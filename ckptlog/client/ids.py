@@ -13,7 +13,7 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | report, Ray callback | `run\\nreport\\n<the controller's attempt id>\\n<generation>\\n<index>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
-| run_finished | `run\\nrun_finished`; after the run's n-th reopen `run\\nrun_finished\\n<n>` (a run finishes once per epoch) |
+| run_finished | `run\\nrun_finished`; after the n-th reopen `run\\nrun_finished\\n<n>` (once per epoch) |
 | run_reopened | `run\\nrun_reopened\\n<n>`: the n-th reopen (the VIEW's `reopened` + 1) |
 | run_forgotten | `run\\nrun_forgotten` |
 | validation_result, forwarded | `run\\nforwarded_result\\n<sha256 of the canonical data, 16 hex>` |
