@@ -107,7 +107,8 @@ def retire_if_settled(fold: Fold, run: RunState, *, reopenable: bool = True) -> 
 
 
 def _window_back(entry: tuple[RunState, deque[str], set[str]]) -> None:
-    run, run.seen, run.seen_set = entry
+    run, seen, seen_set = entry
+    run.seen, run.seen_set = seen, seen_set
 
 
 def drop_state(fold: Fold, run_id: str) -> None:

@@ -63,7 +63,8 @@ def _unretire(fold: Fold, run_id: str, state: RunState) -> None:
 
 
 def _fields_back(entry: tuple[RunState, str | None, int]) -> None:
-    run, run.finished, run.reopened = entry
+    run, finished, reopened = entry
+    run.finished, run.reopened = finished, reopened
 
 
 def not_finished(run_id: str) -> Rejection:

@@ -38,6 +38,7 @@ class Batch:
     deletions: list[Deletion] = field(default_factory=list)
     claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
     retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
+    reopened: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs reopened: theirs go
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -55,6 +56,7 @@ class Batch:
         self.deletions.extend(other.deletions)
         self.claims.extend(other.claims)
         self.retired.extend(other.retired)
+        self.reopened.extend(other.reopened)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -143,6 +145,8 @@ class BatchFolder:
                     deletions.extend(effects.deletions)
                 if self.fold.leaving:
                     self._retired(batch)
+                if self.fold.reopening:
+                    self._reopened(batch)
         batch.applied += applied
         if self.fold.roots.fresh:
             claimed = self.fold.roots.claimed()
@@ -166,8 +170,19 @@ class BatchFolder:
         return batch
 
     def _retired(self, batch: Batch) -> None:
-        """The roots of the runs the last event retired: their retired claims (storage/claims.py)."""
-        batch.retired.extend((run.root, run.run_id) for run in self.fold.leaving.values() if run.storage_root)
+        """The roots of the runs the last event retired: their retired claims (storage/claims.py). Of a
+        run reopened and retired again in one batch only the retirement counts (and vice versa)."""
+        for claim in [(run.root, run.run_id) for run in self.fold.leaving.values() if run.storage_root]:
+            if claim in batch.reopened:
+                batch.reopened.remove(claim)
+            batch.retired.append(claim)
+
+    def _reopened(self, batch: Batch) -> None:
+        """The roots of the runs the last event brought back from retirement: their retired claims go."""
+        for claim in [(run.root, run.run_id) for run in self.fold.reopening.values() if run.storage_root]:
+            if claim in batch.retired:
+                batch.retired.remove(claim)
+            batch.reopened.append(claim)
 
     def _watermarks(self, marks: Marks, out: list[OutRecord], counts: dict[str, int]) -> None:
         """The batch's one watermark per run (contract §4): the one the run's last change in the batch
