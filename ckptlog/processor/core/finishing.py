@@ -1,14 +1,14 @@
 """Runs end (contract §3 "Finished runs"): run_finished, its last retention, and the run leaving
 the hot state once every deletion it owes is settled.
 
-A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and
-the deleter's check still finds them, contract §9); once `outstanding` is empty it is retired:
-its state leaves `Fold.runs`, `Fold.finished[run_id] = root` records it, whose root stays
-registered so no later run can claim a root equal to, above or below it, and `Fold.retired[run_id]`
-keeps its state without its dedup window, for a reopen (ckptlog/processor/core/reopening.py; a
-forgotten run keeps none). Retirement happens in the event that settles the last deletion (or in
-run_finished itself when nothing is owed), so it is a function of the log alone: a replay retires
-the same runs at the same offsets.
+A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and the
+deleter's check still finds them, contract §9); once `outstanding` is empty it is retired: its
+state leaves `Fold.runs`, `Fold.finished[run_id] = root` records it, whose root stays registered so
+no later run can claim a root equal to, above or below it, and `Fold.retired[run_id]` keeps its
+state without its dedup window, encoded (snapshot.retired_state), for a reopen
+(ckptlog/processor/core/reopening.py; a forgotten run keeps none). Retirement happens in the event
+that settles the last deletion (or in run_finished itself when nothing is owed), so it is a
+function of the log alone: a replay retires the same runs at the same offsets.
 
 The finished records are bounded (`FoldSettings.finished_runs_kept`): each retirement past the
 bound expires the oldest record, its state with it, and the expired run is unknown to the fold
@@ -18,7 +18,6 @@ its checkpoints.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING
 
 from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
@@ -26,6 +25,7 @@ from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import NOTHING, Deletion, Effects, Output, evicted, rejected, warning, watermark
 from ckptlog.processor.core.retention import apply_retention
+from ckptlog.processor.core.snapshot import retired_state
 from ckptlog.processor.core.state import RunState
 
 if TYPE_CHECKING:
@@ -97,18 +97,11 @@ def retire_if_settled(fold: Fold, run: RunState, *, reopenable: bool = True) -> 
     del runs[run_id]
     push((undo.NEW, fold.finished, run_id))
     fold.finished[run_id] = run.root if run.storage_root is not None else ""
-    if reopenable:
+    if reopenable:  # its state as the snapshot writes it, without the 4096 ids of its dedup window
         push((undo.NEW, fold.retired, run_id))
-        fold.retired[run_id] = run
-        push((undo.CALL, _window_back, (run, run.seen, run.seen_set)))
-        run.seen, run.seen_set = deque(), set()  # 4096 ids per retired run would outweigh its state
+        fold.retired[run_id] = retired_state(run)
     fold.leaving[run_id] = run
     expire(fold)
-
-
-def _window_back(entry: tuple[RunState, deque[str], set[str]]) -> None:
-    run, seen, seen_set = entry
-    run.seen, run.seen_set = seen, seen_set
 
 
 def drop_state(fold: Fold, run_id: str) -> None:

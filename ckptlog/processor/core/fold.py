@@ -92,7 +92,7 @@ class Fold:
         refused: dict[str, str] | None = None,
         root_history: bool = False,
         finished: dict[str, str] | None = None,
-        retired: dict[str, RunState] | None = None,
+        retired: dict[str, bytes] | None = None,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
@@ -103,9 +103,10 @@ class Fold:
         self.finished: dict[str, str] = finished if finished is not None else {}
         for run_id in list(islice(self.finished, max(0, len(self.finished) - self.settings.finished_runs_kept))):
             del self.finished[run_id]  # a schema 4 snapshot's table, which had no bound: the newest records stay
-        # the states of retired runs whose record is kept, for a reopen (contract §3 "Reopened runs"), in the
-        # order of `finished`; none for a run forgotten or retired under a build that kept none (schema <= 5)
-        self.retired: dict[str, RunState] = retired if retired is not None else {}
+        # the states of retired runs whose record is kept, for a reopen (contract §3 "Reopened runs"), encoded
+        # (snapshot.retired_state), in the order of `finished`; none for a run forgotten or retired under a build
+        # that kept none (schema <= 5)
+        self.retired: dict[str, bytes] = retired if retired is not None else {}
         for run_id in [r for r in self.retired if r not in self.finished]:
             del self.retired[run_id]
         # run_finished and run_forgotten events folded: a bound of the runs retired (and so of the records

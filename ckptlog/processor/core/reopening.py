@@ -1,13 +1,14 @@
 """A finished run goes on (contract §3 "Reopened runs"): run_reopened.
 
 A finished run keeps its state while its finished record is kept: in `Fold.runs` while it owes
-deletions, then in `Fold.retired` (ckptlog/processor/core/finishing.py). A reopen brings that state
-back as it finished — kept checkpoints, latest, pending, counters, generation, retention rules'
-state, its root still registered — with `finished` cleared and `reopened` counted: the run's
-epoch, which the clients name their finish and reopen ids by. A run retired with no state (it was
-forgotten, or retired under a build that kept none) and a run the fold does not know (never seen,
-or its record expired) are refused: a new run of a reused id could take the old run's late events
-for its own, which is what the retired claim in storage guards against (contract §3 *Expiry*).
+deletions, then in `Fold.retired`, encoded as its snapshot entry
+(ckptlog/processor/core/finishing.py). A reopen brings that state back as it finished — kept
+checkpoints, latest, pending, counters, generation, retention rules' state, its root still
+registered — with `finished` cleared and `reopened` counted: the run's epoch, which the clients
+name their finish and reopen ids by. A run retired with no state (it was forgotten, or retired
+under a build that kept none) and a run the fold does not know (never seen, or its record expired)
+are refused: a new run of a reused id could take the old run's late events for its own, which is
+what the retired claim in storage guards against (contract §3 *Expiry*).
 
 The service removes the reopened run's own retired claim from its root after the reopen commits
 (ckptlog/processor/storage/ownership.py); `Fold.reopening` names the runs the last event brought
@@ -16,12 +17,13 @@ back from `retired`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ckptlog.events.decoded import RunReopened
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import Effects, rejected, watermark
+from ckptlog.processor.core.snapshot import reopened_state
 from ckptlog.processor.core.state import RunState
 
 if TYPE_CHECKING:
@@ -35,11 +37,14 @@ def run_reopened(fold: Fold, event: RunReopened, run: RunState | None) -> Effect
         if run.finished is None:
             return rejected(not_finished(run_id))
         return _reopen(run)  # the journal saved `finished` and `reopened` (journal.SCALARS)
-    state = fold.retired.get(run_id)
-    if state is None:
+    kept = fold.retired.get(run_id)
+    if kept is None:
         return rejected(not_reopenable(run_id) if run_id in fold.finished else unknown_run(run_id))
-    _unretire(fold, run_id, state)
-    return _reopen(state)
+    state = reopened_state(run_id, kept)  # a new object: nothing to undo in it
+    _unretire(fold, run_id, state, kept)
+    state.finished = None
+    state.reopened += 1
+    return Effects([watermark(state)])
 
 
 def _reopen(run: RunState) -> Effects:
@@ -48,23 +53,18 @@ def _reopen(run: RunState) -> Effects:
     return Effects([watermark(run)])
 
 
-def _unretire(fold: Fold, run_id: str, state: RunState) -> None:
-    """The retired state back in the hot state: its record and state leave their tables (undone in
-    their places), its root stays registered to it."""
+def _unretire(fold: Fold, run_id: str, state: RunState, kept: bytes) -> None:
+    """The retired state back in the hot state: its record and encoded state leave their tables
+    (undone in their places), its root stays registered to it."""
     push = fold.journal.push
-    for table, value in ((fold.finished, fold.finished[run_id]), (fold.retired, state)):
+    tables: tuple[tuple[dict[str, Any], Any], ...] = ((fold.finished, fold.finished[run_id]), (fold.retired, kept))
+    for table, value in tables:
         at = list(table).index(run_id)  # O(records), once per reopen
         push((undo.CALL, undo.put_at, (table, at, run_id, value)))
         del table[run_id]
-    push((undo.CALL, _fields_back, (state, state.finished, state.reopened)))  # no SCALARS: it was not hot
     push((undo.RUN, fold.runs, run_id, None))
     fold.runs[run_id] = state
     fold.reopening[run_id] = state
-
-
-def _fields_back(entry: tuple[RunState, str | None, int]) -> None:
-    run, finished, reopened = entry
-    run.finished, run.reopened = finished, reopened
 
 
 def not_finished(run_id: str) -> Rejection:

@@ -32,9 +32,12 @@ default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses i
 
 Schema version 6 added reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its
 reopen count) and `retired` beside `finished` (run id -> the state of a retired run whose record is
-kept, without its dedup window; a subset of `finished`, in its order). A version 3 to 5 snapshot is
-restored as is: its retired runs kept no state, so a reopen of one is refused (`not_reopenable`),
-and its runs have never been reopened (the type was `unknown_type` to the builds writing them).
+kept, without its dedup window; a subset of `finished`, in its order). The fold holds those states
+as their encoding here (`retired_state`: a fraction of a `RunState`'s memory, and a snapshot writes
+them without encoding them again) and decodes one only as its run is reopened (`reopened_state`). A
+version 3 to 5 snapshot is restored as is: its retired runs kept no state, so a reopen of one is
+refused (`not_reopenable`), and its runs have never been reopened (the type was `unknown_type` to
+the builds writing them).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class Snapshot:
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
     finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
-    retired: dict[str, RunState] = field(default_factory=dict)  # of those, the reopenable ones -> state
+    retired: dict[str, bytes] = field(default_factory=dict)  # of those, the reopenable ones -> `retired_state`
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
@@ -138,9 +141,10 @@ def encode(snapshot: Snapshot) -> bytes:
         "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
         "refused": snapshot.refused,
         "finished": snapshot.finished,
-        "retired": {run_id: run_out(run) for run_id, run in snapshot.retired.items()},
     }
-    encoded = canonical(body)
+    # `retired` last, its states spliced in as they are held: the bytes canonical() would write for them
+    retired = b",".join(canonical(run_id) + b":" + state for run_id, state in snapshot.retired.items())
+    encoded = canonical(body)[:-1] + b',"retired":{' + retired + b"}}"
     # canonical() of the envelope, without encoding the body a second time: its keys come in
     # the order checksum, format, schema_version, snapshot (tests check the bytes are the same).
     head = canonical({"checksum": _sha256(encoded), "format": FORMAT, "schema_version": SCHEMA_VERSION})
@@ -268,6 +272,17 @@ def run_out(run: RunState) -> dict[str, Any]:
     }
 
 
+def retired_state(run: RunState) -> bytes:
+    """A retired run's state as the fold keeps it for a reopen: its snapshot entry without its dedup
+    window, encoded (canonical, so a snapshot can write it as it is)."""
+    return canonical({**run_out(run), "seen": []})
+
+
+def reopened_state(run_id: str, state: bytes) -> RunState:
+    """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt)."""
+    return _run_in(run_id, json.loads(state))
+
+
 def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION) -> RunState:
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
@@ -323,6 +338,18 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
+def _retired_in(table: Any, finished: dict[str, str]) -> dict[str, bytes]:
+    """The retired states, encoded again as the fold holds them (decoded only as one is reopened)."""
+    if not isinstance(table, dict):
+        raise ValueError("retired must map run ids to states")
+    out = {}
+    for run_id, state in table.items():
+        if run_id not in finished or not isinstance(state, dict) or state.get("finished") not in ("kept", "best"):
+            raise ValueError(f"retired holds run {run_id!r} with no finished record, or not finished")
+        out[run_id] = canonical(state)
+    return out
+
+
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     runs = {run_id: _run_in(run_id, d, version) for run_id, d in body["runs"].items()}
     refused = body["refused"]
@@ -331,9 +358,7 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
-    retired = {run_id: _run_in(run_id, d, version) for run_id, d in body["retired"].items()} if version >= 6 else {}
-    if any(run_id not in finished or run.finished is None for run_id, run in retired.items()):
-        raise ValueError("retired holds a run with no finished record, or one not finished")
+    retired = _retired_in(body["retired"], finished) if version >= 6 else {}
     return Snapshot(
         body["topic"],
         int(body["partition"]),

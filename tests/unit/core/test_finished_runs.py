@@ -241,7 +241,9 @@ def test_finished_runs_never_delete_what_they_keep_and_change_only_by_settlement
         for run_id, root in fold.finished.items():
             assert run_id not in fold.runs and (not root or fold.roots.owners[root] == run_id)
         for run_id, kept in fold.retired.items():  # reopenable: finished, recorded, no window
-            assert run_id in fold.finished and kept.finished is not None and not kept.seen and not kept.outstanding
+            state = json.loads(kept)
+            assert run_id in fold.finished and state["finished"] is not None and not state["seen"]
+            assert not state["outstanding"]
 
 
 # -- forgotten runs -------------------------------------------------------------------------

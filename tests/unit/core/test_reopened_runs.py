@@ -14,7 +14,7 @@ from ckptlog.client import ids
 from ckptlog.events.rejections import Reason
 from ckptlog.events.view import RunView
 from ckptlog.processor.core import Fold, run_view
-from ckptlog.processor.core.snapshot import decode
+from ckptlog.processor.core.snapshot import canonical, decode, reopened_state, run_out
 from tests import factories as f
 from tests.unit.core.test_finished_runs import A, _reencode, _run, five, fold_of, restored, state
 from tests.unit.core.test_fold_properties import ROOT, SETTINGS
@@ -130,7 +130,7 @@ def test_finish_and_reopen_cycles_are_told_apart_by_their_epoch_ids() -> None:
     assert fold.apply(f.event(f.finished("a", event_id=ids.finished_id("a", 1)))).rejection is None
     assert fold.runs["a"].finished == "kept"
     fold_of(f.settled("a", deleted=[(d.path, d.eviction) for d in fold.owed()]), fold=fold)
-    assert "a" in fold.retired and fold.retired["a"].reopened == 1  # retired again, its epoch kept
+    assert "a" in fold.retired and json.loads(fold.retired["a"])["reopened"] == 1  # retired again, its epoch kept
     assert reopen(fold, epoch=2).rejection is None and fold.runs["a"].reopened == 2
     assert run_view(fold.runs["a"])["reopened"] == 2
     assert fold.apply(f.event(f.finished("a", event_id=ids.finished_id("a", 2)))).rejection is None
@@ -147,9 +147,11 @@ def test_a_reopen_is_all_or_nothing() -> None:
         assert state(fold) == before and list(fold.finished) == finished and list(fold.retired) == retired
 
 
-def test_a_retired_run_keeps_no_dedup_window() -> None:
+def test_a_retired_run_keeps_its_state_encoded_without_its_dedup_window() -> None:
     fold = retired_five()
-    assert not fold.retired["a"].seen and not fold.retired["a"].seen_set
+    kept = fold.retired["a"]
+    assert isinstance(kept, bytes) and json.loads(kept)["seen"] == [] and json.loads(kept)["finished"] == "kept"
+    assert kept == canonical({**run_out(fold.leaving.get("a") or reopened_state("a", kept)), "seen": []})
     reopen(fold)
     assert list(fold.runs["a"].seen) == [ids.reopened_id("a", 1)]
 
