@@ -43,7 +43,7 @@ class FoldSettings:
     dedup_window: int = field(default=DEFAULT_DEDUP_WINDOW, metadata={"flag": "the dedup window"})
     max_payload_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata={"flag": "--max-payload-bytes"})
     max_depth: int = field(default=DEFAULT_MAX_DEPTH, metadata={"flag": "--max-depth"})
-    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root); older ones expire
+    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root, state); older expire
     finished_runs_kept: int = field(default=DEFAULT_FINISHED_RUNS_KEPT, metadata={"flag": "--finished-runs-kept"})
 
 
