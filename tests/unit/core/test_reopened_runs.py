@@ -198,3 +198,26 @@ def test_a_snapshot_with_a_bad_reopen_count_is_corrupt(field: str) -> None:
     body["retired"] = {"ghost": body["runs"]["a"]}  # a state with no finished record
     with pytest.raises(SnapshotCorrupt, match="retired"):
         decode(_reencode(body, 6))
+
+
+@pytest.mark.parametrize("site", ["watermark", "reopened_state"])
+def test_a_fault_while_reopening_leaves_the_fold_as_it_was(site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """contract §7: a fault part-way through a reopen (after its tables changed, or before) is
+    rolled back and the event rejected as `internal_error`; a clean reopen follows."""
+    from ckptlog.processor.core import reopening
+
+    fold = retired_five()
+    fold_of(f.started("b", f"{ROOT}/b"), f.finished("b"), fold=fold)  # a's record is not the last one
+    before, finished, retired = state(fold), list(fold.finished), list(fold.retired)
+    real = getattr(reopening, site)
+
+    def faulty(*args: Any) -> Any:
+        raise RuntimeError(f"injected into {site}")
+
+    monkeypatch.setattr(reopening, site, faulty)
+    effects = reopen(fold)
+    assert effects.rejection is not None and effects.rejection.reason == Reason.INTERNAL_ERROR
+    assert state(fold) == before and list(fold.finished) == finished and list(fold.retired) == retired
+    assert "a" not in fold.runs
+    monkeypatch.setattr(reopening, site, real)
+    assert reopen(fold).rejection is None and fold.runs["a"].reopened == 1
