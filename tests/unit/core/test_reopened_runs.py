@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ckptlog.client import ids
 from ckptlog.events.rejections import Reason
@@ -17,7 +19,7 @@ from ckptlog.processor.core import Fold, run_view
 from ckptlog.processor.core.snapshot import canonical, decode, reopened_state, run_out
 from tests import factories as f
 from tests.unit.core.test_finished_runs import A, _reencode, _run, five, fold_of, restored, state
-from tests.unit.core.test_fold_properties import ROOT, SETTINGS
+from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS
 
 
 def retired_five(keep: int | None = 2, how: str | None = None) -> Fold:
@@ -221,3 +223,70 @@ def test_a_fault_while_reopening_leaves_the_fold_as_it_was(site: str, monkeypatc
     assert "a" not in fold.runs
     monkeypatch.setattr(reopening, site, real)
     assert reopen(fold).rejection is None and fold.runs["a"].reopened == 1
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+@st.composite
+def cycles(draw: Any) -> list[bytes]:
+    """Two runs reporting, finishing (either keep), settling, reopening and finishing again, the
+    finish and reopen ids named by epoch as the clients name them; settlements made concrete by a
+    scratch fold (they name the evictions it owes)."""
+    scratch, lines = Fold(SETTINGS), []
+    for run in ("a", "b"):
+        lines.append(f.started(run, f"{ROOT}/{run}", keep=2, attr="acc", event_id=f"s-{run}"))
+        scratch.apply(f.event(lines[-1]))
+    for step in range(draw(st.integers(1, 30))):
+        run = draw(st.sampled_from(["a", "b"]))
+        kind = draw(st.sampled_from(["report", "report", "finish", "settle", "reopen"]))
+        held = scratch.runs.get(run)
+        epoch = (
+            held.reopened if held is not None else json.loads(scratch.retired.get(run, b'{"reopened":0}'))["reopened"]
+        )
+        if kind == "report":
+            raw = f.report(run, {"acc": draw(st.integers(0, 9))}, f"{ROOT}/{run}/c{step}", event_id=f"r-{step}")
+        elif kind == "finish":
+            raw = f.finished(run, draw(st.sampled_from([None, "best"])), event_id=ids.finished_id(run, epoch))
+        elif kind == "reopen":
+            raw = f.reopened(run, event_id=ids.reopened_id(run, epoch + 1))
+        else:
+            owed = [(d.path, d.eviction) for d in scratch.owed() if d.run_id == run]
+            if not owed:
+                continue
+            raw = f.settled(run, deleted=owed, event_id=f"d-{step}")
+        scratch.apply(f.event(raw))
+        lines.append(raw)
+    return lines
+
+
+@PROFILE
+@given(cycles(), st.integers(0, 40))
+def test_finish_and_reopen_cut_anywhere_restore_and_replay_equal_one_straight_fold(
+    lines: list[bytes], cut: int
+) -> None:
+    cut = min(cut, len(lines))
+    whole = Fold(SETTINGS)
+    whole_trace = _run(lines, whole)
+    first = Fold(SETTINGS)
+    first_trace = _run(lines[:cut], first)
+    resumed = restored(first)
+    assert first_trace + _run(lines[cut:], resumed) == whole_trace
+    assert state(resumed) == state(whole) and list(resumed.retired) == list(whole.retired)
+
+
+@PROFILE
+@given(cycles())
+def test_a_reopen_brings_back_exactly_the_state_the_run_finished_with(lines: list[bytes]) -> None:
+    fold = Fold(SETTINGS)
+    for raw in lines:
+        event = f.event(raw)
+        run_id, hot = event.subject, fold.runs.get(event.subject)
+        kept = fold.retired.get(run_id)
+        before = run_view(hot) if hot is not None else run_view(reopened_state(run_id, kept)) if kept else None
+        effects = fold.apply(event)
+        if event.type != "ckptlog.run_reopened.v1" or effects.rejection is not None or effects.duplicate:
+            continue
+        assert before is not None and before.pop("finished") is True
+        assert run_view(fold.runs[run_id]) == {**before, "reopened": before.get("reopened", 0) + 1}
+        assert not effects.deletions and run_id not in fold.finished and run_id not in fold.retired
