@@ -183,75 +183,93 @@ class Claims:
         return [next(gone) if present is False else next(done) for _, present in ops]
 
     def _settle(self, claim: Claim, outcome: Outcome | Shared, present: bool | None = None) -> None:
-        root, run_id = claim[0], claim[1].run
-        final = outcome is None or isinstance(outcome, Shared) or (isinstance(outcome, Refused) and not outcome.retry)
-        if present is not None and final:
-            if outcome is None or isinstance(outcome, Shared):
-                self._have[claim] = present
-            if self._want.get(claim, present) != present and not isinstance(outcome, Refused):
-                self._queue[claim] = None  # the run changed since (reopened, or retired again): once more
-                self._start()
-                return
-            self._release(root)
-        if outcome is None or isinstance(outcome, Shared):
+        """What a claim's write (`present`: True for a retired claim, None a live one) or a retired
+        claim's removal (False) came to: done, refused for good, or failed (retried)."""
+        done = outcome is None or isinstance(outcome, Shared)
+        final = done or (isinstance(outcome, Refused) and not outcome.retry)
+        if present is not None and final and self._retired_settled(claim, done, present):
+            return
+        if done:
             self._attempts.pop(claim, None)
             if present is False:
-                claim = (root, claim[1]._replace(retired=False))  # the reopened run's live claim: in place now
-            self._done.add(claim)
-            self.counts.claimed += 1
-            if isinstance(outcome, Shared):
-                self.shared[claim] = outcome.reason
-                self.counts.shared += 1
-                log.error(
-                    "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
-                    "are refused — give each run a directory of its own (contract §9)",
-                    run_id,
-                    root,
-                    outcome.reason,
-                )
-        elif isinstance(outcome, Refused) and not outcome.retry and present is False:
-            self.refused[claim] = outcome.reason
+                claim = (claim[0], claim[1]._replace(retired=False))  # the reopened run's live claim: in place
+            self._claimed(claim, outcome)
+        elif final:
+            assert isinstance(outcome, Refused)
+            self._refused(claim, outcome.reason, present)
+        else:
+            self._failed(claim, outcome)
+
+    def _retired_settled(self, claim: Claim, done: bool, present: bool) -> bool:
+        """A retired claim's write or removal is final: True when the run changed since (reopened, or
+        retired again) and it is queued once more; else its root is no longer held."""
+        if done:
+            self._have[claim] = present
+            if self._want.get(claim, present) != present:
+                self._queue[claim] = None
+                self._start()
+                return True
+        self._release(claim[0])
+        return False
+
+    def _claimed(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        self._done.add(claim)
+        self.counts.claimed += 1
+        if isinstance(outcome, Shared):
+            self.shared[claim] = outcome.reason
+            self.counts.shared += 1
+            log.error(
+                "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
+                "are refused — give each run a directory of its own (contract §9)",
+                claim[1].run,
+                claim[0],
+                outcome.reason,
+            )
+
+    def _refused(self, claim: Claim, reason: str, present: bool | None) -> None:
+        self.refused[claim] = reason
+        root, run_id = claim[0], claim[1].run
+        if present is False:  # something other than its file stands where the reopened run's retired claim is
             log.error(
                 "event=retired_claim_kept run=%r root=%r: %s; the reopened run's deletions there are refused "
                 "while it stays",
                 run_id,
                 root,
-                outcome.reason,
+                reason,
             )
-        elif isinstance(outcome, Refused) and not outcome.retry and claim[1].retired:
+        elif present:
             # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
             # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
-            self.refused[claim] = outcome.reason
             log.warning(
                 "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
                 "retired claim",
                 run_id,
                 root,
-                outcome.reason,
+                reason,
             )
-        elif isinstance(outcome, Refused) and not outcome.retry:
-            self.refused[claim] = outcome.reason
+        else:
             self.counts.refused += 1
             log.error(
                 "event=root_claim_refused run=%r root=%r: %s; this run's deletions that would reach another "
                 "run's root are refused — give each run a directory of its own",
                 run_id,
                 root,
-                outcome.reason,
+                reason,
             )
-        else:
-            self.counts.failed += 1
-            attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
-            delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
-            log.warning(
-                "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
-                run_id,
-                root,
-                attempt,
-                outcome.reason if isinstance(outcome, Refused) else outcome,
-                delay,
-            )
-            self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
+
+    def _failed(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        self.counts.failed += 1
+        attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
+        delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
+        log.warning(
+            "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
+            claim[1].run,
+            claim[0],
+            attempt,
+            outcome.reason if isinstance(outcome, Refused) else outcome,
+            delay,
+        )
+        self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
 
     def holds(self, url: str) -> bool:
         """Whether a canonical checkpoint URL lies at, in or around a root whose retired claim is
