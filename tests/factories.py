@@ -126,3 +126,7 @@ def root_refused(
     """The processor's fact that the run's root is reached through a symlink (contract §9)."""
     kw.setdefault("source", "ckptlog/processor")
     return line("root_refused", run, {"storage_path": root, "reason": reason}, **kw)
+
+
+def reopened(run: str = "r", **kw: Any) -> bytes:
+    return line("run_reopened", run, {}, **kw)

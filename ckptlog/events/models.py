@@ -139,6 +139,13 @@ class RunForgottenData(BaseModel):
     model_config = _STRICT
 
 
+class RunReopenedData(BaseModel):
+    """A finished run goes on (contract §3 "Reopened runs"), its state as it finished: nothing to
+    say beyond the run id."""
+
+    model_config = _STRICT
+
+
 MAX_COMPLETED_PATHS = 1000
 
 
@@ -263,6 +270,11 @@ class RunFinished(Envelope):
 class RunForgotten(Envelope):
     type: Literal["ckptlog.run_forgotten.v1"]
     data: RunForgottenData
+
+
+class RunReopened(Envelope):
+    type: Literal["ckptlog.run_reopened.v1"]
+    data: RunReopenedData
 
 
 class DeletionCompleted(Envelope):

@@ -295,6 +295,23 @@ def deleted_by_outputs(records: Sequence[Record], after: dict[int, int]) -> tupl
     return new, per_run
 
 
+def check_reopened(records: Sequence[Record], reopened: Set[str]) -> list[str]:
+    """No deletion of a reopened run is refused by a finished run's retired claim naming the run
+    itself (contract §3 "Reopened runs": the processor removes it once the reopen committed)."""
+    barred = []
+    for record in records:
+        body = json.loads(record.value or b"")
+        data = body.get("data") or {}
+        if body.get("type") != "ckptlog.warning.v1" or data.get("code") != "deletion_refused":
+            continue
+        run = body.get("subject")
+        if run in reopened and f"run {run!r} (" in data.get("message", "") and "(finished)" in data["message"]:
+            barred.append(f"{run}: {data.get('checkpoint_path')}")
+    if not barred:
+        return []
+    return [f"{len(barred)} evictions of reopened runs refused by their own retired claim: {barred[:4]}"]
+
+
 def alive(processes: Sequence[tuple[str, Any]]) -> list[str]:
     return [f"{what} exited {p.proc.poll()}; see {p.log}" for what, p in processes if p.proc.poll() is not None]
 

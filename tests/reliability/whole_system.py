@@ -139,6 +139,7 @@ class Stream:
         deleted_now, self.deleted = checks.deleted_by_outputs(outputs[s.checkpoints_topic], self.checkpoint_ends)
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
         found += checks.check_tree(self.system.tree, before, model, deleted_now)
+        found += checks.check_reopened(outputs[s.checkpoints_topic], self.gen.reopened)
         found += checks.check_schemas(outputs, state, dlq)
         found += await self.outputs(records, model)
         found += await self.tools(model, len(dlq))

@@ -10,7 +10,8 @@ replay` and `ckptlog fold` all run it.
 
 Reports and validation results (nearly all traffic) are handled here; run_started, restarts
 and deletion completions in ckptlog/processor/core/lifecycle.py; run_finished and a finished run's
-retirement from the hot state in ckptlog/processor/core/finishing.py.
+retirement from the hot state in ckptlog/processor/core/finishing.py; run_reopened in
+ckptlog/processor/core/reopening.py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ckptlog.events.decoded import (
     RootRefused,
     RunFinished,
     RunForgotten,
+    RunReopened,
     RunStarted,
     ValidationResult,
     ValidationSpec,
@@ -66,7 +68,9 @@ from ckptlog.processor.core.state import CheckpointRecord, FoldSettings, RunStat
 _NEG_INF = -math.inf
 # what a refused run may still receive: a corrected start, settlements (and a stale root fact: a no-op)
 _ALWAYS = (RunStarted, DeletionCompleted, RootRefused)
-_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten, RootRefused)  # what a finished run still takes
+# what a finished run still takes
+_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten, RunReopened, RootRefused)
+_TO_RETIRED = (RunForgotten, RunReopened)  # what a retired run's handler still sees (its kept state may change)
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (ckptlog/events/outputs.py)
 _REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
@@ -92,6 +96,7 @@ class Fold:
         root_history: bool = False,
         finished: dict[str, str] | None = None,
         symlinked: dict[str, str] | None = None,
+        retired: dict[str, bytes] | None = None,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
@@ -102,6 +107,12 @@ class Fold:
         self.finished: dict[str, str] = finished if finished is not None else {}
         for run_id in list(islice(self.finished, max(0, len(self.finished) - self.settings.finished_runs_kept))):
             del self.finished[run_id]  # a schema 4 snapshot's table, which had no bound: the newest records stay
+        # the states of retired runs whose record is kept, for a reopen (contract §3 "Reopened runs"), encoded
+        # (snapshot.retired_state), in the order of `finished`; none for a run forgotten or retired under a build
+        # that kept none (schema <= 5)
+        self.retired: dict[str, bytes] = retired if retired is not None else {}
+        for run_id in [r for r in self.retired if r not in self.finished]:
+            del self.retired[run_id]
         # run_finished and run_forgotten events folded: a bound of the runs retired (and so of the records
         # expired), which tells a split fold (ckptlog/processor/foldfile.py) whether expiry could have mattered
         self.finishes = 0
@@ -114,6 +125,7 @@ class Fold:
         for run_id, root in self.symlinked.items():
             self.roots.add(root, run_id)
         self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
+        self.reopening: dict[str, RunState] = {}  # runs the last `apply` brought back from `retired`
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers = {kind.struct: self.handler(kind.handler) for kind in INPUT_KINDS}
@@ -135,8 +147,10 @@ class Fold:
         run = runs.get(subject)
         if self.leaving:
             self.leaving.clear()
+        if self.reopening:
+            self.reopening.clear()
         if run is None:
-            if self.finished and subject in self.finished:
+            if self.finished and subject in self.finished and event.__class__ not in _TO_RETIRED:
                 return finishing.after_retired(subject, event)
             if self.symlinked and subject in self.symlinked:
                 return linked_roots.after_symlinked(subject, self.symlinked[subject], event)

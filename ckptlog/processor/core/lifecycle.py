@@ -15,7 +15,7 @@ from ckptlog.events.decoded import DeletionCompleted, RunStarted, WorkerGroupRes
 from ckptlog.events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.events.rejections import Rejection
-from ckptlog.processor.core import finishing, linked_roots
+from ckptlog.processor.core import finishing, linked_roots, reopening
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.nesting import Nesting
 from ckptlog.processor.core.outputs import (
@@ -253,9 +253,11 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
 
 
 # The finished-run handlers the input table names (ckptlog/events/decoded.py `INPUT_KINDS`: "lifecycle.run_finished",
-# "lifecycle.run_forgotten"); they live in ckptlog/processor/core/finishing.py.
+# "lifecycle.run_forgotten", "lifecycle.run_reopened"); they live in ckptlog/processor/core/finishing.py and
+# reopening.py.
 run_finished = finishing.run_finished
 run_forgotten = finishing.run_forgotten
 # The handler of the processor's `root_refused` fact (contract §9 *Roots behind a symlink*) lives in
 # ckptlog/processor/core/linked_roots.py.
 root_refused = linked_roots.root_refused
+run_reopened = reopening.run_reopened

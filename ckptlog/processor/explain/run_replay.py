@@ -32,7 +32,7 @@ from ckptlog.processor.core.state import FoldSettings, RunState
 from ckptlog.processor.explain.story import Step, effects_of, rejected, step_of
 from ckptlog.processor.foldfile import roots_nest
 
-_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished: a harmless extra)
+_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished, run_reopened: harmless extras)
 
 
 class InputRecord(Protocol):
@@ -58,8 +58,16 @@ def _split(snapshot: Snapshot | None, settings: FoldSettings, runs: set[str], in
     refused = {r: snapshot.refused[r] for r in pick(dict(snapshot.refused))}
     finished = {r: snapshot.finished[r] for r in pick(dict(snapshot.finished))}
     symlinked = {r: snapshot.symlinked[r] for r in pick(dict(snapshot.symlinked))}
+    retired = {r: snapshot.retired[r] for r in pick(dict(snapshot.retired))}
     return Fold(
-        settings, state, emit=inside, refused=refused, finished=finished, symlinked=symlinked, root_history=True
+        settings,
+        state,
+        emit=inside,
+        refused=refused,
+        finished=finished,
+        symlinked=symlinked,
+        retired=retired,
+        root_history=True,
     )
 
 
@@ -80,6 +88,7 @@ class RunReplay:
                 refused=dict(snapshot.refused) if snapshot else None,
                 finished=dict(snapshot.finished) if snapshot else None,
                 symlinked=dict(snapshot.symlinked) if snapshot else None,
+                retired=dict(snapshot.retired) if snapshot else None,
             )
             self.context: Fold | None = None
         else:

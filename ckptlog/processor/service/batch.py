@@ -40,6 +40,7 @@ class Batch:
     claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
     retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
     started: dict[str, InputRecord] = field(default_factory=dict)  # run id -> its first run_started applied
+    reopened: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs reopened: theirs go
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -59,6 +60,7 @@ class Batch:
         self.retired.extend(other.retired)
         for run_id, record in other.started.items():
             self.started.setdefault(run_id, record)
+        self.reopened.extend(other.reopened)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -144,6 +146,8 @@ class BatchFolder:
                     deletions.extend(effects.deletions)
                 if self.fold.leaving:
                     self._retired(batch)
+                if self.fold.reopening:
+                    self._reopened(batch)
                 if kind in _NOTED:
                     self._noted(kind, event.subject, record, batch, changed, forgotten)
         batch.applied += applied
@@ -170,13 +174,21 @@ class BatchFolder:
 
     def _retired(self, batch: Batch) -> None:
         """The roots of the runs the last event retired: their retired claims (storage/claims.py). A run
-        refused for a link to its root gets none: no walk goes through the link (contract §9)."""
+        refused for a link to its root gets none: no walk goes through the link (contract §9). Of a run
+        reopened and retired again in one batch only the retirement counts (and vice versa)."""
         symlinked = self.fold.symlinked
-        batch.retired.extend(
-            (run.root, run.run_id)
-            for run in self.fold.leaving.values()
-            if run.storage_root and run.run_id not in symlinked
-        )
+        leaving = self.fold.leaving.values()
+        for claim in [(run.root, run.run_id) for run in leaving if run.storage_root and run.run_id not in symlinked]:
+            if claim in batch.reopened:
+                batch.reopened.remove(claim)
+            batch.retired.append(claim)
+
+    def _reopened(self, batch: Batch) -> None:
+        """The roots of the runs the last event brought back from retirement: their retired claims go."""
+        for claim in [(run.root, run.run_id) for run in self.fold.reopening.values() if run.storage_root]:
+            if claim in batch.retired:
+                batch.retired.remove(claim)
+            batch.reopened.append(claim)
 
     def _noted(
         self,

@@ -39,7 +39,13 @@ class DeletionSink(Protocol):
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
     def claim_many(
-        self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
     ) -> int: ...
 
 
@@ -77,7 +83,8 @@ class CommitCycle:
        restored again (snapshot + replay) before it is used;
     4. deletions: the batch's evictions go to the deleter, only now that they are durable (the
        roots it registered were handed over for their ownership claims right after step 1: a
-       claim of a batch that then fails is made again when it is folded again, and harmless);
+       claim of a batch that then fails is made again when it is folded again, and harmless), and
+       so do the retired claims of the runs it reopened, to be removed (contract §3 "Reopened runs");
     5. snapshot: if `snapshot_if_due` says so (it alone decides).
 
     Steps 1-2 run in the caller; 3-5 in the background, so the next batch folds while this one
@@ -149,7 +156,7 @@ class CommitCycle:
             await refuse_linked(batch, self.folder.factory, self.fold.settings.outer_root)
             self.deleter.claim_many(batch.claims, str(self.pid))
         if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
-            self.deleter.claim_many(batch.retired, str(self.pid), retired=True)
+            self.deleter.claim_many(batch.retired, str(self.pid), retired=True, at=next_offset - 1)
         crash_point("batch.folded")
         out = batch.records  # 2
         if self.extra:
@@ -179,7 +186,10 @@ class CommitCycle:
         if not await self._commit(out, offsets, next_offset, batch):  # 3
             return
         self.stats.add(batch)
-        if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
+        if batch.reopened:  # 4. the runs it reopened: their retired claims go, now that the reopen is durable
+            # (as of its offset: a retirement the next batch folded meanwhile stands, ownership.Claims)
+            self.deleter.claim_many(batch.reopened, str(self.pid), reopened=True, at=next_offset - 1)
+        if batch.deletions:  # grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
             # run and confirms them in one completion event
             crash_point("deletions.before_handover")
             self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))

@@ -155,6 +155,7 @@ def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bo
         refused=snapshot.refused,
         finished=snapshot.finished,
         symlinked=snapshot.symlinked,
+        retired=snapshot.retired,
     )
 
 

@@ -357,6 +357,31 @@ def _symlinked() -> list[bytes]:
     ]
 
 
+def _reopened() -> list[bytes]:
+    """contract §3 "Reopened runs": a retired run and a run still owing deletions reopened and going
+    on (their later evictions deleted as ever), finished again; what a reopen is refused for."""
+    r, s = f"{ROOT}/r", f"{ROOT}/s"
+    return [
+        started("r", r, keep=2, attr="acc", eid="sr"),
+        *(rep("r", f"{r}/c{i}", {"acc": i}, eid=f"r{i}") for i in range(3)),  # evicts c0
+        ev("run_reopened", "r", {}, "o-live"),  # not finished: run_not_finished
+        finish("r", eid="fr"),  # owes c0: stays hot
+        settled("r", deleted=[(f"{r}/c0", 0)]),  # retires, its state kept
+        rep("r", f"{r}/c3", {"acc": 9}, eid="r3"),  # run_finished
+        ev("run_reopened", "r", {}, "o-r1"),  # back: c1, c2 kept, report_count 3
+        ev("run_reopened", "r", {}, "o-r1"),  # a retry: a duplicate
+        rep("r", f"{r}/c3", {"acc": 9}, eid="r3"),  # applied now: evicts c1
+        finish("r", eid="fr1"),  # owes c1: hot
+        ev("run_reopened", "r", {}, "o-r2"),  # finished and hot: reopened, c1 still owed
+        rep("r", f"{r}/c4", {"acc": 0}),  # the latest, ranked last: nothing evicted; c1 still owed
+        ev("run_reopened", "nobody", {}, "o-n"),  # never seen: unknown_run
+        started("s", s, keep=1, attr="acc", eid="ss"),
+        rep("s", f"{s}/c0", {"acc": 1}, eid="s0"),
+        ev("run_forgotten", "s", {}, "fs"),  # retired with no state
+        ev("run_reopened", "s", {}, "o-s"),  # not_reopenable
+    ]
+
+
 def _big_ints() -> list[bytes]:
     """Int scores a double cannot hold exactly: Python compares them with floats exactly."""
     scores: list[Any] = [
@@ -445,4 +470,5 @@ NASTY: dict[str, Case] = {
     "bench_like": Case(_lines(_bench_like()), fold_settings(keep=2, attr="val/acc")),
     "finished": Case(_lines(_finished()), fold_settings(keep=2, attr="acc")),
     "symlinked": Case(_lines(_symlinked()), fold_settings(keep=2, attr="acc")),
+    "reopened": Case(_lines(_reopened()), fold_settings(keep=2, attr="acc")),
 }

@@ -32,6 +32,7 @@ SAMPLES = {  # one event of the newest version of each input kind
     "run_finished": f.finished(),
     "run_forgotten": f.forgotten(),
     "root_refused": f.root_refused(),
+    "run_reopened": f.reopened(),
 }
 
 
