@@ -18,7 +18,7 @@ import pytest
 
 from ckptlog.client import ids
 from ckptlog.client.reporter import AsyncReporter
-from ckptlog.events.paths import MARKER
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.kafka.producers import produce
 from ckptlog.processor.service.harness import event_record, running
 from ckptlog.processor.service.settings import ServiceSettings
@@ -69,7 +69,7 @@ def checkpoints(root: Path, *names: str) -> list[str]:
 
 
 def markers(root: Path) -> set[str]:
-    return {p.name for p in (root / MARKER).iterdir()} if (root / MARKER).exists() else set()
+    return {p.name for p in (root / CLAIM_DIR).iterdir()} if (root / CLAIM_DIR).exists() else set()
 
 
 async def test_a_finished_run_is_reopened_goes_on_across_a_restart_and_finishes_again(

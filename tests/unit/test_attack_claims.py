@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant, Shared
-from ckptlog.processor.storage.markers import claim_all
 
 
 def test_claiming_a_root_around_a_claimed_root_is_reported_as_shared(tmp_path: Path) -> None:

@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy, _Request
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 WAIT_S = 5.0
 

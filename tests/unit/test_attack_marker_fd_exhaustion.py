@@ -67,4 +67,4 @@ async def test_fd_pressure_makes_the_walk_skip_another_runs_claimed_root(tmp_pat
     await deleter_b.close()
 
     assert (b_root / "kept" / "model.bin").exists(), f"run b's kept checkpoint was deleted (done={done})"
-    assert refused and "ownership marker of run 'b'" in refused[0][1]
+    assert refused and "the claim of run 'b'" in refused[0][1]

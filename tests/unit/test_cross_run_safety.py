@@ -40,9 +40,9 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.snapshot import decode, encode, of_fold
 from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.deletion import Deleter, Key, RetryPolicy
-from ckptlog.processor.storage.markers import claim_all
 from tests import factories as f
 from tests.unit.storage.test_deletion_symlinks import tree
 
@@ -200,7 +200,13 @@ class CrossRunSafety(RuleBasedStateMachine):
         for _, why in refused:
             event(
                 "refused: "
-                + ("another run's marker" if "ownership marker" in why else "a symlink" if "symlink" in why else why)
+                + (
+                    "another run's claim"
+                    if "holds the claim of run" in why
+                    else "a symlink"
+                    if "symlink" in why
+                    else why
+                )
             )
         for _, path in done:
             assert not os.path.lexists(normalize(path).removeprefix("file://")), f"{path} confirmed but still there"

@@ -4,7 +4,7 @@ registering it commits (ckptlog/processor/service/linked.py puts what it saw int
 
 Only a local root (`file://`: the canonical spelling of `/…` and `local://` too) below a local
 `--storage-root` is looked at. The deleter walks such a root from the resolved bound without
-following links (ckptlog/processor/storage/markers.py), so a link anywhere between the bound and
+following links (ckptlog/processor/storage/local_tree.py), so a link anywhere between the bound and
 the root, the root itself included, means that no deletion of the run would ever be carried out.
 Other protocols have no links; without a bound the deleter resolves the run root and trusts it.
 
@@ -26,7 +26,7 @@ import stat
 from collections.abc import Sequence
 
 from ckptlog.events.paths import UnsafePath, key_of, parse_url
-from ckptlog.processor.storage.markers import LOCAL, local_path
+from ckptlog.processor.storage.local_tree import LOCAL, local_path
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import remove_all
 from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 
 def _tree(tmp_path: Path) -> tuple[Path, str, str, str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 
 def tree(base: Path) -> dict[str, bytes | str]:

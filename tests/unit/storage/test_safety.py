@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.claims import CLAIMING, UNREADABLE, Claimant
 from ckptlog.processor.storage.confinement import Confinement
-from ckptlog.processor.storage.ownership import Claims
 from ckptlog.processor.storage.safety import Refused, nesting, ownership
 
 OUTER = "file:///sr"
@@ -37,7 +37,7 @@ def test_confinement_lets_a_path_below_both_bounds_through_in_its_canonical_spel
 
 
 async def test_a_pending_retired_claim_holds_paths_at_and_in_its_root_until_written(tmp_path: Path) -> None:
-    claims = Claims(outer_root=None)
+    claims = ClaimWriter(outer_root=None)
     root = normalize(f"file://{tmp_path}/a")
     claims.claim_many([(root, "a")], "t[0]", retired=True)
     assert claims.holds(f"{root}/c0") and not claims.holds(f"{root}x/c0")
