@@ -83,6 +83,9 @@ class LocalTree:
         return None  # a local path is its canonical spelling
 
 
+LOCAL_TREE = LocalTree()
+
+
 @dataclass(slots=True)
 class LocalDir:
     """One directory of a local walk, as an open descriptor (`close` it)."""

@@ -25,7 +25,7 @@ from ckptlog.errors import StorageError
 from ckptlog.events.paths import parse_url
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.storage.claims import Claimant
-from ckptlog.processor.storage.local_tree import LOCAL, LocalTree
+from ckptlog.processor.storage.local_tree import LOCAL, LOCAL_TREE
 from ckptlog.processor.storage.objects import mapped_errors, open_protocol
 from ckptlog.processor.storage.remote_tree import RemoteTree
 from ckptlog.processor.storage.safety import Outcome, Refused, Stop, judged, nesting, ownership
@@ -81,9 +81,6 @@ class StorageTree(Protocol):
     def spelling_problem(self, url: str, root: str) -> Refused | None:
         """Refused when the storage's own spelling of `url` is not its root's followed by the rest."""
         ...
-
-
-LOCAL_TREE = LocalTree()
 
 
 def tree_for(url: str, options: Options) -> StorageTree:
