@@ -191,9 +191,9 @@ class Deleter:
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
                 accepted += 1
                 continue
-            problem, url, root = check(request.path, request.root)
-            if problem is not None:
-                self._refuse([(key, problem)])
+            refused, url, root = check(request.path, request.root)
+            if refused is not None:
+                self._refuse([(key, refused.reason)])
                 continue
             accepted += 1
             outstanding[key] = (url, root, Claimant(key[0], source))

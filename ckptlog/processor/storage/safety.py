@@ -94,14 +94,18 @@ class Checks:
         self, outer_root: str | None = None, claims: PendingClaims | None = None, recheck: Recheck | None = None
     ) -> None:
         self._confinement = Confinement(outer_root)
-        # check 1: (why not, or None; the path's canonical URL; its root's), a plain tuple: one per eviction
-        self.confinement = self._confinement.check
+        self._check = self._confinement.check
         self.claims, self._recheck = claims, recheck
 
     @property
     def outer_key(self) -> str | None:
         """The canonical spelling of `--storage-root` (None: there is none, or it is unsafe)."""
         return self._confinement.outer_key
+
+    def confinement(self, path: str, root: str) -> tuple[Refused | None, str, str]:
+        """Check 1, as the path is submitted: the verdict, the path's canonical URL and its root's."""
+        problem, url, key = self._check(path, root)
+        return (None if problem is None else Refused(problem)), url, key
 
     def before_removal(self, key: Key, url: str) -> Held | Dropped | None:
         """Checks 2 and 3, in order, for a path about to be removed (`url`: canonical)."""
