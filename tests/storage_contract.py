@@ -334,7 +334,7 @@ class StorageContract:
         assert store.list() == sorted(names)
         assert len(refused) == 1 and deleter.outstanding == frozenset()
 
-    # --- run ownership across partitions (contract §9): markers in run roots ---------------------
+    # --- run ownership across partitions (contract §9): claims in run roots -----------------------
 
     async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
         """Claim `(relative root, run id)`s through the deleter, as the processor does."""
@@ -376,7 +376,7 @@ class StorageContract:
         await deleter.close()
 
     async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
-        """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
+        """Runs of different partitions whose roots nest: the fold cannot see it, the claims can."""
         store = backend.store()
         names = ["runs/a/ok/model.bin", "runs/a/b/kept/model.bin", "runs/a/x/y/c/kept/model.bin", "runs/d/z/m.bin"]
         for name in names:

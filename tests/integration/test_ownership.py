@@ -3,7 +3,7 @@
 Two runs whose roots nest are refused within one partition by the fold; on two partitions the
 fold cannot see it. Here run `inner` (partition 1) is rooted inside run `outer`'s root
 (partition 0), and `outer` reports `inner`'s root as one of its checkpoints and evicts it.
-Before the ownership markers the eviction deleted `inner`'s kept checkpoints.
+Before the claims in run roots the eviction deleted `inner`'s kept checkpoints.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ of its own, and every run also plays the attacker: it reports another run's root
 above another run's checkpoint, another run's kept checkpoint, the storage root, paths through
 a symlink below the storage root that leads outside it, and starts with roots that nest with
 other runs' (which the other partition cannot see). The processor claims each registered root
-(ownership markers, ckptlog/processor/storage/markers.py) as the service does after a commit, and its
+(claims, ckptlog/processor/storage/claim_writer.py) as the service does after a commit, and its
 real `Deleter` deletes what each fold owes, folding the completions back; folds are restored
 from snapshot bytes now and then.
 

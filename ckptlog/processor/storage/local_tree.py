@@ -24,7 +24,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from ckptlog.errors import StorageError
@@ -93,47 +93,35 @@ class LocalDir:
     fd: int
 
     def child(self, name: str, make: bool, where: str) -> LocalDir:
-        """`name` below, opened without following a link (made when missing and `make`)."""
         try:
+            if make:
+                with suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=self.fd)
             return LocalDir(os.open(name, _DIR, dir_fd=self.fd))
-        except FileNotFoundError:
-            if not make:
-                raise Stop(None) from None  # gone, and everything below it
-        except OSError as exc:
-            raise Stop(_unopenable(exc, where)) from None
-        try:
-            os.mkdir(name, 0o777, dir_fd=self.fd)
-        except FileExistsError:
-            pass
-        try:
-            return LocalDir(os.open(name, _DIR, dir_fd=self.fd))
+        except FileNotFoundError as exc:  # gone, and everything below it (made: removed meanwhile)
+            raise Stop(_unopenable(exc, where) if make else None) from None
         except OSError as exc:
             raise Stop(_unopenable(exc, where)) from None
 
     def claimants(self) -> set[Claimant] | None:
-        """Who claims this directory (None: no claim directory in it)."""
         return _claimants(self.fd)
 
     def claims_below(self, name: str | None, me: Claimant | None) -> Refused | None:
-        """Refused when directory `name` (None: every entry of this one but its claim directory)
-        holds, at any depth, a claim naming another claimant than `me`, or is too deep to check."""
+        """Also refused: a tree too deep to check."""
         names = [name] if name is not None else [n for n in os.listdir(self.fd) if n != CLAIM_DIR]
         return next(filter(None, (_claims_below(self.fd, n, me) for n in names)), None)
 
     def remove(self, name: str, url: str) -> None:
-        """Unlink a file or link, rmtree a real directory (fd-based: links are not followed); then
-        confirm the name is gone (StorageError if not)."""
+        """Unlink a file or link, rmtree a real directory (fd-based: links are not followed)."""
         try:
             mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
         except FileNotFoundError:
             return
-        try:
+        with suppress(FileNotFoundError):  # removed meanwhile: confirmed below
             if stat.S_ISDIR(mode):
                 shutil.rmtree(name, dir_fd=self.fd)
             else:
                 os.unlink(name, dir_fd=self.fd)
-        except FileNotFoundError:
-            pass  # removed meanwhile: confirmed below
         try:
             os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -141,15 +129,13 @@ class LocalDir:
         raise still_exists(url)
 
     def write_claim(self, me: Claimant, root: str) -> bool:
-        """Write `me`'s claim unless a file has its name; True when it was written now."""
-        try:
+        """Unless a file has its name (local claims are never written over)."""
+        with suppress(FileExistsError):
             os.mkdir(CLAIM_DIR, 0o755, dir_fd=self.fd)
-        except FileExistsError:
-            pass
         try:
-            claims = self._claim_dir(root)
-        except Stop as stop:
-            raise Stop(stop.outcome or f"{root}/{CLAIM_DIR} vanished as it was made; claiming it again") from None
+            claims = os.open(CLAIM_DIR, _DIR, dir_fd=self.fd)
+        except OSError as exc:
+            raise Stop(_unopenable(exc, f"{root}/{CLAIM_DIR}")) from None
         with opened(claims):
             name = claim_name(me)
             try:
@@ -163,23 +149,18 @@ class LocalDir:
                 with opened(out):
                     os.write(out, claim_body(me))
                     os.fsync(out)
-                try:
+                with suppress(FileExistsError):
                     os.link(temp, name, src_dir_fd=claims, dst_dir_fd=claims, follow_symlinks=False)
-                except FileExistsError:
-                    pass
             finally:
                 os.unlink(temp, dir_fd=claims)
             return True
 
     def remove_claim(self, claimant: Claimant, root: str) -> Refused | None:
-        """Remove the claim file naming `claimant`, if it is there; anything but a file by that name
-        is left (and bars every deletion as ever, `claimants`)."""
+        """Anything but a file by that name is left (and bars every deletion as ever, `claimants`)."""
         try:
-            claims = self._claim_dir(root)
-        except Stop as stop:
-            if stop.outcome is None:
-                return None
-            raise
+            claims = os.open(CLAIM_DIR, _DIR, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
         with opened(claims):
             name = claim_name(claimant)
             try:
@@ -198,9 +179,6 @@ class LocalDir:
 
     def close(self) -> None:
         os.close(self.fd)
-
-    def _claim_dir(self, root: str) -> int:
-        return self.child(CLAIM_DIR, False, f"{root}/{CLAIM_DIR}").fd
 
 
 def _unopenable(exc: OSError, where: str) -> Refused | str:

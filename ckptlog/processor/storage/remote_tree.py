@@ -11,6 +11,7 @@ one done before. Caches are bypassed before every look, so a removal is confirme
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
 import fsspec
@@ -60,7 +61,6 @@ class RemoteDir:
         return RemoteDir(self.fs, f"{self.path}/{name}")
 
     def claimants(self) -> set[Claimant] | None:
-        """Who claims this directory (None: no claim directory in it)."""
         fs, claims = self.fs, f"{self.path}/{CLAIM_DIR}"
         fs.invalidate_cache(claims)
         if not fs.exists(claims):
@@ -70,8 +70,6 @@ class RemoteDir:
         return found or {CLAIMING}
 
     def claims_below(self, name: str | None, me: Claimant | None) -> Refused | None:
-        """Refused when `name` (None: this directory, its own claims aside) holds, at any depth, a
-        claim naming another claimant than `me`."""
         top = self.path if name is None else f"{self.path}/{name}"
         self.fs.invalidate_cache(top)
         found = {p.split(f"/{CLAIM_DIR}/", 1)[0] for p in self.fs.find(top) if f"/{CLAIM_DIR}/" in p}
@@ -83,17 +81,14 @@ class RemoteDir:
 
     def remove(self, name: str, url: str) -> None:
         path = f"{self.path}/{name}"
-        try:
+        with suppress(FileNotFoundError):
             self.fs.rm(path, recursive=True)
-        except FileNotFoundError:
-            pass
         self.fs.invalidate_cache(path)
         if self.fs.exists(path):
             raise still_exists(url)
 
     def write_claim(self, me: Claimant, root: str) -> bool:
-        """Write `me`'s claim (a retired one always: where the root is) unless it is in place; True when
-        written now."""
+        """A retired claim is written all the same (over whatever has its name: it is where the root is)."""
         if not me.retired and me in (self.claimants() or ()):
             return False
         self.fs.pipe_file(f"{self.path}/{CLAIM_DIR}/{claim_name(me)}", claim_body(me))

@@ -43,27 +43,21 @@ class Directory(Protocol):
     def child(self, name: str, make: bool, where: str) -> Directory:
         """`name` below this one (`where`, for messages), never through a link; made if `make`,
         else missing: Stop(None)."""
-        ...
 
     def claimants(self) -> set[Claimant] | None:
         """Who its claim directory names (None: it has none)."""
-        ...
 
     def claims_below(self, name: str | None, me: Claimant | None) -> Refused | None:
         """Another claimant's claim at or anywhere below `name` (None: below this directory)."""
-        ...
 
     def remove(self, name: str, url: str) -> None:
         """Remove `name` and all below it, and confirm it is gone (StorageError if not)."""
-        ...
 
     def write_claim(self, me: Claimant, root: str) -> bool:
         """Write `me`'s claim into its claim directory unless it is in place; True when written now."""
-        ...
 
     def remove_claim(self, claimant: Claimant, root: str) -> Refused | None:
         """Remove `claimant`'s claim file, if it is there."""
-        ...
 
     def exists(self) -> bool: ...
 
@@ -76,11 +70,9 @@ class StorageTree(Protocol):
     def start(self, url: str, make: bool, bound: bool) -> Directory:
         """The directory at canonical `url`, `--storage-root` (`bound`) or a run root without one:
         the one place a walk trusts, resolved."""
-        ...
 
     def spelling_problem(self, url: str, root: str) -> Refused | None:
         """Refused when the storage's own spelling of `url` is not its root's followed by the rest."""
-        ...
 
 
 def tree_for(url: str, options: Options) -> StorageTree:

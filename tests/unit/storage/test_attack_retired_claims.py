@@ -134,9 +134,10 @@ def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_
     assert (sr / "team" / "a" / "c0").is_dir()
 
 
-def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() -> None:
-    """Local claims are read as their first 4096 bytes (markers._read_claim); on other protocols
-    `claimants_at` reads every object in the marker directory whole (`cat_file`), on every walk
+def test_a_huge_file_planted_in_a_remote_claim_directory_is_not_read_whole() -> None:
+    """Local claims are read as their first 4096 bytes (local_tree._read_claim); on other protocols
+    the claim reader (then `claimants_at`, now `RemoteDir.claimants`) read every object in the
+    claim directory whole (`cat_file`), on every walk
     that meets it: a large object planted there (by the training job writing into its root, or
     anyone who can) costs its size in memory and egress per deletion. It must still count as
     nobody's claim, read as cheaply as a local one."""
@@ -154,7 +155,7 @@ def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() ->
         finally:
             tracemalloc.stop()
         assert isinstance(outcome, Refused) and not outcome.retry, outcome
-        assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the marker directory"
+        assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the claim directory"
     finally:
         fs.rm("/huge-claim", recursive=True)
 
@@ -195,8 +196,8 @@ def test_no_claim_is_written_for_a_root_outside_the_storage_root_through_a_symli
     another one: the fold checks a root against the bound only as the run starts). The restore
     then claims them all — live roots, and every finished record's retired claim — and a root
     that is not below the bound is opened as *trusted*: resolved through any symlink and written,
-    as root, wherever that leads, outside --storage-root (markers.open_root: "no claim is written
-    outside the resolved bound"). Such a root must get no claim."""
+    as root, wherever that leads, outside --storage-root (then markers.open_root, now
+    tree.reach_root: "no claim is written outside the resolved bound"). Such a root must get no claim."""
     sr, target = tmp_path / "sr", tmp_path / "system"
     sr.mkdir()
     target.mkdir()
