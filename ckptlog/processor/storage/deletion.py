@@ -1,22 +1,17 @@
 """Background deletion of evicted checkpoint directories (contract §3 "Retention", §9).
 
-The fold decides *what* to delete and records it as outstanding state; this module only
-carries deletions out: off the caller's path, idempotently, retried with a deterministic
-backoff. A deletion that keeps failing stays outstanding and is logged, never dropped.
+The fold decides *what* to delete and records it as outstanding state; the deleter carries
+deletions out: off the caller's path, idempotently, retried with a deterministic backoff; one that
+keeps failing stays outstanding and is logged, never dropped. It enforces its own half of deletion
+safety, so that a bug in the fold is caught here: the ordered checks of
+ckptlog/processor/storage/safety.py (`Checks` at submission and as a job starts, the walk of
+tree.py `remove_all` for the rest). A path any check refuses is final: reported once through
+`on_refused`, never touched. The roots' claims are a `ClaimWriter`'s (claim_writer.py): the
+deleter hands it the service's requests and asks it, through `Checks`, which paths wait.
 
-The deleter enforces its own half of deletion safety, so that a bug in the fold is caught
-here: every path passes the ordered checks of ckptlog/processor/storage/safety.py — confinement at
-submission, then as its job starts the retired-claim hold and the re-check of the run's current
-state (`Checks`), then nesting and ownership in the walk that removes it (tree.py `remove_all`).
-A path refused by any of these is final: it is reported once through `on_refused` and never
-touched. The run roots' claims are written by a `ClaimWriter` (claim_writer.py) of their own, which
-the deleter only hands the service's requests to and asks, through `Checks`, which paths wait.
-
-Work is batched because a processor evicts one checkpoint per report: accepted paths wait in
-one queue, and at most `concurrency` jobs run at a time, each deleting up to `batch_size`
-paths in a single worker-thread call (`remove_all`) and reporting every path it confirmed gone
-in one `on_done` call. Outcomes stay per path: a failed path is retried alone, after its own
-backoff, while the rest of its batch completes.
+Accepted paths wait in one queue; at most `concurrency` jobs run at a time, each deleting up to
+`batch_size` paths in one worker-thread call and reporting every path it confirmed gone in one
+`on_done` call. Outcomes stay per path: a failed path is retried alone, after its own backoff.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
-"""The local storage tree (`file://`, contract §9): the `StorageTree` of ckptlog/processor/storage/tree.py
-through directory file descriptors.
+"""The local storage tree (`file://`, contract §9): tree.py's `StorageTree` through directory file descriptors.
 
-Every directory below the start is opened with `O_NOFOLLOW` relative to its parent's descriptor,
-so a symlink at any depth is never followed (the kernel says ELOOP, also for a directory swapped
-for a link between a check and the removal); the start alone — the resolved `--storage-root`, or a
-run root trusted without one — is resolved. A checkpoint that is itself a link is unlinked, a real
-directory removed by `shutil.rmtree(dir_fd=…)`, which never follows a link either.
-
-A claim is read only if it is a regular file, opened without blocking (a FIFO planted there
-never stalls a worker thread), its first CLAIM_BYTES only; anything else in a claim directory
-counts as another run's. The walk through a checkpoint's tree holds one descriptor per level and
-refuses a tree deeper than MAX_TREE_DEPTH levels (it could not be checked, nor removed, without
-recursing that deep); a directory it cannot open for any reason but "gone" or "a link" fails the
-deletion (retried), never skips the subtree. A claim is written atomically: a temporary file, then
-a hard link that fails if the name exists (a name already there is taken as written).
+Every directory below the start (the resolved `--storage-root`, or a run root trusted without one)
+is opened with `O_NOFOLLOW` relative to its parent's descriptor: a link at any depth is never
+followed, also one swapped in between a check and the removal (the kernel says ELOOP). A checkpoint
+that is a link is unlinked, a directory removed by `shutil.rmtree(dir_fd=…)`, which follows no link.
+A claim is read only if it is a regular file, opened without blocking (a FIFO planted there never
+stalls a worker thread), its first CLAIM_BYTES only; anything else in a claim directory counts as
+another run's. The walk through a checkpoint's tree holds one descriptor per level, refuses a tree
+deeper than MAX_TREE_DEPTH, and fails (retried) at a directory it cannot open for any reason but
+"gone" or "a link", never skipping it. A claim is written as a temporary file, then hard-linked
+into place, which fails if the name exists (taken as written).
 """
 
 from __future__ import annotations

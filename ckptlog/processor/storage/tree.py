@@ -4,16 +4,10 @@
 a run root trusted without one), step one directory down without following a link, read the claims
 of a directory, look for claims anywhere below one, remove an entry, write and remove a claim file.
 ckptlog/processor/storage/local_tree.py implements them with directory file descriptors,
-remote_tree.py with the protocol's own fsspec filesystem. What the walks check, in which order and
-with which verdict, is ckptlog/processor/storage/safety.py's; the walks are here (`reach_root`,
-`remove_all`) and in claim_writer.py (`claim_all`).
-
-A deletion walks from `--storage-root` down to the run root, refusing another claimant's claim
-above it (the root lies inside another run's) or at it, then down to the checkpoint's parent,
-refusing one between, then through the checkpoint's own tree, refusing one anywhere inside it;
-then it removes the checkpoint and confirms it gone. A batch is one worker-thread call (a thread
-hop per path cost more than deleting a missing local path), every path its own outcome: `None`
-(confirmed gone), an error text (transient: retried) or `Refused` (final: nothing was touched).
+remote_tree.py with the protocol's own fsspec filesystem. The walks are here (`reach_root`,
+`remove_all`) and in claim_writer.py (`claim_all`); what they check, and the verdicts, are
+ckptlog/processor/storage/safety.py's. A batch of deletions is one worker-thread call (a thread hop
+per path cost more than deleting a missing local path), each path its own outcome.
 """
 
 from __future__ import annotations
