@@ -122,7 +122,11 @@ class Deleter:
         self.counts = DeletionCounts()
         self._checks = Checks(outer_root, recheck=recheck)
         # the run roots' claims, written by a writer of their own; the deletions wait for its retired claims
-        self.claims = claims or ClaimWriter(outer_root=self._checks.outer_key, storage_options=self._options)
+        self.claims = (
+            claims
+            if claims is not None
+            else ClaimWriter(outer_root=self._checks.outer_key, storage_options=self._options)
+        )
         self._checks.claims = self.claims
 
     def claim_many(

@@ -86,7 +86,7 @@ async def test_a_run_reusing_an_expired_ids_root_in_the_same_process_is_reported
 ) -> None:
     """Contract §3 *Expiry*: "A new run reusing the id and the root is told so as it claims the
     root (`root_shared`, an ERROR)". In the process that folded the old run, the new run's claim
-    is the very (root, run, partition) it claimed for the old one, which `Claims` claims once per
+    is the very (root, run, partition) it claimed for the old one, which the `ClaimWriter` claims once per
     process: it is skipped, and nothing is told (only a later restart would)."""
     sr = tmp_path / "sr"
     sr.mkdir()

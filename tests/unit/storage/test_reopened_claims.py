@@ -179,7 +179,7 @@ def test_a_reopen_writes_nothing_through_a_symlinked_root(tmp_path: Path) -> Non
     assert {p.name for p in (target / CLAIM_DIR).iterdir()} == {claim_name(RETIRED)}  # untouched
 
 
-# -- the order of writes and removals, and the hold (ownership.Claims) -----------------------------
+# -- the order of writes and removals, and the hold (claim_writer.ClaimWriter) ---------------------
 
 
 def _local(tmp_path: Path, claimed: bool = True) -> tuple[Path, str, str]:
