@@ -104,8 +104,10 @@ class LocalDir:
 
     def claims_below(self, name: str | None, me: Claimant | None) -> Refused | None:
         """Also refused: a tree too deep to check."""
-        names = [name] if name is not None else [n for n in os.listdir(self.fd) if n != CLAIM_DIR]
-        return next(filter(None, (_claims_below(self.fd, n, me) for n in names)), None)
+        if name is not None:
+            return _claims_below(self.fd, name, me)
+        inside = (_claims_below(self.fd, n, me) for n in os.listdir(self.fd) if n != CLAIM_DIR)
+        return next(filter(None, inside), None)
 
     def remove(self, name: str, url: str) -> None:
         """Unlink a file or link, rmtree a real directory (fd-based: links are not followed)."""
@@ -113,11 +115,13 @@ class LocalDir:
             mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
         except FileNotFoundError:
             return
-        with suppress(FileNotFoundError):  # removed meanwhile: confirmed below
+        try:
             if stat.S_ISDIR(mode):
                 shutil.rmtree(name, dir_fd=self.fd)
             else:
                 os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass  # removed meanwhile: confirmed below
         try:
             os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
