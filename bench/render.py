@@ -157,7 +157,35 @@ def e2e_section(rec: dict[str, Any], image: str | None) -> list[str]:
             extra = f"{w[copies]:,.0f} ({w[copies] / w['bare']:.0%}), {copies[6:]}" if copies else "—"
             rows.append([run, w["workload"], f"{w['bare']:,.0f}", *cells, f"{w.get('fanout', 1):.1f}", extra])
     heads = ("run", "workload", "bare loop, events/s", *E2E_COLUMNS, "records out per input", "bare loop, same output")
-    return [*lines, table(heads, rows)]
+    return [*lines, table(heads, rows), *e2e_cpu(rec)]
+
+
+def e2e_cpu(rec: dict[str, Any]) -> list[str]:
+    """The same runs' CPU time per event (the bench's process, all threads), where it was measured:
+    the steadier figure when other work slows the wall clock."""
+    rows = []
+    for run, workloads in enumerate(rec["data"], 1):
+        for w in (w for w in workloads if "cpu_us" in w):
+            cpu, copies = w["cpu_us"], same_loop(w)
+            loop = f"{cpu[copies]:.0f}, {copies[6:]}" if copies and copies in cpu else "—"
+            rows.append(
+                [
+                    run,
+                    w["workload"],
+                    f"{cpu['bare']:.0f}",
+                    *(f"{cpu[c]:.0f}" if c in cpu else "—" for c in E2E_COLUMNS),
+                    loop,
+                ]
+            )
+    if not rows:
+        return []
+    heads = ("run", "workload", "bare loop", *E2E_COLUMNS, "bare loop, same output")
+    return [
+        "",
+        "CPU µs per event in the same runs (the bench's process, all threads, timed part only):",
+        "",
+        table(heads, rows),
+    ]
 
 
 def peer_section(rec: dict[str, Any], image: str | None) -> list[str]:

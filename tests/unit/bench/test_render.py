@@ -74,6 +74,16 @@ def test_issue_39_judges_real_files_against_the_same_records_loop_and_sparse_aga
     assert targets.issue_39_throughput(rec([no_loop] * 3))[2] == "not measured"
 
 
+def test_cpu_per_event_is_shown_beside_the_rates_where_measured() -> None:
+    rows = issue_39(0.75, 0.71, 1.02, 1.0)
+    rows[0]["cpu_us"] = {"bare": 12.0, "exactly_once": 40.0, "at_least_once": 36.0, "bare, 2 copies": 24.0}
+    text = "\n".join(render.e2e_section(rec([rows] * 3), None))
+    assert "| 1 | dense | 12 | 40 | 36 | — | — | — | 24, 2 copies |" in text
+    assert "CPU µs per event" not in "\n".join(render.e2e_section(rec([issue_39(0.75, 0.71, 1.02, 1.0)]), None))
+    verdict = targets.issue_39_throughput(rec([rows] * 3))
+    assert "by CPU time per event, dense 0.60–0.67× the same-records loop" in str(verdict[3])
+
+
 def peer_row(workload: str, guarantee: str, ratio: float, first: bool = False) -> dict[str, Any]:
     return {
         "workload": workload,
