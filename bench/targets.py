@@ -11,7 +11,9 @@ The rules are written out here (not in prose elsewhere) so a reader can check th
   at the shortest, and ≤ 2 s (the earlier target of docs/benchmarks.md);
 - issue 39 item 4(a): the dense workload with real files (deletions real) ≥ 0.7× the bare loop
   writing the same records, and the sparse workload ≥ 1× the one-record loop, exactly_once and
-  at_least_once, every one of at least 3 consecutive runs;
+  at_least_once, every one of at least 3 consecutive runs; measured on a host whose load average
+  was over twice its CPUs, a "met" is "not shown" (the loops, which wait on the broker, can be
+  slowed by other work far more than the processor; a "missed" stands);
 - issue 39 item 4(b): ckptlog ≥ 1.5× the Quix Streams peer (bench/peer_compare.py) in every run, each
   workload and guarantee measured; the peer's kept sets equal ckptlog's (the run fails otherwise);
 - scale and the Ray comparison have no number to meet: they are reported as measured.
@@ -28,6 +30,7 @@ P99_MS, AT_RATE = 150.0, 1000
 FLAT, RESTART_S = 1.5, 2.0
 SAME, NOT_ON_DISK = 0.9, ("exactly_once, checkpoints not on disk", "at_least_once, checkpoints not on disk")
 SAME_39, SPARSE_39, PEER_39 = 0.7, 1.0, 1.5
+BUSY = 2.0  # a 15-minute load average over twice the CPUs: a "met" of issue 39 (a) is not shown
 GUARANTEES = ("exactly_once", "at_least_once")
 
 
@@ -206,7 +209,20 @@ def issue_39_throughput(rec: dict[str, Any] | None) -> Row:
         by_cpu = [c[loop] / c[g] for c, loop in cpu for g in GUARANTEES]
         why += f"; by CPU time per event, dense {min(by_cpu):.2f}–{max(by_cpu):.2f}× the same-records loop"
     met = low_dense >= SAME_39 and low_sparse >= SPARSE_39
+    busy = loaded(rec or {})
+    if met and busy:  # the loops wait on the broker: other work can slow them more than the processor
+        return [target, measured, "not shown", f"{busy}; {why}"]
     return [target, measured, "met" if met else "missed", why]
+
+
+def loaded(rec: dict[str, Any]) -> str | None:
+    """Why a section's ratios cannot show a target met: the host's 15-minute load average when it ended
+    was over twice its CPUs (other work held the cores), or None."""
+    host = rec.get("host", {})
+    cpus, load = host.get("cpus") or 0, (host.get("load") or [0.0, 0.0, 0.0])[-1]
+    if cpus and load > BUSY * cpus:
+        return f"the host's load was {load:.1f} on {cpus} CPUs: ratios of runs a minute apart measure the load"
+    return None
 
 
 def against_peer(rec: dict[str, Any] | None) -> Row:

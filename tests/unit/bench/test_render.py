@@ -69,6 +69,13 @@ def test_issue_39_judges_real_files_against_the_same_records_loop_and_sparse_aga
     sparse = targets.issue_39_throughput(rec([issue_39(0.9, 0.9, 0.99, 1.2)] * 3))
     assert sparse[2] == "missed" and "sparse 0.99×" in str(sparse[3])
     assert targets.issue_39_throughput(rec([issue_39(0.9, 0.9, 1.1, 1.1)] * 2))[2] == "not shown"
+    busy = rec([issue_39(0.75, 0.71, 1.02, 1.0)] * 3) | {"host": {"cpus": 2, "load": [9.0, 9.0, 11.2]}}
+    shown = targets.issue_39_throughput(busy)
+    assert shown[2] == "not shown" and "load was 11.2 on 2 CPUs" in str(shown[3])
+    calm = rec([issue_39(0.75, 0.71, 1.02, 1.0)] * 3) | {"host": {"cpus": 2, "load": [5.0, 4.0, 3.9]}}
+    assert targets.issue_39_throughput(calm)[2] == "met"
+    busy_miss = rec([issue_39(0.69, 0.71, 1.02, 1.0)] * 3) | {"host": {"cpus": 2, "load": [9.0, 9.0, 11.2]}}
+    assert targets.issue_39_throughput(busy_miss)[2] == "missed"
     no_loop = dense(0.9, 0.9)
     del no_loop[0]["bare, 3 copies"]  # bench.processor runs it only when the processor writes over 1 record per input
     assert targets.issue_39_throughput(rec([no_loop] * 3))[2] == "not measured"
