@@ -188,6 +188,10 @@ def e2e_cpu(rec: dict[str, Any]) -> list[str]:
     ]
 
 
+PEER_HEADS: tuple[str, ...] = ("run", "workload", "guarantee", "ckptlog events/s", "peer events/s", "ckptlog ÷ peer")
+PEER_HEADS += ("ckptlog CPU µs/event", "peer CPU µs/event", "peer CPU ÷ ckptlog CPU", "first", "load")
+
+
 def peer_section(rec: dict[str, Any], image: str | None) -> list[str]:
     lines = header("Against a peer: the same job as a Quix Streams application", rec, image)
     lines.append(
@@ -218,20 +222,7 @@ def peer_section(rec: dict[str, Any], image: str | None) -> list[str]:
         ]
         for run, r in enumerate(rec["data"], 1)
     ]
-    heads = (
-        "run",
-        "workload",
-        "guarantee",
-        "ckptlog events/s",
-        "peer events/s",
-        "ckptlog ÷ peer",
-        "ckptlog CPU µs/event",
-        "peer CPU µs/event",
-        "peer CPU ÷ ckptlog CPU",
-        "first",
-        "load",
-    )
-    return [*lines, table(heads, rows)]
+    return [*lines, table(PEER_HEADS, rows)]
 
 
 def latency_section(rec: dict[str, Any], image: str | None) -> list[str]:
