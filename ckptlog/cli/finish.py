@@ -6,24 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ckptlog.cli.clients import (
-    Confirm,
-    ConfirmTimeout,
-    DlqTopic,
-    EventsTopic,
-    ProcessorGroup,
-    RunArg,
-    StateTopic,
-    _print,
-    _run,
-    confirming,
-    connection_options,
-    setting,
-)
+from ckptlog.cli.clients import RunArg, StateTopic, _print, _run, connection_options, sender_options, setting
 from ckptlog.cli.main import app
 from ckptlog.errors import ConfigError
 
 if TYPE_CHECKING:
+    from ckptlog.cli.clients import Sending
     from ckptlog.processor.service.settings import ServiceSettings
 
 FinishKeep = Annotated[
@@ -38,6 +26,7 @@ FinishKeep = Annotated[
 
 @app.command("finish")
 @connection_options
+@sender_options
 def finish_command(
     run_id: Annotated[str | None, typer.Argument(help="Run id (the Kafka key); or --idle-for.")] = None,
     keep: FinishKeep = "kept",
@@ -52,12 +41,8 @@ def finish_command(
     prefix: Annotated[str | None, typer.Option(help="With --idle-for: only runs whose id starts with this.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="With --idle-for: list the runs, send nothing.")] = False,
     state_topic: StateTopic = None,
-    topic: EventsTopic = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
     *,
+    send: Sending,
     settings: ServiceSettings,
 ) -> None:
     """Finish a run: its last retention, later reports refused (`run_finished`), its state out of the processor
@@ -68,17 +53,10 @@ def finish_command(
     if run_id is not None and (prefix is not None or dry_run):
         raise typer.BadParameter("--prefix and --dry-run go with --idle-for")
 
-    from ckptlog.client.reporter import AsyncReporter
-
     async def main() -> None:
         runs = [run_id] if run_id is not None else await _idle(settings, state_topic, idle_for or "", prefix, dry_run)
         for run in runs:
-            async with AsyncReporter(
-                run,
-                connection=settings,
-                topic=setting(topic, settings, "input_topic"),
-                **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-            ) as reporter:
+            async with send.reporter(run, settings) as reporter:
                 _print(await reporter.finish(mode))
 
     _run(main())
@@ -112,27 +90,13 @@ async def _idle(
 
 @app.command("forget")
 @connection_options
-def forget_command(
-    run_id: RunArg,
-    topic: EventsTopic = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
-    *,
-    settings: ServiceSettings,
-) -> None:
+@sender_options
+def forget_command(run_id: RunArg, *, send: Sending, settings: ServiceSettings) -> None:
     """Forget a run (an abandoned one): its state leaves the processor and its VIEW is tombstoned; its checkpoints
     stay in storage. Refused (`deletions_owed`) while its deletions are not settled: send it again then."""
-    from ckptlog.client.reporter import AsyncReporter
 
     async def main() -> None:
-        async with AsyncReporter(
-            run_id,
-            connection=settings,
-            topic=setting(topic, settings, "input_topic"),
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-        ) as reporter:
+        async with send.reporter(run_id, settings) as reporter:
             _print(await reporter.forget())
 
     _run(main())
