@@ -11,6 +11,11 @@ The flags are built from ckptlog/cli/setting_flags.py, which `python -m ckptlog.
 --write-flags` generates from the model (and the tests check equals it): so a command's --help and
 its argument errors need not import the model, pydantic-settings, the fold and the Kafka adapter
 (issue 38 item 8); the model is imported when the command runs (`load_settings`).
+
+Flags that are not settings but that several commands share are a block: a dataclass of typer
+options that `options_block` turns into a decorator (ckptlog/cli/clients.py `Sending`, the
+--topic and --confirm flags of every command that sends an input event); `rule_options` gives the
+retention rules' flags (generated from their table).
 """
 
 from __future__ import annotations

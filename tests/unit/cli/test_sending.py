@@ -19,8 +19,8 @@ SENDING_FLAGS = {flag(f.name) for f in dataclasses.fields(Sending)}
 
 @pytest.mark.parametrize("command", ["report", "start-run", "worker-group-restart", "finish", "forget", "adopt-ray"])
 def test_every_sending_command_takes_the_block(command: str) -> None:
-    assert SENDING_FLAGS == {"--topic", "--confirm", "--confirm-timeout-s", "--processor-group", "--dlq-topic"}
-    assert SENDING_FLAGS <= flags_of(command)
+    assert {"--topic", "--confirm", "--confirm-timeout-s", "--processor-group", "--dlq-topic"} == SENDING_FLAGS
+    assert flags_of(command) >= SENDING_FLAGS
 
 
 def test_a_command_with_the_block_gets_its_flags_as_one_value() -> None:
