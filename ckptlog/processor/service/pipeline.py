@@ -7,7 +7,8 @@
    batch.py, which `Pipeline` extends). Records below `publish_from` (published by an earlier
    owner) are only decoded and applied; just before the first one at or above it the fold equals
    the durable state, and `on_caught_up` is called. The roots the batch registered are claimed at
-   once (contract §9); outputs made outside the fold (`extra`: `checkpoints_missing`) ride along.
+   once (contract §9: a claim of a batch whose commit then fails is made again when it is folded
+   again, and harmless); outputs made outside the fold (`extra`: `checkpoints_missing`) ride along.
 4. commit — exactly_once: the batch's records and its consumed offset in one transaction;
    at_least_once: published (every record acknowledged), then the offset committed (publish.py).
    A failure marks the partition broken: the fold ran ahead of what is durable, so it must be
