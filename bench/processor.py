@@ -138,7 +138,15 @@ class NullDeleter:
     def submit_many(self, requests: Any, source: str | None = None) -> int:
         return len(requests)
 
-    def claim_many(self, claims: Any, source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Any,
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         return 0
 
     def retry_failed(self) -> int:

@@ -4,7 +4,7 @@
 
 Senders print the id of each acknowledged event on stdout, one per line; errors go to stderr
 as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never start a broker).
-Every sender (these, `finish`, `forget`, `adopt-ray`) takes `connection_options` and
+Every sender (these, `finish`, `reopen`, `forget`, `adopt-ray`) takes `connection_options` and
 `sender_options`, the one block of --topic and --confirm flags (`Sending`).
 """
 

@@ -1,4 +1,5 @@
-"""`ckptlog finish RUN` and `ckptlog forget RUN`: a run's run_finished or run_forgotten (contract §3)."""
+"""`ckptlog finish RUN`, `ckptlog reopen RUN` and `ckptlog forget RUN`: a run's run_finished, run_reopened or
+run_forgotten (contract §3)."""
 
 from __future__ import annotations
 
@@ -54,10 +55,14 @@ def finish_command(
         raise typer.BadParameter("--prefix and --dry-run go with --idle-for")
 
     async def main() -> None:
-        runs = [run_id] if run_id is not None else await _idle(settings, state_topic, idle_for or "", prefix, dry_run)
-        for run in runs:
-            async with send.reporter(run, settings) as reporter:
-                _print(await reporter.finish(mode))
+        # the idle runs' epochs come with their VIEWs; a run named alone has its VIEW read by the reporter
+        runs: dict[str, int | None] = {run_id: None} if run_id is not None else {}
+        if run_id is None:
+            runs = await _idle(settings, state_topic, idle_for or "", prefix, dry_run)
+        views = setting(state_topic, settings, "state_topic")  # the run's epoch: its VIEW's
+        for run, epoch in runs.items():
+            async with send.reporter(run, settings, state_topic=views) as reporter:
+                _print(await reporter.finish(mode, epoch=epoch))
 
     _run(main())
 
@@ -72,8 +77,8 @@ def _finish_mode(keep: str) -> Literal["kept", "best"]:
 
 async def _idle(
     settings: ServiceSettings, state_topic: str | None, idle_for: str, prefix: str | None, dry_run: bool
-) -> list[str]:
-    """The idle runs, said on stderr; none when --dry-run."""
+) -> dict[str, int | None]:
+    """The idle runs and their epochs, said on stderr; none when --dry-run."""
     from ckptlog.cli.idle import idle_runs, idle_text, parse_duration
     from ckptlog.client.connect import require_bootstrap
 
@@ -85,7 +90,24 @@ async def _idle(
     typer.echo(f"{len(found)} unfinished run(s) idle for more than {idle_for} on {topic}; {verb}:", err=True)
     for run in found:
         typer.echo(f"  {run.run_id} (idle {idle_text(run.idle_s)})", err=True)
-    return [] if dry_run else [r.run_id for r in found]
+    return {} if dry_run else {r.run_id: r.epoch for r in found}
+
+
+@app.command("reopen")
+@connection_options
+@sender_options
+def reopen_command(run_id: RunArg, state_topic: StateTopic = None, *, send: Sending, settings: ServiceSettings) -> None:
+    """Reopen a finished run: its state comes back as it finished (kept checkpoints, latest, counters) and it takes
+    reports again. Refused while it has not finished (`run_not_finished`), once its finished record expired or for a
+    run the processor never saw (`unknown_run`), and for a forgotten run (`not_reopenable`): with --confirm, the
+    reason and exit 1."""
+
+    async def main() -> None:
+        views = setting(state_topic, settings, "state_topic")  # the reopen's epoch: its VIEW's + 1
+        async with send.reporter(run_id, settings, state_topic=views) as reporter:
+            _print(await reporter.reopen())
+
+    _run(main())
 
 
 @app.command("forget")

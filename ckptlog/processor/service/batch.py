@@ -7,8 +7,11 @@ stage for the batch as a whole (`seal`). Each stage is a method that can be call
 - `decode`: a record's bytes to the decoded event of its kind, or a `Rejection` (codec.py);
 - `apply`: the event to the fold (core/fold.py), counted; its `Effects`;
 - `emit`: an applied event's outputs as records (its watermark held back), its run noted for the
-  batch's VIEW, its evictions and retired roots collected; `seal` after the batch's last record:
-  the roots it registered, one watermark per run, each changed run's VIEW.
+  batch's VIEW, its evictions collected, and the roots of the runs it retired or reopened (their
+  retired claims to write or remove); a run's first run_started noted (its dead letter, should
+  its root be found behind a symlink before the commit: service/linked.py), a run forgotten or
+  refused for a link to its root noted for tombstones; `seal` after the batch's last record: the
+  roots it registered, one watermark per run, each changed run's VIEW.
 
 A rejection at decode or apply becomes a dead letter (`_reject`). Pure with respect to Kafka:
 records in, `Batch` out. Records below `publish_from` (published by an earlier owner: the
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ckptlog.events.codec import decode_event
-from ckptlog.events.decoded import DecodedEvent, RunForgotten
+from ckptlog.events.decoded import DecodedEvent, RootRefused, RunForgotten, RunStarted
 from ckptlog.events.outputs import WATERMARK
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.events.state import H_INPUT_OFFSET
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 _WATERMARK = WATERMARK.name
+_NOTED = frozenset({RunStarted, RunForgotten, RootRefused})  # the applied events the batch notes beyond their outputs
 Marks = dict[str, tuple[int, int, Output]]
 """Run id -> the batch's last watermark of the run: (input offset, sequence, output) (contract §4)."""
 _TOMBSTONE = Rejection(
@@ -56,6 +60,8 @@ class Batch:
     deletions: list[Deletion] = field(default_factory=list)
     claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
     retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
+    started: dict[str, InputRecord] = field(default_factory=dict)  # run id -> its first run_started applied
+    reopened: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs reopened: theirs go
     consumed: int = 0
     applied: int = 0
     rejected: int = 0
@@ -70,7 +76,7 @@ class Batch:
     dead: dict[str, int] = field(default_factory=dict)  # reason -> dead letters
     # what emit keeps for `seal` (read once there; `merge` leaves them, every part is sealed on its own):
     changed: dict[str, RunState] = field(default_factory=dict)  # runs whose VIEW the batch changed
-    forgotten: dict[str, RunState | None] = field(default_factory=dict)  # runs tombstoned (contract §3)
+    forgotten: dict[str, RunState | None] = field(default_factory=dict)  # runs tombstoned (contract §3, §9)
     marks: Marks = field(default_factory=dict)  # one watermark per run, published after the batch's outputs
 
     def merge(self, other: Batch) -> None:
@@ -78,6 +84,9 @@ class Batch:
         self.deletions.extend(other.deletions)
         self.claims.extend(other.claims)
         self.retired.extend(other.retired)
+        for run_id, record in other.started.items():
+            self.started.setdefault(run_id, record)
+        self.reopened.extend(other.reopened)
         self.consumed += other.consumed
         self.applied += other.applied
         self.rejected += other.rejected
@@ -150,12 +159,10 @@ class BatchFolder:
     def emit(self, batch: Batch, record: InputRecord, event: DecodedEvent, effects: Effects) -> None:
         """Stage 3 for one applied event at or past publish_from: its outputs as records, routed, with
         ids naming `record` (its watermark kept in `batch.marks` for `seal`); its run noted for the
-        batch's VIEW; its evictions and the roots of the runs it retired collected. Outputs that
-        cannot be built undo the event, which is dead-lettered instead (contract §7)."""
+        batch's VIEW; its evictions and the roots of the runs it retired or reopened collected; a
+        run_started, run_forgotten or root_refused noted (`_noted`). Outputs that cannot be built
+        undo the event, which is dead-lettered instead (contract §7)."""
         subject, fold = event.subject, self.fold
-        if event.__class__ is RunForgotten:
-            batch.changed.pop(subject, None)
-            batch.forgotten[subject] = fold.leaving.get(subject)
         outputs = effects.outputs
         if outputs:
             out, offset, last = batch.records, record.offset, len(outputs) - 1
@@ -181,8 +188,13 @@ class BatchFolder:
                 counts[name] = counts.get(name, 0) + 1
         if effects.deletions:
             batch.deletions.extend(effects.deletions)
-        if fold.leaving:  # the roots of the runs the event retired: their retired claims (storage/claims.py)
-            batch.retired.extend((run.root, run.run_id) for run in fold.leaving.values() if run.storage_root)
+        if fold.leaving:
+            self._retired(batch)
+        if fold.reopening:
+            self._reopened(batch)
+        kind = event.__class__
+        if kind in _NOTED:
+            self._noted(kind, subject, record, batch)
 
     def seal(self, batch: Batch) -> None:
         """Stage 3 for the batch as a whole, after its last record: the roots it registered (claimed
@@ -197,6 +209,35 @@ class BatchFolder:
         if batch.marks:
             self._watermarks(batch)
         self._views(batch)
+
+    def _retired(self, batch: Batch) -> None:
+        """The roots of the runs the last event retired: their retired claims (storage/claims.py). A run
+        refused for a link to its root gets none: no walk goes through the link (contract §9). Of a run
+        reopened and retired again in one batch only the retirement counts (and vice versa)."""
+        symlinked = self.fold.symlinked
+        leaving = self.fold.leaving.values()
+        for claim in [(run.root, run.run_id) for run in leaving if run.storage_root and run.run_id not in symlinked]:
+            if claim in batch.reopened:
+                batch.reopened.remove(claim)
+            batch.retired.append(claim)
+
+    def _reopened(self, batch: Batch) -> None:
+        """The roots of the runs the last event brought back from retirement: their retired claims go
+        (after the commit: `Pipeline.after_commit`)."""
+        for claim in [(run.root, run.run_id) for run in self.fold.reopening.values() if run.storage_root]:
+            if claim in batch.retired:
+                batch.retired.remove(claim)
+            batch.reopened.append(claim)
+
+    def _noted(self, kind: type, run_id: str, record: InputRecord, batch: Batch) -> None:
+        """An applied run_started, run_forgotten or root_refused of a live record: the first run_started
+        of each run (its dead letter, should its root be found behind a link: service/linked.py); a run
+        whose state left (forgotten, refused for a link: contract §3, §9) has its VIEW tombstoned."""
+        if kind is RunStarted:
+            batch.started.setdefault(run_id, record)
+        elif kind is RunForgotten or run_id in self.fold.leaving:  # a root_refused that refused the run
+            batch.changed.pop(run_id, None)
+            batch.forgotten[run_id] = self.fold.leaving.get(run_id)
 
     def _watermarks(self, batch: Batch) -> None:
         """The batch's one watermark per run (contract §4): the one the run's last change in the batch

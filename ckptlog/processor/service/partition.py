@@ -219,11 +219,18 @@ class PartitionTask:
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
-        finished, source = self.fold.finished, str(self.pid)
-        live = [(root, run_id) for root, run_id in self.fold.roots.owners.items() if finished.get(run_id) != root]
+        finished, symlinked, source = self.fold.finished, self.fold.symlinked, str(self.pid)
+        reopened = {run.run_id: run.root for run in self.fold.runs.values() if run.reopened and run.storage_root}
+        live = [  # a run refused for a link to its root gets no claim: no walk goes through the link (§9)
+            (root, run_id)
+            for root, run_id in self.fold.roots.owners.items()
+            if finished.get(run_id) != root and run_id not in symlinked and run_id not in reopened
+        ]
         self.deleter.claim_many(live, source)  # any an earlier owner did not write
         retired = [(root, run_id) for run_id, root in finished.items() if root]
         self.deleter.claim_many(retired, source, retired=True)  # and the finished runs' retired claims
+        # a reopened run's live claim, its retired claim removed (a crash may have come between its commit and that)
+        self.deleter.claim_many([(root, run_id) for run_id, root in reopened.items()], source, reopened=True)
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.pipeline.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:

@@ -1,4 +1,4 @@
-"""One input partition's batches, stage by stage: decode → apply → emit → commit → after-commit.
+"""One input partition's batches, stage by stage: decode → apply → emit → claim → commit → after-commit.
 
 `Pipeline.submit` is the walk of one batch, each stage a named method (as eventsourcing's
 `Application.save` is the walk of one save):
@@ -6,19 +6,25 @@
 1. decode, 2. apply, 3. emit — in memory, record by record, in the caller (`BatchFolder`,
    batch.py, which `Pipeline` extends). Records below `publish_from` (published by an earlier
    owner) are only decoded and applied; just before the first one at or above it the fold equals
-   the durable state, and `on_caught_up` is called. The roots the batch registered are claimed at
-   once (contract §9: a claim of a batch whose commit then fails is made again when it is folded
-   again, and harmless); outputs made outside the fold (`extra`: `checkpoints_missing`) ride along.
-4. commit — exactly_once: the batch's records and its consumed offset in one transaction;
+   the durable state, and `on_caught_up` is called.
+4. claim — the storage told, before the commit, what the batch registered and retired. The roots
+   it registered are first looked at for a symlink (service/linked.py: a root a link leads to gets
+   the `root_refused` fact and its run_started's dead letter among the batch's records, so in its
+   transaction), then claimed at once (contract §9: a claim of a batch whose commit then fails is
+   made again when it is folded again, and harmless); the runs it retired get their retired
+   claims, as of its last input offset. Outputs made outside the fold (`extra`:
+   `checkpoints_missing`) ride along.
+5. commit — exactly_once: the batch's records and its consumed offset in one transaction;
    at_least_once: published (every record acknowledged), then the offset committed (publish.py).
    A failure marks the partition broken: the fold ran ahead of what is durable, so it must be
    restored again (snapshot + replay) before it is used.
-5. after-commit — the batch's evictions go to the deleter, only now that they are durable; then
-   the snapshot, if `snapshot_if_due` (the one place that decides) says so.
+6. after-commit — only now that the batch is durable: the runs it reopened get their retired
+   claims removed (contract §3 "Reopened runs"), its evictions go to the deleter; then the
+   snapshot, if `snapshot_if_due` (the one place that decides) says so.
 
-Stages 1-3 run in the caller; 4-5 in the background, so the next batch folds while this one
-commits. Commits stay strictly sequential: a batch's stage 4 starts only once the previous
-batch's 4-5 are done (`settle`). The partition's task (partition.py) owns its pipeline and
+Stages 1-4 run in the caller; 5-6 in the background, so the next batch folds while this one
+commits. Commits stay strictly sequential: a batch's stage 5 starts only once the previous
+batch's 5-6 are done (`settle`). The partition's task (partition.py) owns its pipeline and
 serialises its callers; the partition's phase is `life` (lifecycle.py).
 """
 
@@ -39,6 +45,7 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.errors import ServiceError
 from ckptlog.processor.service.lifecycle import Partition
+from ckptlog.processor.service.linked import refuse_linked
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
@@ -56,7 +63,13 @@ class DeletionSink(Protocol):
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
     def claim_many(
-        self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
     ) -> int: ...
 
 
@@ -80,7 +93,7 @@ class TaskStats:
 
 
 class Pipeline(BatchFolder):
-    """The five stages of one input partition's batches (see the module docstring)."""
+    """The six stages of one input partition's batches (see the module docstring)."""
 
     def __init__(
         self,
@@ -120,31 +133,35 @@ class Pipeline(BatchFolder):
 
     @property
     def in_flight(self) -> bool:
-        """A commit (stages 4-5) is still running."""
+        """A commit (stages 5-6) is still running."""
         return self._pending is not None and not self._pending.done()
 
     # -- the walk ---------------------------------------------------------------------------------
 
     async def submit(self, records: Sequence[InputRecord]) -> None:
-        """The walk of one batch (offsets from `folded_offset` on): stages 1-3 now, 4-5 in the background."""
+        """The walk of one batch (offsets from `folded_offset` on): stages 1-4 now, 5-6 in the background."""
         await self.snapshot_if_due(drain=True)  # under steady load the only point where the fold is settled
         if self.broken is not None:  # the commit it may have waited for failed: folding further is moot
             return
+        started = time.perf_counter()
         batch = self.fold_batch(records)  # 1-3: decode → apply → emit
-        if batch is None or not await self.settle():  # one commit at a time
+        if batch is None:
+            return
+        await self.claim(batch)  # 4
+        self._ready(batch, started)
+        if not await self.settle():  # one commit at a time
             return
         self._pending = asyncio.get_running_loop().create_task(self._durable(batch))
 
     async def _durable(self, batch: Batch) -> None:
-        if await self.commit(batch):  # 4
-            await self.after_commit(batch)  # 5
+        if await self.commit(batch):  # 5
+            await self.after_commit(batch)  # 6
 
-    # -- stages 1-3, per batch ---------------------------------------------------------------------
+    # -- stages 1-4, per batch ---------------------------------------------------------------------
 
     def fold_batch(self, records: Sequence[InputRecord]) -> Batch | None:
-        """Stages 1-3 over `records`; the roots it registered claimed, the extra outputs added. None
-        when folding raised outside the fold's own all-or-nothing: the partition is broken."""
-        started = time.perf_counter()
+        """Stages 1-3 over `records`. None when folding raised outside the fold's own all-or-nothing:
+        the partition is broken."""
         self._last_batch = time.monotonic()
         try:
             batch = self._fold(records)
@@ -158,17 +175,6 @@ class Pipeline(BatchFolder):
             )
             return None
         self.folded_offset = batch.end
-        if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
-            self.deleter.claim_many(batch.claims, str(self.pid))
-        if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
-            self.deleter.claim_many(batch.retired, str(self.pid), retired=True)
-        crash_point("batch.folded")
-        if self.extra:
-            batch.records.extend(self.extra)
-            self.extra = []
-        elapsed = time.perf_counter() - started
-        self.stats.fold_s += elapsed
-        self.metrics.folded(batch, elapsed)
         return batch
 
     def _fold(self, records: Sequence[InputRecord]) -> Batch:
@@ -180,19 +186,43 @@ class Pipeline(BatchFolder):
         batch.merge(self.fold_records(records[split:], self.publish_from))
         return batch
 
-    # -- stages 4-5 --------------------------------------------------------------------------------
+    async def claim(self, batch: Batch) -> None:
+        """Stage 4, before the commit: the roots the batch registered looked at for a symlink, the fact
+        and dead letter of each one a link leads to added to its records (service/linked.py), then
+        claimed, not after the commit (contract §9); the runs it retired get their retired claims
+        (their roots barred for good, the same id's included), as of its last input offset."""
+        if batch.claims:
+            await refuse_linked(batch, self.factory, self.fold.settings.outer_root)
+            self.deleter.claim_many(batch.claims, str(self.pid))
+        if batch.retired:
+            self.deleter.claim_many(batch.retired, str(self.pid), retired=True, at=batch.end - 1)
+
+    def _ready(self, batch: Batch, started: float) -> None:
+        """The batch ready to commit: the extra outputs ride along; stages 1-4 timed."""
+        crash_point("batch.folded")
+        if self.extra:
+            batch.records.extend(self.extra)
+            self.extra = []
+        elapsed = time.perf_counter() - started
+        self.stats.fold_s += elapsed
+        self.metrics.folded(batch, elapsed)
+
+    # -- stages 5-6 --------------------------------------------------------------------------------
 
     async def commit(self, batch: Batch) -> bool:
-        """Stage 4: the batch's records and, when it reached publish_from, its consumed offset made
+        """Stage 5: the batch's records and, when it reached publish_from, its consumed offset made
         durable; False (and broken) when that failed."""
         offsets = {self.pid: batch.end} if batch.live else {}
         return await self._commit(batch.records, offsets, batch.end, batch)
 
     async def after_commit(self, batch: Batch) -> None:
-        """Stage 5, once the batch is durable: its evictions to the deleter, grouped by run (so that a
-        Deleter job, <= 100 paths, mostly serves one run and confirms them in one completion event);
-        then the snapshot, if due."""
+        """Stage 6, once the batch is durable: the retired claims of the runs it reopened removed, as
+        of its last input offset (a retirement a later batch folded meanwhile stands: ownership.Claims);
+        its evictions to the deleter, grouped by run (so that a Deleter job, <= 100 paths, mostly
+        serves one run and confirms them in one completion event); then the snapshot, if due."""
         self.stats.add(batch)
+        if batch.reopened:
+            self.deleter.claim_many(batch.reopened, str(self.pid), reopened=True, at=batch.end - 1)
         if batch.deletions:
             crash_point("deletions.before_handover")
             self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))
@@ -270,7 +300,7 @@ class Pipeline(BatchFolder):
         if final:
             await self.snapshots.wait()
         if not self._due(final) or (drain and not (await self.settle() and self._due(final))):
-            return  # after draining, that commit's own stage 5 may have taken it already
+            return  # after draining, that commit's own stage 6 may have taken it already
         if self.folded_offset == self.next_offset:
             self.snapshots.start(self.fold, self.next_offset)
             if final:

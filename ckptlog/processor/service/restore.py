@@ -148,7 +148,15 @@ def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bo
     """The fold a snapshot holds (refused runs included), or a fresh one."""
     if snapshot is None:
         return Fold(settings, emit=emit)
-    return Fold(settings, snapshot.runs, emit=emit, refused=snapshot.refused, finished=snapshot.finished)
+    return Fold(
+        settings,
+        snapshot.runs,
+        emit=emit,
+        refused=snapshot.refused,
+        finished=snapshot.finished,
+        symlinked=snapshot.symlinked,
+        retired=snapshot.retired,
+    )
 
 
 async def restore(

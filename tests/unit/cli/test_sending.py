@@ -17,7 +17,9 @@ from tests.unit.cli.test_options import flags_of
 SENDING_FLAGS = {flag(f.name) for f in dataclasses.fields(Sending)}
 
 
-@pytest.mark.parametrize("command", ["report", "start-run", "worker-group-restart", "finish", "forget", "adopt-ray"])
+@pytest.mark.parametrize(
+    "command", ["report", "start-run", "worker-group-restart", "finish", "reopen", "forget", "adopt-ray"]
+)
 def test_every_sending_command_takes_the_block(command: str) -> None:
     assert {"--topic", "--confirm", "--confirm-timeout-s", "--processor-group", "--dlq-topic"} == SENDING_FLAGS
     assert flags_of(command) >= SENDING_FLAGS
