@@ -56,6 +56,7 @@ class Deleter:
         self.claimed: list[tuple[str, str]] = []
         self.retired: list[tuple[str, str]] = []  # the retired claims asked for
         self.reopened: list[tuple[str, str]] = []  # the retired claims asked to go (reopened runs)
+        self.calls: list[tuple[str, int | None]] = []  # in order: (claimed, retired, reopened or submitted, at)
 
     def claim_many(
         self,
@@ -67,6 +68,7 @@ class Deleter:
         at: int | None = None,
     ) -> int:
         claims = list(claims)
+        self.calls.append(("retired" if retired else "reopened" if reopened else "claimed", at))
         if retired:
             self.retired += claims
         elif reopened:
@@ -77,6 +79,7 @@ class Deleter:
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         before = len(self.submitted)
+        self.calls.append(("submitted", None))
         self.submitted.extend((r.run_id, r.path, r.root) for r in requests)
         return len(self.submitted) - before
 

@@ -1,5 +1,5 @@
 """Each stage of a batch on its own (issue 40 item 4), no broker: decode, apply, emit and seal
-(`BatchFolder`, batch.py), commit and after-commit (`Pipeline`, pipeline.py). The walks that chain
+(`BatchFolder`, batch.py), claim, commit and after-commit (`Pipeline`, pipeline.py). The walks that chain
 them are test_batch.py's (`fold_records`) and test_commit.py's (`submit`)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ckptlog.errors import BrokerError
+from ckptlog.events.dead_letters import H_REASON, H_STAGE
 from ckptlog.events.decoded import Report, RunStarted
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.events.state import H_INPUT_OFFSET
@@ -152,11 +153,95 @@ def test_emit_undoes_an_event_whose_records_cannot_be_built(monkeypatch: pytest.
     assert dict(letter.headers)["__ckptlog.errors.reason"] == b"internal_error"
 
 
+def emitted(f: BatchFolder, lines: list[bytes]) -> Batch:
+    """`lines` decoded, applied and emitted one by one (live), not sealed."""
+    batch = Batch(live=True, end=len(lines))
+    for offset, line in enumerate(lines):
+        record, event, effects = applied(f, batch, line, offset)
+        assert effects.rejection is None, effects.rejection
+        f.emit(batch, record, event, effects)
+    return batch
+
+
+def test_emit_collects_the_roots_of_runs_retired_or_reopened_the_last_change_of_a_run_counting() -> None:
+    f = folder()
+    lines = [fx.started("a", ROOT), fx.finished("a"), fx.started("b", "file:///r/b"), fx.finished("b")]
+    batch = emitted(f, [*lines, fx.reopened("a")])
+    assert batch.retired == [("file:///r/b", "b")] and batch.reopened == [(ROOT, "a")]  # a's retirement undone
+    again = emitted(f, [fx.finished("a", event_id="again")])  # reopened then retired in one batch: retired
+    assert again.retired == [(ROOT, "a")] and not again.reopened
+    both = Batch()
+    both.merge(batch)
+    both.merge(again)
+    assert both.reopened == [(ROOT, "a")] and both.retired == [("file:///r/b", "b"), (ROOT, "a")]
+
+
+def test_emit_notes_each_runs_first_run_started_and_tombstones_a_forgotten_or_refused_run() -> None:
+    f = folder()
+    batch = emitted(
+        f,
+        [
+            fx.started("a", ROOT, event_id="first"),
+            fx.started("a", ROOT, event_id="second"),  # a second run_started of the run: the first is noted
+            fx.started("b", "file:///r/b"),
+            fx.started("c", "file:///r/c"),
+            fx.forgotten("b"),
+            fx.root_refused("c", "file:///r/c"),
+        ],
+    )
+    assert {run: record.offset for run, record in batch.started.items()} == {"a": 0, "b": 2, "c": 3}
+    assert list(batch.changed) == ["a"] and sorted(batch.forgotten) == ["b", "c"]
+    assert "c" in f.fold.symlinked  # refused for a link: it gets no retired claim, the forgotten run does
+    assert batch.retired == [("file:///r/b", "b")]
+
+
+# -- claim ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bound(tmp_path: Path) -> Path:
+    """A --storage-root holding a real directory and a link to a directory outside it."""
+    (tmp_path / "bound/real").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "bound/l").symlink_to(tmp_path / "outside", target_is_directory=True)
+    return tmp_path / "bound"
+
+
+async def test_claim_looks_for_a_link_then_claims_the_new_roots_and_bars_the_retired_ones(bound: Path) -> None:
+    linked, real, done = f"file://{bound}/l/r", f"file://{bound}/real/s", f"file://{bound}/real/t"
+    settings = FoldSettings(default_root=str(bound), outer_root=str(bound))
+    _, pipe, publisher, deleter, _ = pipeline(bound.parent / "t", fold=Fold(settings))
+    lines = [fx.started("r", linked), fx.started("s", real), fx.started("t", done), fx.finished("t")]
+    deleter.calls.clear()  # the catch-up's
+    batch = pipe.fold_records(records(lines), 0)
+    sealed = len(batch.records)
+    await pipe.claim(batch)
+    fact, letter = batch.records[sealed:]  # the fact and the run_started's dead letter, after the sealed records
+    assert (fact.topic, fact.key, json.loads(fact.value or b"")["type"]) == ("in", b"r", "ckptlog.root_refused.v1")
+    assert letter.topic == "dlq" and letter.value == lines[0]
+    assert (dict(letter.headers)[H_REASON], dict(letter.headers)[H_STAGE]) == (b"root_behind_symlink", b"storage")
+    assert batch.dead == {"root_behind_symlink": 1} and batch.reasons == {("root_behind_symlink", "storage"): 1}
+    assert sorted(deleter.claimed) == [(linked, "r"), (real, "s"), (done, "t")]  # r's too: the walk refuses it
+    assert deleter.retired == [(done, "t")] and deleter.calls == [("claimed", None), ("retired", 3)]
+    assert not publisher.commits and not list((bound.parent / "outside").iterdir())  # nothing committed or written
+
+
+async def test_claim_looks_at_nothing_a_replay_registered(bound: Path) -> None:
+    settings = FoldSettings(default_root=str(bound), outer_root=str(bound))
+    _, pipe, _, deleter, _ = pipeline(bound.parent / "t", fold=Fold(settings))
+    deleter.calls.clear()  # the catch-up's
+    batch = pipe.fold_records(records([fx.started("r", f"file://{bound}/l/r")]), 1)  # below publish_from
+    await pipe.claim(batch)
+    assert not batch.records and not deleter.calls  # its claim waits for the catch-up; the log has its fact
+
+
 # -- commit and after-commit ------------------------------------------------------------------------
 
 
-def pipeline(tmp_path: Path, every: int = 10_000) -> tuple[PartitionTask, Pipeline, Publisher, Deleter, SnapshotStore]:
-    fold, store = Fold(FoldSettings()), SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
+def pipeline(
+    tmp_path: Path, every: int = 10_000, fold: Fold | None = None
+) -> tuple[PartitionTask, Pipeline, Publisher, Deleter, SnapshotStore]:
+    fold, store = fold or Fold(FoldSettings()), SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     publisher, deleter = Publisher(), Deleter()
     parts = TaskParts(publisher, RecordFactory(NAMES, PID), SnapshotScheduler(PID, store, every, 3600, None), deleter)
     task = new_task(PID, Restored(fold, 0, 0, None), parts)
@@ -197,6 +282,19 @@ async def test_after_commit_hands_the_evictions_over_by_run_and_takes_a_due_snap
     assert pipe.stats.consumed == 3 and pipe.stats.batches == 1
     await pipe.snapshots.wait()
     assert store.list_offsets() == [3]  # due (every 3 events) and the fold equals the committed state
+
+
+async def test_after_commit_removes_the_reopened_runs_retired_claims_as_of_the_batch_then_evicts(
+    tmp_path: Path,
+) -> None:
+    _, pipe, _, deleter, _ = pipeline(tmp_path)
+    deleter.calls.clear()  # the catch-up's
+    evicted = [Deletion("a", f"{ROOT}/c0", ROOT, 1)]
+    batch = Batch(reopened=[(ROOT, "a")], deletions=evicted, consumed=5, live=True, end=5)
+    assert await pipe.commit(batch)
+    assert not deleter.reopened  # not before the reopen is durable
+    await pipe.after_commit(batch)
+    assert deleter.reopened == [(ROOT, "a")] and deleter.calls == [("reopened", 4), ("submitted", None)]
 
 
 async def test_after_commit_takes_no_snapshot_while_a_folded_batch_awaits_its_commit(tmp_path: Path) -> None:
