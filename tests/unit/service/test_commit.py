@@ -1,4 +1,4 @@
-"""The Pipeline through PartitionTask, with commits held open: the order of the five stages, the
+"""The Pipeline through PartitionTask, with commits held open: the order of the six stages, the
 pipelining, and the one decision to snapshot (only ever the committed prefix of the log)."""
 
 from __future__ import annotations
