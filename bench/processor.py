@@ -244,7 +244,7 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     await processor.ready.wait()
     started, first, cpu = None, 0, 0.0
     while not task.done():
-        durable = max((t.cycle.next_offset for t in processor.tasks.values()), default=0)
+        durable = max((t.pipeline.next_offset for t in processor.tasks.values()), default=0)
         if started is None and durable > 0:
             started, first = time.perf_counter() - 0.005, durable  # progress is sampled every 5 ms
             cpu = time.process_time()
@@ -254,7 +254,7 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     caught_up, cpu = time.perf_counter(), time.process_time() - cpu
     elapsed = caught_up - (started or 0)
     timed = processor.stats()  # the timed part's batches; those after it fold the deletions' completions
-    while any(t.cycle.in_flight for t in processor.tasks.values()):  # step 4 hands the last evictions over
+    while any(t.pipeline.in_flight for t in processor.tasks.values()):  # step 4 hands the last evictions over
         await asyncio.sleep(0.005)
     deleter = processor._deleter
     while isinstance(deleter, Deleter) and deleter.backlog > deleter.failing:  # counts: no copy of the keys
@@ -494,7 +494,7 @@ async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
     while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
         await asyncio.sleep(0.002)
     elapsed = time.perf_counter() - started
-    replayed = sum(t.cycle.publish_from for t in processor.tasks.values()) - sum(
+    replayed = sum(t.pipeline.publish_from for t in processor.tasks.values()) - sum(
         t.snapshots.last_offset or 0 for t in processor.tasks.values()
     )
     processor.stop()
