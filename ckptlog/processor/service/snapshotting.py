@@ -4,7 +4,7 @@ background write.
 The state is encoded on the event loop (it must be consistent with `next_offset`); the
 bytes are written by a worker thread, one write at a time per partition, so the fold keeps
 going while storage is slow. Whether a snapshot is taken now is decided in one place,
-`CommitCycle.snapshot_if_due` (due, no write in flight, fold equal to the committed state).
+`Pipeline.snapshot_if_due` (pipeline.py: due, no write in flight, fold equal to the committed state).
 """
 
 from __future__ import annotations

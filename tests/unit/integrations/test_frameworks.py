@@ -299,7 +299,7 @@ def test_lightning_async_checkpoint_io_is_written_only_once_its_thread_saved(tmp
 
     class Slow(TorchCheckpointIO):
         def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
-            release.wait(10)
+            release.wait(120)
             super().save_checkpoint(checkpoint, path, storage_options)
 
     io = AsyncCheckpointIO(Slow())
@@ -308,12 +308,12 @@ def test_lightning_async_checkpoint_io_is_written_only_once_its_thread_saved(tmp
     future = written(trainer)  # type: ignore[arg-type]
     assert future is not None and not future.done()
     release.set()
-    future.result(timeout=10)
+    future.result(timeout=120)  # a loaded CI host once took over 10 s (torch.save imports lazily)
     assert (tmp_path / "epoch=1.ckpt").is_file()
     io._error = OSError("disk full")  # a save failed in the thread: the next written() fails with it
     failed = written(trainer)  # type: ignore[arg-type]
     with pytest.raises(OSError, match="disk full"):
-        failed.result(timeout=10)  # type: ignore[union-attr]
+        failed.result(timeout=120)  # type: ignore[union-attr]
     io._error = None
     io.teardown()
     assert written(SimpleNamespace(strategy=SimpleNamespace(checkpoint_io=Slow()))) is None  # type: ignore[arg-type]
