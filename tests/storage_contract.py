@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 import pytest
 
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
-from ckptlog.events.paths import MARKER, normalize
+from ckptlog.events.paths import CLAIM_DIR, normalize
 from ckptlog.processor.storage.claims import Claimant, claim_name
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.objects import ObjectStore
@@ -334,7 +334,7 @@ class StorageContract:
         assert store.list() == sorted(names)
         assert len(refused) == 1 and deleter.outstanding == frozenset()
 
-    # --- run ownership across partitions (contract §9): markers in run roots ---------------------
+    # --- run ownership across partitions (contract §9): claims in run roots -----------------------
 
     async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
         """Claim `(relative root, run id)`s through the deleter, as the processor does."""
@@ -345,8 +345,8 @@ class StorageContract:
         store = backend.store()
         deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
         await self.claimed(backend, deleter, ("runs/a", "a"))
-        assert store.list() == [f"runs/a/{MARKER}/{claim_name(Claimant('a'))}"]
-        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}/{claim_name(Claimant('a'))}")
+        assert store.list() == [f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}"]
+        assert b'"run": "a"' in store.get(f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}")
         await self.claimed(backend, deleter, ("runs/a", "a"))  # claimed once: nothing new
         await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
         assert {(root, claimant.run) for root, claimant in deleter.claims.shared} == {
@@ -371,12 +371,12 @@ class StorageContract:
         assert deleter.submit("a", f"{a}/c0", a)  # the same id, as a new run of it would
         assert await deleter.drain(timeout=30) and await deleter.claims.drain(timeout=30)
         assert [why for _, why in refused if "finished" in why] and "runs/a/c0/model.bin" in store.list()
-        assert f"runs/a/{MARKER}/{claim_name(Claimant('a', retired=True))}" in store.list()
+        assert f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a', retired=True))}" in store.list()
         assert not [name for name in store.list() if name.startswith("runs/gone")]
         await deleter.close()
 
     async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
-        """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
+        """Runs of different partitions whose roots nest: the fold cannot see it, the claims can."""
         store = backend.store()
         names = ["runs/a/ok/model.bin", "runs/a/b/kept/model.bin", "runs/a/x/y/c/kept/model.bin", "runs/d/z/m.bin"]
         for name in names:
@@ -392,7 +392,7 @@ class StorageContract:
         await deleter.drain(timeout=30)
         assert done == [("a", f"{a}/ok")] and "runs/a/ok/model.bin" not in store.list()
         assert {key[1].removeprefix(a) for key, _ in refused} == {"/b", "/x", "/b/kept"}
-        assert all("ownership marker of run" in why for _, why in refused)
+        assert all("the claim of run" in why for _, why in refused)
         await self.claimed(backend, deleter, ("runs", "e"))  # a run claims the bound itself
         assert deleter.submit("d", f"{d}/z", d)
         await deleter.drain(timeout=30)
@@ -414,7 +414,7 @@ class StorageContract:
         assert deleter.submit("a", f"{a}/c2", a) and deleter.submit("b", f"{a}/c3", a)
         await deleter.drain(timeout=30)
         assert done == [("a", f"{a}/c1")] and sorted(key for key, _ in refused) == [("a", f"{a}/c2"), ("b", f"{a}/c3")]
-        assert [n for n in store.list() if MARKER not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
+        assert [n for n in store.list() if CLAIM_DIR not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
         await deleter.close()
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from ckptlog.client import ids
 from ckptlog.client.reporter import AsyncReporter
-from ckptlog.events.paths import MARKER
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.kafka.producers import produce
 from ckptlog.processor.service.harness import event_record, running
 from ckptlog.processor.service.settings import ServiceSettings
@@ -68,8 +68,8 @@ def checkpoints(root: Path, *names: str) -> list[str]:
     return [(root / name).as_uri() for name in names]
 
 
-def markers(root: Path) -> set[str]:
-    return {p.name for p in (root / MARKER).iterdir()} if (root / MARKER).exists() else set()
+def claims(root: Path) -> set[str]:
+    return {p.name for p in (root / CLAIM_DIR).iterdir()} if (root / CLAIM_DIR).exists() else set()
 
 
 async def test_a_finished_run_is_reopened_goes_on_across_a_restart_and_finishes_again(
@@ -100,7 +100,7 @@ async def test_a_finished_run_is_reopened_goes_on_across_a_restart_and_finishes_
         assert "finished" not in now and now["reopened"] == 1 and now["committed"] == 2
         assert [c["path"] for c in now["checkpoints"]] == [c1]  # exactly what it kept
         await _until(lambda: _lacks(root, retired))  # removed once the reopen committed
-        assert claim_name(mine) in markers(root)  # the root stays claimed by the run
+        assert claim_name(mine) in claims(root)  # the root stays claimed by the run
 
     async with running(settings):  # restored from its snapshot (schema 6): the run is open
         async with reporter(settings, "a") as second:
@@ -144,7 +144,7 @@ async def test_a_reopen_after_the_finished_record_expired_is_refused_and_its_che
         refused = await asyncio.to_thread(cli, settings, "reopen", "a")
     assert refused.exit_code == 1, refused.output
     assert "unknown_run" in refused.output and "--finished-runs-kept" in refused.output
-    assert retired in markers(root) and (root / "c0" / "model.pt").exists()
+    assert retired in claims(root) and (root / "c0" / "model.pt").exists()
 
 
 async def _finished(conn: Any, settings: ServiceSettings, run: str) -> bool:
@@ -156,8 +156,8 @@ async def _gone(path: Path) -> bool:
 
 
 async def _has(root: Path, name: str) -> bool:
-    return name in markers(root)
+    return name in claims(root)
 
 
 async def _lacks(root: Path, name: str) -> bool:
-    return name not in markers(root)
+    return name not in claims(root)

@@ -70,7 +70,7 @@ class Roots:
 
     def claimed(self) -> list[tuple[str, str]]:
         """The roots added since the last call that are still registered (a rolled-back event's are
-        not), for the service to write their ownership markers (ckptlog/processor/storage/markers.py)."""
+        not), for the service to write their claims (ckptlog/processor/storage/claim_writer.py)."""
         fresh, self.fresh = self.fresh or [], []
         return [(root, run_id) for root, run_id in fresh if self.owners.get(root) == run_id]
 

@@ -11,7 +11,7 @@ are refused: a new run of a reused id could take the old run's late events for i
 what the retired claim in storage guards against (contract §3 *Expiry*).
 
 The service removes the reopened run's own retired claim from its root after the reopen commits
-(ckptlog/processor/storage/ownership.py); `Fold.reopening` names the runs the last event brought
+(ckptlog/processor/storage/claim_writer.py); `Fold.reopening` names the runs the last event brought
 back from `retired`.
 """
 

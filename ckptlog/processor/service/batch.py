@@ -58,7 +58,7 @@ class Batch:
 
     records: list[OutRecord] = field(default_factory=list)
     deletions: list[Deletion] = field(default_factory=list)
-    claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: markers to write
+    claims: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) registered: claims to write
     retired: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs retired: retired claims
     started: dict[str, InputRecord] = field(default_factory=dict)  # run id -> its first run_started applied
     reopened: list[tuple[str, str]] = field(default_factory=list)  # (root, run id) of runs reopened: theirs go
@@ -112,7 +112,7 @@ class BatchFolder:
         self.fold, self.factory = fold, factory
         # the decode limits are fold settings: they decide which records are applied (contract §6)
         self.max_bytes, self.max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth
-        fold.roots.fresh = []  # the roots each batch registers, for their ownership markers
+        fold.roots.fresh = []  # the roots each batch registers, for their claims
         self.pager = ViewPager(factory.names.state)  # each changed run's VIEW, bounded in size
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:

@@ -77,8 +77,8 @@ STATE = {
     "ckptlog_root_claims_total": (
         "counter",
         ("outcome",),
-        "Run roots claimed with an ownership marker (outcome: claimed, shared — another run claims the root or "
-        "one above it —, refused — reached through a symlink —, failed attempts).",
+        "Run roots claimed: a claim file in {root}/.ckptlog-run/ (outcome: claimed, shared — another run claims "
+        "the root or one above it —, refused — reached through a symlink —, failed attempts).",
     ),
     "ckptlog_rebuilds_total": ("counter", (), "Partitions restored again after a failed commit."),
     "ckptlog_rejoins_total": ("counter", (), "Group rejoins after this instance was fenced."),

@@ -217,7 +217,7 @@ class Pipeline(BatchFolder):
 
     async def after_commit(self, batch: Batch) -> None:
         """Stage 6, once the batch is durable: the retired claims of the runs it reopened removed, as
-        of its last input offset (a retirement a later batch folded meanwhile stands: ownership.Claims);
+        of its last input offset (a retirement a later batch folded meanwhile stands: ClaimWriter);
         its evictions to the deleter, grouped by run (so that a Deleter job, <= 100 paths, mostly
         serves one run and confirms them in one completion event); then the snapshot, if due."""
         self.stats.add(batch)

@@ -4,13 +4,14 @@ registering it commits (ckptlog/processor/service/linked.py puts what it saw int
 
 Only a local root (`file://`: the canonical spelling of `/…` and `local://` too) below a local
 `--storage-root` is looked at. The deleter walks such a root from the resolved bound without
-following links (ckptlog/processor/storage/markers.py), so a link anywhere between the bound and
+following links (ckptlog/processor/storage/local_tree.py), so a link anywhere between the bound and
 the root, the root itself included, means that no deletion of the run would ever be carried out.
 Other protocols have no links; without a bound the deleter resolves the run root and trusts it.
 
-The look starts at the resolved bound (trusted, as the deleter trusts it) and opens each
-directory below it without following a link, down to the root: the first name that is a link is
-the answer. A name that does not exist yet ends the look (nothing below it can be a link yet; one
+The look is the deleter's own walk (ckptlog/processor/storage/tree.py, local_tree.py): from the
+resolved bound (trusted, as the deleter trusts it) each directory below it is opened without
+following a link, down to the root; the first name that is a link is the answer.
+A name that does not exist yet ends the look (nothing below it can be a link yet; one
 made later is refused by the deleter's walk, as ever), and so does one that is not a directory
 (the claim and the deleter refuse it on their own) or cannot be read: the look tells a sender
 early, it is not what keeps storage safe, so it says "no link seen" rather than hold up the batch.
@@ -19,20 +20,19 @@ early, it is not what keeps storage safe, so it says "no link seen" rather than 
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 import stat
 from collections.abc import Sequence
 
 from ckptlog.events.paths import UnsafePath, key_of, parse_url
-from ckptlog.processor.storage.markers import LOCAL, local_path
+from ckptlog.processor.storage.local_tree import LOCAL, LOCAL_TREE
+from ckptlog.processor.storage.safety import Stop
 
 log = logging.getLogger(__name__)
 
 LOOK_TIMEOUT_S = 5.0
 """How long the look at a batch's new roots may take; past it the batch commits without it."""
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 Claim = tuple[str, str]
 """(canonical run root, run id): a root a batch registered."""
 
@@ -54,38 +54,33 @@ def link_on_the_way(root: str, outer: str) -> str | None:
     if not root.startswith(outer + "/"):
         return None  # the bound itself is trusted; a root outside it is refused by the fold
     try:
-        fd = os.open(os.path.realpath(local_path(outer)), os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
+        here = LOCAL_TREE.start(outer, False, True)  # the deleter's own walk (tree.reach_root)
+    except Stop:
         return None  # no bound yet: nothing below it either
-    names = root[len(outer) + 1 :].split("/")
+    at = outer
     try:
-        for at, name in enumerate(names):
-            where = f"{outer}/{'/'.join(names[: at + 1])}"
+        for name in root[len(outer) + 1 :].split("/"):
+            at = f"{at}/{name}"
             try:
-                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-            except OSError:
-                return None  # not there (yet), or not readable: no link seen
-            if stat.S_ISLNK(mode):
-                return _link(fd, name, where)
-            if not stat.S_ISDIR(mode):
-                return None
-            try:
-                below = os.open(name, _DIR, dir_fd=fd)
-            except OSError as exc:
-                return _link(fd, name, where) if exc.errno == errno.ELOOP else None  # a link since the stat
-            fd, above = below, fd
-            os.close(above)
+                here, above = here.child(name, False, at), here
+            except Stop:  # a link, or not there (yet), not a directory, not readable: no link seen
+                return _link(here.fd, name, at)
+            above.close()
         return None
     finally:
-        os.close(fd)
+        here.close()
 
 
-def _link(fd: int, name: str, where: str) -> str:
+def _link(fd: int, name: str, where: str) -> str | None:
     try:
-        target = os.readlink(name, dir_fd=fd)
+        if not stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            return None
+    except OSError:
+        return None
+    try:
+        return f"{where} is a symlink (to {os.readlink(name, dir_fd=fd)!r})"
     except OSError:
         return f"{where} is a symlink"
-    return f"{where} is a symlink (to {target!r})"
 
 
 def links_on_the_way(claims: Sequence[Claim], outer: str) -> dict[Claim, str]:

@@ -6,6 +6,7 @@ reopen's commit and the removal."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -15,15 +16,16 @@ import fsspec
 import pytest
 
 from ckptlog.client import ids
-from ckptlog.events.paths import MARKER, normalize
+from ckptlog.events.paths import CLAIM_DIR, normalize
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.service.partition import PartitionTask
-from ckptlog.processor.storage import markers, ownership
+from ckptlog.processor.storage import claim_writer
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant, Shared, claim_name
 from ckptlog.processor.storage.deletion import Deleter
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import remove_all
+from ckptlog.processor.storage.local_tree import LocalDir
 from ckptlog.processor.storage.safety import Outcome, Refused
+from ckptlog.processor.storage.tree import remove_all
 from tests import factories as f
 from tests.unit.service.test_batch import records
 from tests.unit.service.test_partition import idle
@@ -94,7 +96,7 @@ def test_a_reopen_removes_its_own_retired_claim_and_its_deletions_go_through(tre
     (before,) = remove_all([(tree.url("a/c1"), tree.url("a"), A)], {}, tree.outer)
     assert isinstance(before, Refused) and "finished" in before.reason  # retired: barred, the run's own id too
     assert claim_all([(tree.url("a"), A)], tree.outer, {}, reopened=True) == [None]
-    assert tree.names(f"a/{MARKER}") == {claim_name(A)}  # its live claim stays, the retired one is gone
+    assert tree.names(f"a/{CLAIM_DIR}") == {claim_name(A)}  # its live claim stays, the retired one is gone
     assert remove_all([(tree.url("a/c1"), tree.url("a"), A)], {}, tree.outer) == [None]
     assert not tree.exists("a/c1") and tree.exists("a/c0/model.bin")
 
@@ -121,8 +123,8 @@ def test_a_reopen_removes_only_its_own_retired_claim(tree: Tree) -> None:
     _retire(tree, ("b", Claimant("b", "t[0]", retired=True)))
     (outcome,) = claim_all([(tree.url("a"), A)], tree.outer, {}, reopened=True)
     assert isinstance(outcome, Shared) and "'a' (t[1]) (finished)" in outcome.reason  # told: root_shared
-    assert tree.names(f"a/{MARKER}") == {claim_name(A), claim_name(RETIRED_1)}
-    assert claim_name(Claimant("b", "t[0]", retired=True)) in tree.names(f"b/{MARKER}")
+    assert tree.names(f"a/{CLAIM_DIR}") == {claim_name(A), claim_name(RETIRED_1)}
+    assert claim_name(Claimant("b", "t[0]", retired=True)) in tree.names(f"b/{CLAIM_DIR}")
     for path, root, me in (("a/c1", "a", A), ("b/c0", "b", Claimant("b", "t[0]"))):
         (outcome,) = remove_all([(tree.url(path), tree.url(root), me)], {}, tree.outer)
         assert isinstance(outcome, Refused) and "finished" in outcome.reason, outcome
@@ -138,18 +140,18 @@ def test_a_reopen_writes_the_live_claim_before_it_removes_the_retired_one(
     (sr / "a" / "c1").mkdir(parents=True)
     outer = normalize(f"file://{sr}")
     assert claim_all([(f"{outer}/a", RETIRED)], outer, {}) == [None]
-    assert {p.name for p in (sr / "a" / MARKER).iterdir()} == {claim_name(RETIRED)}
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(RETIRED)}
     seen: list[set[str]] = []
-    remove = markers._remove_claim
+    remove = LocalDir.remove_claim
 
-    def watched(marker: int, claimant: Claimant, root: str) -> Refused | None:
-        seen.append(set(__import__("os").listdir(marker)))
-        return remove(marker, claimant, root)
+    def watched(here: LocalDir, claimant: Claimant, root: str) -> Refused | None:
+        seen.append(set(os.listdir(f"/proc/self/fd/{here.fd}/{CLAIM_DIR}")))
+        return remove(here, claimant, root)
 
-    monkeypatch.setattr(markers, "_remove_claim", watched)
+    monkeypatch.setattr(LocalDir, "remove_claim", watched)
     assert claim_all([(f"{outer}/a", A)], outer, {}, reopened=True) == [None]
     assert seen == [{claim_name(A), claim_name(RETIRED)}]
-    assert {p.name for p in (sr / "a" / MARKER).iterdir()} == {claim_name(A)}
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)}
 
 
 def test_a_directory_by_the_retired_claims_name_is_left_and_still_bars(tmp_path: Path) -> None:
@@ -157,10 +159,10 @@ def test_a_directory_by_the_retired_claims_name_is_left_and_still_bars(tmp_path:
     (sr / "a" / "c1").mkdir(parents=True)
     outer = normalize(f"file://{sr}")
     assert claim_all([(f"{outer}/a", A)], outer, {}) == [None]
-    (sr / "a" / MARKER / claim_name(RETIRED)).mkdir()
+    (sr / "a" / CLAIM_DIR / claim_name(RETIRED)).mkdir()
     (outcome,) = claim_all([(f"{outer}/a", A)], outer, {}, reopened=True)
     assert isinstance(outcome, Refused) and not outcome.retry and "by hand" in outcome.reason
-    assert (sr / "a" / MARKER / claim_name(RETIRED)).is_dir()
+    assert (sr / "a" / CLAIM_DIR / claim_name(RETIRED)).is_dir()
     (removed,) = remove_all([(f"{outer}/a/c1", f"{outer}/a", A)], {}, outer)
     assert isinstance(removed, Refused) and (sr / "a" / "c1").is_dir()
 
@@ -168,16 +170,16 @@ def test_a_directory_by_the_retired_claims_name_is_left_and_still_bars(tmp_path:
 def test_a_reopen_writes_nothing_through_a_symlinked_root(tmp_path: Path) -> None:
     sr, target = tmp_path / "sr", tmp_path / "elsewhere"
     sr.mkdir()
-    (target / MARKER).mkdir(parents=True)
-    (target / MARKER / claim_name(RETIRED)).write_bytes(b"{}")
+    (target / CLAIM_DIR).mkdir(parents=True)
+    (target / CLAIM_DIR / claim_name(RETIRED)).write_bytes(b"{}")
     (sr / "a").symlink_to(target, target_is_directory=True)
     outer = normalize(f"file://{sr}")
     (outcome,) = claim_all([(f"{outer}/a", A)], outer, {}, reopened=True)
     assert isinstance(outcome, Refused) and not outcome.retry
-    assert {p.name for p in (target / MARKER).iterdir()} == {claim_name(RETIRED)}  # untouched
+    assert {p.name for p in (target / CLAIM_DIR).iterdir()} == {claim_name(RETIRED)}  # untouched
 
 
-# -- the order of writes and removals, and the hold (ownership.Claims) -----------------------------
+# -- the order of writes and removals, and the hold (claim_writer.ClaimWriter) ---------------------
 
 
 def _local(tmp_path: Path, claimed: bool = True) -> tuple[Path, str, str]:
@@ -200,13 +202,13 @@ async def test_a_removal_asked_for_after_a_later_retirement_is_dropped(tmp_path:
     deleter.claim_many([(root, "a")], "t[0]", retired=True, at=20)  # retired again at offset 20
     deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=10)  # the reopen at offset 10: stale now
     assert await deleter.claims.drain(10)
-    assert claim_name(RETIRED) in {p.name for p in (sr / "a" / MARKER).iterdir()}
+    assert claim_name(RETIRED) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=30)  # reopened once more: it goes
     assert await deleter.claims.drain(10)
-    assert {p.name for p in (sr / "a" / MARKER).iterdir()} == {claim_name(A)}
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)}
     deleter.claim_many([(root, "a")], "t[0]", retired=True, at=40)  # and retired again: written again
     assert await deleter.claims.drain(10)
-    assert claim_name(RETIRED) in {p.name for p in (sr / "a" / MARKER).iterdir()}
+    assert claim_name(RETIRED) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     assert not deleter.claims.held
     await deleter.close()
 
@@ -232,7 +234,7 @@ async def test_a_reopen_while_the_retired_claim_is_being_written_removes_it_afte
             assert release.wait(timeout=30)
         return claim_all(claims, outer_root, options, **kw)
 
-    monkeypatch.setattr(ownership, "claim_all", blocked)
+    monkeypatch.setattr(claim_writer, "claim_all", blocked)
     refused: list[tuple[tuple[str, str], str]] = []
     deleter = Deleter(outer_root=outer, on_refused=refused.extend)
     loop = asyncio.get_running_loop()
@@ -248,7 +250,7 @@ async def test_a_reopen_while_the_retired_claim_is_being_written_removes_it_afte
         release.set()
     assert await deleter.drain(timeout=10)
     assert not refused and not (sr / "a" / "c1").exists() and (sr / "a" / "c0").exists()
-    assert {p.name for p in (sr / "a" / MARKER).iterdir()} == {claim_name(A)} and not deleter.claims.held
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)} and not deleter.claims.held
     await deleter.close()
 
 
@@ -278,7 +280,7 @@ async def test_a_removal_that_fails_is_retried_and_holds_the_runs_deletions_unti
                 return [why] * len(claims)
         return claim_all(claims, outer_root, options, **kw)
 
-    monkeypatch.setattr(ownership, "claim_all", flaky)
+    monkeypatch.setattr(claim_writer, "claim_all", flaky)
     deleter = Deleter(outer_root=outer)
     deleter.claims._delay = 0.05
     deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=3)
@@ -316,7 +318,7 @@ async def test_a_crash_between_the_reopens_commit_and_the_removal_is_healed_as_t
     seed = _task(tmp_path / "first", first, 0, 0)
     await seed.process(records(lines[:3]))
     await _settled(seed, first)
-    assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / MARKER).iterdir()}
+    assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     asked: list[tuple[str, str]] = []
     real = first.claim_many
 
@@ -329,7 +331,7 @@ async def test_a_crash_between_the_reopens_commit_and_the_removal_is_healed_as_t
     monkeypatch.setattr(first, "claim_many", dies_after_the_commit)
     await seed.process(records(lines[3:4], start=3))
     await _settled(seed, first)
-    assert asked == [(root, "a")] and claim_name(RETIRED_P) in {p.name for p in (sr / "a" / MARKER).iterdir()}
+    assert asked == [(root, "a")] and claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     await seed.close(graceful=False)
     await first.close()
 
@@ -338,7 +340,7 @@ async def test_a_crash_between_the_reopens_commit_and_the_removal_is_healed_as_t
     await task.process(records(lines))
     await _settled(task, again)
     assert task.life.live and task.fold.runs["a"].reopened == 1
-    assert {p.name for p in (sr / "a" / MARKER).iterdir()} == {claim_name(A_P)}
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A_P)}
     assert not (sr / "a" / "c0").exists() and (sr / "a" / "c1" / "model.bin").exists()
     assert not again.refused and not again.claims.shared
     await task.close(graceful=False)
@@ -358,7 +360,7 @@ async def test_a_reopen_and_a_retirement_in_consecutive_batches_leave_the_retire
     await task.process(records([f.finished("a", event_id=ids.finished_id("a", 1))], start=4))  # before 3 commits
     await _settled(task, deleter)
     assert "a" in task.fold.retired
-    assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / MARKER).iterdir()}
+    assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     (outcome,) = remove_all([(f"{root}/c0", root, A_P)], {}, outer)  # and it bars, the run's own id too
     assert isinstance(outcome, Refused) and (sr / "a" / "c0").exists()
     await task.close(graceful=False)

@@ -1,12 +1,16 @@
-"""Writing each run root's ownership claim in the background (contract §9, ckptlog.processor.storage.markers).
+"""Writing each run root's claim (contract §9): the claim walk, and the writer that runs it in the background.
 
 The service hands over the roots a committed batch registered (and, once a restored partition
 has caught up, every root its state holds); each is claimed once per process, off the event
-loop, retried with backoff while storage fails. A root another run claims too, or one inside
-another run's root, is claimed all the same and logged as an ERROR (`root_shared`: two runs of
-different partitions were given nesting roots; the deleter refuses the deletions that would
-reach across them). A root reached through a symlink below `--storage-root` is refused: no
-claim is written outside the resolved bound, and that run's deletions are refused as well.
+loop, retried with backoff while storage fails. A claim is written where the root is reached
+from `--storage-root` (ckptlog/processor/storage/tree.py `reach_root`, making the directories on the
+way): a root reached through a symlink below it is refused, no claim is written outside the
+resolved bound, and that run's deletions are refused as well. A root another run claims too, or
+one inside or around another run's root, is claimed all the same and logged as an ERROR
+(`root_shared`: two runs of different partitions were given nesting roots; the deleter refuses the
+deletions that would reach across them). A finished run's retired claim is written only where its
+root still is (a root that is gone holds no checkpoint to keep), whoever else claims it: it bars
+them all; a reopened run's retired claim is removed once its live claim is in place.
 """
 
 from __future__ import annotations
@@ -14,18 +18,88 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ckptlog.events.paths import root_problem
 from ckptlog.processor.storage.claims import Claimant, Shared
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.safety import Outcome, Refused
+from ckptlog.processor.storage.objects import mapped_errors
+from ckptlog.processor.storage.safety import Outcome, Refused, Stop, others
+from ckptlog.processor.storage.tree import Directory, Options, StorageTree, reach_root, tree_for
 
 log = logging.getLogger(__name__)
 
 Claim = tuple[str, Claimant]
 """(canonical run root, the run and the input partition that folds it)."""
+
+
+def claim_all(
+    items: Sequence[Claim], outer: str | None, options: Options, *, reopened: bool = False
+) -> list[Outcome | Shared]:
+    """Claim each `(canonical root, claimant)`; one outcome per item. Runs in a worker thread; never
+    raises. `reopened`: the claimants are reopened runs' live claimants, whose own retired claims go."""
+    outcomes: list[Outcome | Shared] = []
+    for root, me in items:
+        problem = root_problem(root)  # the fold refuses such roots: a claim never trusts that
+        if problem is not None:
+            outcomes.append(Refused(f"the run root is unsafe: {problem}"))
+        elif outer is not None and root != outer and not root.startswith(outer + "/"):  # never trusted then
+            outcomes.append(Refused(f"the run root lies outside --storage-root {outer}: no claim is written there"))
+        else:
+            try:
+                with mapped_errors(root, "claim"):
+                    outcomes.append(claim_root(tree_for(root, options), root, me, outer, reopened))
+            except Stop as stop:
+                outcomes.append(stop.outcome)
+            except Exception as exc:  # a backend's own error type: retried
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+    return outcomes
+
+
+def claim_root(tree: StorageTree, root: str, me: Claimant, outer: str | None, reopened: bool) -> Outcome | Shared:
+    """Write `me`'s claim at `root` (contract §9), then read it back; `reopened`: then the run's own
+    retired claim goes, so the root never stands without a claim naming the run. None, or a Shared
+    naming who else claims the root, a root above it, or (a new claim: its tree is small then) inside it."""
+    assert not (reopened and me.retired), "a reopened run's live claim replaces its retired one"
+    try:
+        here = reach_root(tree, root, outer, me, create=True, make=not me.retired)
+    except Stop as stop:
+        if stop.outcome is None and not me.retired:
+            return f"the run root {root} could not be made"
+        return stop.outcome  # a retired claim where the root is gone: none needed
+    try:
+        if me.retired and not here.exists():
+            return None
+        new = here.write_claim(me, root)
+        if me.retired:
+            return None
+        claimants = here.claimants()
+        if claimants is None or me not in claimants:
+            return f"the claim in {root} vanished right after it was written; claiming it again"
+        if reopened:
+            refused = here.remove_claim(me._replace(retired=True), root)
+            if refused is not None:
+                return refused
+            claimants = here.claimants()
+        return _shared(tree, here, root, me, outer, others(claimants, me), new)
+    finally:
+        here.close()
+
+
+def _shared(
+    tree: StorageTree, here: Directory, root: str, me: Claimant, outer: str | None, found: list[Claimant], new: bool
+) -> Shared | None:
+    if found:
+        return Shared(f"{root} is claimed by run {', '.join(map(str, found))} too")
+    if outer is not None:
+        try:
+            reach_root(tree, root, outer, me).close()
+        except Stop as stop:
+            if isinstance(stop.outcome, Refused):
+                return Shared(stop.outcome.reason)
+    inside = here.claims_below(None, me) if new else None
+    return Shared(inside.reason) if inside is not None else None
 
 
 @dataclass(slots=True)
@@ -36,7 +110,7 @@ class ClaimCounts:
     refused: int = 0  # roots reached through a symlink below --storage-root (final)
 
 
-class Claims:
+class ClaimWriter:
     """See the module docstring. Use it from the event loop.
 
     A run's retired claim (ckptlog/processor/storage/claims.py) is written as it retires and removed
@@ -238,7 +312,7 @@ class Claims:
                 reason,
             )
         elif present:
-            # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
+            # a finished run's root no walk can enter (a link, not a directory, its claim directory not a directory):
             # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
             log.warning(
                 "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
