@@ -19,7 +19,8 @@ from ckptlog.errors import OffsetOutOfRange
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.settings_diff import describe, differences
-from ckptlog.processor.core.snapshot import Snapshot, decode
+from ckptlog.processor.core.delta import decode_chain
+from ckptlog.processor.core.snapshot import Snapshot
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.errors import RestoreError
@@ -137,7 +138,7 @@ async def load_snapshot(
     """The newest snapshot at or below `at_or_below` that verifies, checked against this run's
     settings (RestoreError when it is of another partition or other settings), and the settings
     to fold on with (the snapshot's, when they differ only in spelling)."""
-    snapshot = await asyncio.to_thread(store.load_latest, decode, at_or_below)
+    snapshot = await asyncio.to_thread(store.load_latest, decode_chain, at_or_below)
     crash_point("restore.snapshot_loaded")
     if snapshot is None:
         return None, settings
