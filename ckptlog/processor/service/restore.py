@@ -17,9 +17,10 @@ from typing import Protocol
 
 from ckptlog.errors import OffsetOutOfRange
 from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.chain import Chain
+from ckptlog.processor.core.delta import decode_chain
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.settings_diff import describe, differences
-from ckptlog.processor.core.delta import decode_chain
 from ckptlog.processor.core.snapshot import Snapshot
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.failpoints import crash_point
@@ -44,6 +45,7 @@ class Restored:
     publish_from: int
     snapshot_offset: int | None
     log_end: int = 0  # the log's end at restore: deletions owed are re-driven once folded this far
+    chain: Chain | None = None  # the snapshot chain restored from: the next delta goes on it
 
 
 def check_snapshot(pid: PartitionId, snapshot: Snapshot, settings: FoldSettings, url: str) -> FoldSettings:
@@ -145,11 +147,19 @@ async def load_snapshot(
     return snapshot, check_snapshot(pid, snapshot, settings, store.url)
 
 
-def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bool = True) -> Fold:
-    """The fold a snapshot holds (refused runs included), or a fresh one."""
+def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bool = True, track: bool = False) -> Fold:
+    """The fold a snapshot holds (refused runs included), or a fresh one; `track`: it notes what
+    changes, for incremental snapshots (ckptlog/processor/core/delta.py)."""
     if snapshot is None:
-        return Fold(settings, emit=emit)
-    return Fold(settings, snapshot.runs, emit=emit, refused=snapshot.refused, finished=snapshot.finished)
+        return Fold(settings, emit=emit, track_changes=track)
+    return Fold(
+        settings,
+        snapshot.runs,
+        emit=emit,
+        refused=snapshot.refused,
+        finished=snapshot.finished,
+        track_changes=track,
+    )
 
 
 async def restore(
@@ -168,10 +178,11 @@ async def restore(
         )
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
     plan = plan_restore(pid, snapshot, committed, log_start, log_end, allow_data_loss, store.url)
-    fold = restored_fold(snapshot, settings)
+    fold = restored_fold(snapshot, settings, track=True)
     _log_plan(pid, plan, snapshot, committed, (log_start, log_end), store.url, len(fold.runs))
-    snapshot_offset = snapshot.next_offset if snapshot is not None else None
-    return Restored(fold, plan.start, plan.publish_from, snapshot_offset, log_end)
+    if snapshot is None:
+        return Restored(fold, plan.start, plan.publish_from, None, log_end)
+    return Restored(fold, plan.start, plan.publish_from, snapshot.next_offset, log_end, snapshot.chain)
 
 
 def _log_plan(
