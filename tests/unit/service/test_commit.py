@@ -25,15 +25,19 @@ from tests.unit.service.test_partition import Deleter
 
 PID = PartitionId("in", 0)
 LINES = workload("file:///nowhere/r", runs=2, reports=60, keep=1, validation_share=0.0)
-_BY_RUN = [
-    [
-        line
-        for line in workload("file:///nowhere/r", runs=4, reports=60, keep=1, validation_share=0.0)
-        if json.loads(line)["subject"] == f"run-{r}"
-    ]
-    for r in range(4)
-]
-BLOCKS = [line for block in zip(*(zip(*[iter(lines)] * 5) for lines in _BY_RUN)) for five in block for line in five]
+
+
+def _blocks(runs: int = 4, size: int = 5) -> list[bytes]:
+    lines = workload("file:///nowhere/r", runs=runs, reports=60, keep=1, validation_share=0.0)
+    by_run = [[line for line in lines if json.loads(line)["subject"] == f"run-{r}"] for r in range(runs)]
+    out: list[bytes] = []
+    for start in range(0, min(map(len, by_run)) // size * size, size):
+        for mine in by_run:
+            out.extend(mine[start : start + size])
+    return out
+
+
+BLOCKS = _blocks()
 """Five events of one run, then five of the next: a batch of five changes one run of four."""
 NAMES = TopicNames("in", "c", "v", "w", "s", "d")
 
