@@ -205,3 +205,26 @@ def test_a_delta_is_taken_at_its_moment_whatever_the_fold_does_next() -> None:
     restored = decode_chain([*objects, capture.encoded()])
     assert encode(restored) == expected and "b" in restored.runs
     assert list(fold.changed or {}) == ["a", "b"]  # what the next delta carries
+
+
+@settings(max_examples=50, deadline=None)
+@given(lives())
+def test_tracking_changes_and_a_capture_in_progress_change_no_output(lines: list[bytes]) -> None:
+    """The fold decides alike whether it notes its changes and is watched, or not (contract §3)."""
+    plain, tracked = Fold(SETTINGS), Fold(SETTINGS, track_changes=True)
+    capture = Capture(tracked, "t", 0, 0, None)
+    for raw in lines:
+        a, b = plain.apply(f.event(raw)), tracked.apply(f.event(raw))
+        assert (a.outputs, a.deletions, a.rejection) == (b.outputs, b.deletions, b.rejection)
+    assert full(plain, 1) == full(tracked, 1) and plain.changed is None
+    assert set(tracked.changed or {}) <= set(RUNS)
+    while capture.step():
+        pass
+
+
+def test_the_settings_of_a_chain_are_read_from_its_newest_object() -> None:
+    """A history replay from the log start folds with the settings of the newest restore point (explain)."""
+    from ckptlog.processor.core.snapshot import decode_settings
+
+    objects = _chain_of(1)
+    assert decode_settings(objects[1]) == decode_settings(objects[0]) == SETTINGS
