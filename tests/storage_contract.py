@@ -295,7 +295,9 @@ class StorageContract:
         assert "an object of its chain is missing" in caplog.text
         with pytest.raises(ChainBroken, match="is gone"):
             snaps.write(b"a delta on the lost one", 50, (20, _digest(written[1].data)))
-        assert snaps.list_offsets() == [10, 30, 40]
+        assert snaps.list_offsets() == [10, 50]  # its prune dropped 30 and 40: no whole chain needs them
+        snaps.write(chain_of(0)[0].data, 60)
+        assert snaps.list_offsets() == [10, 60]  # and the next one drops 50
 
     # --- Deleter ----------------------------------------------------------------------
 

@@ -66,7 +66,8 @@ class SnapshotName(NamedTuple):
 
 
 class ChainBroken(SnapshotError):
-    """The object a delta was to be written on is gone (pruned by another instance): write a base."""
+    """The object a delta was written on is gone (pruned by another instance): the delta can never be
+    restored, so the next snapshot must be a base."""
 
 
 def content_digest(data: bytes) -> str:
@@ -106,23 +107,24 @@ class SnapshotStore:
 
     def write(self, data: bytes, next_offset: int, on: tuple[int, str] | None = None) -> str:
         """Store one snapshot (a delta when `on` names its predecessor's next_offset and digest), prune
-        to the newest `keep` restore points, and return the new object's URL. `ChainBroken`, and
-        nothing written, when `on` is gone."""
+        to the newest `keep` restore points, and return the new object's URL. `ChainBroken` when the
+        listing of the prune no longer shows `on`: the delta can never be restored (the next prune
+        removes it)."""
         if not 0 <= next_offset < 10**_OFFSET_DIGITS:
             raise SnapshotError(
                 f"next offset {next_offset} is not a Kafka offset; not writing a snapshot "
                 f"to {self.url} — pass the offset of the next input record to replay"
             )
         written = SnapshotName(next_offset, content_digest(data), on)
-        if on is not None and on not in {name.key for name in self._snapshots()}:
-            raise ChainBroken(
-                f"the snapshot at offset {on[0]} ({on[1]}) under {self.url} is gone (pruned by another "
-                "instance?): a delta on it could never be restored; the next snapshot is a full one"
-            )
         crash_point("snapshot.before_write")
         self._objects.put_immutable(self._prefix + written.filename, data)
         crash_point("snapshot.before_prune")
-        self._prune(keep_also=written)
+        listed = self._prune(keep_also=written)
+        if on is not None and listed is not None and on not in {name.key for name in listed}:
+            raise ChainBroken(
+                f"the snapshot at offset {on[0]} ({on[1]}) under {self.url} is gone (pruned by another "
+                f"instance?): the delta {written.filename} on it can never be restored; write a full one"
+            )
         return self.url_of(written)
 
     def url_of(self, name: SnapshotName) -> str:
@@ -149,13 +151,15 @@ class SnapshotStore:
         by_key = {name.key: name for name in names}
         return {name: self._chain(name, by_key) for name in names}
 
-    def _prune(self, keep_also: SnapshotName) -> None:
+    def _prune(self, keep_also: SnapshotName) -> list[SnapshotName] | None:
         """Delete every object that neither the newest `keep` restore points whose chain is whole
-        nor the one just written need, and the stale temp files of writes killed mid-way.
+        nor the one just written need, and the stale temp files of writes killed mid-way; what was
+        listed before (None if listing failed).
 
         Best effort: the new snapshot is already durable, so a failed delete is logged and
         left for the next write's prune instead of failing the write.
         """
+        names: list[SnapshotName] | None = None
         try:
             names = self._snapshots()
             chains = self._chains(names)
@@ -168,6 +172,7 @@ class SnapshotStore:
             self._objects.sweep_temp(self._prefix.rstrip("/"))  # left by writers killed mid-write
         except StorageError as exc:
             log.warning("pruning old snapshots under %s failed, retrying after the next snapshot: %s", self.url, exc)
+        return names
 
     def list_offsets(self) -> list[int]:
         """The next offsets of the stored restore points (bases and deltas), oldest first."""
