@@ -85,17 +85,17 @@ class Capture:
         self.head = Snapshot(topic, partition, next_offset, fold.settings)
         self.drop: list[str] = []
         self.tables: dict[str, tuple[list[str], dict[str, Any]]] = {}
-        if on is None:
-            order = list(fold.runs)
+        if on is None:  # every run: copies made in C (a few ms at 100,000 runs), not by a Python loop
+            self._pending: dict[str, RunState] = dict(fold.runs)
+            self.order = list(self._pending)
             self.tables = {name: ([], dict(table)) for name, table in tables_of(fold).items()}
         else:
-            self.drop, order = changes(fold.runs, self.changed)
+            self.drop, self.order = changes(fold.runs, self.changed)
             for name, table in tables_of(fold).items():
                 drop, put = changes(table, self.changed)
                 self.tables[name] = (drop, {key: table[key] for key in put})
-        self.order = order
-        self._pending: dict[str, RunState] = {run_id: fold.runs[run_id] for run_id in order}
-        self._next = iter(order)
+            self._pending = {run_id: fold.runs[run_id] for run_id in self.order}
+        self._next = iter(self.order)
         self.pieces: dict[str, bytes] = {}
         fold.watch = self.before_change
 
