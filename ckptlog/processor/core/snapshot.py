@@ -175,11 +175,22 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     return snapshot_in(body, version, name=name)
 
 
+def parsed(data: bytes) -> Any:
+    """JSON `data` as Python values, as `json.loads` gives them: by msgspec (a restore of 100,000 runs
+    spends a third of its time parsing; msgspec takes a quarter of json.loads' time), and by json.loads
+    where msgspec refuses what json.loads reads: the NaN/Infinity literals a metric may hold, lone
+    surrogates in strings, numbers beyond a double's range."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
+
+
 def opened(data: bytes, *, name: str, form: str = FORMAT, key: str = "snapshot") -> tuple[int, dict[str, Any]]:
     """The schema version and body of an envelope, verified: SnapshotCorrupt for a damaged one,
     SnapshotVersionError for one this build cannot restore."""
     try:
-        outer = json.loads(data)
+        outer = parsed(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SnapshotCorrupt(f"{name}: not valid JSON ({exc}); it was truncated or damaged — skipping it") from None
     if not isinstance(outer, dict) or outer.get("format") != form:

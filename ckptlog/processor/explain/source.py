@@ -20,11 +20,11 @@ from ckptlog.kafka.connection import KafkaConnection
 from ckptlog.kafka.reader import TopicReader, offsets_at, partition_of
 from ckptlog.kafka.records import PartitionId
 from ckptlog.kafka.topics import topic_partitions
-from ckptlog.processor.core.delta import decode_chain
 from ckptlog.processor.core.snapshot import Snapshot, decode_settings
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.core.view import View, run_view
 from ckptlog.processor.explain.run_replay import RunReplay
+from ckptlog.processor.service.restore import read_snapshot
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
@@ -72,7 +72,7 @@ def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
 
 
 async def _snapshot(store: SnapshotStore, at_or_below: int | None) -> Snapshot | None:
-    return await asyncio.to_thread(store.load_latest, decode_chain, at_or_below)
+    return await asyncio.to_thread(read_snapshot, store, at_or_below)
 
 
 async def replay_runs(
