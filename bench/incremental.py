@@ -32,7 +32,7 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.snapshot import canonical, encode, of_fold, run_out, seal, settings_out
+from ckptlog.processor.core.snapshot import Raw, canonical, encode, of_fold, run_out, seal, settings_out
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.service.processor import tune_gc
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
@@ -162,7 +162,7 @@ def before(fold: Fold, store: SnapshotStore, offset: int) -> Any:
         "refused": snapshot.refused,
         "finished": snapshot.finished,
     }
-    data = seal(canonical(body))
+    data = seal(Raw([canonical(body)]))
     return asyncio.to_thread(store.write, data, offset)
 
 

@@ -151,7 +151,7 @@ class Capture:
             ("previous", {"next_offset": on.tip_offset, "sha256": on.tip_sha256}),
             ("sequence", on.deltas + 1),
             ("settings", settings_out(head.settings)),
-            ("runs", Raw(compose([("drop", self.drop), ("put", runs)]))),
+            ("runs", compose([("drop", self.drop), ("put", runs)])),
             *((name, {"drop": drop, "put": put}) for name, (drop, put) in self.tables.items()),
         ]
 
