@@ -1,9 +1,12 @@
 """Incremental snapshots on a real broker (issue 39 item 3): `python -m bench.incremental_broker`.
 
-1. restore: `--restore-runs` (100,000) fresh runs (run_started and one report each) are folded by
-   `ckptlog run` (snapshot every `--restore-every` events: bases and deltas), which is then killed
+1. restore: `--restore-runs` (100,000) runs (run_started and one report each), then `--restore-tail`
+   (25,000) reports to 100 of them, are folded by `ckptlog run` (snapshot every `--restore-every`
+   events: a base of every run and small deltas, the steady state of a fleet), which is then killed
    with SIGKILL; a new processor in this process restores the newest restore point and replays the
-   rest: time to caught-up (target: at most 3 s), and as a new process (spawn -> caught_up).
+   rest: time to caught-up (target: at most 3 s) and the CPU this process spent on it (the broker's
+   is not in it), and as a new process (spawn -> caught_up); and reading and decoding the restore
+   point alone.
 2. latency: a fleet of `--runs` (10,000) long-lived runs (bench.incremental's: `--reports` reports
    each, keep 5) is folded by `ckptlog run` (snapshot every `--latency-every` events, a new base after
    `--deltas` deltas); then reports at `--rate` (1,000/s) for `--seconds` to 10 runs of their own, and
@@ -30,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.incremental import ROOT, _line, fleet
+from bench.incremental import _line, fleet, report
 from bench.processor import (
     _restore_in_process,
     _send_at_rate,
@@ -53,20 +56,23 @@ from ckptlog.processor.storage.snapshots import SnapshotStore
 OUTER = "file:///bench"  # --storage-root: the fleet's roots and bench.workload's (the reports sent) below it
 
 
-def fresh(runs: int) -> list[bytes]:
+def fresh(runs: int, root: str) -> list[bytes]:
     """Every run's run_started (keep 5) and one report with a checkpoint."""
     config = {"num_to_keep": 5, "checkpoint_score_attribute": "acc"}
     lines = []
     for n in range(runs):
         run = f"new-{n:07d}"
-        lines.append(
-            _line(f"{run}/s", "run_started", run, {"storage_path": f"{ROOT}/{run}", "checkpoint_config": config})
-        )
+        started = {"storage_path": f"{root}/{run}", "checkpoint_config": config}
+        lines.append(_line(f"{run}/s", "run_started", run, started))
     for n in range(runs):
-        run = f"new-{n:07d}"
-        data = {"metrics": {"acc": n % 97}, "checkpoint": {"path": f"{ROOT}/{run}/ckpt-0"}}
-        lines.append(_line(f"{run}/r0", "report", run, data))
+        lines.append(report(f"new-{n:07d}", 0, root))
     return lines
+
+
+def tail(runs: int, changed: int, reports: int, root: str) -> list[bytes]:
+    """`reports` more reports, round robin over `changed` of the runs (spread over them)."""
+    step = max(1, runs // changed)
+    return [report(f"new-{(i % changed) * step:07d}", 1 + i // changed, root) for i in range(reports)]
 
 
 def _argv(settings: ServiceSettings, every: int, deltas: int) -> list[str]:
@@ -76,43 +82,52 @@ def _argv(settings: ServiceSettings, every: int, deltas: int) -> list[str]:
     return run_argv(settings, **flags)
 
 
-async def restore(bootstrap: str, tmp: Path, runs: int, every: int, created: list[str]) -> dict[str, Any]:
+async def restore(args: argparse.Namespace, bootstrap: str, tmp: Path, created: list[str]) -> dict[str, Any]:
+    """The runs folded and snapshotted, then a tail of reports to a few of them (small deltas on a
+    base of every run: the steady state of a fleet), SIGKILL, restore."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp, root=OUTER)
-    end = await preload(bootstrap, names["input"], fresh(runs))
+    settings, root = settings_for(bootstrap, names, tmp, root=OUTER), f"{OUTER}/{names['input']}"
+    end = await preload(bootstrap, names["input"], fresh(args.restore_runs, root))
     log = tmp / f"restore-{names['input']}.log"
     started = time.perf_counter()
     with log.open("wb") as out:
-        proc = subprocess.Popen(_argv(settings, every, 32), stdout=out, stderr=out)
+        proc = subprocess.Popen(_argv(settings, args.restore_every, 32), stdout=out, stderr=out)
+    await _wait_committed(bootstrap, settings, end)
+    end = await preload(bootstrap, names["input"], tail(args.restore_runs, 100, args.restore_tail, root))
     await _wait_committed(bootstrap, settings, end)
     build = time.perf_counter() - started
     proc.send_signal(signal.SIGKILL)  # a crash: no final snapshot
     proc.wait()
     written = _snapshots(log.read_text(errors="replace"))
     store = SnapshotStore(settings.snapshots, settings.input_topic, 0)
-    begun = time.perf_counter()
+    cpu, begun = time.process_time(), time.perf_counter()
     snapshot = await asyncio.to_thread(read_snapshot, store, None)  # the part of a restore that reads the chain
-    read_s, chain = time.perf_counter() - begun, snapshot.chain if snapshot is not None else None
+    read_s, read_cpu = time.perf_counter() - begun, time.process_time() - cpu
+    chain = snapshot.chain if snapshot is not None else None
     del snapshot
     await asyncio.sleep(settings.session_timeout_ms / 1000 + 1)  # the dead member leaves the group
     configure_logging("text", os.environ.get("BENCH_LOG", "CRITICAL"))
+    cpu = time.process_time()
     in_process, replayed = await _restore_in_process(settings)
+    in_process_cpu = time.process_time() - cpu
     configure_logging("text", "CRITICAL")
+    seen = log.read_bytes().count(b"event=caught_up")
     with log.open("ab") as out:
         spawned = time.perf_counter()
-        proc = subprocess.Popen(_argv(settings, every, 32), stdout=out, stderr=out)
-    whole = await wait_for_line(log, b"event=caught_up", count=2, timeout_s=300) - spawned
+        proc = subprocess.Popen(_argv(settings, args.restore_every, 32), stdout=out, stderr=out)
+    whole = await wait_for_line(log, b"event=caught_up", count=seen + 1, timeout_s=300) - spawned
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=600)  # its final snapshot may be a base of every run
     print(
-        f"restore: {runs:,} runs ({end:,} events, folded in {build:.0f} s; snapshots written: {written}; SIGKILL): "
-        f"{replayed:,} offsets replayed; caught up in {in_process:.2f} s in-process (target <= 3 s; reading and "
-        f"decoding the restore point alone: {read_s:.2f} s, {chain.deltas if chain else 0} deltas on a base of "
-        f"{chain.base_bytes if chain else 0:,} B), "
-        f"{whole:.2f} s as a new process (spawn -> caught_up)",
+        f"restore: {args.restore_runs:,} runs, then {args.restore_tail:,} reports to 100 of them ({end:,} events, "
+        f"folded in {build:.0f} s; snapshots written: {written}); SIGKILL: {replayed:,} offsets replayed; caught up "
+        f"in {in_process:.2f} s in-process, {in_process_cpu:.2f} s of this process's CPU (target <= 3 s); "
+        f"{whole:.2f} s as a new process (spawn -> caught_up). Reading and decoding the restore point alone: "
+        f"{read_s:.2f} s, {read_cpu:.2f} s CPU ({chain.deltas if chain else 0} deltas, "
+        f"{chain.delta_bytes if chain else 0:,} B, on a base of {chain.base_bytes if chain else 0:,} B)",
         flush=True,
     )
-    return {"runs": runs, "in_process": in_process, "new_process": whole, "replayed": replayed, "read": read_s}
+    return {"in_process": in_process, "cpu": in_process_cpu, "new_process": whole, "replayed": replayed}
 
 
 _WRITTEN = re.compile(r"event=snapshot_written .*?kind=(\S+) bytes=(\d+)|event=snapshot_written .*?bytes=(\d+)")
@@ -134,7 +149,7 @@ def _snapshots(text: str, after: int = 0) -> str:
 async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: list[str]) -> dict[str, Any]:
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
     settings = settings_for(bootstrap, names, tmp, root=OUTER)
-    end = await preload(bootstrap, names["input"], list(fleet(args.runs, args.reports)))
+    end = await preload(bootstrap, names["input"], list(fleet(args.runs, args.reports, f"{OUTER}/{names['input']}")))
     log = tmp / f"latency-{names['input']}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(_argv(settings, args.latency_every, args.deltas), stdout=out, stderr=out)
@@ -172,7 +187,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if "restore" in args.only:
-                await restore(bootstrap, Path(tmp), args.restore_runs, args.restore_every, created)
+                await restore(args, bootstrap, Path(tmp), created)
             if "latency" in args.only:
                 await latency(args, bootstrap, Path(tmp), created)
     finally:
@@ -184,7 +199,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     parser.add_argument("--only", default="restore,latency")
     parser.add_argument("--restore-runs", type=int, default=100_000)
-    parser.add_argument("--restore-every", type=int, default=50_000, help="restore: snapshot every N events")
+    parser.add_argument("--restore-every", type=int, default=10_000, help="restore: snapshot every N events")
+    parser.add_argument("--restore-tail", type=int, default=25_000, help="restore: reports to 100 runs after")
     parser.add_argument("--runs", type=int, default=10_000, help="latency: long-lived runs in the state")
     parser.add_argument("--reports", type=int, default=20, help="latency: reports per long-lived run")
     parser.add_argument("--latency-every", type=int, default=2_000, help="latency: snapshot every N events")

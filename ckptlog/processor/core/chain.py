@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-DELTA_WEIGHT = 1.0
+DELTA_WEIGHT = 0.5
 """A new base is due once a chain's deltas weigh this much of its base: a restore then reads at most
 (1 + DELTA_WEIGHT) times a full snapshot's bytes."""
 

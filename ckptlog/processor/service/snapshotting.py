@@ -8,7 +8,7 @@ encoded on the event loop in slices of at most `SLICE_S` while the fold goes on 
 the fold is about to change is encoded first (copy on write), so the bytes are those of the moment.
 The object is then sealed (joined, checksummed) and written by a worker thread, one snapshot at a
 time per partition. A new base is due when the chain is long (`--snapshot-deltas`) or its deltas
-weigh as much as its base (`Chain.takes_delta`): that is the compaction, the same background work
+weigh half as much as its base (`Chain.takes_delta`): that is the compaction, the same background work
 writing the whole state, after which the older chain is pruned like any snapshot past `--keep-snapshots`.
 """
 

@@ -228,3 +228,13 @@ def test_the_settings_of_a_chain_are_read_from_its_newest_object() -> None:
 
     objects = _chain_of(1)
     assert decode_settings(objects[1]) == decode_settings(objects[0]) == SETTINGS
+
+
+def test_a_chain_takes_deltas_until_it_is_long_heavy_or_of_an_older_schema() -> None:
+    chain = Chain.based(10, "a" * 64, 1000, SCHEMA_VERSION)
+    assert chain.takes_delta(2, SCHEMA_VERSION) and not chain.takes_delta(0, SCHEMA_VERSION)
+    light = chain.extended(20, "b" * 64, 100).extended(30, "c" * 64, 100)
+    assert (light.deltas, light.delta_bytes, light.tip_offset, light.base_offset) == (2, 200, 30, 10)
+    assert light.takes_delta(3, SCHEMA_VERSION) and not light.takes_delta(2, SCHEMA_VERSION)
+    assert not chain.extended(20, "b" * 64, 500).takes_delta(32, SCHEMA_VERSION)  # half the base: compact
+    assert not Chain.based(10, "a" * 64, 1000, SCHEMA_VERSION - 1).takes_delta(32, SCHEMA_VERSION)

@@ -27,18 +27,19 @@ PID = PartitionId("in", 0)
 LINES = workload("file:///nowhere/r", runs=2, reports=60, keep=1, validation_share=0.0)
 
 
-def _blocks(runs: int = 4, size: int = 5) -> list[bytes]:
-    lines = workload("file:///nowhere/r", runs=runs, reports=60, keep=1, validation_share=0.0)
+def _blocks(runs: int = 8, size: int = 5) -> list[bytes]:
+    """Every run's run_started, then five events of one run, then five of the next: a batch of five
+    changes one run of eight."""
+    lines = workload("file:///nowhere/r", runs=runs, reports=200, keep=1, validation_share=0.0)
     by_run = [[line for line in lines if json.loads(line)["subject"] == f"run-{r}"] for r in range(runs)]
-    out: list[bytes] = []
-    for start in range(0, min(map(len, by_run)) // size * size, size):
+    out = [mine[0] for mine in by_run]
+    for start in range(1, min(map(len, by_run)) - size, size):
         for mine in by_run:
             out.extend(mine[start : start + size])
     return out
 
 
 BLOCKS = _blocks()
-"""Five events of one run, then five of the next: a batch of five changes one run of four."""
 NAMES = TopicNames("in", "c", "v", "w", "s", "d")
 
 
@@ -190,7 +191,7 @@ async def test_incremental_snapshots_hold_exactly_the_committed_prefix_while_the
     offsets = [offset for offset, _ in store.written]
     kinds = [b'"format":"ckptlog.snapshot.delta"' in data for _, data in store.written]
     assert offsets == sorted(set(offsets)) and len(offsets) >= 6 and offsets[-1] == 60
-    spelt = "".join("d" if delta else "B" for delta in kinds)  # e.g. BdBddB: a base once the deltas outweigh it
-    assert spelt.startswith("Bd") and "ddB" in spelt  # ... or after the second delta (max_deltas=2)
+    spelt = "".join("d" if delta else "B" for delta in kinds)
+    assert spelt.startswith("Bd") and "dB" in spelt  # deltas, and a new base once they weigh half the base
     for offset in offsets:
         assert store.state_at(offset) == committed_prefix(offset, BLOCKS)
