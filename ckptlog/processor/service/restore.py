@@ -200,6 +200,11 @@ def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bo
     )
 
 
+def _built(snapshot: Snapshot | None, settings: FoldSettings) -> Fold:
+    with paused_gc():
+        return restored_fold(snapshot, settings, track=True)
+
+
 async def restore(
     pid: PartitionId, offsets: Offsets, store: SnapshotStore, settings: FoldSettings, allow_data_loss: bool
 ) -> Restored:
@@ -216,7 +221,7 @@ async def restore(
         )
     log_start, log_end = await offsets.log_start(pid), await offsets.log_end(pid)
     plan = plan_restore(pid, snapshot, committed, log_start, log_end, allow_data_loss, store.url)
-    fold = restored_fold(snapshot, settings, track=True)
+    fold = await asyncio.to_thread(_built, snapshot, settings)  # 100,000 runs: their roots registered, ~0.2 s
     _log_plan(pid, plan, snapshot, committed, (log_start, log_end), store.url, len(fold.runs))
     if snapshot is None:
         return Restored(fold, plan.start, plan.publish_from, None, log_end)

@@ -152,11 +152,11 @@ async def test_a_version_2_snapshot_stops_the_restore(tmp_path: Path) -> None:
 
 
 def _written_chain(store: SnapshotStore, deltas: int) -> Fold:
-    """A base at 10 and `deltas` deltas (at 20, 30, ...) of a fold changing one run of ten between them."""
+    """A base at 10 and `deltas` deltas (at 20, 30, ...) of a fold changing one run of thirty between them."""
     fold = Fold(SETTINGS, track_changes=True)
     chain = None
     for n in range(deltas + 1):
-        runs = ["a", "b", *map(str, range(8))] if n == 0 else ["a"]
+        runs = ["a", "b", *map(str, range(28))] if n == 0 else ["a"]
         for run in runs:
             fold.apply(f.event(f.report(run, {"n": n}, event_id=f"{run}{n}")))
         capture = Capture(fold, PID.topic, PID.partition, 10 * (n + 1), chain)
