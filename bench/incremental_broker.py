@@ -35,7 +35,6 @@ from typing import Any
 
 from bench.incremental import _line, fleet, report
 from bench.processor import (
-    _restore_in_process,
     _send_at_rate,
     _wait_committed,
     _watermarks,
@@ -48,7 +47,7 @@ from bench.processor import (
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.processor.service.harness import run_argv
 from ckptlog.processor.service.logs import configure_logging
-from ckptlog.processor.service.processor import tune_gc
+from ckptlog.processor.service.processor import Processor, tune_gc
 from ckptlog.processor.service.restore import read_snapshot
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.storage.snapshots import SnapshotStore
@@ -73,6 +72,21 @@ def tail(runs: int, changed: int, reports: int, root: str) -> list[bytes]:
     """`reports` more reports, round robin over `changed` of the runs (spread over them)."""
     step = max(1, runs // changed)
     return [report(f"new-{(i % changed) * step:07d}", 1 + i // changed, root) for i in range(reports)]
+
+
+async def restored_in_process(settings: ServiceSettings) -> tuple[float, float, int]:
+    """bench.processor's in-process restore, with this process's CPU time up to caught-up too."""
+    processor = Processor(settings)
+    started, cpu = time.perf_counter(), time.process_time()
+    task = asyncio.create_task(processor.run())
+    await processor.ready.wait()
+    while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
+        await asyncio.sleep(0.002)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    replayed = sum(t.cycle.publish_from - (t.snapshots.last_offset or 0) for t in processor.tasks.values())
+    processor.stop()
+    await task
+    return elapsed, cpu, replayed
 
 
 def _argv(settings: ServiceSettings, every: int, deltas: int) -> list[str]:
@@ -107,9 +121,7 @@ async def restore(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     del snapshot
     await asyncio.sleep(settings.session_timeout_ms / 1000 + 1)  # the dead member leaves the group
     configure_logging("text", os.environ.get("BENCH_LOG", "CRITICAL"))
-    cpu = time.process_time()
-    in_process, replayed = await _restore_in_process(settings)
-    in_process_cpu = time.process_time() - cpu
+    in_process, in_process_cpu, replayed = await restored_in_process(settings)
     configure_logging("text", "CRITICAL")
     seen = log.read_bytes().count(b"event=caught_up")
     with log.open("ab") as out:
