@@ -13,7 +13,7 @@
    a read_committed reader of the watermarks topic measures report -> committed watermark (as
    bench.processor's latency). Target: p99 at most 150 ms while snapshots are written; the
    snapshots written meanwhile (bases, deltas, bytes) are counted from the processor's log.
-   `--deltas -1` passes no flag (a build before issue 39: a full snapshot every time, encoded on the loop).
+   `--deltas -1 --processor-path DIR`: `ckptlog run` of another checkout (e.g. `git archive main`), no flag.
 
 Each section has topics of its own on the broker (`--bootstrap-servers`, else the local one:
 `ckptlog broker start` with CKPTLOG_HOME set), deleted at the end.
@@ -163,8 +163,9 @@ async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     settings = settings_for(bootstrap, names, tmp, root=OUTER)
     end = await preload(bootstrap, names["input"], list(fleet(args.runs, args.reports, f"{OUTER}/{names['input']}")))
     log = tmp / f"latency-{names['input']}.log"
+    env = {**os.environ, "PYTHONPATH": args.processor_path} if args.processor_path else None
     with log.open("wb") as out:
-        proc = subprocess.Popen(_argv(settings, args.latency_every, args.deltas), stdout=out, stderr=out)
+        proc = subprocess.Popen(_argv(settings, args.latency_every, args.deltas), stdout=out, stderr=out, env=env)
     try:
         await _wait_committed(bootstrap, settings, end)
         mark = len(log.read_bytes())
@@ -217,6 +218,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--reports", type=int, default=20, help="latency: reports per long-lived run")
     parser.add_argument("--latency-every", type=int, default=2_000, help="latency: snapshot every N events")
     parser.add_argument("--deltas", type=int, default=5, help="latency: --snapshot-deltas (-1: no flag)")
+    parser.add_argument(
+        "--processor-path", default=None, help="latency: PYTHONPATH of `ckptlog run` (a checkout of another build)"
+    )
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     return parser.parse_args()
