@@ -165,7 +165,8 @@ async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     log = tmp / f"latency-{names['input']}.log"
     env = {**os.environ, "PYTHONPATH": args.processor_path} if args.processor_path else None
     with log.open("wb") as out:
-        proc = subprocess.Popen(_argv(settings, args.latency_every, args.deltas), stdout=out, stderr=out, env=env)
+        argv, cwd = _argv(settings, args.latency_every, args.deltas), tmp if env else None  # not this checkout's
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, cwd=cwd)
     try:
         await _wait_committed(bootstrap, settings, end)
         mark = len(log.read_bytes())
@@ -199,10 +200,11 @@ async def main(args: argparse.Namespace) -> None:
     created: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            where = Path(args.workdir or tmp)
             if "restore" in args.only:
-                await restore(args, bootstrap, Path(tmp), created)
+                await restore(args, bootstrap, where, created)
             if "latency" in args.only:
-                await latency(args, bootstrap, Path(tmp), created)
+                await latency(args, bootstrap, where, created)
     finally:
         await delete_topics(bootstrap, created)
 
@@ -219,8 +221,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--latency-every", type=int, default=2_000, help="latency: snapshot every N events")
     parser.add_argument("--deltas", type=int, default=5, help="latency: --snapshot-deltas (-1: no flag)")
     parser.add_argument(
-        "--processor-path", default=None, help="latency: PYTHONPATH of `ckptlog run` (a checkout of another build)"
+        "--processor-path",
+        default=None,
+        help="latency: PYTHONPATH of `ckptlog run`, run outside this checkout (e.g. a sitecustomize putting "
+        "another build first)",
     )
+    parser.add_argument("--workdir", default=None, help="keep the logs and snapshots here (default: a temp dir)")
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     return parser.parse_args()
