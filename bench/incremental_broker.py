@@ -83,7 +83,7 @@ async def restored_in_process(settings: ServiceSettings) -> tuple[float, float, 
     while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
         await asyncio.sleep(0.002)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    replayed = sum(t.cycle.publish_from - (t.snapshots.last_offset or 0) for t in processor.tasks.values())
+    replayed = sum(t.pipeline.publish_from - (t.snapshots.last_offset or 0) for t in processor.tasks.values())
     processor.stop()
     await task
     return elapsed, cpu, replayed

@@ -39,7 +39,7 @@ FLAGS: dict[str, tuple[str, str | None, str]] = {
     'score_order': ('fold', 'str', 'max or min, for runs without run_started (default max)'),
     'max_payload_bytes': ('fold', 'int', 'reject larger events (default 1048576)'),
     'max_depth': ('fold', 'int', 'reject JSON nested deeper (default 64)'),
-    'finished_runs_kept': ('fold', 'int', 'finished runs per input partition whose record (id, root) is kept; the oldest expire first (contract §3) (default 10000)'),
+    'finished_runs_kept': ('fold', 'int', 'finished runs per input partition whose record (id, root, state to reopen) is kept; the oldest expire first (contract §3) (default 10000)'),
     'snapshots': ('snapshots', 'str', 'fsspec URL of the snapshots (default ${CKPTLOG_HOME:-~/.ckptlog}/snapshots)'),
     'snapshot_every': ('snapshots', 'int', 'snapshot every N events (default 10000)'),
     'snapshot_interval_s': ('snapshots', 'float', '...or every T seconds (default 60.0)'),

@@ -13,7 +13,8 @@ of a newline-joined name (run ids hold no control characters, so the join is una
 | report, Ray callback | `run\\nreport\\n<the controller's attempt id>\\n<generation>\\n<index>` |
 | worker_group_restart | `run\\nworker_group_restart\\n<the generation it creates>` |
 | validation_result | `run\\nvalidation_result\\n<id of the validation_requested event>` |
-| run_finished | `run\\nrun_finished` (a run finishes once) |
+| run_finished | `run\\nrun_finished`; after the n-th reopen `run\\nrun_finished\\n<n>` (once per epoch) |
+| run_reopened | `run\\nrun_reopened\\n<n>`: the n-th reopen (the VIEW's `reopened` + 1) |
 | run_forgotten | `run\\nrun_forgotten` |
 | validation_result, forwarded | `run\\nforwarded_result\\n<sha256 of the canonical data, 16 hex>` |
 
@@ -79,9 +80,16 @@ def validation_result_id(run_id: str, request_id: str) -> str:
     return _id(run_id, "validation_result", request_id)
 
 
-def finished_id(run_id: str) -> str:
-    """A run finishes once: every finish of it is the same event (the first one's `keep` decides)."""
-    return _id(run_id, "run_finished")
+def finished_id(run_id: str, epoch: int = 0) -> str:
+    """A run finishes once per epoch: every finish of it is the same event (the first one's `keep`
+    decides) until it is reopened; `epoch` is the number of reopens before it (the VIEW's `reopened`),
+    0 giving the id every finish had before reopens (contract §3 "Reopened runs")."""
+    return _id(run_id, "run_finished") if epoch == 0 else _id(run_id, "run_finished", epoch)
+
+
+def reopened_id(run_id: str, epoch: int) -> str:
+    """The reopen that starts `epoch` (>= 1: the VIEW's `reopened` + 1): a retry is the same event."""
+    return _id(run_id, "run_reopened", epoch)
 
 
 def forgotten_id(run_id: str) -> str:

@@ -37,7 +37,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "`ckptlog replay`.",
     "properties": {
         "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"enum": [3, 4], "description": "4 is written; 3 (no finished runs) is read"},
+        "schema_version": {
+            "enum": [3, 4, 5, 6],
+            "description": "6 is written; 3 (no finished runs), 4 (no bound on them) and 5 (no state of retired "
+            "runs) are read",
+        },
         "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
         "snapshot": {
             "type": "object",
@@ -58,6 +62,12 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
                     "description": "Schema 4: run id -> root of each finished run that left the hot state.",
+                },
+                "retired": {
+                    "type": "object",
+                    "additionalProperties": {"type": "object"},
+                    "description": "Schema 6: run id -> the state (as in `runs`, without its dedup window) of each "
+                    "finished run of `finished` that may be reopened.",
                 },
             },
         },

@@ -20,7 +20,7 @@ import signal
 ENV = "CKPTLOG_CRASH_AT"
 
 POINTS: dict[str, str] = {
-    # the commit cycle (ckptlog/processor/service/commit.py, publish.py)
+    # the pipeline (ckptlog/processor/service/pipeline.py, publish.py)
     "batch.folded": "a batch is folded (state ahead of what is durable), its commit not yet started",
     "commit.before": "the batch's records and offset are about to be committed",
     "commit.after": "the transaction (or publish + offset commit) succeeded; nothing after it ran",
@@ -50,7 +50,7 @@ POINTS: dict[str, str] = {
     "restore.before_seek": "the partition's task is registered, the consumer not yet seeked",
     "restore.caught_up": "the fold reached the group's committed offset; publishing starts",
     "restore.redriven": "the deletions the state owes were handed to the Deleter again",
-    # revocation and graceful shutdown (ckptlog/processor/service/commit.py)
+    # revocation and graceful shutdown (ckptlog/processor/service/pipeline.py)
     "close.before_final_snapshot": "a partition is closing gracefully; its final snapshot not yet taken",
     "close.after_final_snapshot": "the final snapshot is written; the producer not yet stopped",
     # ckptlog replay (ckptlog/processor/service/replay.py)

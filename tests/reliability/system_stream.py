@@ -60,6 +60,7 @@ INGREDIENTS = (
     "invalid_utf8",
     "garbage",  # not JSON, not an object, truncated, blank, tombstones, key mismatch
     "expired_reuse",  # a finished run's record expires; its id is started again in its root, old reports redelivered
+    "reopened",  # a finished run, retired, is reopened (maybe after a restart) and evicts its old kept checkpoints
     "huge_scores",  # scores of ±10**400, flat and nested, ranking evictions; NaN; a kept run's huge step
 )
 ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator", "damage")
@@ -147,6 +148,7 @@ class StreamGenerator:
         self.deferred: list[Callable[[], None]] = []  # the next phase's first records (see `later`)
         self.finished: set[str] = set()  # runs finished for good: their final VIEWs are on the state topic only
         self.reused: set[str] = set()  # run ids started again after their record expired: watermarks restart
+        self.reopened: set[str] = set()  # runs reopened after they finished: their evictions must be deleted
         self.huge: list[
             str
         ] = []  # runs scored beyond a float's range (system_hostile.huge_scores): the tools read them

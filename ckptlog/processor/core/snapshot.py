@@ -29,6 +29,19 @@ settings gained `finished_runs_kept`, and the order of `finished` is data (retir
 oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
 default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
+
+Schema version 6 added two tables beside `runs`, `refused` and `finished`:
+- the runs refused because their root is reached through a symlink below `--storage-root` (contract
+  §9 *Roots behind a symlink*): `symlinked`, run id -> canonical root. A version 3 to 5 snapshot has
+  none: its build did not know the `root_refused` fact (it refused it as `unknown_type`), so its log
+  refused no run for a link;
+- reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its reopen count) and `retired`
+  (run id -> the state of a retired run whose record is kept, without its dedup window; a subset of
+  `finished`, in its order). The fold holds those states as their encoding here (`retired_state`: a
+  fraction of a `RunState`'s memory, and a snapshot writes them without encoding them again) and
+  decodes one only as its run is reopened (`reopened_state`). A version 3 to 5 snapshot is restored
+  as is: its retired runs kept no state, so a reopen of one is refused (`not_reopenable`), and its
+  runs have never been reopened (the type was `unknown_type` to the builds writing them).
 """
 
 from __future__ import annotations
@@ -63,8 +76,10 @@ if TYPE_CHECKING:
 
 FORMAT = "ckptlog.snapshot"
 DELTA_FORMAT = "ckptlog.snapshot.delta"  # what changed since the previous object of a chain (core/delta.py)
-SCHEMA_VERSION = 5
-RESTORABLE = (3, 4, 5)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound
+SCHEMA_VERSION = 6
+# the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without symlinked
+# runs and the retired runs' state
+RESTORABLE = (3, 4, 5, 6)
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -78,13 +93,23 @@ class Snapshot:
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
     finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
+    symlinked: dict[str, str] = field(default_factory=dict)  # runs refused for a link to their root -> root
+    retired: dict[str, bytes] = field(default_factory=dict)  # of those, the reopenable ones -> `retired_state`
     chain: Chain | None = None  # the objects it was restored from (core/delta.py `decode_chain`)
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
     """The snapshot of everything `fold` holds, to resume at `next_offset`."""
     return Snapshot(
-        topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused, finished=fold.finished
+        topic,
+        partition,
+        next_offset,
+        fold.settings,
+        fold.runs,
+        refused=fold.refused,
+        finished=fold.finished,
+        symlinked=fold.symlinked,
+        retired=fold.retired,
     )
 
 
@@ -167,7 +192,15 @@ def body_fields(snapshot: Snapshot, runs: Raw) -> list[tuple[str, Any]]:
         ("runs", runs),
         ("refused", snapshot.refused),
         ("finished", snapshot.finished),
+        ("symlinked", snapshot.symlinked),
+        ("retired", retired_entries(snapshot.retired)),  # last, its states spliced in as they are held
     ]
+
+
+def retired_entries(retired: dict[str, bytes]) -> Raw:
+    """The `retired` table as written: each state as the fold holds it (`retired_state`: the bytes
+    canonical() would write for it), not encoded again."""
+    return entries(canonical(run_id) + b":" + state for run_id, state in retired.items())
 
 
 def seal(body: Raw, *, form: str = FORMAT, key: str = "snapshot") -> bytes:
@@ -327,10 +360,22 @@ def run_out(run: RunState) -> dict[str, Any]:
         "evictions": run.evictions,
         **{name: run.rule_state.get(name) for name in _RULE_STATES},
         "finished": run.finished,
+        "reopened": run.reopened,
     }
 
 
-def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
+def retired_state(run: RunState) -> bytes:
+    """A retired run's state as the fold keeps it for a reopen: its snapshot entry without its dedup
+    window, encoded (canonical, so a snapshot can write it as it is)."""
+    return canonical({**run_out(run), "seen": []})
+
+
+def reopened_state(run_id: str, state: bytes) -> RunState:
+    """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt)."""
+    return _run_in(run_id, json.loads(state))
+
+
+def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION) -> RunState:
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
     started = _in(d["started"], RunStartedData) if d["started"] is not None else None
@@ -366,6 +411,10 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     if finished not in (None, "kept", "best"):
         raise ValueError(f"run {run_id!r}: finished is {finished!r}")
     run.finished = finished
+    reopened = d["reopened"] if version >= 6 else 0
+    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
+        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
+    run.reopened = reopened
     run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
     return run
@@ -381,14 +430,30 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
+def _retired_in(table: Any, finished: dict[str, str]) -> dict[str, bytes]:
+    """The retired states, encoded again as the fold holds them (decoded only as one is reopened)."""
+    if not isinstance(table, dict):
+        raise ValueError("retired must map run ids to states")
+    out = {}
+    for run_id, state in table.items():
+        if run_id not in finished or not isinstance(state, dict) or state.get("finished") not in ("kept", "best"):
+            raise ValueError(f"retired holds run {run_id!r} with no finished record, or not finished")
+        out[run_id] = canonical(state)
+    return out
+
+
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
-    runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
+    runs = {run_id: _run_in(run_id, d, version) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
+    symlinked = body.get("symlinked", {})  # absent before schema 6
+    if not isinstance(symlinked, dict) or not all(isinstance(v, str) and v for v in symlinked.values()):
+        raise ValueError("symlinked must map run ids to roots")
+    retired = _retired_in(body["retired"], finished) if version >= 6 else {}
     return Snapshot(
         body["topic"],
         int(body["partition"]),
@@ -398,4 +463,6 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
         body["processor_version"],
         dict(refused),
         dict(finished),
+        dict(symlinked),
+        retired,
     )

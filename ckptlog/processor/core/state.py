@@ -44,7 +44,7 @@ class FoldSettings:
     dedup_window: int = field(default=DEFAULT_DEDUP_WINDOW, metadata={"flag": "the dedup window"})
     max_payload_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata={"flag": "--max-payload-bytes"})
     max_depth: int = field(default=DEFAULT_MAX_DEPTH, metadata={"flag": "--max-depth"})
-    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root); older ones expire
+    # contract §3 "Finished runs": the newest this many retired runs keep their record (id, root, state); older expire
     finished_runs_kept: int = field(default=DEFAULT_FINISHED_RUNS_KEPT, metadata={"flag": "--finished-runs-kept"})
 
 
@@ -96,6 +96,7 @@ class RunState:
     rule_state: dict[str, Any] = field(default_factory=dict)
     preserved_count: int = 0  # kept checkpoints preserved for good: not counted against num_to_keep
     finished: str | None = None  # run_finished's `keep` once the run finished (contract §3 "Finished runs")
+    reopened: int = 0  # run_reopened events applied: the run's epoch, which its finish and reopen ids name
     keep: int | None = field(init=False)  # copies of config fields, read on every report
     score_attribute: str | None = field(init=False)
     rules: tuple[RetentionRule, ...] = field(init=False)  # the retention rules beyond Ray its config sets

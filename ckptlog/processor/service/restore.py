@@ -196,6 +196,8 @@ def restored_fold(snapshot: Snapshot | None, settings: FoldSettings, *, emit: bo
         emit=emit,
         refused=snapshot.refused,
         finished=snapshot.finished,
+        symlinked=snapshot.symlinked,
+        retired=snapshot.retired,
         track_changes=track,
     )
 

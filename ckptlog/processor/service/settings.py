@@ -80,7 +80,8 @@ class ServiceSettings(ConnectionSettings):
     finished_runs_kept: int = _f(
         DEFAULT_FINISHED_RUNS_KEPT,
         "fold",
-        "finished runs per input partition whose record (id, root) is kept; the oldest expire first (contract §3)",
+        "finished runs per input partition whose record (id, root, state to reopen) is kept; the oldest expire first "
+        "(contract §3)",
         ge=0,
     )
     # snapshots and storage

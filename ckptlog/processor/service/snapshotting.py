@@ -1,15 +1,17 @@
 """How a partition's state is snapshotted: the schedule (every N events or T seconds), the kind (a
 delta on the current chain, or a new base), and the background work.
 
-A snapshot is taken at one moment, when the fold equals the committed state (`CommitCycle.snapshot_if_due`
-decides when, in one place): `Capture` (ckptlog/processor/core/delta.py) notes which runs to write
-(the changed ones for a delta, all for a base) and copies the small tables. Its runs are then
-encoded on the event loop in slices of at most `SLICE_S` while the fold goes on between them: a run
-the fold is about to change is encoded first (copy on write), so the bytes are those of the moment.
-The object is then sealed (joined, checksummed) and written by a worker thread, one snapshot at a
-time per partition. A new base is due when the chain is long (`--snapshot-deltas`) or its deltas
-weigh half as much as its base (`Chain.takes_delta`): that is the compaction, the same background work
-writing the whole state, after which the older chain is pruned like any snapshot past `--keep-snapshots`.
+A snapshot is taken at one moment, when the fold equals the committed state (`Pipeline.snapshot_if_due`,
+pipeline.py, decides when, in one place: after a batch's commit, stage 6, or before the next batch
+folds): `Capture` (ckptlog/processor/core/delta.py) notes which runs to write (the changed ones for a
+delta, all for a base) and copies the small tables. Its runs are then encoded on the event loop in
+slices of at most `SLICE_S` while the fold goes on between them: a run the fold is about to change is
+encoded first (copy on write), so the bytes are those of the moment. The object is then sealed
+(joined, checksummed) and written by a worker thread, one snapshot at a time per partition, so the
+fold keeps going while storage is slow. A new base is due when the chain is long (`--snapshot-deltas`)
+or its deltas weigh half as much as its base (`Chain.takes_delta`): that is the compaction, the same
+background work writing the whole state, after which the older chain is pruned like any snapshot past
+`--keep-snapshots`.
 """
 
 from __future__ import annotations

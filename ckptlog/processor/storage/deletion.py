@@ -136,11 +136,20 @@ class Deleter:
         # the run roots' ownership markers, which this deleter's walks honour (ckptlog.processor.storage.markers)
         self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         """Write the ownership claim of each (canonical root, run id), as folded by input partition
         `source`, in the background, once (ckptlog/processor/storage/markers.py); `retired`: the runs'
-        retired claims, and until each is written, no deletion of that run id and source runs."""
-        return self.claims.claim_many(claims, source, retired=retired)
+        retired claims, and until each is written, no deletion in, at or around their roots runs;
+        `reopened`: the reopened runs' retired claims go, held likewise (`at`: ownership.Claims)."""
+        return self.claims.claim_many(claims, source, retired=retired, reopened=reopened, at=at)
 
     @property
     def backlog(self) -> int:

@@ -252,11 +252,14 @@ def _listed(fd: int, rel: str, me: Claimant | None) -> list[str] | Refused:
     return dirs
 
 
-def claim_local(root: str, me: Claimant, outer: str | None) -> Outcome | Shared:
+def claim_local(root: str, me: Claimant, outer: str | None, *, reopened: bool = False) -> Outcome | Shared:
     """Write the claimant's claim into its root's marker directory (making the directories on the
     way), atomically: a temporary file, then a hard link that fails if the name exists. A retired
     claim (`me.retired`) is written only where the root still is (a root that is gone holds no
-    checkpoint to keep), and whoever else claims it: it bars them all."""
+    checkpoint to keep), and whoever else claims it: it bars them all. `reopened`: the run was
+    reopened (contract §3 "Reopened runs"): once its live claim is in place, its own retired claim
+    (the same run and source) is removed, so the root never stands without a claim naming the run."""
+    assert not (reopened and me.retired), "a reopened run's live claim replaces its retired one"
     fd = open_root(root, outer, me, create=True, make=not me.retired)
     if me.retired and fd is None:
         return None
@@ -273,7 +276,26 @@ def claim_local(root: str, me: Claimant, outer: str | None) -> Outcome | Shared:
             return _refuse_link(exc, f"{root}/{MARKER}") or f"could not open {root}/{MARKER}: {exc.strerror}"
         with opened(marker):
             new = _write_claim(marker, me)
+            unretired = _remove_claim(marker, me._replace(retired=True), root) if reopened else None
+        if unretired is not None:
+            return unretired
         return None if me.retired else _shared_local(fd, root, me, outer, new)
+
+
+def _remove_claim(marker: int, claimant: Claimant, root: str) -> Refused | None:
+    """Remove the claim file naming `claimant` (a reopened run's own retired claim), if it is there.
+    Anything but a file by that name is left, and bars every deletion as ever (`read_marker`)."""
+    name = claim_name(claimant)
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=marker, follow_symlinks=False).st_mode):
+            return Refused(
+                f"{root}/{MARKER}/{name} is a directory where run {claimant.run!r}'s retired claim belongs; it "
+                "bars the reopened run's deletions too — remove it by hand"
+            )
+        os.unlink(name, dir_fd=marker)
+    except FileNotFoundError:
+        pass
+    return None
 
 
 def _write_claim(marker: int, me: Claimant) -> bool:
@@ -321,8 +343,11 @@ def _shared_local(root_fd: int, root: str, me: Claimant, outer: str | None, new:
     return None
 
 
-def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options: Options) -> list[Outcome | Shared]:
-    """Claim each `(canonical root, claimant)`; one outcome per item. Runs in a worker thread; never raises."""
+def claim_all(
+    items: Sequence[tuple[str, Claimant]], outer: str | None, options: Options, *, reopened: bool = False
+) -> list[Outcome | Shared]:
+    """Claim each `(canonical root, claimant)`; one outcome per item. Runs in a worker thread; never raises.
+    `reopened`: the claimants are reopened runs' live claimants, whose own retired claims go (`claim_local`)."""
     outcomes: list[Outcome | Shared] = []
     for root, me in items:
         problem = root_problem(root)  # the fold refuses such roots: a claim never trusts that
@@ -334,9 +359,9 @@ def claim_all(items: Sequence[tuple[str, Claimant]], outer: str | None, options:
             continue
         try:
             if root.startswith(LOCAL):
-                outcomes.append(claim_local(root, me, outer))
+                outcomes.append(claim_local(root, me, outer, reopened=reopened))
             else:
-                outcomes.append(remote_markers.claim(root, me, outer, options))
+                outcomes.append(remote_markers.claim(root, me, outer, options, reopened=reopened))
         except Exception as exc:  # a backend's own error type: retried
             outcomes.append(f"{type(exc).__name__}: {exc}")
     return outcomes

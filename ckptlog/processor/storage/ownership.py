@@ -37,7 +37,16 @@ class ClaimCounts:
 
 
 class Claims:
-    """See the module docstring. Use it from the event loop."""
+    """See the module docstring. Use it from the event loop.
+
+    A run's retired claim (ckptlog/processor/storage/claims.py) is written as it retires and removed
+    as it is reopened (contract §3 "Reopened runs"), and again as the same run retires later on: for
+    each (root, run, source) the newest request wins. Each request names the input offset it was
+    folded at (`at`), and one older than a request already made is dropped — the service asks for a
+    reopen's removal once its batch committed, by which time the next batch (folded meanwhile) may
+    have retired the run again. Only one write or removal of a claim runs at a time; a change of
+    mind while it runs is carried out after it. Until the newest is done, `holds` says so for every
+    path in, at or around the root: no deletion there meets a claim that is about to change."""
 
     def __init__(
         self,
@@ -51,11 +60,15 @@ class Claims:
         self._outer, self._options = outer_root, dict(storage_options or {})
         self._delay, self._max_delay, self._batch = delay, max_delay, batch_size
         self._queue: dict[Claim, None] = {}
+        self._running: set[Claim] = set()
         self._done: set[Claim] = set()
         self._attempts: dict[Claim, int] = {}
         self._timers: dict[Claim, asyncio.TimerHandle] = {}
+        self._want: dict[Claim, bool] = {}  # a retired claim: wanted in place (retired) or gone (reopened)
+        self._have: dict[Claim, bool] = {}  # ... and what the last write or removal that succeeded left
+        self._at: dict[Claim, int] = {}  # ... and the input offset of the newest request
         self.refused: dict[Claim, str] = {}
-        self.held: dict[str, int] = {}  # canonical root -> its retired claims not written yet
+        self.held: dict[str, int] = {}  # canonical root -> its retired claims being written or removed
         self._held_sorted: list[str] | None = None
         self.shared: dict[Claim, str] = {}
         self.counts = ClaimCounts()
@@ -64,32 +77,59 @@ class Claims:
         self._idle.set()
         self._closed = False
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         """Queue each (canonical root, run id) that `source` (the input partition folding it, e.g.
         `events[3]`; None: offline) has not claimed yet in this process; how many were queued.
         `retired`: the runs finished and left the hot state (ckptlog/processor/storage/claims.py); until
-        its retired claim is written, `holds` says so for every path in, at or around its root."""
+        its retired claim is written, `holds` says so for every path in, at or around its root.
+        `reopened`: the runs were reopened: their live claims are made sure of and their own retired
+        claims removed, held likewise. `at`: the input offset the request was folded at; None: the
+        state of a partition that has just caught up, whatever was asked before."""
+        if retired or reopened:
+            return sum(self._retire((root, Claimant(run_id, source, True)), retired, at) for root, run_id in claims)
         queued = 0
         for root, run_id in claims:
-            claim = (root, Claimant(run_id, source, retired))
-            if not retired and claim in self._done and self._retiring((root, Claimant(run_id, source, True))):
+            claim = (root, Claimant(run_id, source))
+            if claim in self._done and self._want.get((root, Claimant(run_id, source, True))):
                 # a new run of a finished run's id in its root (contract §3 *Expiry*): claimed again, so that
                 # it meets the retired claim and is told (root_shared); a replay claims no finished run as live
                 self._done.discard(claim)
-            if claim in self._done or claim in self.refused or claim in self._queue or claim in self._timers:
+            if claim in self._done or claim in self.refused or self._pending(claim):
                 continue
             self._queue[claim] = None
-            if retired:
-                self.held[root] = self.held.get(root, 0) + 1
-                self._held_sorted = None
             queued += 1
         if queued and not self._closed:
             self._start()
         return queued
 
-    def _retiring(self, claim: Claim) -> bool:
-        """Whether this process wrote, or is writing, that retired claim."""
-        return claim in self._done or claim in self._queue or claim in self._timers
+    def _retire(self, claim: Claim, present: bool, at: int | None) -> bool:
+        """Want the retired `claim` in place (`present`) or gone, unless a newer request said otherwise;
+        True when that queued a write or a removal."""
+        if at is None:  # as a restored partition catches up: its state is what is durable, now
+            self._at.pop(claim, None)
+        elif at < self._at.get(claim, at):
+            return False  # a reopen's removal asked for after a later retirement's write
+        else:
+            self._at[claim] = at
+        self._want[claim] = present
+        if self._pending(claim) or claim in self.refused or self._have.get(claim) == present:
+            return False  # running or waiting: it does what is wanted when its turn comes
+        self._queue[claim] = None
+        self._hold(claim[0])
+        if not self._closed:
+            self._start()
+        return True
+
+    def _pending(self, claim: Claim) -> bool:
+        return claim in self._queue or claim in self._timers or claim in self._running
 
     @property
     def pending(self) -> int:
@@ -122,65 +162,114 @@ class Claims:
                 batch = list(self._queue)[: self._batch]
                 for claim in batch:
                     del self._queue[claim]
-                outcomes = await asyncio.to_thread(claim_all, batch, self._outer, self._options)
-                for claim, outcome in zip(batch, outcomes, strict=True):
-                    self._settle(claim, outcome)
+                # a retired claim is written or removed as wanted now; removing it is the run's live claim's job
+                ops = [(claim, self._want.get(claim, True) if claim[1].retired else None) for claim in batch]
+                self._running.update(batch)
+                try:
+                    outcomes = await asyncio.to_thread(self._carry_out, ops)
+                finally:
+                    self._running.difference_update(batch)
+                for (claim, present), outcome in zip(ops, outcomes, strict=True):
+                    self._settle(claim, outcome, present)
         finally:
             self._idle.set()
 
-    def _settle(self, claim: Claim, outcome: Outcome | Shared) -> None:
-        root, run_id = claim[0], claim[1].run
-        final = outcome is None or isinstance(outcome, Shared) or (isinstance(outcome, Refused) and not outcome.retry)
-        if claim[1].retired and final:
-            self._release(root)
-        if outcome is None or isinstance(outcome, Shared):
-            self._done.add(claim)
+    def _carry_out(self, ops: list[tuple[Claim, bool | None]]) -> list[Outcome | Shared]:
+        """In a worker thread: the writes (live and retired claims) and the removals, in two calls."""
+        writes = [claim for claim, present in ops if present is not False]
+        removals = [(root, me._replace(retired=False)) for (root, me), present in ops if present is False]
+        done = iter(claim_all(writes, self._outer, self._options) if writes else [])
+        gone = iter(claim_all(removals, self._outer, self._options, reopened=True) if removals else [])
+        return [next(gone) if present is False else next(done) for _, present in ops]
+
+    def _settle(self, claim: Claim, outcome: Outcome | Shared, present: bool | None = None) -> None:
+        """What a claim's write (`present`: True for a retired claim, None a live one) or a retired
+        claim's removal (False) came to: done, refused for good, or failed (retried)."""
+        done = outcome is None or isinstance(outcome, Shared)
+        final = done or (isinstance(outcome, Refused) and not outcome.retry)
+        if present is not None and final and self._retired_settled(claim, done, present):
+            return
+        if done:
             self._attempts.pop(claim, None)
-            self.counts.claimed += 1
-            if isinstance(outcome, Shared):
-                self.shared[claim] = outcome.reason
-                self.counts.shared += 1
-                log.error(
-                    "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
-                    "are refused — give each run a directory of its own (contract §9)",
-                    run_id,
-                    root,
-                    outcome.reason,
-                )
-        elif isinstance(outcome, Refused) and not outcome.retry and claim[1].retired:
+            if present is False:
+                claim = (claim[0], claim[1]._replace(retired=False))  # the reopened run's live claim: in place
+            self._claimed(claim, outcome)
+        elif final:
+            assert isinstance(outcome, Refused)
+            self._refused(claim, outcome.reason, present)
+        else:
+            self._failed(claim, outcome)
+
+    def _retired_settled(self, claim: Claim, done: bool, present: bool) -> bool:
+        """A retired claim's write or removal is final: True when the run changed since (reopened, or
+        retired again) and it is queued once more; else its root is no longer held."""
+        if done:
+            self._have[claim] = present
+            if self._want.get(claim, present) != present:
+                self._queue[claim] = None
+                self._start()
+                return True
+        self._release(claim[0])
+        return False
+
+    def _claimed(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        self._done.add(claim)
+        self.counts.claimed += 1
+        if isinstance(outcome, Shared):
+            self.shared[claim] = outcome.reason
+            self.counts.shared += 1
+            log.error(
+                "event=root_shared run=%r root=%r: %s; deletions of either run that would reach the other's "
+                "are refused — give each run a directory of its own (contract §9)",
+                claim[1].run,
+                claim[0],
+                outcome.reason,
+            )
+
+    def _refused(self, claim: Claim, reason: str, present: bool | None) -> None:
+        self.refused[claim] = reason
+        root, run_id = claim[0], claim[1].run
+        if present is False:  # something other than its file stands where the reopened run's retired claim is
+            log.error(
+                "event=retired_claim_kept run=%r root=%r: %s; the reopened run's deletions there are refused "
+                "while it stays",
+                run_id,
+                root,
+                reason,
+            )
+        elif present:
             # a finished run's root no walk can enter (a link, not a directory, its marker not a directory):
             # no deletion reaches what it holds, so there is nothing to guard — and nobody to tell
-            self.refused[claim] = outcome.reason
             log.warning(
                 "event=retired_claim_skipped run=%r root=%r: %s; no deletion reaches into it, so it needs no "
                 "retired claim",
                 run_id,
                 root,
-                outcome.reason,
+                reason,
             )
-        elif isinstance(outcome, Refused) and not outcome.retry:
-            self.refused[claim] = outcome.reason
+        else:
             self.counts.refused += 1
             log.error(
                 "event=root_claim_refused run=%r root=%r: %s; this run's deletions that would reach another "
                 "run's root are refused — give each run a directory of its own",
                 run_id,
                 root,
-                outcome.reason,
+                reason,
             )
-        else:
-            self.counts.failed += 1
-            attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
-            delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
-            log.warning(
-                "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
-                run_id,
-                root,
-                attempt,
-                outcome.reason if isinstance(outcome, Refused) else outcome,
-                delay,
-            )
-            self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
+
+    def _failed(self, claim: Claim, outcome: Outcome | Shared) -> None:
+        self.counts.failed += 1
+        attempt = self._attempts[claim] = self._attempts.get(claim, 0) + 1
+        delay = min(self._delay * 2 ** (attempt - 1), self._max_delay)
+        log.warning(
+            "event=root_claim_failed run=%r root=%r attempt=%d: %s; retrying in %.1fs",
+            claim[1].run,
+            claim[0],
+            attempt,
+            outcome.reason if isinstance(outcome, Refused) else outcome,
+            delay,
+        )
+        self._timers[claim] = asyncio.get_running_loop().call_later(delay, self._retry, claim)
 
     def holds(self, url: str) -> bool:
         """Whether a canonical checkpoint URL lies at, in or around a root whose retired claim is
@@ -198,6 +287,10 @@ class Claims:
         below = self._held_sorted
         at = bisect.bisect_left(below, url + "/")
         return at < len(below) and below[at].startswith(url + "/")  # a held root inside the checkpoint
+
+    def _hold(self, root: str) -> None:
+        self.held[root] = self.held.get(root, 0) + 1
+        self._held_sorted = None
 
     def _release(self, root: str) -> None:
         left = self.held.pop(root) - 1

@@ -63,8 +63,9 @@ def path_problem(fs: fsspec.AbstractFileSystem, path: str, base: str, me: Claima
     return None
 
 
-def claim(root: str, me: Claimant, outer: str | None, options: Options) -> Outcome | Shared:
-    """The claim through the protocol's filesystem (one object per claimant), then read back."""
+def claim(root: str, me: Claimant, outer: str | None, options: Options, *, reopened: bool = False) -> Outcome | Shared:
+    """The claim through the protocol's filesystem (one object per claimant), then read back;
+    `reopened`: then the run's own retired claim is removed (see markers.claim_local)."""
     protocol = parse_url(root).protocol
     fs = open_protocol(protocol, options.get(protocol))
     base = fs._strip_protocol(root).rstrip("/")
@@ -80,6 +81,9 @@ def claim(root: str, me: Claimant, outer: str | None, options: Options) -> Outco
             claimants = claimants_at(fs, base)
         if claimants is None or me not in claimants:
             return f"the claim in {root} vanished right after it was written; claiming it again"
+        retired = f"{base}/{MARKER}/{claim_name(me._replace(retired=True))}"
+        if reopened and fs.exists(retired):  # only now that its live claim is in place
+            fs.rm_file(retired)
         problem = root_problem(fs, root, base, outer, me)
         if problem is None and new:  # a root around one already claimed (its tree is small now)
             inside = {p.split(f"/{MARKER}/", 1)[0] for p in fs.find(base) if f"/{MARKER}/" in p} - {base}

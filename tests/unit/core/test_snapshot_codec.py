@@ -151,6 +151,7 @@ PINNED: dict[str, Any] = {
             "pending": ["file:///d/r/a", "file:///d/r/b"],
             "preserved_at": None,
             "finished": None,
+            "reopened": 0,
             "report_count": 2,
             "seen": ["s", "a", "b"],
             "started": {
@@ -170,6 +171,8 @@ PINNED: dict[str, Any] = {
     },
     "refused": {},
     "finished": {},
+    "symlinked": {},
+    "retired": {},
     "settings": {
         "dedup_window": 4096,
         "finished_runs_kept": 10_000,

@@ -1,4 +1,4 @@
-"""CommitCycle through PartitionTask, with commits held open: the order of the five steps, the
+"""The Pipeline through PartitionTask, with commits held open: the order of the six stages, the
 pipelining, and the one decision to snapshot (only ever the committed prefix of the log)."""
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ def task_with(
 ) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
     fold, store = Fold(FoldSettings(), track_changes=max_deltas > 0), RecordingStore(tmp_path)
     publisher, deleter = HeldPublisher(), Deleter()
-    folder = BatchFolder(fold, RecordFactory(NAMES, PID))
     snapshots = SnapshotScheduler(PID, store, every, 3600, None, max_deltas=max_deltas)
-    task = new_task(PID, Restored(fold, 0, 0, None), TaskParts(publisher, folder, snapshots, deleter))
+    task = new_task(
+        PID, Restored(fold, 0, 0, None), TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter)
+    )
     task.catch_up()
     return task, publisher, deleter, store
 
@@ -114,11 +115,11 @@ async def test_the_next_batch_folds_while_one_commits_and_deletions_wait_for_the
     await task.process(records(LINES[:10]))  # folded; its commit is held open
     second = asyncio.create_task(task.process(records(LINES[10:20], start=10)))
     await turn()
-    assert task.cycle.folded_offset == 20 and task.cycle.next_offset == 0  # folded ahead while the first commits
+    assert task.pipeline.folded_offset == 20 and task.pipeline.next_offset == 0  # folded ahead while the first commits
     assert len(publisher.gates) == 1 and not deleter.submitted  # one transaction at a time; nothing deleted
     publisher.gates[0].set()
     await turn()
-    assert task.cycle.next_offset == 10 and deleter.submitted  # step 4 follows step 3
+    assert task.pipeline.next_offset == 10 and deleter.submitted  # step 4 follows step 3
     submitted = len(deleter.submitted)
     await second
     assert len(publisher.gates) == 2 and len(deleter.submitted) == submitted  # the second is not yet durable
@@ -159,10 +160,10 @@ async def test_a_due_snapshot_with_a_write_in_flight_does_not_stall_the_pipeline
     publisher.gates[1].set()  # 20 committed: due again, but a write is in flight
     await turn()
     await task.process(records(LINES[20:30], start=20))  # its commit stays open
-    assert task.snapshots.writing and task.snapshots.due(task.cycle.next_offset) and task.cycle.next_offset == 20
+    assert task.snapshots.writing and task.snapshots.due(task.pipeline.next_offset) and task.pipeline.next_offset == 20
     fourth = asyncio.create_task(task.process(records(LINES[30:40], start=30)))
     await turn()
-    assert task.cycle.folded_offset == 40  # folded while 30 commits: no draining for a snapshot it could not take
+    assert task.pipeline.folded_offset == 40  # folded while 30 commits: no draining for a snapshot it could not take
     store.hold.set()
     publisher.gates[2].set()
     await fourth

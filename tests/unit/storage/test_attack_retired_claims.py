@@ -16,7 +16,6 @@ from ckptlog.events.paths import MARKER, normalize
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.state import FoldSettings
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
@@ -37,8 +36,8 @@ PID = PartitionId("in", 0)
 def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None) -> PartitionTask:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
-    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
-    parts = TaskParts(Publisher(), folder, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
+    factory = RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID)
+    parts = TaskParts(Publisher(), factory, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
     task = new_task(PID, Restored(fold, start, publish_from, None, 0), parts)
     if start >= publish_from:
         task.catch_up()
