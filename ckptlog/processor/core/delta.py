@@ -12,8 +12,12 @@ because the fold's tables are dicts: a key changed in place keeps its position, 
 the previous snapshot sits after every key that was never removed. So the keys inserted since then
 form a tail of the table made of changed keys only; `changes` drops and puts back the longest tail
 of changed keys (in its order) and puts the other changed keys in place. Which keys changed is
-`Fold.changed`: every event's subject, and the records a retirement expires (finishing.py `expire`);
-a superset only makes a delta larger, never wrong.
+`Fold.changed`, one set of run ids for every table: every event's subject (whatever it moves between
+the tables: a retirement from `runs` to `finished` and `retired`, a reopen back, a `root_refused`
+fact from `runs` to `symlinked`, a forget dropping a retired state), and the records a retirement
+expires from `finished` and `retired` (finishing.py `expire`) or a restore drops past the bound
+(`Fold`); a superset only makes a delta larger, never wrong. The `retired` states are held encoded
+(`HELD_ENCODED`) and written as they are.
 
 A `Capture` takes the state of one moment: the changed (or, for a base, every) run and the tables'
 entries, then encodes one run per `step` while the fold goes on. Before the fold changes a run not
@@ -37,6 +41,7 @@ from ckptlog.processor.core.snapshot import (
     compose,
     entries,
     opened,
+    retired_entries,
     run_entry,
     seal,
     settings_out,
@@ -47,12 +52,16 @@ from ckptlog.processor.core.state import RunState
 if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
 
-TABLES = ("refused", "finished")
-"""The partition's keyed tables beside `runs` (core/snapshot.py `body_fields` writes them whole)."""
+TABLES = ("refused", "finished", "symlinked", "retired")
+"""The partition's keyed tables beside `runs`, in the order a base (core/snapshot.py `body_fields`)
+writes them whole and a delta writes their changes."""
+
+HELD_ENCODED = {"retired": retired_entries}
+"""The tables whose values the fold holds encoded already (bytes): written as they are, not again."""
 
 
 def tables_of(fold: Fold) -> dict[str, dict[str, Any]]:
-    return {"refused": fold.refused, "finished": fold.finished}
+    return {"refused": fold.refused, "finished": fold.finished, "symlinked": fold.symlinked, "retired": fold.retired}
 
 
 def changes(table: dict[str, Any], changed: dict[str, None]) -> tuple[list[str], list[str]]:
@@ -135,7 +144,7 @@ class Capture:
         runs = entries(self.pieces[run_id] for run_id in self.order)
         if self.on is None:
             head = self.head
-            head.refused, head.finished = (self.tables[name][1] for name in TABLES)
+            head.refused, head.finished, head.symlinked, head.retired = (self.tables[name][1] for name in TABLES)
             return seal(compose(body_fields(head, runs)))
         return seal(compose(self._delta_fields(runs)), form=DELTA_FORMAT, key="delta")
 
@@ -152,8 +161,17 @@ class Capture:
             ("sequence", on.deltas + 1),
             ("settings", settings_out(head.settings)),
             ("runs", compose([("drop", self.drop), ("put", runs)])),
-            *((name, {"drop": drop, "put": put}) for name, (drop, put) in self.tables.items()),
+            *(
+                (name, compose([("drop", drop), ("put", _held(name, put))]))
+                for name, (drop, put) in self.tables.items()
+            ),
         ]
+
+
+def _held(name: str, put: dict[str, Any]) -> Any:
+    """A table's changed entries as written: those held encoded spliced in as they are."""
+    encoder = HELD_ENCODED.get(name)
+    return put if encoder is None else encoder(put)
 
 
 def sha256_hex(data: bytes) -> str:

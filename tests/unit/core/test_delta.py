@@ -26,11 +26,14 @@ RUNS = ("a", "b", "c")
 @st.composite
 def lives(draw: Any) -> list[bytes]:
     """Runs that start (some under a root nesting with another's: refused), report, settle, finish,
-    are forgotten and start again, so every table gains, changes, loses and re-gains keys."""
+    are forgotten, reopened, refused for a link to their root (`root_refused`, also for another
+    root: a no-op) and start again, so every table (`runs`, `refused`, `finished`, `symlinked`,
+    `retired`) gains, changes, loses and re-gains keys, and states move between them."""
     out: list[bytes] = []
+    kinds = ["start", "start", "nested", "ckpt", "metrics", "settle", "finish", "forget", "reopen", "reopen", "link"]
     for n in range(draw(st.integers(1, 60))):
         run = draw(st.sampled_from(RUNS))
-        kind = draw(st.sampled_from(["start", "start", "nested", "ckpt", "metrics", "settle", "finish", "forget"]))
+        kind = draw(st.sampled_from(kinds))
         if kind == "start":
             out.append(f.started(run, f"{ROOT}/{run}", keep=draw(st.sampled_from([None, 1, 2])), event_id=f"s{n}"))
         elif kind == "nested":  # refused: nests with another run's root (or accepted when that one is gone)
@@ -44,8 +47,13 @@ def lives(draw: Any) -> list[bytes]:
             out.append(f.settled(run, deleted=[(f"{ROOT}/{run}/c{target}", draw(st.integers(0, 3)))], event_id=f"e{n}"))
         elif kind == "finish":
             out.append(f.finished(run, keep=draw(st.sampled_from([None, "best"])), event_id=f"f{n}"))
-        else:
+        elif kind == "forget":
             out.append(f.forgotten(run, event_id=f"x{n}"))
+        elif kind == "reopen":  # a retired run's state back in `runs` (or refused: unknown, forgotten, unfinished)
+            out.append(f.reopened(run, event_id=f"o{n}"))
+        else:  # its own root (refused for good, its state gone to `symlinked`) or another's (a no-op)
+            root = f"{ROOT}/{draw(st.sampled_from([run, run, *RUNS]))}"
+            out.append(f.root_refused(run, root, event_id=f"l{n}"))
     return out
 
 
