@@ -278,3 +278,35 @@ def test_a_root_prefix_by_its_parent_is_the_whole_parse(protocol: str, segments:
         except UnsafePath:
             got = UnsafePath
         assert got == want, root
+
+
+def test_a_base_and_a_delta_holding_every_table_match_the_published_schema() -> None:
+    """schemas/snapshot.json describes both kinds of object, every field they write included."""
+    from jsonschema import Draft202012Validator
+
+    from ckptlog.events.schema import SNAPSHOT_SCHEMA
+
+    fold = Fold(SETTINGS, track_changes=True)
+    chain: Chain | None = None
+    objects: list[bytes] = []
+    for lines in (
+        [f.started("a", f"{ROOT}/a", event_id="s-a"), f.started("b", f"{ROOT}/a/in", event_id="s-b")],  # b refused
+        [f.started("c", f"{ROOT}/c", event_id="s-c"), f.finished("c", event_id="f-c")],  # c retired, reopenable
+        [f.started("d", f"{ROOT}/d", event_id="s-d"), f.root_refused("d", f"{ROOT}/d", event_id="l-d")],
+    ):
+        for raw in lines:
+            assert fold.apply(f.event(raw)).rejection is None or b'"b"' in raw
+        capture = Capture(fold, "t", 0, len(objects) + 1, chain)
+        while capture.step():
+            pass
+        objects.append(capture.encoded())
+        chain = decode_chain(objects).chain
+    validator = Draft202012Validator(SNAPSHOT_SCHEMA)
+    defs = SNAPSHOT_SCHEMA["$defs"]
+    for data, kind, body in zip(objects, ["base", "delta", "delta"], ["snapshot", "delta", "delta"], strict=True):
+        document = json.loads(data)
+        validator.validate(document)
+        assert set(document[body]) <= set(defs[kind]["properties"][body]["properties"])
+    last = json.loads(objects[-1])["delta"]
+    assert list(last["symlinked"]["put"]) == ["d"] and list(json.loads(objects[1])["delta"]["retired"]["put"]) == ["c"]
+    assert set(json.loads(objects[0])["snapshot"]["refused"]) == {"b"}
