@@ -103,6 +103,8 @@ def _finish(capture: tuple[Capture, bytes], objects: list[bytes]) -> tuple[Chain
     objects = [*objects, data] if taken.is_delta else [data]
     restored = decode_chain(objects)
     assert encode(restored) == expected  # the state of the capture's moment, byte for byte
+    if not taken.is_delta:  # a base is the full snapshot, which is canonical() of its document (retired spliced)
+        assert data == expected == canonical(json.loads(expected))
     assert restored.chain is not None and restored.chain.deltas == len(objects) - 1
     assert taken.fold.watch is None
     return restored.chain, objects
