@@ -34,7 +34,9 @@ POINTS: dict[str, str] = {
     "completions.before_send": "completion events are about to be produced to the input topic",
     "completions.sent": "completion events were acknowledged by the broker",
     # snapshots (ckptlog/processor/service/snapshotting.py, ckptlog/processor/storage)
+    "snapshot.captured": "a snapshot's moment is taken (which runs it writes), none encoded yet; the fold goes on",
     "snapshot.encoded": "the state is encoded, its write not yet started",
+    "snapshot.compacting": "a new base replacing a chain of deltas is encoded, not yet written (compaction)",
     "snapshot.before_write": "the snapshot object is about to be written (worker thread)",
     "object.half_written": "half of a local object's bytes are in its temp file",
     "object.before_rename": "a local object's temp file is complete and fsynced, not yet renamed",

@@ -63,10 +63,11 @@ INGREDIENTS = (
     "reopened",  # a finished run, retired, is reopened (maybe after a restart) and evicts its old kept checkpoints
     "huge_scores",  # scores of ±10**400, flat and nested, ranking evictions; NaN; a kept run's huge step
 )
-ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator")
-FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits")  # every action in any 4 phases
+ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator", "damage")
+FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits+damage")  # every action in any 4 phases
 """An action is one of ACTIONS or several joined by `+`; `limits` restarts (SIGTERM) with other
-limits, then again with the stream's own."""
+limits, then again with the stream's own; `damage` kills the processor and loses or tears the
+newest snapshot delta of each partition before it restarts (tests/reliability/snapshot_faults.py)."""
 
 
 def partition_of(key: str) -> int:

@@ -124,6 +124,8 @@ def expire(fold: Fold) -> None:
     while len(finished) > kept:
         run_id = next(iter(finished))
         root = finished.pop(run_id)
+        if fold.changed is not None:  # another run's record: the next delta must drop it too
+            fold.changed[run_id] = None
         push((undo.CALL, undo.put_at, (finished, 0, run_id, root)))  # back at the head
         drop_state(fold, run_id)  # the oldest retired state: `retired` is in the order of `finished`
         if root and fold.roots.owners.get(root) == run_id:

@@ -97,9 +97,14 @@ class Fold:
         finished: dict[str, str] | None = None,
         symlinked: dict[str, str] | None = None,
         retired: dict[str, bytes] | None = None,
+        track_changes: bool = False,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
+        # incremental snapshots (core/delta.py): the run ids whose run, refused or finished entry may have
+        # changed since the last snapshot (None: not tracked), and who to tell before an event changes a run
+        self.changed: dict[str, None] | None = {} if track_changes else None
+        self.watch: Callable[[str], None] | None = None
         self.runs: dict[str, RunState] = runs if runs is not None else {}
         self.refused: dict[str, str] = refused if refused is not None else {}  # run id -> why its run_started was
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
@@ -107,12 +112,16 @@ class Fold:
         self.finished: dict[str, str] = finished if finished is not None else {}
         for run_id in list(islice(self.finished, max(0, len(self.finished) - self.settings.finished_runs_kept))):
             del self.finished[run_id]  # a schema 4 snapshot's table, which had no bound: the newest records stay
+            if self.changed is not None:
+                self.changed[run_id] = None
         # the states of retired runs whose record is kept, for a reopen (contract §3 "Reopened runs"), encoded
         # (snapshot.retired_state), in the order of `finished`; none for a run forgotten or retired under a build
         # that kept none (schema <= 5)
         self.retired: dict[str, bytes] = retired if retired is not None else {}
         for run_id in [r for r in self.retired if r not in self.finished]:
             del self.retired[run_id]
+            if self.changed is not None:
+                self.changed[run_id] = None
         # run_finished and run_forgotten events folded: a bound of the runs retired (and so of the records
         # expired), which tells a split fold (ckptlog/processor/foldfile.py) whether expiry could have mattered
         self.finishes = 0
@@ -160,6 +169,10 @@ class Fold:
             return rejected(finishing.finished_rejection(subject, event.type))
         if self.refused and subject in self.refused and event.__class__ not in _ALWAYS:
             return rejected(run_refused(subject, self.refused[subject]))
+        if self.changed is not None:  # everything below may change the subject's entries (and only theirs)
+            self.changed[subject] = None
+        if self.watch is not None:
+            self.watch(subject)
         journal = self.journal
         journal.begin(run)
         try:

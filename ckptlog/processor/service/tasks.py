@@ -63,6 +63,8 @@ class TaskFactory:
             settings.snapshot_interval_s,
             restored.snapshot_offset,
             metrics=self.metrics,
+            chain=restored.chain,
+            max_deltas=settings.snapshot_deltas,
         )
         parts = TaskParts(
             publisher,
