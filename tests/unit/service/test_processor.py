@@ -21,7 +21,7 @@ from ckptlog.processor.service.partition import PartitionTask
 from ckptlog.processor.service.processor import Processor
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
 from ckptlog.processor.storage.snapshots import SnapshotStore
-from tests.unit.service.fakes import FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
+from tests.unit.service.fakes import FakeClaims, FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
 
 INPUT = "ckptlog.events"
 P0, P1 = PartitionId(INPUT, 0), PartitionId(INPUT, 1)
@@ -85,7 +85,9 @@ def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
 
 async def started(config: ServiceSettings, kafka: FakeKafka) -> tuple[Processor, asyncio.Task[None]]:
     """A processor on `kafka` with a fake deleter, running until its partitions are settled."""
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    processor = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(processor.run())
     await until(settled(kafka, processor), run)
     return processor, run
@@ -106,7 +108,7 @@ async def test_assign_fold_commit_fail_rebuild_fence_rejoin_revoke_stop(tmp_path
     first, second, third = LINES[:220], LINES[220:300], LINES[300:]
     assert {partition_of(line) for line in third} == {0, 1}
     produce(kafka, first)
-    processor = Processor(config, clients=kafka, deleter_factory=deleter)
+    processor = Processor(config, clients=kafka, deleter_factory=deleter, claims_factory=FakeClaims)
     run = asyncio.create_task(processor.run())
     await asyncio.wait_for(processor.ready.wait(), 5)
     assert processor.assignment == [P0, P1]
@@ -161,7 +163,9 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     published = sum(len(log) for log in kafka.logs["ckptlog.checkpoints"])
 
     produce(kafka, LINES[120:])
-    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    again = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(again.run())
     await until(settled(kafka, again), run)
     assert views(kafka) == expected_views(LINES, config)
@@ -209,7 +213,9 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
         real_catch_up(task)
 
     monkeypatch.setattr(PartitionTask, "catch_up", catch_up)
-    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    again = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     kafka.consumer_background = True
     run = asyncio.create_task(again.run())
 
@@ -290,7 +296,9 @@ async def test_a_transient_error_while_restoring_one_partition_is_retried_while_
     monkeypatch.setattr(FakeConsumer, "committed", flaky_committed)
     monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     config = settings(tmp_path)
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    processor = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(processor.run())
     await until(lambda: processor.assignment == [P0, P1] and settled(kafka, processor)(), run)
     assert failures["left"] == 0 and views(kafka) == expected_views(LINES[:120], config)
