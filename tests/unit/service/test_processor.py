@@ -7,11 +7,13 @@ import asyncio
 import json
 import logging
 import shutil
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ckptlog.events.paths import normalize
 from ckptlog.kafka.errors import KafkaIOError
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.foldfile import fold_lines
@@ -20,6 +22,10 @@ from ckptlog.processor.service.lifecycle import Partition, Phase
 from ckptlog.processor.service.partition import PartitionTask
 from ckptlog.processor.service.processor import Processor
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.storage import claim_writer
+from ckptlog.processor.storage.claim_writer import ClaimWriter, claim_all
+from ckptlog.processor.storage.deletion import Deleter
+from ckptlog.processor.storage.safety import HOLD_S
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests.unit.service.fakes import FakeClaims, FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
 
@@ -366,6 +372,54 @@ async def test_a_graceful_stop_deletes_what_the_last_batch_evicted(tmp_path: Pat
     await run
     log = [record.value for part in kafka.logs[INPUT] for record in part if record.value]
     assert fold_lines(log, settings(tmp_path).fold_settings()).fold.owed() == []
+
+
+async def test_the_processors_deleter_waits_for_the_retired_claims_of_the_processors_claim_writer(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The two storage ports are built apart (claims_factory, deleter_factory: the real ClaimWriter
+    and Deleter) and wired by the processor (contract §9, check 2): while the claim writer is still
+    writing a retired claim, a deletion in that root is held, not carried out nor dropped by the
+    later re-check; once written, nothing was deleted. Were the deleter not asking this writer, the
+    re-check (run `a` is in no fold) would have dropped it at once."""
+    sr = tmp_path / "sr"
+    (sr / "a" / "c0").mkdir(parents=True)
+    (sr / "a" / "c0" / "model.bin").write_bytes(b"kept for good")
+    outer = normalize(sr.as_uri())
+    root, ckpt = f"{outer}/a", f"{outer}/a/c0"
+    writing, release = threading.Event(), threading.Event()
+
+    def blocked(claims: Any, outer_root: str | None, options: Any, **kw: Any) -> Any:
+        if any(claimant.retired for _, claimant in claims):
+            writing.set()
+            assert release.wait(timeout=30), "the test never released the retired claim's write"
+        return claim_all(claims, outer_root, options, **kw)
+
+    monkeypatch.setattr(claim_writer, "claim_all", blocked)
+    kafka = FakeKafka()
+    produce(kafka, [])
+    config = load_settings(
+        None, bootstrap_servers="unused:9092", snapshots=(tmp_path / "snaps").as_uri(), storage_root=outer
+    )
+    processor = Processor(config, clients=kafka)
+    run = asyncio.create_task(processor.run())
+    try:
+        await asyncio.wait_for(processor.ready.wait(), 5)
+        claims, deleter = processor.claims, processor.deleter
+        assert isinstance(claims, ClaimWriter) and isinstance(deleter, Deleter)
+        claims.claim_many([(root, "a")], f"{INPUT}[0]", retired=True)
+        await until(writing.is_set, run, timeout=10)
+        assert deleter.submit("a", ckpt, root, f"{INPUT}[0]")
+        await asyncio.sleep(5 * HOLD_S)  # several looks of check 2
+        assert ("a", ckpt) in deleter.outstanding and deleter.counts.dropped == 0 and not deleter.refused
+        assert (sr / "a" / "c0" / "model.bin").exists() and claims.held
+    finally:
+        release.set()
+    assert await deleter.drain(timeout=10) and not claims.held
+    assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
+    assert deleter.counts.deleted == 0 and deleter.counts.dropped + deleter.counts.refused == 1
+    processor.stop()
+    await run
 
 
 async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_alone(
