@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter
 
 
@@ -49,11 +50,13 @@ async def one_round(args: argparse.Namespace) -> tuple[float, float, float]:
         made = make_tree(base, args.runs, args.n, args.files)
         owed = {(run, url) for run, url, _ in made}  # the processor's re-check asks its partition's state
         recheck = lambda key: None if key in owed else "not owed"
-        deleter = Deleter(outer_root=outer, concurrency=args.concurrency, recheck=recheck)
-        deleter.claim_many(sorted({(root, run) for run, _, root in made}), "bench[0]")
-        assert await deleter.claims.drain(timeout=60)
+        claims = ClaimWriter(outer_root=outer)
+        deleter = Deleter(outer_root=outer, concurrency=args.concurrency, recheck=recheck, claims=claims)
+        claims.claim_many(sorted({(root, run) for run, _, root in made}), "bench[0]")
+        assert await claims.drain(timeout=60)
         if args.setup_only:
             await deleter.close()
+            await claims.close()
             return 0.0, 0.0, 0.0
         wall, loop_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
         for run, url, root in made:
@@ -61,6 +64,7 @@ async def one_round(args: argparse.Namespace) -> tuple[float, float, float]:
         assert await deleter.drain(timeout=600) and deleter.counts.deleted == args.n, deleter.counts
         wall, loop_cpu, cpu = time.perf_counter() - wall, time.thread_time() - loop_cpu, time.process_time() - cpu
         await deleter.close()
+        await claims.close()
         assert not any(base.glob("run-*/ckpt-*")), "a checkpoint was left"
     return wall, loop_cpu, cpu
 

@@ -29,7 +29,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
-from bench.processor import NullDeleter, dense_events
+from bench.processor import NullClaims, NullDeleter, dense_events
 from ckptlog.events.codec import decode_event
 from ckptlog.kafka.producers import Batcher
 from ckptlog.kafka.records import OutRecord, PartitionId
@@ -41,6 +41,7 @@ from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
@@ -134,15 +135,16 @@ async def run_task(
         if not args.no_foldback:
             completions.extend(tasks[0].deletions_settled(keys))
 
+    claims: Any = NullClaims() if args.stub_deleter else ClaimWriter(outer_root="file:///bench/runs")
     deleter: Any = (
         NullDeleter()
         if args.stub_deleter
-        else Deleter(outer_root="file:///bench/runs", on_done=on_done, concurrency=args.concurrency)
+        else Deleter(outer_root="file:///bench/runs", on_done=on_done, concurrency=args.concurrency, claims=claims)
     )
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
     metrics = PrometheusMetrics() if args.metrics else NO_METRICS
     snapshots = SnapshotScheduler(PID, store, 10**9, 10**9, None, metrics=metrics)
-    parts = TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter, metrics=metrics)
+    parts = TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter, claims, metrics=metrics)
     task = new_task(PID, Restored(fold, 0, 0, None), parts)
     tasks.append(task)
     task.catch_up()
@@ -162,6 +164,7 @@ async def run_task(
             await deleter.drain()
             await asyncio.sleep(0)
     await deleter.close()
+    await claims.close()
     print(
         f"events={len(inputs)} offsets={offset} published={publisher.records} batches={producer.batches} "
         f"bytes={producer.bytes} committed_s={committed:.3f} main_cpu_s={main_cpu:.3f} "

@@ -40,7 +40,7 @@ from ckptlog.broker import ensure_bootstrap
 from ckptlog.kafka.topics import TopicSpec, ensure_topics
 from ckptlog.processor.service.harness import ROLES, run_argv
 from ckptlog.processor.service.logs import configure_logging
-from ckptlog.processor.service.processor import DeleterFactory, Processor, tune_gc
+from ckptlog.processor.service.processor import ClaimsFactory, DeleterFactory, Processor, tune_gc
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
 from ckptlog.processor.storage.deletion import Deleter
 
@@ -138,6 +138,24 @@ class NullDeleter:
     def submit_many(self, requests: Any, source: str | None = None) -> int:
         return len(requests)
 
+    def retry_failed(self) -> int:
+        return 0
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+class NullClaims:
+    """Accepts every claim and writes none (with NullDeleter: the engine without storage)."""
+
+    held: frozenset[str] = frozenset()
+
+    def __init__(self, **_: Any) -> None:
+        return None
+
     def claim_many(
         self,
         claims: Any,
@@ -149,17 +167,15 @@ class NullDeleter:
     ) -> int:
         return 0
 
-    def retry_failed(self) -> int:
-        return 0
-
-    async def drain(self, timeout: float | None = None) -> bool:
-        return True
+    def holds(self, url: str) -> bool:
+        return False
 
     async def close(self) -> None:
         return None
 
 
-_STUB: DeleterFactory = NullDeleter  # mypy holds the stub to the processor's port (ports.DeletionService)
+_STUB: DeleterFactory = NullDeleter  # mypy holds the stubs to the processor's ports (ports.DeletionService,
+_STUB_CLAIMS: ClaimsFactory = NullClaims  # ports.ClaimService)
 
 
 async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]:
@@ -276,7 +292,7 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
 VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("exactly_once", {}, {}, True),
     ("at_least_once", {"guarantee": "at_least_once"}, {}, True),
-    ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter}, True),
+    ("exactly_once, deletions stubbed", {}, {"deleter_factory": NullDeleter, "claims_factory": NullClaims}, True),
     # issue 25's own measurement: the deleter does its per-path work, the checkpoints are not on disk
     ("exactly_once, checkpoints not on disk", {}, {}, False),
     ("at_least_once, checkpoints not on disk", {"guarantee": "at_least_once"}, {}, False),

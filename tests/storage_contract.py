@@ -18,6 +18,7 @@ import pytest
 
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
 from ckptlog.events.paths import CLAIM_DIR, normalize
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.claims import Claimant, claim_name
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.objects import ObjectStore
@@ -81,6 +82,11 @@ class Backend:
     def deleter(self, **kwargs: Any) -> Deleter:
         retry = RetryPolicy(max_attempts=2, base_delay=0.01)
         return Deleter(storage_options={self.protocol: self.storage_options}, retry=retry, **kwargs)
+
+    def storage(self, outer_root: str, **kwargs: Any) -> tuple[Deleter, ClaimWriter]:
+        """A deleter and the claim writer it asks which paths wait, as the processor builds them."""
+        claims = ClaimWriter(outer_root=outer_root, storage_options={self.protocol: self.storage_options})
+        return self.deleter(outer_root=outer_root, claims=claims, **kwargs), claims
 
 
 # --- a stand-in codec: "v<version>:<payload>" + "#" + 8 hex chars of sha256 over the rest --
@@ -427,25 +433,26 @@ class StorageContract:
 
     # --- run ownership across partitions (contract §9): claims in run roots -----------------------
 
-    async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
-        """Claim `(relative root, run id)`s through the deleter, as the processor does."""
-        deleter.claim_many([(normalize(f"{backend.base_url}/{root}"), run) for root, run in runs])
-        assert await deleter.claims.drain(timeout=30)
+    async def claimed(self, backend: Backend, claims: ClaimWriter, *runs: tuple[str, str]) -> None:
+        """Claim `(relative root, run id)`s, as the processor does."""
+        claims.claim_many([(normalize(f"{backend.base_url}/{root}"), run) for root, run in runs])
+        assert await claims.drain(timeout=30)
 
     async def test_a_claim_names_its_run_and_a_shared_root_is_reported(self, backend: Backend) -> None:
         store = backend.store()
-        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
-        await self.claimed(backend, deleter, ("runs/a", "a"))
+        deleter, claims = backend.storage(f"{backend.base_url}/runs")
+        await self.claimed(backend, claims, ("runs/a", "a"))
         assert store.list() == [f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}"]
         assert b'"run": "a"' in store.get(f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}")
-        await self.claimed(backend, deleter, ("runs/a", "a"))  # claimed once: nothing new
-        await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
-        assert {(root, claimant.run) for root, claimant in deleter.claims.shared} == {
+        await self.claimed(backend, claims, ("runs/a", "a"))  # claimed once: nothing new
+        await self.claimed(backend, claims, ("runs/a", "b"), ("runs/a/b", "b2"))
+        assert {(root, claimant.run) for root, claimant in claims.shared} == {
             (normalize(f"{backend.base_url}/runs/a"), "b"),
             (normalize(f"{backend.base_url}/runs/a/b"), "b2"),
         }  # the same root, and a root inside it
-        assert not deleter.claims.refused and len(store.list()) == 3  # each run's claim is its own file
+        assert not claims.refused and len(store.list()) == 3  # each run's claim is its own file
         await deleter.close()
+        await claims.close()
 
     async def test_a_finished_runs_retired_claim_bars_its_own_run_id_and_a_gone_root_gets_none(
         self, backend: Backend
@@ -455,16 +462,17 @@ class StorageContract:
         store = backend.store()
         store.put_immutable("runs/a/c0/model.bin", b"kept for good")
         refused: list[tuple[tuple[str, str], str]] = []
-        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend)
-        await self.claimed(backend, deleter, ("runs/a", "a"))
+        deleter, claims = backend.storage(f"{backend.base_url}/runs", on_refused=refused.extend)
+        await self.claimed(backend, claims, ("runs/a", "a"))
         a = normalize(f"{backend.base_url}/runs/a")
-        deleter.claim_many([(a, "a"), (normalize(f"{backend.base_url}/runs/gone"), "g")], retired=True)
+        claims.claim_many([(a, "a"), (normalize(f"{backend.base_url}/runs/gone"), "g")], retired=True)
         assert deleter.submit("a", f"{a}/c0", a)  # the same id, as a new run of it would
-        assert await deleter.drain(timeout=30) and await deleter.claims.drain(timeout=30)
+        assert await deleter.drain(timeout=30) and await claims.drain(timeout=30)
         assert [why for _, why in refused if "finished" in why] and "runs/a/c0/model.bin" in store.list()
         assert f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a', retired=True))}" in store.list()
         assert not [name for name in store.list() if name.startswith("runs/gone")]
         await deleter.close()
+        await claims.close()
 
     async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
         """Runs of different partitions whose roots nest: the fold cannot see it, the claims can."""
@@ -474,8 +482,8 @@ class StorageContract:
             store.put_immutable(name, b"w")
         refused: list[tuple[tuple[str, str], str]] = []
         done: list[tuple[str, str]] = []
-        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_refused=refused.extend, on_done=done.extend)
-        await self.claimed(backend, deleter, ("runs/a", "a"), ("runs/a/b", "b"), ("runs/a/x/y/c", "c"))
+        deleter, claims = backend.storage(f"{backend.base_url}/runs", on_refused=refused.extend, on_done=done.extend)
+        await self.claimed(backend, claims, ("runs/a", "a"), ("runs/a/b", "b"), ("runs/a/x/y/c", "c"))
         a, d = f"{backend.base_url}/runs/a", f"{backend.base_url}/runs/d"
         for path in (f"{a}/b", f"{a}/x", f"{a}/ok"):  # b's root; a tree holding c's root; a's own
             assert deleter.submit("a", path, a)
@@ -484,11 +492,12 @@ class StorageContract:
         assert done == [("a", f"{a}/ok")] and "runs/a/ok/model.bin" not in store.list()
         assert {key[1].removeprefix(a) for key, _ in refused} == {"/b", "/x", "/b/kept"}
         assert all("the claim of run" in why for _, why in refused)
-        await self.claimed(backend, deleter, ("runs", "e"))  # a run claims the bound itself
+        await self.claimed(backend, claims, ("runs", "e"))  # a run claims the bound itself
         assert deleter.submit("d", f"{d}/z", d)
         await deleter.drain(timeout=30)
         assert "runs/d/z/m.bin" in store.list() and "'e'" in refused[-1][1]  # every root lies inside e's
         await deleter.close()
+        await claims.close()
 
     async def test_a_root_two_runs_claim_is_protected_both_ways(self, backend: Backend) -> None:
         store = backend.store()
@@ -496,17 +505,18 @@ class StorageContract:
             store.put_immutable(name, b"w")
         done: list[tuple[str, str]] = []
         refused: list[tuple[tuple[str, str], str]] = []
-        deleter = backend.deleter(outer_root=f"{backend.base_url}/runs", on_done=done.extend, on_refused=refused.extend)
+        deleter, claims = backend.storage(f"{backend.base_url}/runs", on_done=done.extend, on_refused=refused.extend)
         a = f"{backend.base_url}/runs/a"
-        await self.claimed(backend, deleter, ("runs/a", "a"))
+        await self.claimed(backend, claims, ("runs/a", "a"))
         assert deleter.submit("a", f"{a}/c1", a)  # its own root, claimed by it alone
         await deleter.drain(timeout=30)
-        await self.claimed(backend, deleter, ("runs/a", "b"))  # another partition's run, the same root
+        await self.claimed(backend, claims, ("runs/a", "b"))  # another partition's run, the same root
         assert deleter.submit("a", f"{a}/c2", a) and deleter.submit("b", f"{a}/c3", a)
         await deleter.drain(timeout=30)
         assert done == [("a", f"{a}/c1")] and sorted(key for key, _ in refused) == [("a", f"{a}/c2"), ("b", f"{a}/c3")]
         assert [n for n in store.list() if CLAIM_DIR not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
         await deleter.close()
+        await claims.close()
 
 
 class RemoteStorageContract(StorageContract):

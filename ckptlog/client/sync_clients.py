@@ -2,7 +2,9 @@
 
 Training code is often synchronous (or runs its own loop, e.g. inside Jupyter), so these never
 touch the caller's event loop: each wraps its async counterpart (`AsyncReporter`, `AsyncReader`) on a
-private event-loop thread (ckptlog.client.loop_thread) and waits for every call.
+private event-loop thread (ckptlog.client.loop_thread) and waits for every call. The methods are
+the async ones', as blocking twins (`loop_thread.twin`): the Reporter's senders come with its base
+(ckptlog/client/senders.py), the Reader's are named one by one.
 
     with Reporter("run-42") as reporter:
         reporter.report({"loss": 0.1}, "s3://bucket/run-42/ckpt-1")
@@ -25,9 +27,10 @@ from ckptlog.client.errors import ClientError
 from ckptlog.client.evaluator import AsyncEvaluator
 from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC
 from ckptlog.client.invoke import ValidationFn
-from ckptlog.client.loop_thread import LoopThread, blocking
+from ckptlog.client.loop_thread import LoopThread, SyncFacade, twin
 from ckptlog.client.reader import AsyncReader
 from ckptlog.client.reporter import SOURCE, AsyncReporter
+from ckptlog.client.senders import Senders
 from ckptlog.client.views import RunView
 from ckptlog.events.codec import DEFAULT_LIMITS, DecodeLimits
 from ckptlog.events.state import Problem
@@ -38,8 +41,9 @@ CLOSE_TIMEOUT_S = 10.0
 """`close()` waits no longer: a producer whose send timed out fails what it still holds at once."""
 
 
-class Reporter:
-    """The synchronous `AsyncReporter`: the same API, run on a private event-loop thread.
+class Reporter(Senders, SyncFacade[AsyncReporter]):
+    """The synchronous `AsyncReporter`: the same API, run on a private event-loop thread (the senders
+    of its base, ckptlog/client/senders.py, block here).
 
     A send waits for the broker up to the connection's `delivery_timeout_s` (CKPTLOG_DELIVERY_TIMEOUT_S,
     default 30 s), then raises `KafkaIOError`; `timeout_s` (default: no more than that) bounds a whole
@@ -124,16 +128,6 @@ class Reporter:
                 f"(Kafka at {self._servers}); check the broker, then retry: event ids are deterministic"
             ) from None
 
-    # the senders, derived from AsyncReporter's (loop_thread.blocking): a new method is written there only
-    run_started = blocking(AsyncReporter.run_started)
-    validation_result = blocking(AsyncReporter.validation_result)
-    report = blocking(AsyncReporter.report)
-    worker_group_restart = blocking(AsyncReporter.worker_group_restart)
-    finish = blocking(AsyncReporter.finish)
-    reopen = blocking(AsyncReporter.reopen)
-    forget = blocking(AsyncReporter.forget)
-    confirm = blocking(AsyncReporter.confirm)
-
     def close(self) -> None:
         try:
             self._thread.call(self._async.close(), CLOSE_TIMEOUT_S)
@@ -157,7 +151,7 @@ class Reporter:
         self.close()
 
 
-class Reader:
+class Reader(SyncFacade[AsyncReader]):
     """The synchronous `AsyncReader`: `view`, `runs`, `get_all_reported_checkpoints`, `wait_for` and
     `watch` (a plain iterator), each run on a private event-loop thread.
 
@@ -221,12 +215,12 @@ class Reader:
         """Why the run's newest state record (or its VIEW) cannot be read, else None."""
         return self._async.problem(run_id)
 
-    # derived from AsyncReader's (loop_thread.blocking)
-    catch_up = blocking(AsyncReader.catch_up)
-    view = blocking(AsyncReader.view)
-    runs = blocking(AsyncReader.runs)
-    get_all_reported_checkpoints = blocking(AsyncReader.get_all_reported_checkpoints)
-    wait_for = blocking(AsyncReader.wait_for)
+    # derived from AsyncReader's (loop_thread.twin)
+    catch_up = twin(AsyncReader.catch_up)
+    view = twin(AsyncReader.view)
+    runs = twin(AsyncReader.runs)
+    get_all_reported_checkpoints = twin(AsyncReader.get_all_reported_checkpoints)
+    wait_for = twin(AsyncReader.wait_for)
 
     def watch(self, run_id: str, timeout_s: float | None = None) -> Iterator[RunView]:
         """The run's current VIEW, then each newer one; stops when no change came for `timeout_s`."""

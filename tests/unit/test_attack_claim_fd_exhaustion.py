@@ -11,7 +11,7 @@ fds are closed again, so the tree is removed with another run's claimed root in 
 Here run "b" (another input partition, so the fold of run "a" cannot see it) was given a root
 that lies inside run "a"'s checkpoint: the cross-partition nesting that the claims
 exist to catch ("protected both ways", contract §9). Both roots are claimed as the service claims
-them (each partition's own Deleter). The process has 40 fds to spare, the checkpoint 300 shard
+them (each partition's own claim writer). The process has 40 fds to spare, the checkpoint 300 shard
 directories: "a"'s eviction deletes "b"'s root and its kept checkpoint.
 """
 
@@ -22,6 +22,7 @@ import resource
 from pathlib import Path
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 
 SHARDS = 300
@@ -49,13 +50,13 @@ async def test_fd_pressure_makes_the_walk_skip_another_runs_claimed_root(tmp_pat
     refused: list[tuple[tuple[str, str], str]] = []
     done: list[tuple[str, str]] = []
     retry = RetryPolicy(max_attempts=1, base_delay=0.001)
-    deleter_a = Deleter(outer_root=outer, retry=retry, on_refused=refused.extend, on_done=done.extend)
-    deleter_b = Deleter(outer_root=outer, retry=retry)  # partition 1's processor
-    deleter_a.claim_many([(a_root, "a")])
-    assert await deleter_a.claims.drain(timeout=10)
-    deleter_b.claim_many([(b_url, "b")])
-    assert await deleter_b.claims.drain(timeout=10)
-    assert (b_root / ".ckptlog-run").is_dir() and deleter_b.claims.shared  # b's claim is in place (and logged)
+    claims_a, claims_b = ClaimWriter(outer_root=outer), ClaimWriter(outer_root=outer)  # b: partition 1's processor
+    deleter_a = Deleter(outer_root=outer, retry=retry, on_refused=refused.extend, on_done=done.extend, claims=claims_a)
+    claims_a.claim_many([(a_root, "a")])
+    assert await claims_a.drain(timeout=10)
+    claims_b.claim_many([(b_url, "b")])
+    assert await claims_b.drain(timeout=10)
+    assert (b_root / ".ckptlog-run").is_dir() and claims_b.shared  # b's claim is in place (and logged)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(_fds_in_use()) + SPARE_FDS, hard))
@@ -65,7 +66,8 @@ async def test_fd_pressure_makes_the_walk_skip_another_runs_claimed_root(tmp_pat
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     await deleter_a.close()
-    await deleter_b.close()
+    await claims_a.close()
+    await claims_b.close()
 
     assert (b_root / "kept" / "model.bin").exists(), f"run b's kept checkpoint was deleted (done={done})"
     assert refused and "the claim of run 'b'" in refused[0][1]

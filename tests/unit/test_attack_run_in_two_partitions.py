@@ -24,6 +24,7 @@ from pathlib import Path
 from ckptlog.events.decoded import CheckpointConfig
 from ckptlog.processor.core import Fold, FoldSettings
 from ckptlog.processor.core.lifecycle import deletion_problem
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from tests import factories as f
 
@@ -48,9 +49,9 @@ async def test_a_run_folded_in_a_second_partition_deletes_the_first_ones_latest_
 
     # partition 0: the run as its training job (keyed, murmur2) writes it; keeps everything
     fold0, claims0, evicted0 = _partition(sr, [f.started("r", f"{sr}/r", keep=None), f.report("r", {}, f"{sr}/r/c1")])
-    deleter0 = Deleter(outer_root=sr, retry=retry, recheck=lambda key: deletion_problem(fold0.runs.get(key[0]), key[1]))
-    deleter0.claim_many(claims0, "events[0]")  # as the service claims: naming the partition folding it
-    assert await deleter0.claims.drain(timeout=10) and not evicted0
+    writer0 = ClaimWriter(outer_root=sr)  # partition 0's processor's claim writer (it evicted nothing)
+    writer0.claim_many(claims0, "events[0]")  # as the service claims: naming the partition folding it
+    assert await writer0.drain(timeout=10) and not evicted0
     assert fold0.runs["r"].latest is not None and fold0.runs["r"].latest.path == f"{sr}/r/c1"
 
     # partition 1: records with subject (and key) "r" that landed there; keep 1
@@ -58,20 +59,23 @@ async def test_a_run_folded_in_a_second_partition_deletes_the_first_ones_latest_
     fold1, claims1, evicted1 = _partition(sr, records1)
     done: list[tuple[str, str]] = []
     refused: list[tuple[tuple[str, str], str]] = []
+    writer1 = ClaimWriter(outer_root=sr)
     deleter1 = Deleter(
         outer_root=sr,
         retry=retry,
         on_done=done.extend,
         on_refused=refused.extend,
         recheck=lambda key: deletion_problem(fold1.runs.get(key[0]), key[1]),
+        claims=writer1,
     )
-    deleter1.claim_many(claims1, "events[1]")
-    assert await deleter1.claims.drain(timeout=10)
-    assert deleter1.claims.shared, "root_shared: partition 0 claims run 'r's root too"
+    writer1.claim_many(claims1, "events[1]")
+    assert await writer1.drain(timeout=10)
+    assert writer1.shared, "root_shared: partition 0 claims run 'r's root too"
     deleter1.submit_many(evicted1, "events[1]")  # type: ignore[arg-type]  # after the batch committed
     await deleter1.drain(timeout=10)
-    await deleter0.close()
+    await writer0.close()
     await deleter1.close()
+    await writer1.close()
 
     assert (tmp_path / "sr/r/c1/model.bin").exists(), (
         f"partition 0's latest kept checkpoint of run 'r' was deleted by partition 1 (done={done}, refused={refused})"

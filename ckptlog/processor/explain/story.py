@@ -3,6 +3,9 @@
 Pure: the fold's `Effects` (or the rejection of an event) in, a `Step` out. Every effect is an
 object with a `kind` and, where one applies, a `path`; the kinds are the names `EFFECT_KINDS`
 lists, each from one output of the output table (ckptlog/events/outputs.py) or from the event itself.
+Both tables give a new kind its step: an output without a shape of its own in `_OF_OUTPUT` is shown
+as published (its name and its data), and an event about the run itself (an input kind named
+`run_*`) is its own step, named by its verb, with its data (`run_finished` -> `finished`).
 `ckptlog history`, `ckptlog explain` and `AsyncReader.history` all print these steps.
 """
 
@@ -13,23 +16,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ckptlog.events.decoded import (
-    DecodedEvent,
-    Report,
-    RunFinished,
-    RunForgotten,
-    RunReopened,
-    RunStarted,
-    ValidationResult,
-)
+import msgspec
+
+from ckptlog.events.decoded import INPUT_KINDS, DecodedEvent, Report, RunStarted, ValidationResult
 from ckptlog.events.outputs import (
     CHECKPOINT_EVICTED,
     CHECKPOINT_REGISTERED,
     CHECKPOINT_STATUS_CHANGED,
     CHECKPOINTS_DELETED,
+    CHECKPOINTS_MISSING,
+    OUTPUT_KINDS,
     VALIDATION_REQUESTED,
     WARNING,
-    WATERMARK,
     WORKER_GROUP_STARTED,
 )
 from ckptlog.events.rejections import Rejection
@@ -81,28 +79,33 @@ _OF_OUTPUT: dict[str, Callable[[dict[str, Any]], list[Effect]]] = {
     CHECKPOINT_STATUS_CHANGED.name: _status,
     CHECKPOINT_EVICTED.name: _evicted,
     CHECKPOINTS_DELETED.name: lambda d: [{"kind": "deleted", "path": p} for p in d["checkpoint_paths"]],
-    WATERMARK.name: lambda d: [{"kind": WATERMARK.name, **d}],
     WORKER_GROUP_STARTED.name: lambda d: [
         {"kind": "restart", "generation": d["generation"], "num_workers": d["num_workers"]}
     ],
     WARNING.name: _warning,
 }
-"""Output name -> its effects. Every output the fold makes has a row (tests/unit/explain)."""
+"""Output name -> its effects, for the outputs shown otherwise than as published (`_as_published`)."""
+
+_OWN_STEPS: dict[type[DecodedEvent], str] = {
+    kind.struct: kind.name.removeprefix("run_")
+    for kind in INPUT_KINDS
+    if kind.name.startswith("run_") and kind.struct is not RunStarted
+}
+"""An event about the run itself -> the kind of its step: `finished`, `forgotten`, `reopened`.
+(`run_started` says only where the run is stored, not its whole config.)"""
 
 EFFECT_KINDS = (
     "started",
     "registered",
-    VALIDATION_REQUESTED.name,  # three effects are named as the output they come from
+    VALIDATION_REQUESTED.name,  # two effects are named as the output they come from, and those shown as published
     "status_changed",
     "evicted",
     "deleted",
     DELETION_REFUSED,
     "restart",
     WARNING.name,
-    WATERMARK.name,
-    "finished",
-    "reopened",
-    "forgotten",
+    *(kind.name for kind in OUTPUT_KINDS if kind.name not in _OF_OUTPUT and kind is not CHECKPOINTS_MISSING),
+    *_OWN_STEPS.values(),
     "rejected",
     "duplicate",
 )
@@ -112,13 +115,16 @@ def _of_event(event: DecodedEvent) -> list[Effect]:
     """What the event itself says happened, before its outputs (started, finished, reopened, forgotten)."""
     if isinstance(event, RunStarted):
         return [{"kind": "started", "storage_path": event.data.storage_path}]
-    if isinstance(event, RunFinished):
-        return [{"kind": "finished", "keep": event.data.keep}]
-    if isinstance(event, RunReopened):
-        return [{"kind": "reopened"}]
-    if isinstance(event, RunForgotten):
-        return [{"kind": "forgotten"}]
-    return []
+    verb = _OWN_STEPS.get(type(event))
+    if verb is None:
+        return []
+    data: dict[str, Any] = msgspec.to_builtins(event)["data"]  # every envelope has its data (not typed on the base)
+    return [{"kind": verb, **data}]
+
+
+def _as_published(name: str, data: dict[str, Any]) -> list[Effect]:
+    """An output with no shape of its own in the story: its name as the kind, then its data."""
+    return [{"kind": name, **data}]
 
 
 def effects_of(event: DecodedEvent, effects: Effects) -> list[Effect]:
@@ -131,7 +137,8 @@ def effects_of(event: DecodedEvent, effects: Effects) -> list[Effect]:
         return [{"kind": "duplicate"}]
     found = _of_event(event)
     for name, data in effects.outputs:
-        found.extend(_OF_OUTPUT[name](data))
+        shaped = _OF_OUTPUT.get(name)
+        found.extend(_as_published(name, data) if shaped is None else shaped(data))
     return found
 
 

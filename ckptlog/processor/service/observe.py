@@ -104,6 +104,14 @@ class DeleterStats(Protocol):
     def counts(self) -> object: ...
 
 
+@runtime_checkable
+class ClaimStats(Protocol):
+    """What ckptlog.processor.storage.claim_writer.ClaimWriter exposes for the metrics."""
+
+    @property
+    def counts(self) -> object: ...
+
+
 class StateCollector(Collector):
     """Hands prometheus-client the families computed by the last `refresh` (on the event loop)."""
 
@@ -190,10 +198,10 @@ async def state_families(processor: Processor) -> list[Metric]:
             ("ckptlog_deletions_dropped_total", "dropped"),
         ):
             families[name].add_metric([], getattr(counts, attribute))
-        claims = getattr(deleter, "claims", None)
-        if claims is not None:
-            for outcome in ("claimed", "shared", "refused", "failed"):
-                families["ckptlog_root_claims_total"].add_metric([outcome], getattr(claims.counts, outcome))
+    claims = processor.claims
+    if isinstance(claims, ClaimStats):
+        for outcome in ("claimed", "shared", "refused", "failed"):
+            families["ckptlog_root_claims_total"].add_metric([outcome], getattr(claims.counts, outcome))
     families["ckptlog_rebuilds_total"].add_metric([], processor.rebuilds)
     families["ckptlog_rejoins_total"].add_metric([], processor.rejoins)
     return list(families.values())

@@ -28,7 +28,7 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.checks import find_missing
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
-from ckptlog.processor.service.pipeline import DeletionSink, Pipeline, TaskStats, run_of
+from ckptlog.processor.service.pipeline import ClaimSink, DeletionSink, Pipeline, TaskStats, run_of
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
@@ -36,7 +36,16 @@ from ckptlog.processor.service.snapshotting import SnapshotScheduler
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeletionSink", "PartitionTask", "PositionControl", "TaskParts", "TaskStats", "new_task", "run_of"]
+__all__ = [
+    "ClaimSink",
+    "DeletionSink",
+    "PartitionTask",
+    "PositionControl",
+    "TaskParts",
+    "TaskStats",
+    "new_task",
+    "run_of",
+]
 
 IDLE_FLUSH_S = 0.2
 """Extra outputs (checkpoints_missing) ride along with the next batch; without one for this
@@ -74,6 +83,7 @@ class TaskParts:
     factory: RecordFactory  # the partition's records (its envelopes, routing, dead letters)
     snapshots: SnapshotScheduler
     deleter: DeletionSink
+    claims: ClaimSink  # the run roots' claims (storage/claim_writer.py): written here, asked by the deleter
     consumer: PositionControl | None = None  # None: batches are trusted to continue the partition
     storage_options: Mapping[str, Mapping[str, Any]] | None = None
     metrics: ServiceMetrics = NO_METRICS
@@ -94,13 +104,21 @@ class PartitionTask:
     is the partition's (`life`), its batches go through its `pipeline`."""
 
     def __init__(self, life: Partition, restored: Restored, parts: TaskParts) -> None:
-        self.life, self.pid, self.deleter = life, life.pid, parts.deleter
+        self.life, self.pid, self.deleter, self.claims = life, life.pid, parts.deleter, parts.claims
         self._consumer, self._options, self._allow_loss = parts.consumer, parts.storage_options, parts.allow_data_loss
         self._jump = (-1, -1)  # the last jump in offsets re-read (expected, received)
         self._placed = False  # a batch was folded: the consumer's position is this task's own
         self.metrics, self._restore_started = parts.metrics, parts.restore_started
         self.pipeline = Pipeline(
-            life, restored, parts.factory, parts.publisher, parts.snapshots, parts.deleter, self.catch_up, parts.metrics
+            life,
+            restored,
+            parts.factory,
+            parts.publisher,
+            parts.snapshots,
+            parts.deleter,
+            parts.claims,
+            self.catch_up,
+            parts.metrics,
         )
         self.fold: Fold = restored.fold
         self.publisher, self.snapshots = parts.publisher, parts.snapshots
@@ -226,11 +244,11 @@ class PartitionTask:
             for root, run_id in self.fold.roots.owners.items()
             if finished.get(run_id) != root and run_id not in symlinked and run_id not in reopened
         ]
-        self.deleter.claim_many(live, source)  # any an earlier owner did not write
+        self.claims.claim_many(live, source)  # any an earlier owner did not write
         retired = [(root, run_id) for run_id, root in finished.items() if root]
-        self.deleter.claim_many(retired, source, retired=True)  # and the finished runs' retired claims
+        self.claims.claim_many(retired, source, retired=True)  # and the finished runs' retired claims
         # a reopened run's live claim, its retired claim removed (a crash may have come between its commit and that)
-        self.deleter.claim_many([(root, run_id) for run_id, root in reopened.items()], source, reopened=True)
+        self.claims.claim_many([(root, run_id) for run_id, root in reopened.items()], source, reopened=True)
         self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.pipeline.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:

@@ -62,6 +62,11 @@ class DeletionSink(Protocol):
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
+
+class ClaimSink(Protocol):
+    """The claim writer (ckptlog/processor/storage/claim_writer.py), as a partition's pipeline uses it;
+    `source` names the input partition."""
+
     def claim_many(
         self,
         claims: Iterable[tuple[str, str]],
@@ -103,13 +108,14 @@ class Pipeline(BatchFolder):
         publisher: Publisher,
         snapshots: SnapshotScheduler,
         deleter: DeletionSink,
+        claims: ClaimSink,
         on_caught_up: Callable[[], None],
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         super().__init__(restored.fold, factory)
         self.life, self.pid = life, life.pid  # the partition's phase: replaying, live, broken (lifecycle.py)
         self.publisher, self.metrics = publisher, metrics
-        self.snapshots, self.deleter, self._on_caught_up = snapshots, deleter, on_caught_up
+        self.snapshots, self.deleter, self.claims, self._on_caught_up = snapshots, deleter, claims, on_caught_up
         self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
         self.folded_offset = restored.start  # everything below is folded
         self.publish_from = restored.publish_from  # the group's committed offset at restore
@@ -193,9 +199,9 @@ class Pipeline(BatchFolder):
         (their roots barred for good, the same id's included), as of its last input offset."""
         if batch.claims:
             await refuse_linked(batch, self.factory, self.fold.settings.outer_root)
-            self.deleter.claim_many(batch.claims, str(self.pid))
+            self.claims.claim_many(batch.claims, str(self.pid))
         if batch.retired:
-            self.deleter.claim_many(batch.retired, str(self.pid), retired=True, at=batch.end - 1)
+            self.claims.claim_many(batch.retired, str(self.pid), retired=True, at=batch.end - 1)
 
     def _ready(self, batch: Batch, started: float) -> None:
         """The batch ready to commit: the extra outputs ride along; stages 1-4 timed."""
@@ -222,7 +228,7 @@ class Pipeline(BatchFolder):
         serves one run and confirms them in one completion event); then the snapshot, if due."""
         self.stats.add(batch)
         if batch.reopened:
-            self.deleter.claim_many(batch.reopened, str(self.pid), reopened=True, at=batch.end - 1)
+            self.claims.claim_many(batch.reopened, str(self.pid), reopened=True, at=batch.end - 1)
         if batch.deletions:
             crash_point("deletions.before_handover")
             self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))

@@ -1,4 +1,4 @@
-"""What the service needs from Kafka and from the deleter, as protocols.
+"""What the service needs from Kafka, from the deleter and from the claim writer, as protocols.
 
 `Processor` is handed a `KafkaClients` factory instead of building aiokafka clients itself:
 `ckptlog.kafka.factory.BrokerClients` is the real one (the only aiokafka user), and the unit
@@ -15,6 +15,7 @@ from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
 from ckptlog.kafka.topics import TopicSpec
 from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.service.restore import Offsets
+from ckptlog.processor.storage.safety import PendingClaims
 
 
 class InputConsumer(Offsets, Protocol):
@@ -92,11 +93,23 @@ class KafkaClients(Protocol):
 
 
 class DeletionService(Protocol):
-    """The processor's deleter (ckptlog.processor.storage.deletion.Deleter)."""
+    """The processor's deleter (ckptlog.processor.storage.deletion.Deleter): it only deletes; the run
+    roots' claims are the `ClaimService`'s."""
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         """Delete each request's path, for runs folded by input partition `source`."""
         ...
+
+    def retry_failed(self) -> int: ...
+
+    async def drain(self, timeout: float | None = None) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class ClaimService(PendingClaims, Protocol):
+    """The processor's claim writer (ckptlog.processor.storage.claim_writer.ClaimWriter). The deleter
+    asks it (`holds`) which paths wait for a retired claim still being written or removed."""
 
     def claim_many(
         self,
@@ -110,9 +123,5 @@ class DeletionService(Protocol):
         """Write each (canonical run root, run id)'s ownership claim in the background (contract §9);
         `retired`/`reopened`: write or remove the run's retired claim, as of input offset `at`."""
         ...
-
-    def retry_failed(self) -> int: ...
-
-    async def drain(self, timeout: float | None = None) -> bool: ...
 
     async def close(self) -> None: ...

@@ -42,10 +42,11 @@ from ckptlog.processor.service.lifecycle import Partition, Partitions, Phase
 from ckptlog.processor.service.metrics import PrometheusMetrics
 from ckptlog.processor.service.observe import observed
 from ckptlog.processor.service.partition import PartitionTask, TaskStats, run_of
-from ckptlog.processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
+from ckptlog.processor.service.ports import ClaimService, DeletionService, InputConsumer, KafkaClients, SharedProducer
 from ckptlog.processor.service.records import TopicNames
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.service.tasks import TaskFactory
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,11 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
 DeleterFactory = Callable[..., DeletionService]
 """Builds the deleter: keyword arguments outer_root, on_done (called with a batch of confirmed (run id, path)
 keys), on_refused (with (key, why) of deletions refused for good), recheck (asked for each key right before
-it is deleted: why not, or None), concurrency, storage_options."""
+it is deleted: why not, or None), claims (the claim writer, asked which paths wait), concurrency,
+storage_options."""
+
+ClaimsFactory = Callable[..., ClaimService]
+"""Builds the claim writer: keyword arguments outer_root, storage_options."""
 
 
 class Processor:
@@ -97,6 +102,7 @@ class Processor:
         *,
         clients: KafkaClients | None = None,
         deleter_factory: DeleterFactory = Deleter,
+        claims_factory: ClaimsFactory = ClaimWriter,
         metrics: PrometheusMetrics | None = None,
     ) -> None:
         self.settings = settings
@@ -104,7 +110,7 @@ class Processor:
         self.last_poll = time.monotonic()  # the poll loop went round (/healthz)
         self.metrics_url: str | None = None  # where --metrics-port serves, once run() started it
         self._clients = clients  # None: BrokerClients, built in run() (the embedded broker may need starting)
-        self._deleter_factory = deleter_factory
+        self._deleter_factory, self._claims_factory = deleter_factory, claims_factory
         self.names = TopicNames.of(settings)
         self.partitions = Partitions()  # every assigned partition's phase (lifecycle.py)
         self.ready = asyncio.Event()
@@ -117,6 +123,7 @@ class Processor:
         self._shared: SharedProducer | None = None
         self._completions: CompletionWriter | None = None
         self._deleter: DeletionService | None = None
+        self._claims: ClaimService | None = None
         self._factory: TaskFactory | None = None
 
     # -- public API ----------------------------------------------------------------
@@ -154,6 +161,10 @@ class Processor:
     def deleter(self) -> DeletionService | None:
         return self._deleter
 
+    @property
+    def claims(self) -> ClaimService | None:
+        return self._claims
+
     def readiness(self) -> tuple[bool, str]:
         """Ready (/readyz) once every assigned partition is live: restored, and its fold reached the
         group's committed offset, i.e. holds exactly the durable state; why not, otherwise."""
@@ -175,13 +186,16 @@ class Processor:
     async def _run(self) -> None:
         clients = self._clients = self._clients or await self._broker_clients()
         await self._ensure_topics(clients)
+        storage_root, options = self.settings.storage_root, self.settings.checkpoint_storage_options
+        self._claims = self._claims_factory(outer_root=storage_root, storage_options=options)
         self._deleter = self._deleter_factory(
-            outer_root=self.settings.storage_root,
+            outer_root=storage_root,
             on_done=self._deletions_done,
             on_refused=self._deletions_refused,
             recheck=self._still_owed,
+            claims=self._claims,  # a deletion in, at or around a root whose retired claim is pending waits
             concurrency=self.settings.deletion_concurrency,
-            storage_options=self.settings.checkpoint_storage_options,
+            storage_options=options,
         )
         try:
             self._shared = clients.shared_producer()  # at_least_once outputs, deletion completions
@@ -196,7 +210,14 @@ class Processor:
                 group_instance_id=self.settings.group_instance_id,
             )
             self._factory = TaskFactory(
-                self.settings, self.names, clients, self._consumer, self._deleter, self._shared, self.metrics
+                self.settings,
+                self.names,
+                clients,
+                self._consumer,
+                self._deleter,
+                self._claims,
+                self._shared,
+                self.metrics,
             )
             await self._consumer.start()
             await self._loop(self._consumer)
@@ -442,6 +463,8 @@ class Processor:
             await asyncio.gather(*(task.wait_committed() for task in list(self.tasks.values())))
             await self._deleter.drain(timeout=1.0)
         await self._close_all(graceful=self._fatal is None)
+        if self._claims is not None:
+            await self._claims.close()
         if self._deleter is not None:
             await self._deleter.close()
         if self._completions is not None:

@@ -20,7 +20,7 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.metrics import ServiceMetrics
 from ckptlog.processor.service.partition import PartitionTask, TaskParts
-from ckptlog.processor.service.ports import DeletionService, InputConsumer, KafkaClients, SharedProducer
+from ckptlog.processor.service.ports import ClaimService, DeletionService, InputConsumer, KafkaClients, SharedProducer
 from ckptlog.processor.service.publish import AtLeastOncePublisher, ExactlyOncePublisher, Publisher
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import restore
@@ -38,6 +38,7 @@ class TaskFactory:
     clients: KafkaClients
     consumer: InputConsumer
     deleter: DeletionService
+    claims: ClaimService
     shared: SharedProducer | None
     metrics: ServiceMetrics
 
@@ -71,6 +72,7 @@ class TaskFactory:
             RecordFactory(self.names, pid),
             snapshots,
             self.deleter,
+            self.claims,
             self.consumer,
             settings.checkpoint_storage_options,
             self.metrics,

@@ -24,6 +24,7 @@ from typing import Any
 
 from ckptlog.events.paths import root_problem
 from ckptlog.processor.storage.claims import Claimant, Shared
+from ckptlog.processor.storage.confinement import Confinement
 from ckptlog.processor.storage.objects import mapped_errors
 from ckptlog.processor.storage.safety import Outcome, Refused, Stop, others
 from ckptlog.processor.storage.tree import Directory, Options, StorageTree, reach_root, tree_for
@@ -120,7 +121,10 @@ class ClaimWriter:
     reopen's removal once its batch committed, by which time the next batch (folded meanwhile) may
     have retired the run again. Only one write or removal of a claim runs at a time; a change of
     mind while it runs is carried out after it. Until the newest is done, `holds` says so for every
-    path in, at or around the root: no deletion there meets a claim that is about to change."""
+    path in, at or around the root: no deletion there meets a claim that is about to change.
+
+    The service holds it beside its `Deleter` (which it hands to the deleter as `claims=`, to ask
+    `holds`); `outer_root` is `--storage-root` as given (its canonical spelling bounds every claim)."""
 
     def __init__(
         self,
@@ -131,7 +135,7 @@ class ClaimWriter:
         max_delay: float = 30.0,
         batch_size: int = 200,
     ) -> None:
-        self._outer, self._options = outer_root, dict(storage_options or {})
+        self._outer, self._options = Confinement(outer_root).outer_key, dict(storage_options or {})
         self._delay, self._max_delay, self._batch = delay, max_delay, batch_size
         self._queue: dict[Claim, None] = {}
         self._running: set[Claim] = set()

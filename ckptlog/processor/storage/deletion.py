@@ -6,8 +6,9 @@ keeps failing stays outstanding and is logged, never dropped. It enforces its ow
 safety, so that a bug in the fold is caught here: the ordered checks of
 ckptlog/processor/storage/safety.py (`Checks` at submission and as a job starts, the walk of
 tree.py `remove_all` for the rest). A path any check refuses is final: reported once through
-`on_refused`, never touched. The roots' claims are a `ClaimWriter`'s (claim_writer.py): the
-deleter hands it the service's requests and asks it, through `Checks`, which paths wait.
+`on_refused`, never touched. The roots' claims are not the deleter's: a `ClaimWriter`
+(claim_writer.py) writes them, for the service, and the deleter only asks it, through `Checks`,
+which paths wait for a retired claim (`claims=`).
 
 Accepted paths wait in one queue; at most `concurrency` jobs run at a time, each deleting up to
 `batch_size` paths in one worker-thread call and reporting every path it confirmed gone in one
@@ -24,10 +25,9 @@ from typing import Any, Protocol
 
 from ckptlog.errors import StorageError
 from ckptlog.processor.failpoints import crash_point
-from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.confinement import confinement_problem
-from ckptlog.processor.storage.safety import HOLD_S, Checks, Held, Key, Outcome, Recheck, Refused
+from ckptlog.processor.storage.safety import HOLD_S, Checks, Held, Key, Outcome, PendingClaims, Recheck, Refused
 from ckptlog.processor.storage.tree import remove_all
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,9 @@ class Deleter:
 
     `storage_options` maps a protocol (`"s3"`) to the fsspec options for URLs of that
     protocol, since one processor serves runs on different backends. `claims`: the writer of the
-    run roots' claims (default: one for the same bound and options). Use it from the event
-    loop: jobs are tasks on the running loop.
+    run roots' claims (claim_writer.ClaimWriter), asked which paths wait for a retired claim
+    (None: no claim writer runs beside it, as in `ckptlog fold --apply`: nothing waits). Use it
+    from the event loop: jobs are tasks on the running loop.
     """
 
     def __init__(
@@ -97,7 +98,7 @@ class Deleter:
         batch_size: int = 100,
         recheck: Recheck | None = None,
         on_refused: OnRefused | None = None,
-        claims: ClaimWriter | None = None,
+        claims: PendingClaims | None = None,
     ) -> None:
         if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
             raise StorageError(
@@ -120,29 +121,7 @@ class Deleter:
         self._pump_scheduled = False
         self._closed = False
         self.counts = DeletionCounts()
-        self._checks = Checks(outer_root, recheck=recheck)
-        # the run roots' claims, written by a writer of their own; the deletions wait for its retired claims
-        self.claims = (
-            claims
-            if claims is not None
-            else ClaimWriter(outer_root=self._checks.outer_key, storage_options=self._options)
-        )
-        self._checks.claims = self.claims
-
-    def claim_many(
-        self,
-        claims: Iterable[tuple[str, str]],
-        source: str | None = None,
-        *,
-        retired: bool = False,
-        reopened: bool = False,
-        at: int | None = None,
-    ) -> int:
-        """Hand the claim of each (canonical root, run id), as folded by input partition `source`, to
-        the claim writer (claim_writer.ClaimWriter.claim_many: written in the background, once);
-        `retired`: the runs' retired claims, and until each is written, no deletion in, at or around
-        their roots runs; `reopened`: the reopened runs' retired claims go, held likewise."""
-        return self.claims.claim_many(claims, source, retired=retired, reopened=reopened, at=at)
+        self._checks = Checks(outer_root, claims, recheck)
 
     @property
     def backlog(self) -> int:
@@ -246,7 +225,6 @@ class Deleter:
     async def close(self) -> None:
         """Stop all work; interrupted deletions stay in `outstanding` for the next start."""
         self._closed = True
-        await self.claims.close()
         for timer in self._timers.values():
             timer.cancel()
         jobs = list(self._jobs)

@@ -28,6 +28,18 @@ def test_report_ids_differ_by_run_generation_and_index(other: tuple[str, int | N
     assert ids.report_id("run", None, 3) != ids.report_id(*other)
 
 
+def test_an_id_is_the_uuid5_of_its_newline_joined_name() -> None:
+    """The names are on the wire already: a change of spelling would make every retry a new event."""
+    named = {
+        ids.report_id("r", None, 3): "r\nreport\n0\n3",
+        ids.finished_id("r"): "r\nrun_finished",
+        ids.finished_id("r", 2): "r\nrun_finished\n2",
+        ids.reopened_id("r", 1): "r\nrun_reopened\n1",
+        ids.event_id("r", "run_forgotten"): "r\nrun_forgotten",  # what AsyncReporter.forget sends
+    }
+    assert all(made == str(uuid.uuid5(ids.NAMESPACE, name)) for made, name in named.items())
+
+
 def test_kinds_never_collide() -> None:
     made = {
         ids.report_id("r", 1, 1),

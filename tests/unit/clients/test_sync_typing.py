@@ -1,4 +1,4 @@
-"""The sync clients' methods are derived from the async ones (ckptlog.client.loop_thread.blocking,
+"""The sync clients' methods are derived from the async ones (ckptlog.client.loop_thread.twin,
 issue 40 item 3): mypy --strict must still type a user's calls of them, keyword by keyword."""
 
 from __future__ import annotations

@@ -11,9 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckptlog.events.codec import decode_event
+from ckptlog.events.decoded import INPUT_KINDS
 from ckptlog.events.outputs import CHECKPOINTS_MISSING, OUTPUTS
 from ckptlog.events.rejections import Rejection
 from ckptlog.processor.core import Fold, run_view
+from ckptlog.processor.core.outputs import Effects
 from ckptlog.processor.core.snapshot import canonical, decode, encode, of_fold
 from ckptlog.processor.explain.checkpoint import explain, path_key
 from ckptlog.processor.explain.run_replay import RunReplay
@@ -201,9 +203,32 @@ def test_a_record_with_a_backslash_reaches_the_context_fold() -> None:
     assert split.folded == 3  # c's first report, the escaped record, a's report; not c's second report
 
 
-def test_every_output_of_the_fold_has_its_effects() -> None:
-    """A new output kind needs its effect in the story, or history would drop it with a KeyError."""
-    assert set(_OF_OUTPUT) == set(OUTPUTS) - {CHECKPOINTS_MISSING.name}  # that one the service makes at a restore
+def test_every_output_of_the_fold_is_an_effect_kind() -> None:
+    """An output with no shape of its own in the story is shown as published, and named in EFFECT_KINDS."""
+    made_by_the_fold = set(OUTPUTS) - {CHECKPOINTS_MISSING.name}  # that one the service makes at a restore
+    assert set(_OF_OUTPUT) < made_by_the_fold and made_by_the_fold - set(_OF_OUTPUT) <= set(EFFECT_KINDS)
+    assert CHECKPOINTS_MISSING.name not in EFFECT_KINDS
+    assert len(set(EFFECT_KINDS)) == len(EFFECT_KINDS)
+
+
+def test_an_output_without_a_shape_of_its_own_is_shown_as_published() -> None:
+    """A new output kind needs no row in the story: history shows it (a KeyError dropped it before)."""
+    event = f.event(f.report("a", {"acc": 1}, f"{ROOT}/a/c1"))
+    effects = Effects([("a_new_output", {"checkpoint_path": f"{ROOT}/a/c1", "n": 2})])
+    assert effects_of(event, effects) == [{"kind": "a_new_output", "checkpoint_path": f"{ROOT}/a/c1", "n": 2}]
+    assert effects_of(event, Effects([("watermark", {"committed": 1})])) == [{"kind": "watermark", "committed": 1}]
+
+
+def test_an_event_about_the_run_itself_is_its_own_step_named_by_its_verb() -> None:
+    """`run_*` input kinds (but run_started) are a step of their own, with their data."""
+    cases = [(f.finished("a"), {"kind": "finished", "keep": "kept"})]
+    cases += [(f.finished("a", keep="best"), {"kind": "finished", "keep": "best"})]
+    cases += [(f.reopened("a"), {"kind": "reopened"}), (f.forgotten("a"), {"kind": "forgotten"})]
+    for raw, step in cases:
+        assert effects_of(f.event(raw), Effects([])) == [step]
+    own = {kind.name.removeprefix("run_") for kind in INPUT_KINDS if kind.name.startswith("run_")} - {"started"}
+    assert {step["kind"] for _, step in cases} <= own <= set(EFFECT_KINDS)
+    assert effects_of(f.event(f.root_refused("a")), Effects([])) == [], "not about the run itself: no step"
 
 
 def test_a_replay_again_from_the_same_snapshot_starts_from_the_snapshot_not_from_the_first_replay() -> None:

@@ -224,9 +224,35 @@ class FakeDeleter:
         self.kafka, self.on_done = kafka, on_done
         self.submitted: list[str] = []
         self.premature: list[str] = []
+        self.closed = False
+
+    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
+        requests = list(requests)
+        durable = self.kafka.evicted()
+        self.premature += [r.path for r in requests if r.path not in durable]
+        self.submitted += [r.path for r in requests]
+        if self.on_done is not None and requests:
+            asyncio.get_running_loop().call_soon(self.on_done, [(r.run_id, r.path) for r in requests])
+        return len(requests)
+
+    def retry_failed(self) -> int:
+        return 0
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeClaims:
+    """Records the claims asked for; holds nothing back (the processor's claims_factory in the tests)."""
+
+    def __init__(self, **_: object) -> None:
         self.claimed: list[tuple[str, str]] = []
         self.retired: list[tuple[str, str]] = []  # the retired claims asked for
         self.reopened: list[tuple[str, str]] = []  # the retired claims asked to go (reopened runs)
+        self.held: dict[str, int] = {}
         self.closed = False
 
     def claim_many(
@@ -247,20 +273,8 @@ class FakeDeleter:
             self.claimed += claims
         return len(claims)
 
-    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
-        requests = list(requests)
-        durable = self.kafka.evicted()
-        self.premature += [r.path for r in requests if r.path not in durable]
-        self.submitted += [r.path for r in requests]
-        if self.on_done is not None and requests:
-            asyncio.get_running_loop().call_soon(self.on_done, [(r.run_id, r.path) for r in requests])
-        return len(requests)
-
-    def retry_failed(self) -> int:
-        return 0
-
-    async def drain(self, timeout: float | None = None) -> bool:
-        return True
+    def holds(self, url: str) -> bool:
+        return False
 
     async def close(self) -> None:
         self.closed = True

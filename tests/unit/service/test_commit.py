@@ -21,7 +21,7 @@ from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests.unit.service.test_batch import records
-from tests.unit.service.test_partition import Deleter
+from tests.unit.service.test_partition import Storage
 
 PID = PartitionId("in", 0)
 LINES = workload("file:///nowhere/r", runs=2, reports=60, keep=1, validation_share=0.0)
@@ -87,15 +87,15 @@ class RecordingStore(SnapshotStore):
 
 def task_with(
     tmp_path: Path, every: int, max_deltas: int = 0
-) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
+) -> tuple[PartitionTask, HeldPublisher, Storage, RecordingStore]:
     fold, store = Fold(FoldSettings(), track_changes=max_deltas > 0), RecordingStore(tmp_path)
-    publisher, deleter = HeldPublisher(), Deleter()
+    publisher, storage = HeldPublisher(), Storage()
     snapshots = SnapshotScheduler(PID, store, every, 3600, None, max_deltas=max_deltas)
     task = new_task(
-        PID, Restored(fold, 0, 0, None), TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter)
+        PID, Restored(fold, 0, 0, None), TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, storage, storage)
     )
     task.catch_up()
-    return task, publisher, deleter, store
+    return task, publisher, storage, store
 
 
 def committed_prefix(offset: int, lines: list[bytes] = LINES) -> bytes:
@@ -111,18 +111,18 @@ async def turn() -> None:
 
 
 async def test_the_next_batch_folds_while_one_commits_and_deletions_wait_for_the_commit(tmp_path: Path) -> None:
-    task, publisher, deleter, _ = task_with(tmp_path, every=10_000)
+    task, publisher, storage, _ = task_with(tmp_path, every=10_000)
     await task.process(records(LINES[:10]))  # folded; its commit is held open
     second = asyncio.create_task(task.process(records(LINES[10:20], start=10)))
     await turn()
     assert task.pipeline.folded_offset == 20 and task.pipeline.next_offset == 0  # folded ahead while the first commits
-    assert len(publisher.gates) == 1 and not deleter.submitted  # one transaction at a time; nothing deleted
+    assert len(publisher.gates) == 1 and not storage.submitted  # one transaction at a time; nothing deleted
     publisher.gates[0].set()
     await turn()
-    assert task.pipeline.next_offset == 10 and deleter.submitted  # step 4 follows step 3
-    submitted = len(deleter.submitted)
+    assert task.pipeline.next_offset == 10 and storage.submitted  # step 4 follows step 3
+    submitted = len(storage.submitted)
     await second
-    assert len(publisher.gates) == 2 and len(deleter.submitted) == submitted  # the second is not yet durable
+    assert len(publisher.gates) == 2 and len(storage.submitted) == submitted  # the second is not yet durable
     publisher.gates[1].set()
     assert await task.wait_committed() and publisher.commits == [{PID: 10}, {PID: 20}]
 

@@ -56,7 +56,7 @@ def kinds(out: list[OutRecord], topic: str) -> list[tuple[bytes | None, str]]:
 
 async def test_the_batch_commits_the_fact_and_the_run_starteds_dead_letter(bound: Path) -> None:
     lines = log(bound)
-    task, publisher, deleter, _ = make_task(bound.parent / "t", fold=fold_for(bound))
+    task, publisher, storage, _ = make_task(bound.parent / "t", fold=fold_for(bound))
     await task.process(records(lines))
     await idle(task)
     out = committed(publisher)
@@ -72,7 +72,7 @@ async def test_the_batch_commits_the_fact_and_the_run_starteds_dead_letter(bound
     headers = dict(letter.headers)
     assert letter.value == lines[0] and letter.key == b"r"
     assert (headers[H_REASON], headers[H_STAGE], headers[H_OFFSET]) == (b"root_behind_symlink", b"storage", b"0")
-    assert ("file://" + str(bound) + "/l/r", "r") in deleter.claimed  # claimed all the same: the walk refuses it
+    assert ("file://" + str(bound) + "/l/r", "r") in storage.claimed  # claimed all the same: the walk refuses it
     assert task.fold.runs["r"].report_count == 2  # the fold has not read the fact yet: the window
 
     # the fact, read back from the input partition, refuses the run; later events are dead-lettered
@@ -129,13 +129,13 @@ async def test_a_replay_after_the_link_was_removed_rebuilds_the_same_state(bound
     await idle(first)
     (bound / "l").unlink()
     shutil.copytree(bound.parent / "outside", bound / "l")  # whatever it held, now a real directory
-    again, publisher, deleter, _ = make_task(bound.parent / "again", fold=fold_for(bound), publish_from=publish_from)
+    again, publisher, storage, _ = make_task(bound.parent / "again", fold=fold_for(bound), publish_from=publish_from)
     await again.process(records(logged))
     await idle(again)
     assert encode(of_fold(again.fold, "t", 0, 0)) == encode(of_fold(first.fold, "t", 0, 0))
     assert again.fold.symlinked == {"r": f"file://{bound}/l/r"}
     assert not [o for o in committed(publisher) if o.topic == "in"]  # no new look found a link: no new fact
-    for run, path, _ in deleter.submitted:  # a republished eviction of r: the deleter's re-check drops it
+    for run, path, _ in storage.submitted:  # a republished eviction of r: the deleter's re-check drops it
         assert (
             run != "r" or deletion_problem(again.fold.runs.get(run), path) == "the run is not in this partition's state"
         )

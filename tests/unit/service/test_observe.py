@@ -19,7 +19,7 @@ from ckptlog.processor.service import observe
 from ckptlog.processor.service.metrics import HOOKED
 from ckptlog.processor.service.observe import EXPORTED, STATE
 from ckptlog.processor.service.processor import Processor
-from tests.unit.service.fakes import FakeDeleter, FakeKafka
+from tests.unit.service.fakes import FakeClaims, FakeDeleter, FakeKafka
 from tests.unit.service.test_processor import INPUT, LINES, P0, P1, produce, settings, settled, until
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
@@ -56,7 +56,9 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def start(tmp_path: Path, kafka: FakeKafka, **overrides: Any) -> tuple[Processor, asyncio.Task[None]]:
     config = settings(tmp_path, **{"metrics_port": 0, **overrides})
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    processor = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     return processor, asyncio.create_task(processor.run())
 
 

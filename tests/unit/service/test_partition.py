@@ -1,4 +1,5 @@
-"""PartitionTask with a fake publisher and deleter: ordering of commits, deletions and snapshots."""
+"""PartitionTask with a fake publisher, deleter and claim writer: the order of commits, claims, deletions
+and snapshots."""
 
 from __future__ import annotations
 
@@ -50,7 +51,10 @@ class Publisher:
         self.closed = True
 
 
-class Deleter:
+class Storage:
+    """The deleter and the claim writer in one fake, handed to a task as both (`TaskParts.deleter` and
+    `.claims`), so that `calls` records the order of their effects across the two."""
+
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str, str]] = []
         self.claimed: list[tuple[str, str]] = []
@@ -92,17 +96,17 @@ def make_task(
     fold: Fold | None = None,
     log_end: int = 0,
     consumer: PositionControl | None = None,
-) -> tuple[PartitionTask, Publisher, Deleter, SnapshotStore]:
+) -> tuple[PartitionTask, Publisher, Storage, SnapshotStore]:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
-    publisher, deleter = Publisher(), Deleter()
+    publisher, storage = Publisher(), Storage()
     factory = RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID)
     snapshots = SnapshotScheduler(PID, store, every, 3600, None)
-    parts = TaskParts(publisher, factory, snapshots, deleter, consumer)
+    parts = TaskParts(publisher, factory, snapshots, storage, storage, consumer)
     task = new_task(PID, Restored(fold, start, publish_from, None, log_end), parts)
     if start >= publish_from:
         task.catch_up()
-    return task, publisher, deleter, store
+    return task, publisher, storage, store
 
 
 async def idle(task: PartitionTask) -> None:
@@ -114,23 +118,23 @@ async def idle(task: PartitionTask) -> None:
 
 
 async def test_offsets_commit_with_outputs_and_deletions_follow_the_commit(tmp_path: Path) -> None:
-    task, publisher, deleter, _ = make_task(tmp_path)
+    task, publisher, storage, _ = make_task(tmp_path)
     await task.process(records(LINES[:10]))
-    assert not deleter.submitted or publisher.commits  # nothing deleted before a commit
+    assert not storage.submitted or publisher.commits  # nothing deleted before a commit
     await idle(task)
     out, offsets = publisher.commits[0]
     assert offsets == {PID: 10} and out
     evicted = [o for o in out if o.value and b"checkpoint_evicted" in o.value]
-    assert len(deleter.submitted) == len(evicted) > 0
+    assert len(storage.submitted) == len(evicted) > 0
     assert task.pipeline.next_offset == 10 and task.pipeline.stats.consumed == 10
 
 
 async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Path) -> None:
-    task, publisher, deleter, _ = make_task(tmp_path)
+    task, publisher, storage, _ = make_task(tmp_path)
     publisher.fail = True
     await task.process(records(LINES[:10]))
     await idle(task)
-    assert isinstance(task.life.broken, BrokerError) and not deleter.submitted and task.pipeline.next_offset == 0
+    assert isinstance(task.life.broken, BrokerError) and not storage.submitted and task.pipeline.next_offset == 0
     await task.process(records(LINES[10:12], start=10))
     assert task.pipeline.folded_offset == 10  # a broken task folds nothing more
     await task.close(graceful=True)
@@ -138,7 +142,7 @@ async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Pat
 
 
 async def test_replay_below_publish_from_publishes_nothing_then_catches_up(tmp_path: Path) -> None:
-    task, publisher, _deleter, _ = make_task(tmp_path, start=0, publish_from=8)
+    task, publisher, _storage, _ = make_task(tmp_path, start=0, publish_from=8)
     await task.process(records(LINES[:12]))
     await idle(task)
     assert task.life.live
@@ -192,10 +196,10 @@ async def test_catch_up_resubmits_outstanding_deletions(tmp_path: Path) -> None:
     await idle(seed)
     outstanding = {e.path for run in seed.fold.runs.values() for e in run.outstanding.values()}
     assert outstanding
-    task, _, deleter, _ = make_task(tmp_path / "again", start=len(LINES), publish_from=len(LINES), fold=seed.fold)
+    task, _, storage, _ = make_task(tmp_path / "again", start=len(LINES), publish_from=len(LINES), fold=seed.fold)
     await idle(task)  # the fold is at the log's end at restore: the re-drive starts
     await asyncio.sleep(0.2)  # resubmission and the existence check run in the background
-    assert {p for _, p, *_ in deleter.submitted} == outstanding
+    assert {p for _, p, *_ in storage.submitted} == outstanding
     await idle(task)
     assert any(
         b"checkpoints_missing" in (o.value or b"")
@@ -217,13 +221,13 @@ async def test_owed_deletions_are_re_driven_only_once_the_log_read_at_restore_is
         f.settled("run-0", deleted=[(evicted.path, evicted.eviction)], event_id="settled"),
         f.report("run-0", {"score": 99.0}, evicted.path, event_id="again"),
     ]
-    task, _, deleter, _ = make_task(tmp_path / "again", start=n, publish_from=n, fold=seed.fold, log_end=n + 2)
+    task, _, storage, _ = make_task(tmp_path / "again", start=n, publish_from=n, fold=seed.fold, log_end=n + 2)
     await idle(task)
-    assert deleter.submitted == [], "re-driven before the log read at restore was folded"
+    assert storage.submitted == [], "re-driven before the log read at restore was folded"
     await task.process(records(later, n))
     await idle(task)
     await asyncio.sleep(0.2)
-    assert deleter.submitted and evicted.path not in {p for _, p, *_ in deleter.submitted}
+    assert storage.submitted and evicted.path not in {p for _, p, *_ in storage.submitted}
     assert task.fold.runs["run-0"].latest.path == evicted.path  # type: ignore[union-attr]
 
 
@@ -315,10 +319,10 @@ async def test_a_retirement_asks_for_its_retired_claim_and_a_restore_asks_again_
     expires; it is asked for as the run retires, and again after a restore (one may have been lost
     with the process), while the restore claims only the live runs' roots as live."""
     lines = [f.started("done", "file:///sr/done"), f.finished("done"), f.started("open", "file:///sr/open")]
-    seed, _, deleter, _ = make_task(tmp_path)
+    seed, _, storage, _ = make_task(tmp_path)
     await seed.process(records(lines))
     await idle(seed)
-    assert deleter.retired == [("file:///sr/done", "done")]
+    assert storage.retired == [("file:///sr/done", "done")]
     task, _, again, _ = make_task(tmp_path / "again", start=len(lines), publish_from=len(lines), fold=seed.fold)
     assert again.retired == [("file:///sr/done", "done")]
     assert again.claimed == [("file:///sr/open", "open")]

@@ -7,11 +7,13 @@ import asyncio
 import json
 import logging
 import shutil
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ckptlog.events.paths import normalize
 from ckptlog.kafka.errors import KafkaIOError
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.foldfile import fold_lines
@@ -20,8 +22,12 @@ from ckptlog.processor.service.lifecycle import Partition, Phase
 from ckptlog.processor.service.partition import PartitionTask
 from ckptlog.processor.service.processor import Processor
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from ckptlog.processor.storage import claim_writer
+from ckptlog.processor.storage.claim_writer import ClaimWriter, claim_all
+from ckptlog.processor.storage.deletion import Deleter
+from ckptlog.processor.storage.safety import HOLD_S
 from ckptlog.processor.storage.snapshots import SnapshotStore
-from tests.unit.service.fakes import FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
+from tests.unit.service.fakes import FakeClaims, FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
 
 INPUT = "ckptlog.events"
 P0, P1 = PartitionId(INPUT, 0), PartitionId(INPUT, 1)
@@ -85,7 +91,9 @@ def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
 
 async def started(config: ServiceSettings, kafka: FakeKafka) -> tuple[Processor, asyncio.Task[None]]:
     """A processor on `kafka` with a fake deleter, running until its partitions are settled."""
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    processor = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(processor.run())
     await until(settled(kafka, processor), run)
     return processor, run
@@ -106,7 +114,7 @@ async def test_assign_fold_commit_fail_rebuild_fence_rejoin_revoke_stop(tmp_path
     first, second, third = LINES[:220], LINES[220:300], LINES[300:]
     assert {partition_of(line) for line in third} == {0, 1}
     produce(kafka, first)
-    processor = Processor(config, clients=kafka, deleter_factory=deleter)
+    processor = Processor(config, clients=kafka, deleter_factory=deleter, claims_factory=FakeClaims)
     run = asyncio.create_task(processor.run())
     await asyncio.wait_for(processor.ready.wait(), 5)
     assert processor.assignment == [P0, P1]
@@ -161,7 +169,9 @@ async def test_at_least_once_publishes_then_commits_and_a_restart_resumes_from_t
     published = sum(len(log) for log in kafka.logs["ckptlog.checkpoints"])
 
     produce(kafka, LINES[120:])
-    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    again = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(again.run())
     await until(settled(kafka, again), run)
     assert views(kafka) == expected_views(LINES, config)
@@ -209,7 +219,9 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
         real_catch_up(task)
 
     monkeypatch.setattr(PartitionTask, "catch_up", catch_up)
-    again = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    again = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     kafka.consumer_background = True
     run = asyncio.create_task(again.run())
 
@@ -290,7 +302,9 @@ async def test_a_transient_error_while_restoring_one_partition_is_retried_while_
     monkeypatch.setattr(FakeConsumer, "committed", flaky_committed)
     monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     config = settings(tmp_path)
-    processor = Processor(config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]))
+    processor = Processor(
+        config, clients=kafka, deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]), claims_factory=FakeClaims
+    )
     run = asyncio.create_task(processor.run())
     await until(lambda: processor.assignment == [P0, P1] and settled(kafka, processor)(), run)
     assert failures["left"] == 0 and views(kafka) == expected_views(LINES[:120], config)
@@ -358,6 +372,54 @@ async def test_a_graceful_stop_deletes_what_the_last_batch_evicted(tmp_path: Pat
     await run
     log = [record.value for part in kafka.logs[INPUT] for record in part if record.value]
     assert fold_lines(log, settings(tmp_path).fold_settings()).fold.owed() == []
+
+
+async def test_the_processors_deleter_waits_for_the_retired_claims_of_the_processors_claim_writer(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The two storage ports are built apart (claims_factory, deleter_factory: the real ClaimWriter
+    and Deleter) and wired by the processor (contract §9, check 2): while the claim writer is still
+    writing a retired claim, a deletion in that root is held, not carried out nor dropped by the
+    later re-check; once written, nothing was deleted. Were the deleter not asking this writer, the
+    re-check (run `a` is in no fold) would have dropped it at once."""
+    sr = tmp_path / "sr"
+    (sr / "a" / "c0").mkdir(parents=True)
+    (sr / "a" / "c0" / "model.bin").write_bytes(b"kept for good")
+    outer = normalize(sr.as_uri())
+    root, ckpt = f"{outer}/a", f"{outer}/a/c0"
+    writing, release = threading.Event(), threading.Event()
+
+    def blocked(claims: Any, outer_root: str | None, options: Any, **kw: Any) -> Any:
+        if any(claimant.retired for _, claimant in claims):
+            writing.set()
+            assert release.wait(timeout=30), "the test never released the retired claim's write"
+        return claim_all(claims, outer_root, options, **kw)
+
+    monkeypatch.setattr(claim_writer, "claim_all", blocked)
+    kafka = FakeKafka()
+    produce(kafka, [])
+    config = load_settings(
+        None, bootstrap_servers="unused:9092", snapshots=(tmp_path / "snaps").as_uri(), storage_root=outer
+    )
+    processor = Processor(config, clients=kafka)
+    run = asyncio.create_task(processor.run())
+    try:
+        await asyncio.wait_for(processor.ready.wait(), 5)
+        claims, deleter = processor.claims, processor.deleter
+        assert isinstance(claims, ClaimWriter) and isinstance(deleter, Deleter)
+        claims.claim_many([(root, "a")], f"{INPUT}[0]", retired=True)
+        await until(writing.is_set, run, timeout=10)
+        assert deleter.submit("a", ckpt, root, f"{INPUT}[0]")
+        await asyncio.sleep(5 * HOLD_S)  # several looks of check 2
+        assert ("a", ckpt) in deleter.outstanding and deleter.counts.dropped == 0 and not deleter.refused
+        assert (sr / "a" / "c0" / "model.bin").exists() and claims.held
+    finally:
+        release.set()
+    assert await deleter.drain(timeout=10) and not claims.held
+    assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
+    assert deleter.counts.deleted == 0 and deleter.counts.dropped + deleter.counts.refused == 1
+    processor.stop()
+    await run
 
 
 async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_alone(

@@ -28,7 +28,7 @@ from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as fx
 from tests.unit.service.test_batch import Rec, records
-from tests.unit.service.test_partition import Deleter, Publisher
+from tests.unit.service.test_partition import Publisher, Storage
 
 PID = PartitionId("in", 0)
 NAMES = TopicNames("in", "ckpt", "val", "wm", "state", "dlq")
@@ -210,9 +210,9 @@ def bound(tmp_path: Path) -> Path:
 async def test_claim_looks_for_a_link_then_claims_the_new_roots_and_bars_the_retired_ones(bound: Path) -> None:
     linked, real, done = f"file://{bound}/l/r", f"file://{bound}/real/s", f"file://{bound}/real/t"
     settings = FoldSettings(default_root=str(bound), outer_root=str(bound))
-    _, pipe, publisher, deleter, _ = pipeline(bound.parent / "t", fold=Fold(settings))
+    _, pipe, publisher, storage, _ = pipeline(bound.parent / "t", fold=Fold(settings))
     lines = [fx.started("r", linked), fx.started("s", real), fx.started("t", done), fx.finished("t")]
-    deleter.calls.clear()  # the catch-up's
+    storage.calls.clear()  # the catch-up's
     batch = pipe.fold_records(records(lines), 0)
     sealed = len(batch.records)
     await pipe.claim(batch)
@@ -221,18 +221,18 @@ async def test_claim_looks_for_a_link_then_claims_the_new_roots_and_bars_the_ret
     assert letter.topic == "dlq" and letter.value == lines[0]
     assert (dict(letter.headers)[H_REASON], dict(letter.headers)[H_STAGE]) == (b"root_behind_symlink", b"storage")
     assert batch.dead == {"root_behind_symlink": 1} and batch.reasons == {("root_behind_symlink", "storage"): 1}
-    assert sorted(deleter.claimed) == [(linked, "r"), (real, "s"), (done, "t")]  # r's too: the walk refuses it
-    assert deleter.retired == [(done, "t")] and deleter.calls == [("claimed", None), ("retired", 3)]
+    assert sorted(storage.claimed) == [(linked, "r"), (real, "s"), (done, "t")]  # r's too: the walk refuses it
+    assert storage.retired == [(done, "t")] and storage.calls == [("claimed", None), ("retired", 3)]
     assert not publisher.commits and not list((bound.parent / "outside").iterdir())  # nothing committed or written
 
 
 async def test_claim_looks_at_nothing_a_replay_registered(bound: Path) -> None:
     settings = FoldSettings(default_root=str(bound), outer_root=str(bound))
-    _, pipe, _, deleter, _ = pipeline(bound.parent / "t", fold=Fold(settings))
-    deleter.calls.clear()  # the catch-up's
+    _, pipe, _, storage, _ = pipeline(bound.parent / "t", fold=Fold(settings))
+    storage.calls.clear()  # the catch-up's
     batch = pipe.fold_records(records([fx.started("r", f"file://{bound}/l/r")]), 1)  # below publish_from
     await pipe.claim(batch)
-    assert not batch.records and not deleter.calls  # its claim waits for the catch-up; the log has its fact
+    assert not batch.records and not storage.calls  # its claim waits for the catch-up; the log has its fact
 
 
 # -- commit and after-commit ------------------------------------------------------------------------
@@ -240,13 +240,15 @@ async def test_claim_looks_at_nothing_a_replay_registered(bound: Path) -> None:
 
 def pipeline(
     tmp_path: Path, every: int = 10_000, fold: Fold | None = None
-) -> tuple[PartitionTask, Pipeline, Publisher, Deleter, SnapshotStore]:
+) -> tuple[PartitionTask, Pipeline, Publisher, Storage, SnapshotStore]:
     fold, store = fold or Fold(FoldSettings()), SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
-    publisher, deleter = Publisher(), Deleter()
-    parts = TaskParts(publisher, RecordFactory(NAMES, PID), SnapshotScheduler(PID, store, every, 3600, None), deleter)
+    publisher, storage = Publisher(), Storage()
+    parts = TaskParts(
+        publisher, RecordFactory(NAMES, PID), SnapshotScheduler(PID, store, every, 3600, None), storage, storage
+    )
     task = new_task(PID, Restored(fold, 0, 0, None), parts)
     task.catch_up()
-    return task, task.pipeline, publisher, deleter, store
+    return task, task.pipeline, publisher, storage, store
 
 
 def out(n: int) -> list[OutRecord]:
@@ -263,22 +265,22 @@ async def test_commit_makes_the_records_and_the_offset_durable_in_one_call(tmp_p
 
 
 async def test_a_failed_commit_breaks_the_partition_and_moves_nothing(tmp_path: Path) -> None:
-    task, pipe, publisher, deleter, _ = pipeline(tmp_path)
+    task, pipe, publisher, storage, _ = pipeline(tmp_path)
     publisher.fail = True
     batch = Batch(records=out(1), live=True, end=5, deletions=[Deletion("a", f"{ROOT}/c0", ROOT, 1)])
     assert not await pipe.commit(batch)
     assert isinstance(task.life.broken, BrokerError) and pipe.next_offset == 0 and not pipe.usable
-    assert not deleter.submitted  # after_commit is not reached by the walk
+    assert not storage.submitted  # after_commit is not reached by the walk
 
 
 async def test_after_commit_hands_the_evictions_over_by_run_and_takes_a_due_snapshot(tmp_path: Path) -> None:
-    _, pipe, _, deleter, store = pipeline(tmp_path, every=3)
+    _, pipe, _, storage, store = pipeline(tmp_path, every=3)
     evicted = [Deletion(run, f"file:///r/{run}/c{i}", f"file:///r/{run}", i) for i, run in enumerate("bab")]
     batch = Batch(deletions=evicted, consumed=3, live=True, end=3)
     assert await pipe.commit(batch)
     pipe.folded_offset = 3  # as if the walk folded it
     await pipe.after_commit(batch)
-    assert [run for run, _, _ in deleter.submitted] == ["a", "b", "b"]  # grouped by run, in order within one
+    assert [run for run, _, _ in storage.submitted] == ["a", "b", "b"]  # grouped by run, in order within one
     assert pipe.stats.consumed == 3 and pipe.stats.batches == 1
     await pipe.snapshots.wait()
     assert store.list_offsets() == [3]  # due (every 3 events) and the fold equals the committed state
@@ -287,14 +289,14 @@ async def test_after_commit_hands_the_evictions_over_by_run_and_takes_a_due_snap
 async def test_after_commit_removes_the_reopened_runs_retired_claims_as_of_the_batch_then_evicts(
     tmp_path: Path,
 ) -> None:
-    _, pipe, _, deleter, _ = pipeline(tmp_path)
-    deleter.calls.clear()  # the catch-up's
+    _, pipe, _, storage, _ = pipeline(tmp_path)
+    storage.calls.clear()  # the catch-up's
     evicted = [Deletion("a", f"{ROOT}/c0", ROOT, 1)]
     batch = Batch(reopened=[(ROOT, "a")], deletions=evicted, consumed=5, live=True, end=5)
     assert await pipe.commit(batch)
-    assert not deleter.reopened  # not before the reopen is durable
+    assert not storage.reopened  # not before the reopen is durable
     await pipe.after_commit(batch)
-    assert deleter.reopened == [(ROOT, "a")] and deleter.calls == [("reopened", 4), ("submitted", None)]
+    assert storage.reopened == [(ROOT, "a")] and storage.calls == [("reopened", 4), ("submitted", None)]
 
 
 async def test_after_commit_takes_no_snapshot_while_a_folded_batch_awaits_its_commit(tmp_path: Path) -> None:

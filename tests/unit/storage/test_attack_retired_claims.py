@@ -20,7 +20,7 @@ from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_ta
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
-from ckptlog.processor.storage.claim_writer import claim_all
+from ckptlog.processor.storage.claim_writer import ClaimWriter, claim_all
 from ckptlog.processor.storage.claims import Claimant, claim_body, claim_name
 from ckptlog.processor.storage.deletion import Deleter
 from ckptlog.processor.storage.safety import Refused
@@ -33,11 +33,20 @@ from tests.unit.service.test_partition import Publisher, idle
 PID = PartitionId("in", 0)
 
 
-def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None) -> PartitionTask:
+def _storage(outer: str) -> tuple[Deleter, ClaimWriter]:
+    """A deleter and the claim writer it asks which paths wait, as the processor builds them."""
+    claims = ClaimWriter(outer_root=outer)
+    return Deleter(outer_root=outer, claims=claims), claims
+
+
+def _task(
+    tmp_path: Path, storage: tuple[Deleter, ClaimWriter], start: int, publish_from: int, fold: Fold | None = None
+) -> PartitionTask:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     factory = RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID)
-    parts = TaskParts(Publisher(), factory, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
+    deleter, claims = storage
+    parts = TaskParts(Publisher(), factory, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, claims, None)
     task = new_task(PID, Restored(fold, start, publish_from, None, 0), parts)
     if start >= publish_from:
         task.catch_up()
@@ -57,26 +66,28 @@ async def test_a_restore_replaying_an_ordinary_finished_run_logs_no_root_shared(
     outer = normalize(f"file://{sr}")
     root = f"{outer}/done"
     lines = [f.started("done", root), f.finished("done")]
-    first = Deleter(outer_root=outer)
-    seed = _task(tmp_path / "a", first, 0, 0)
+    deleter, first = _storage(outer)
+    seed = _task(tmp_path / "a", (deleter, first), 0, 0)
     await seed.process(records(lines))
     await idle(seed)
-    assert await first.claims.drain(10)
+    assert await first.drain(10)
     assert claim_name(Claimant("done", str(PID), retired=True)) in {p.name for p in (sr / "done" / CLAIM_DIR).iterdir()}
     await seed.close(graceful=False)
+    await deleter.close()
     await first.close()
 
     caplog.clear()
-    again = Deleter(outer_root=outer)  # the restarted process: the snapshot predates run_started
-    task = _task(tmp_path / "b", again, 0, len(lines))
+    deleter, again = _storage(outer)  # the restarted process: the snapshot predates run_started
+    task = _task(tmp_path / "b", (deleter, again), 0, len(lines))
     with caplog.at_level(logging.ERROR):
         await task.process(records(lines))
         await idle(task)
-        assert await again.claims.drain(10)
+        assert await again.drain(10)
     assert task.life.live
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert not again.claims.shared and not errors, errors
+    assert not again.shared and not errors, errors
     await task.close(graceful=False)
+    await deleter.close()
     await again.close()
 
 
@@ -98,18 +109,19 @@ async def test_a_run_reusing_an_expired_ids_root_in_the_same_process_is_reported
         f.finished("other"),  # the bound is 1: r's record expires, its id is unknown again
         f.started("r", root),  # a new run reusing the id and the root
     ]
-    deleter = Deleter(outer_root=outer)
-    task = _task(tmp_path, deleter, 0, 0, Fold(FoldSettings(finished_runs_kept=1)))
+    deleter, claims = _storage(outer)
+    task = _task(tmp_path, (deleter, claims), 0, 0, Fold(FoldSettings(finished_runs_kept=1)))
     with caplog.at_level(logging.ERROR):
         for at, line in enumerate(lines):
             await task.process(records([line], start=at))
             await idle(task)
-            assert await deleter.claims.drain(10)
+            assert await claims.drain(10)
     assert "r" in task.fold.runs and task.fold.runs["r"].finished is None  # the new run
     shared = [r.getMessage() for r in caplog.records if "root_shared" in r.getMessage()]
     assert shared, "the new run of a reused id and root was not told (root_shared)"
     await task.close(graceful=False)
     await deleter.close()
+    await claims.close()
 
 
 def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_run_for_good(tmp_path: Path) -> None:
@@ -222,11 +234,11 @@ async def test_a_restore_logs_no_error_for_a_finished_run_whose_root_was_archive
     sr.mkdir()
     (sr / "a").symlink_to(archive / "a", target_is_directory=True)
     outer = normalize(f"file://{sr}")
-    deleter = Deleter(outer_root=outer)
+    claims = ClaimWriter(outer_root=outer)
     with caplog.at_level(logging.WARNING):
-        deleter.claim_many([(f"{outer}/a", "a")], "t[0]", retired=True)  # PartitionTask.catch_up
-        assert await deleter.claims.drain(10)
-    await deleter.close()
+        claims.claim_many([(f"{outer}/a", "a")], "t[0]", retired=True)  # PartitionTask.catch_up
+        assert await claims.drain(10)
+    await claims.close()
     assert list((archive / "a").iterdir()) == [archive / "a" / "c0"]  # nothing written through the link
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, errors

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.tree import remove_all
@@ -160,31 +161,37 @@ async def test_a_run_root_through_a_symlink_below_the_storage_root_is_never_left
     link.symlink_to(base / "outside", target_is_directory=True)
     before = tree(base)
     refused: list[tuple[tuple[str, str], str]] = []
-    deleter = Deleter(outer_root=f"file://{base}/runs", on_refused=refused.extend, retry=RetryPolicy(max_attempts=1))
+    claims = ClaimWriter(outer_root=f"file://{base}/runs")
+    deleter = Deleter(
+        outer_root=f"file://{base}/runs", on_refused=refused.extend, retry=RetryPolicy(max_attempts=1), claims=claims
+    )
     root = f"file://{base}/runs/{via}/run"
     assert deleter.submit("run", f"{root}/c1", root)  # its spelling lies below the bound: accepted
-    deleter.claim_many([(root, "run")])
+    claims.claim_many([(root, "run")])
     await deleter.drain(timeout=10)
-    assert await deleter.claims.drain(timeout=10)
+    assert await claims.drain(timeout=10)
     assert tree(base) == before, "nothing outside the resolved bound changed: no deletion, no claim"
     assert len(refused) == 1 and "symlink" in refused[0][1] and "--storage-root" in refused[0][1]
-    assert [(root_, claimant.run) for root_, claimant in deleter.claims.refused] == [(root, "run")]
+    assert [(root_, claimant.run) for root_, claimant in claims.refused] == [(root, "run")]
     await deleter.close()
+    await claims.close()
 
 
 async def test_a_storage_root_that_is_itself_a_link_is_trusted(base: Path) -> None:
     """The configured bound may be a mount reached through a link: it is resolved once."""
     (base / "mnt").symlink_to(base / "runs", target_is_directory=True)
     (base / "runs/r1/old").mkdir()
-    deleter = Deleter(outer_root=f"file://{base}/mnt")
+    claims = ClaimWriter(outer_root=f"file://{base}/mnt")
+    deleter = Deleter(outer_root=f"file://{base}/mnt", claims=claims)
     root = f"file://{base}/mnt/r1"
-    deleter.claim_many([(root, "r1")])
-    assert await deleter.claims.drain(timeout=10) and not deleter.claims.refused
+    claims.claim_many([(root, "r1")])
+    assert await claims.drain(timeout=10) and not claims.refused
     assert deleter.submit("r1", f"{root}/old", root)
     assert await deleter.drain(timeout=10)
     assert not (base / "runs/r1/old").exists() and (base / "runs/r1/kept/model.bin").exists()
     assert (base / "runs/r1/.ckptlog-run").is_dir() and len(list((base / "runs/r1/.ckptlog-run").iterdir())) == 1
     await deleter.close()
+    await claims.close()
 
 
 async def test_a_claim_deep_inside_an_evicted_tree_keeps_the_whole_tree(base: Path) -> None:
@@ -192,12 +199,14 @@ async def test_a_claim_deep_inside_an_evicted_tree_keeps_the_whole_tree(base: Pa
     (base / "runs/r1/big/x/y/other/kept").mkdir(parents=True)
     (base / "runs/r1/big/a.bin").write_bytes(b"1")
     (base / "runs/r1/big/x/y/other/kept/model.bin").write_bytes(b"other's")
-    deleter = Deleter(outer_root=f"file://{base}/runs")
-    deleter.claim_many([(f"file://{base}/runs/r1/big/x/y/other", "other")])
-    assert await deleter.claims.drain(timeout=10)
+    claims = ClaimWriter(outer_root=f"file://{base}/runs")
+    deleter = Deleter(outer_root=f"file://{base}/runs", claims=claims)
+    claims.claim_many([(f"file://{base}/runs/r1/big/x/y/other", "other")])
+    assert await claims.drain(timeout=10)
     before = tree(base)
     root = f"file://{base}/runs/r1"
     assert deleter.submit("r1", f"{root}/big", root)
     await deleter.drain(timeout=10)
     assert tree(base) == before and "'other'" in deleter.refused[("r1", f"{root}/big")]
     await deleter.close()
+    await claims.close()

@@ -20,7 +20,7 @@ from ckptlog.events.paths import CLAIM_DIR, normalize
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.service.partition import PartitionTask
 from ckptlog.processor.storage import claim_writer
-from ckptlog.processor.storage.claim_writer import claim_all
+from ckptlog.processor.storage.claim_writer import ClaimWriter, claim_all
 from ckptlog.processor.storage.claims import Claimant, Shared, claim_name
 from ckptlog.processor.storage.deletion import Deleter
 from ckptlog.processor.storage.local_tree import LocalDir
@@ -29,7 +29,7 @@ from ckptlog.processor.storage.tree import remove_all
 from tests import factories as f
 from tests.unit.service.test_batch import records
 from tests.unit.service.test_partition import idle
-from tests.unit.storage.test_attack_retired_claims import _task
+from tests.unit.storage.test_attack_retired_claims import _storage, _task
 
 A, A1 = Claimant("a", "t[0]"), Claimant("a", "t[1]")
 RETIRED, RETIRED_1 = A._replace(retired=True), A1._replace(retired=True)
@@ -198,19 +198,19 @@ async def test_a_removal_asked_for_after_a_later_retirement_is_dropped(tmp_path:
     """The service asks for a reopen's removal once its batch committed; the next batch, folded
     meanwhile, may have retired the run again and asked for the retired claim first."""
     sr, outer, root = _local(tmp_path)
-    deleter = Deleter(outer_root=outer)
-    deleter.claim_many([(root, "a")], "t[0]", retired=True, at=20)  # retired again at offset 20
-    deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=10)  # the reopen at offset 10: stale now
-    assert await deleter.claims.drain(10)
+    claims = ClaimWriter(outer_root=outer)
+    claims.claim_many([(root, "a")], "t[0]", retired=True, at=20)  # retired again at offset 20
+    claims.claim_many([(root, "a")], "t[0]", reopened=True, at=10)  # the reopen at offset 10: stale now
+    assert await claims.drain(10)
     assert claim_name(RETIRED) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
-    deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=30)  # reopened once more: it goes
-    assert await deleter.claims.drain(10)
+    claims.claim_many([(root, "a")], "t[0]", reopened=True, at=30)  # reopened once more: it goes
+    assert await claims.drain(10)
     assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)}
-    deleter.claim_many([(root, "a")], "t[0]", retired=True, at=40)  # and retired again: written again
-    assert await deleter.claims.drain(10)
+    claims.claim_many([(root, "a")], "t[0]", retired=True, at=40)  # and retired again: written again
+    assert await claims.drain(10)
     assert claim_name(RETIRED) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
-    assert not deleter.claims.held
-    await deleter.close()
+    assert not claims.held
+    await claims.close()
 
 
 async def test_a_reopen_while_the_retired_claim_is_being_written_removes_it_after_and_holds_meanwhile(
@@ -236,22 +236,24 @@ async def test_a_reopen_while_the_retired_claim_is_being_written_removes_it_afte
 
     monkeypatch.setattr(claim_writer, "claim_all", blocked)
     refused: list[tuple[tuple[str, str], str]] = []
-    deleter = Deleter(outer_root=outer, on_refused=refused.extend)
+    claims = ClaimWriter(outer_root=outer)
+    deleter = Deleter(outer_root=outer, on_refused=refused.extend, claims=claims)
     loop = asyncio.get_running_loop()
     try:
-        deleter.claim_many([(root, "a")], "t[0]", retired=True, at=5)
+        claims.claim_many([(root, "a")], "t[0]", retired=True, at=5)
         await _until(loop, writing.is_set, "the retired claim's write never started")
-        deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=9)
+        claims.claim_many([(root, "a")], "t[0]", reopened=True, at=9)
         ckpt = f"{root}/c1"
         assert deleter.submit("a", ckpt, root, "t[0]")
         await asyncio.sleep(0.5)
-        assert ("a", ckpt) in deleter.outstanding and deleter.claims.held and (sr / "a" / "c1").exists()
+        assert ("a", ckpt) in deleter.outstanding and claims.held and (sr / "a" / "c1").exists()
     finally:
         release.set()
     assert await deleter.drain(timeout=10)
     assert not refused and not (sr / "a" / "c1").exists() and (sr / "a" / "c0").exists()
-    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)} and not deleter.claims.held
+    assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A)} and not claims.held
     await deleter.close()
+    await claims.close()
 
 
 async def _until(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], why: str) -> None:
@@ -281,21 +283,23 @@ async def test_a_removal_that_fails_is_retried_and_holds_the_runs_deletions_unti
         return claim_all(claims, outer_root, options, **kw)
 
     monkeypatch.setattr(claim_writer, "claim_all", flaky)
-    deleter = Deleter(outer_root=outer)
-    deleter.claims._delay = 0.05
-    deleter.claim_many([(root, "a")], "t[0]", reopened=True, at=3)
+    claims = ClaimWriter(outer_root=outer, delay=0.05)
+    deleter = Deleter(outer_root=outer, claims=claims)
+    claims.claim_many([(root, "a")], "t[0]", reopened=True, at=3)
     assert deleter.submit("a", f"{root}/c1", root, "t[0]")
     assert await deleter.drain(timeout=10)
-    assert not (sr / "a" / "c1").exists() and deleter.claims.counts.failed == 2 and not deleter.refused
+    assert not (sr / "a" / "c1").exists() and claims.counts.failed == 2 and not deleter.refused
     await deleter.close()
+    await claims.close()
 
 
 # -- the service: after the commit, and again at a restore ------------------------------------------
 
 
-async def _settled(task: PartitionTask, deleter: Deleter) -> None:
+async def _settled(task: PartitionTask, storage: tuple[Deleter, ClaimWriter]) -> None:
+    deleter, claims = storage
     await idle(task)
-    assert await deleter.claims.drain(10)
+    assert await claims.drain(10)
     assert await deleter.drain(10)
     await idle(task)
 
@@ -314,37 +318,39 @@ async def test_a_crash_between_the_reopens_commit_and_the_removal_is_healed_as_t
         f.reopened("a", event_id=ids.reopened_id("a", 1)),
         f.report("a", {"acc": 2}, f"{root}/c1"),  # evicts c0: deleted once the retired claim is gone
     ]
-    first = Deleter(outer_root=outer)
+    first = deleter, claims = _storage(outer)
     seed = _task(tmp_path / "first", first, 0, 0)
     await seed.process(records(lines[:3]))
     await _settled(seed, first)
     assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     asked: list[tuple[str, str]] = []
-    real = first.claim_many
+    real = claims.claim_many
 
-    def dies_after_the_commit(claims: Any, source: Any = None, **kw: Any) -> int:
-        if kw.get("reopened"):  # step 4 of the reopen's batch: the process is gone by now
-            asked.extend(claims)
+    def dies_after_the_commit(roots: Any, source: Any = None, **kw: Any) -> int:
+        if kw.get("reopened"):  # the after-commit stage of the reopen's batch: the process is gone by now
+            asked.extend(roots)
             return 0
-        return real(claims, source, **kw)
+        return real(roots, source, **kw)
 
-    monkeypatch.setattr(first, "claim_many", dies_after_the_commit)
+    monkeypatch.setattr(claims, "claim_many", dies_after_the_commit)
     await seed.process(records(lines[3:4], start=3))
     await _settled(seed, first)
     assert asked == [(root, "a")] and claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     await seed.close(graceful=False)
-    await first.close()
+    await deleter.close()
+    await claims.close()
 
-    again = Deleter(outer_root=outer)  # the next process: no snapshot, the log replayed to offset 4
+    again = deleter, claims = _storage(outer)  # the next process: no snapshot, the log replayed to offset 4
     task = _task(tmp_path / "again", again, 0, 4)
     await task.process(records(lines))
     await _settled(task, again)
     assert task.life.live and task.fold.runs["a"].reopened == 1
     assert {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()} == {claim_name(A_P)}
     assert not (sr / "a" / "c0").exists() and (sr / "a" / "c1" / "model.bin").exists()
-    assert not again.refused and not again.claims.shared
+    assert not deleter.refused and not claims.shared
     await task.close(graceful=False)
-    await again.close()
+    await deleter.close()
+    await claims.close()
 
 
 async def test_a_reopen_and_a_retirement_in_consecutive_batches_leave_the_retired_claim(tmp_path: Path) -> None:
@@ -352,16 +358,17 @@ async def test_a_reopen_and_a_retirement_in_consecutive_batches_leave_the_retire
     claim before the reopen asks for its removal (after its commit); the retirement stands."""
     sr, outer, root = _local(tmp_path, claimed=False)
     lines = [f.started("a", root, keep=1, attr="acc"), f.report("a", {"acc": 1}, f"{root}/c0"), f.finished("a")]
-    deleter = Deleter(outer_root=outer)
-    task = _task(tmp_path / "t", deleter, 0, 0)
+    storage = deleter, claims = _storage(outer)
+    task = _task(tmp_path / "t", storage, 0, 0)
     await task.process(records(lines))
-    await _settled(task, deleter)
+    await _settled(task, storage)
     await task.process(records([f.reopened("a", event_id=ids.reopened_id("a", 1))], start=3))
     await task.process(records([f.finished("a", event_id=ids.finished_id("a", 1))], start=4))  # before 3 commits
-    await _settled(task, deleter)
+    await _settled(task, storage)
     assert "a" in task.fold.retired
     assert claim_name(RETIRED_P) in {p.name for p in (sr / "a" / CLAIM_DIR).iterdir()}
     (outcome,) = remove_all([(f"{root}/c0", root, A_P)], {}, outer)  # and it bars, the run's own id too
     assert isinstance(outcome, Refused) and (sr / "a" / "c0").exists()
     await task.close(graceful=False)
     await deleter.close()
+    await claims.close()

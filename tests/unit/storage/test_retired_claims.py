@@ -143,13 +143,15 @@ async def test_a_deletion_waits_for_the_retired_claim_queued_before_it_then_is_r
     """The service queues a run's retired claim as it folds the retirement, and a later run's
     deletions only after their commit; this is the order that matters, in one loop turn."""
     sr, outer, root, ckpt = _tree(tmp_path)
-    deleter = Deleter(outer_root=outer)
-    deleter.claim_many([(root, "a")], "t[0]", retired=True)
+    claims = ClaimWriter(outer_root=outer)
+    deleter = Deleter(outer_root=outer, claims=claims)
+    claims.claim_many([(root, "a")], "t[0]", retired=True)
     assert deleter.submit("a", ckpt, root, "t[0]")  # the run id reused, as a new run would
     assert await deleter.drain(timeout=10)
     assert "finished" in deleter.refused[("a", ckpt)] and (sr / "a" / "c0" / "model.bin").exists()
-    assert not deleter.claims.held
+    assert not claims.held
     await deleter.close()
+    await claims.close()
     await asyncio.sleep(0)
 
 
@@ -178,10 +180,11 @@ async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_s
     monkeypatch.setattr(claim_writer, "claim_all", blocked_claim_all)
     refused: list[tuple[tuple[str, str], str]] = []
     # one job slot: both deletions share one job, so were `a`'s not held it would be gone with `b`'s
-    deleter = Deleter(outer_root=outer, concurrency=1, on_refused=refused.extend)
+    claims = ClaimWriter(outer_root=outer)
+    deleter = Deleter(outer_root=outer, concurrency=1, on_refused=refused.extend, claims=claims)
     loop = asyncio.get_running_loop()
     try:
-        deleter.claim_many([(root, "a")], "t[0]", retired=True)
+        claims.claim_many([(root, "a")], "t[0]", retired=True)
         deadline = loop.time() + 10
         while not writing.is_set():  # the claim's worker thread is inside the (blocked) write
             assert loop.time() < deadline, "the retired claim's write never started"
@@ -196,7 +199,7 @@ async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_s
         held_until = loop.time() + 5 * HOLD_S
         while loop.time() < held_until:  # (a) held, through several HOLD_S looks, while the claim is unwritten
             assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
-            assert ("a", ckpt) in deleter.outstanding and not refused and deleter.claims.held
+            assert ("a", ckpt) in deleter.outstanding and not refused and claims.held
             await asyncio.sleep(HOLD_S / 4)
         assert not (sr / "a" / CLAIM_DIR).exists()  # nothing on disk bars it yet: only the hold does
     finally:
@@ -204,6 +207,7 @@ async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_s
     assert await deleter.drain(timeout=10)  # (c) the claim written, the held deletion meets it
     assert [key for key, _ in refused] == [("a", ckpt)] and "finished" in refused[0][1]
     assert "finished" in deleter.refused[("a", ckpt)] and (sr / "a" / "c0" / "model.bin").exists()
-    assert not deleter.claims.held and deleter.counts.deleted == 1
+    assert not claims.held and deleter.counts.deleted == 1
     await deleter.close()
+    await claims.close()
     await asyncio.sleep(0)
