@@ -29,13 +29,19 @@ settings gained `finished_runs_kept`, and the order of `finished` is data (retir
 oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
 default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
+
+Schema version 6 stores each run's deduplication state (contract §3 "Deduplication") as `dedup`
+(`Seen.data`: the count of applications, each producer's mark, the foreign ids) instead of
+`seen`, the list of the last `dedup_window` ids. A version 3–5 snapshot's list is read into the
+new state as if each of its ids, oldest first, were applied again (`Seen.of_ids`): every id it
+held stays known (a deletion completion's id too, which a fold under schema 6 would not
+remember; it ages out with the foreign ids).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +52,7 @@ from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.retention_rules import RULE_STATES as _RULE_STATES
+from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import (
     CheckpointRecord,
@@ -60,8 +67,9 @@ if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 5
-RESTORABLE = (3, 4, 5)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound
+SCHEMA_VERSION = 6
+RESTORABLE = (3, 4, 5, 6)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound,
+# 5 is 6 with the dedup window as a list of ids
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -243,7 +251,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "report_count": run.report_count,
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
-        "seen": list(run.seen),
+        "dedup": run.seen.data(),
         "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
         "evictions": run.evictions,
         **{name: run.rule_state.get(name) for name in _RULE_STATES},
@@ -251,7 +259,7 @@ def run_out(run: RunState) -> dict[str, Any]:
     }
 
 
-def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
+def _run_in(run_id: str, d: dict[str, Any], version: int, window: int) -> RunState:
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
     started = _in(d["started"], RunStartedData) if d["started"] is not None else None
@@ -278,8 +286,7 @@ def _run_in(run_id: str, d: dict[str, Any]) -> RunState:
     run.pending = {key: run.by_key[key] for key in d["pending"]}
     run.report_count, run.generation = d["report_count"], d["generation"]
     run.index_in_generation = d["index_in_generation"]
-    run.seen = deque(d["seen"])
-    run.seen_set = set(run.seen)
+    run.seen = Seen.of_data(d["dedup"], run_id) if version >= 6 else Seen.of_ids(d["seen"], run_id, window)
     run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
     run.evictions = int(d["evictions"])
     run.rule_state = {name: d[name] for name in _RULE_STATES if d.get(name) is not None}
@@ -303,7 +310,8 @@ def _in(data: Any, kind: type[_S]) -> _S:
 
 
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
-    runs = {run_id: _run_in(run_id, d) for run_id, d in body["runs"].items()}
+    settings = _settings_in(body["settings"], version)
+    runs = {run_id: _run_in(run_id, d, version, settings.dedup_window) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
@@ -314,7 +322,7 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
         body["topic"],
         int(body["partition"]),
         int(body["next_offset"]),
-        _settings_in(body["settings"], version),
+        settings,
         runs,
         body["processor_version"],
         dict(refused),

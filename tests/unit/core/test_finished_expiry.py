@@ -140,7 +140,7 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
         finish(straight, run)
     assert list(back.finished) == ["b", "c"] and back.roots.owners == straight.roots.owners
     assert state(back) == state(straight)
-    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 5
+    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 6
 
 
 # -- properties -----------------------------------------------------------------------------

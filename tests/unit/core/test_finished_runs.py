@@ -151,12 +151,13 @@ def test_finish_is_all_or_nothing_on_a_fault() -> None:
 def test_schema_3_snapshot_restores_and_older_is_refused() -> None:
     fold = fold_of(*five(keep=2))
     doc = json.loads(encode(of_fold(fold, "t", 0, 0)))
-    assert doc["schema_version"] == SCHEMA_VERSION == 5
+    assert doc["schema_version"] == SCHEMA_VERSION == 6
     body = doc["snapshot"]
     del body["settings"]["finished_runs_kept"]  # schema 5 added it
     del body["finished"]
     for run in body["runs"].values():
         del run["finished"]
+        run["seen"] = run.pop("dedup")["foreign"]  # schema 6 replaced the list of ids (all foreign here)
     old = _reencode(body, 3)
     back = decode(old)
     assert back.finished == {} and back.runs["a"].finished is None
