@@ -140,16 +140,16 @@ class Fold:
         journal.begin(run)
         try:
             effects = self._handlers[type(event)](event, run)
+            if effects.rejection is None:
+                run = runs.get(subject)  # the handler may have created or replaced it
+                # remember the id (contract §3 "Deduplication"); a completion naming its evictions needs not
+                if run is not None and (event.__class__ is not DeletionCompleted or not lifecycle.idempotent(event)):
+                    run.seen.remember(event.id, subject, self._window, journal.push)
         except Exception as exc:  # any fault while applying one record: all or nothing (contract §7)
             journal.rollback()
             return rejected(internal_error(subject, event.type, exc))
-        if effects.rejection is None:
-            run = runs.get(subject)  # the handler may have created or replaced it
-            # remember the id (contract §3 "Deduplication"); a completion naming its evictions needs not
-            if run is not None and (event.__class__ is not DeletionCompleted or not lifecycle.idempotent(event)):
-                run.seen.remember(event.id, subject, self._window, journal.push)
-            if effects.outputs and not self.emit:  # the rare events build theirs anyway
-                return _new(Effects, ((), effects.deletions, None, False))
+        if effects.outputs and effects.rejection is None and not self.emit:  # the rare events build theirs anyway
+            return _new(Effects, ((), effects.deletions, None, False))
         return effects
 
     def rollback_last(self) -> None:

@@ -1,0 +1,144 @@
+"""Deduplication through the fold and its snapshots (contract §3 "Deduplication", §6): hostile id
+streams folded as real events, restored part-way from schema 6 snapshots and from the `seen`
+list a schema 5 snapshot held, against a model that keeps every applied id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ckptlog.errors import SnapshotCorrupt
+from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.snapshot import FORMAT, SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
+from tests import factories as f
+from tests.unit.core.test_dedup import IDS, PROFILE, RUN
+
+ROOT = "file:///data"
+
+
+def restored(fold: Fold, version: int, applied: dict[str, list[str]]) -> Fold:
+    """`fold` through a snapshot: as this build writes it, or as schema 5 held the same runs (each
+    run's last `dedup_window` applied ids, oldest first, in `seen`)."""
+    data = encode(of_fold(fold, "t", 0, 0))
+    if version == 5:
+        body = json.loads(data)["snapshot"]
+        for run_id, run in body["runs"].items():
+            del run["dedup"]
+            run["seen"] = applied[run_id][-fold.settings.dedup_window :]
+        data = reencoded(body, 5)
+    snap = decode(data)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+
+
+def reencoded(body: dict[str, Any], version: int) -> bytes:
+    digest = hashlib.sha256(canonical(body)).hexdigest()
+    return canonical({"checksum": f"sha256:{digest}", "format": FORMAT, "schema_version": version, "snapshot": body})
+
+
+@PROFILE
+@given(
+    st.lists(st.tuples(st.sampled_from([RUN, "other"]), IDS, st.sampled_from([None, None, None, 5, 6])), max_size=80),
+    st.integers(1, 6),
+)
+def test_the_fold_never_drops_a_new_event_across_restores(
+    steps: list[tuple[str, Any, int | None]], window: int
+) -> None:
+    """Metrics-only reports (always applied unless a repeat) of two runs sharing ids; after some,
+    the fold is restored from a snapshot of this schema or of schema 5."""
+    fold, applied = Fold(FoldSettings(default_root=ROOT, dedup_window=window)), {RUN: list[str](), "other": []}
+    for run_id, drawn, restore in steps:
+        mine = applied[run_id]
+        event_id = drawn if isinstance(drawn, str) else mine[-1 - drawn % len(mine)] if mine else "first"
+        effects = fold.apply(f.event(f.report(run_id, {"loss": 1}, event_id=event_id)))
+        assert effects.rejection is None
+        if effects.duplicate:
+            assert event_id in mine and not effects.outputs
+        else:
+            assert event_id not in mine[-window:] and effects.outputs
+            mine.append(event_id)
+        if restore is not None:
+            fold = restored(fold, restore, applied)
+    if applied[RUN]:
+        assert fold.runs[RUN].report_count == len(applied[RUN])
+
+
+def test_a_long_run_remembers_its_reports_in_a_mark() -> None:
+    """5,000 reports of a Reporter at keep=5, each eviction's deletion completed: the run remembers
+    its run_started's id and one range, and knows its first report after all of them."""
+    fold = Fold(FoldSettings(default_root=ROOT, dedup_window=64))
+    fold.apply(f.event(f.started(RUN, f"{ROOT}/{RUN}", keep=5, attr="acc", event_id="start")))
+    for n in range(5000):
+        raw = f.report(RUN, {"acc": n % 7}, f"{ROOT}/{RUN}/c{n}", event_id=f"ck1:r:0:{n}:{RUN}")
+        for done in fold.apply(f.event(raw)).deletions:
+            fold.apply(f.event(f.settled(RUN, [(done.path, done.eviction)], event_id=f"deleted:{n}")))
+    seen = fold.runs[RUN].seen
+    assert list(seen.foreign) == ["start"] and list(seen.marks) == ["r:0"] and seen.applied == 5001
+    assert (seen.marks["r:0"].lo, seen.marks["r:0"].hi, seen.marks["r:0"].seqs) == (0, 4999, None)
+    again = fold.apply(f.event(f.report(RUN, {"acc": 0}, f"{ROOT}/{RUN}/c0", event_id=f"ck1:r:0:0:{RUN}")))
+    assert again.duplicate and fold.runs[RUN].report_count == 5000
+
+
+def test_a_numbered_completion_is_not_remembered_and_its_redelivery_changes_nothing() -> None:
+    fold = Fold(FoldSettings(default_root=ROOT))
+    fold.apply(f.event(f.started(RUN, f"{ROOT}/{RUN}", keep=1)))
+    fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/a")))
+    (evicted,) = fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/b"))).deletions
+    done = f.event(f.settled(RUN, [(evicted.path, evicted.eviction)], event_id="deleted:x"))
+    first = fold.apply(done)
+    before = encode(of_fold(fold, "t", 0, 0))
+    assert first.outputs and "deleted:x" not in fold.runs[RUN].seen.foreign_set
+    again = fold.apply(done)
+    assert not again.outputs and not again.deletions and again.rejection is None
+    assert encode(of_fold(fold, "t", 0, 0)) == before
+
+
+def test_an_unnumbered_completion_is_remembered() -> None:
+    """A v2 completion settles whichever eviction of the path is outstanding: its redelivery after
+    the path was reused and evicted again must not settle the new eviction."""
+    fold = Fold(FoldSettings(default_root=ROOT))
+    fold.apply(f.event(f.started(RUN, f"{ROOT}/{RUN}", keep=1)))
+    fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/a")))
+    fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/b")))  # evicts a
+    done = f.event(f.deleted_many(RUN, [f"{ROOT}/{RUN}/a"], event_id="v2"))
+    assert fold.apply(done).outputs
+    fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/a")))  # a again, evicting b
+    fold.apply(f.event(f.report(RUN, {}, f"{ROOT}/{RUN}/c")))  # and a again
+    assert fold.apply(done).duplicate and f"{ROOT}/{RUN}/a" in fold.runs[RUN].outstanding
+
+
+def test_a_snapshot_with_marks_and_out_of_order_ids_round_trips_to_the_same_bytes() -> None:
+    fold = Fold(FoldSettings(default_root=ROOT, dedup_window=8))
+    for event_id in ("s", f"ck1:r:0:0:{RUN}", f"ck1:r:0:1:{RUN}", f"ck1:r:0:5:{RUN}", f"ck1:g:1:{RUN}", "x"):
+        fold.apply(f.event(f.report(RUN, {}, event_id=event_id)))
+    data = encode(of_fold(fold, "t", 0, 0))
+    body = json.loads(data)
+    assert body["schema_version"] == SCHEMA_VERSION == 6
+    assert body["snapshot"]["runs"][RUN]["dedup"] == {
+        "applied": 6,
+        "marks": [["r:0", 0, 1, 4, 0, [5, 4]], ["g", 1, 1, 5, 0, []]],
+        "foreign": ["s", "x"],
+    }
+    assert encode(decode(data)) == data
+
+
+@pytest.mark.parametrize(
+    "dedup",
+    [
+        {"applied": 1, "marks": [["r:0", 3, 1, 1, 0, []]], "foreign": []},
+        {"applied": 1, "marks": [], "foreign": [["not", "a", "string"]]},
+        {"applied": "1", "marks": [], "foreign": []},
+        {"marks": [], "foreign": []},
+    ],
+)
+def test_a_dedup_state_that_is_not_one_is_a_corrupt_snapshot(dedup: dict[str, Any]) -> None:
+    fold = Fold(FoldSettings(default_root=ROOT))
+    fold.apply(f.event(f.report(RUN, {})))
+    body = json.loads(encode(Snapshot("t", 0, 0, fold.settings, fold.runs)))["snapshot"]
+    body["runs"][RUN]["dedup"] = dedup
+    with pytest.raises(SnapshotCorrupt, match="content invalid"):
+        decode(reencoded(body, SCHEMA_VERSION))
