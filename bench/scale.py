@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import tracemalloc
 import uuid
@@ -37,13 +36,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from bench.fleet import dedup_bytes
 from bench.processor import ckptlog_run, settings_for
 from bench.workload import events
 from ckptlog.events.codec import decode_event
 from ckptlog.events.envelope import deletion_completed_event
 from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.topics import TopicSpec, ensure_topics
-from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.service.harness import ROLES
 from ckptlog.processor.service.settings import load_settings
@@ -188,20 +187,10 @@ def fold_memory(runs: int, reports_per_run: int, keep: int | None) -> Memory:
     finally:
         tracemalloc.stop()
     states = fold.runs.values()
-    window = sum(_dedup_bytes(r.seen) for r in states)
+    window = sum(dedup_bytes(r.seen) for r in states)
     ids = sum(len(r.seen.foreign) for r in states)
     kept = sum(len(r.checkpoints) for r in states)
     return Memory(runs, reports_per_run, keep, total, kept, ids, window)
-
-
-def _dedup_bytes(seen: Seen) -> int:
-    """What one run's dedup state holds: the object, its marks and their arrays, the foreign ids."""
-    marks = sum(
-        sys.getsizeof(p) + sys.getsizeof(m) + sys.getsizeof(m.seqs) + sys.getsizeof(m.stamps)
-        for p, m in seen.marks.items()
-    )
-    foreign = sys.getsizeof(seen.foreign) + sys.getsizeof(seen.foreign_set) + sum(map(sys.getsizeof, seen.foreign))
-    return sys.getsizeof(seen) + sys.getsizeof(seen.marks) + marks + foreign + sys.getsizeof(seen.expect)
 
 
 def _apply_all(fold: Fold, lines: Iterable[bytes]) -> None:

@@ -13,7 +13,8 @@ taken for a repeat), and every id among the run's last W applied ids (W: the fol
   applications (swept when their count has doubled), or taken into the range when the gap fills.
   A run keeps at most `MARKS` producers; a new one takes the place of one untouched for W
   applications, else its ids are remembered as foreign ones.
-- *Foreign ids*: the last W of them, as strings (a deque in application order and a set).
+- *Foreign ids*: the last W of them, as strings: a list used as a ring in application order (a
+  deque's first block alone is 624 bytes, a third of a fresh run's state) and a set.
 
 Every change pushes its inverse to the fold's undo journal (`undo`), so an event stays all or
 nothing (contract §7). `expect` is the id that extends the producer extended last: for it,
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import pairwise
 from typing import Any
@@ -48,7 +48,7 @@ _ABSORBED = 4  # mark, index, seqs, stamps: out-of-order ids taken into the rang
 _ARRAYS = 5  # mark, seqs, stamps, swept: a sweep replaced the arrays
 _ADDED = 6  # producer: a new mark
 _DROPPED = 7  # producer, mark, position: a mark untouched for W applications gave its place
-_FOREIGN = 8  # event id, ids pushed out of the window
+_FOREIGN = 8  # event id, the id it took the place of in the full ring (or None), at
 
 
 class Mark:
@@ -76,13 +76,14 @@ class Mark:
 class Seen:
     """The ids one run applied (module docstring)."""
 
-    __slots__ = ("applied", "expect", "expect_mark", "expect_producer", "foreign", "foreign_set", "marks")
+    __slots__ = ("applied", "expect", "expect_mark", "expect_producer", "foreign", "foreign_set", "head", "marks")
 
     def __init__(self) -> None:
         self.applied = 0  # applications remembered: the clock of stamps
         self.marks: dict[str, Mark] = {}
-        self.foreign: deque[str] = deque()
+        self.foreign: list[str] = []  # the foreign ids; once full (W), a ring whose oldest is at `head`
         self.foreign_set: set[str] = set()
+        self.head = 0
         self.expect = ""  # no id is empty
         self.expect_producer = ""
         self.expect_mark: Mark | None = None
@@ -186,16 +187,20 @@ class Seen:
         return True
 
     def _foreign(self, event_id: str, window: int, push: Push) -> None:
-        foreign = self.foreign
-        foreign.append(event_id)
+        ring, at = self.foreign, self.head
         self.foreign_set.add(event_id)
-        dropped: list[str] | tuple[()] = ()  # no list per event until the window is full
-        if len(foreign) > window:
-            dropped = []
-            while len(foreign) > window:
-                dropped.append(foreign.popleft())
-                self.foreign_set.discard(dropped[-1])
-        push((SEEN, self, _FOREIGN, event_id, dropped))
+        if len(ring) < window:
+            push((SEEN, self, _FOREIGN, event_id, None, at))
+            ring.append(event_id)
+            return
+        push((SEEN, self, _FOREIGN, event_id, ring[at], at))
+        self.foreign_set.discard(ring[at])
+        ring[at] = event_id
+        self.head = at + 1 if at + 1 < len(ring) else 0
+
+    def foreign_ids(self) -> list[str]:
+        """The foreign ids, oldest first."""
+        return self.foreign[self.head :] + self.foreign[: self.head]
 
     def undo(self, entry: tuple[Any, ...]) -> None:
         """Undo one journal entry this object pushed (the journal calls them newest first)."""
@@ -219,12 +224,14 @@ class Seen:
         elif op == _FOREIGN:
             self._unforeign(*args)
 
-    def _unforeign(self, event_id: str, dropped: list[str] | tuple[()]) -> None:
-        if self.foreign and self.foreign[-1] == event_id:
+    def _unforeign(self, event_id: str, replaced: str | None, at: int) -> None:
+        self.foreign_set.discard(event_id)
+        if replaced is None:
             self.foreign.pop()
-            self.foreign_set.discard(event_id)
-        self.foreign.extendleft(reversed(dropped))
-        self.foreign_set.update(dropped)
+        else:
+            self.foreign[at] = replaced
+            self.foreign_set.add(replaced)
+        self.head = at
 
     # -- snapshots (contract §6) ----------------------------------------------------------
 
@@ -232,7 +239,7 @@ class Seen:
         """JSON-ready: `applied`, each mark as [producer, lo, hi, stamp, swept, [seq, stamp, ...]]
         in the order the marks were made, and the foreign ids oldest first."""
         marks = [[p, m.lo, m.hi, m.stamp, m.swept, _pairs(m)] for p, m in self.marks.items()]
-        return {"applied": self.applied, "marks": marks, "foreign": list(self.foreign)}
+        return {"applied": self.applied, "marks": marks, "foreign": self.foreign_ids()}
 
     @classmethod
     def of_data(cls, data: dict[str, Any], run_id: str) -> Seen:
@@ -244,7 +251,7 @@ class Seen:
         foreign = data["foreign"]
         if not isinstance(foreign, list) or not all(isinstance(i, str) for i in foreign):
             raise ValueError(f"run {run_id!r}: the foreign ids are not a list of strings")
-        seen.foreign, seen.foreign_set = deque(foreign), set(foreign)
+        seen.foreign, seen.foreign_set = list(foreign), set(foreign)
         if not len(seen.marks) == len(data["marks"]) <= MARKS or len(seen.foreign_set) != len(foreign):
             raise ValueError(f"run {run_id!r}: dedup state has repeated or too many marks, or repeated foreign ids")
         if seen.marks:  # the fast path again: the mark touched last

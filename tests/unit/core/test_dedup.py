@@ -87,6 +87,7 @@ class Model:
 
 
 def state(seen: Seen) -> tuple[Any, ...]:
+    assert seen.foreign_set == set(seen.foreign) and len(seen.foreign_set) == len(seen.foreign)
     return json.dumps(seen.data()), seen.expect, seen.expect_producer, seen.expect_mark
 
 
@@ -189,7 +190,7 @@ def test_foreign_ids_keep_the_last_window() -> None:
     model, seen = Model(3), Seen()
     for n in range(10):
         model.apply(seen, f"id{n}")
-    assert list(seen.foreign) == ["id7", "id8", "id9"] and seen.foreign_set == {"id7", "id8", "id9"}
+    assert seen.foreign_ids() == ["id7", "id8", "id9"] and seen.foreign_set == {"id7", "id8", "id9"}
     assert not seen.known("id6", RUN)
 
 
@@ -200,11 +201,11 @@ def test_a_new_producer_takes_the_place_of_a_stale_mark_only(monkeypatch: pytest
     model, seen = Model(4), Seen()
     for event_id in (f"ck1:r:0:0:{RUN}", f"ck1:r:1:0:{RUN}", f"ck1:r:2:0:{RUN}", f"ck1:r:1:1:{RUN}"):
         model.apply(seen, event_id)  # applications 1-4; the third spills: both marks were touched within 4
-    assert list(seen.marks) == ["r:0", "r:1"] and list(seen.foreign) == [f"ck1:r:2:0:{RUN}"]
+    assert list(seen.marks) == ["r:0", "r:1"] and seen.foreign_ids() == [f"ck1:r:2:0:{RUN}"]
     model.apply(seen, f"ck1:r:3:0:{RUN}")  # application 5: r:0 (touched at 1) is outside 2-5, it gives its place
-    assert list(seen.marks) == ["r:1", "r:3"] and list(seen.foreign) == [f"ck1:r:2:0:{RUN}"]
+    assert list(seen.marks) == ["r:1", "r:3"] and seen.foreign_ids() == [f"ck1:r:2:0:{RUN}"]
     model.apply(seen, f"ck1:r:4:0:{RUN}")  # application 6: r:1 touched at 4, within 3-6: it spills
-    assert list(seen.marks) == ["r:1", "r:3"] and list(seen.foreign) == [f"ck1:r:2:0:{RUN}", f"ck1:r:4:0:{RUN}"]
+    assert list(seen.marks) == ["r:1", "r:3"] and seen.foreign_ids() == [f"ck1:r:2:0:{RUN}", f"ck1:r:4:0:{RUN}"]
     assert model.check(seen, f"ck1:r:2:0:{RUN}") and not model.check(seen, f"ck1:r:0:0:{RUN}")
 
 

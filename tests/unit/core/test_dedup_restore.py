@@ -77,7 +77,7 @@ def test_a_long_run_remembers_its_reports_in_a_mark() -> None:
         for done in fold.apply(f.event(raw)).deletions:
             fold.apply(f.event(f.settled(RUN, [(done.path, done.eviction)], event_id=f"deleted:{n}")))
     seen = fold.runs[RUN].seen
-    assert list(seen.foreign) == ["start"] and list(seen.marks) == ["r:0"] and seen.applied == 5001
+    assert seen.foreign_ids() == ["start"] and list(seen.marks) == ["r:0"] and seen.applied == 5001
     assert (seen.marks["r:0"].lo, seen.marks["r:0"].hi, seen.marks["r:0"].seqs) == (0, 4999, None)
     again = fold.apply(f.event(f.report(RUN, {"acc": 0}, f"{ROOT}/{RUN}/c0", event_id=f"ck1:r:0:0:{RUN}")))
     assert again.duplicate and fold.runs[RUN].report_count == 5000
