@@ -299,7 +299,8 @@ def _count(value: Any) -> int:
 
 def _mark_of(producer: Any, lo: Any, hi: Any, stamp: Any, swept: Any, pairs: Any, applied: int) -> Mark:
     """One mark of a snapshot, checked: a known producer, lo <= hi, stamps up to `applied`, and
-    out-of-order ids sorted, outside the range, with their stamps."""
+    out-of-order ids sorted, outside the range and not next to it (`remember` takes those in),
+    with their stamps."""
     if not isinstance(producer, str) or not is_producer(producer):
         raise ValueError(f"dedup state: {producer!r} is not a producer")
     mark = Mark(_count(lo), _count(hi), _count(stamp))
@@ -307,8 +308,8 @@ def _mark_of(producer: Any, lo: Any, hi: Any, stamp: Any, swept: Any, pairs: Any
     if mark.lo > mark.hi or mark.stamp > applied or not isinstance(pairs, list) or len(pairs) % 2:
         raise ValueError(f"dedup state: mark {producer!r} is not a range with (seq, stamp) pairs")
     seqs, stamps = array("q", map(_count, pairs[::2])), array("q", map(_count, pairs[1::2]))
-    if any(a >= b for a, b in pairwise(seqs)) or any(mark.lo <= s <= mark.hi for s in seqs):
-        raise ValueError(f"dedup state: mark {producer!r} has unsorted ids or ids inside its range")
+    if any(a >= b for a, b in pairwise(seqs)) or any(mark.lo - 1 <= s <= mark.hi + 1 for s in seqs):
+        raise ValueError(f"dedup state: mark {producer!r} has unsorted ids or ids inside or next to its range")
     if any(t > mark.stamp for t in stamps):
         raise ValueError(f"dedup state: mark {producer!r} has ids applied after it was last touched")
     if seqs:

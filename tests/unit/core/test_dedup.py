@@ -216,6 +216,8 @@ def test_a_new_producer_takes_the_place_of_a_stale_mark_only(monkeypatch: pytest
         {"applied": 1, "marks": [["r:0", 0, 1, 2, 0, []]], "foreign": []},  # touched after the last application
         {"applied": 3, "marks": [["r:0", 0, 1, 3, 0, [5, 1, 4, 2]]], "foreign": []},  # unsorted
         {"applied": 3, "marks": [["r:0", 0, 5, 3, 0, [4, 1]]], "foreign": []},  # inside the range
+        {"applied": 3, "marks": [["r:0", 2, 5, 3, 0, [6, 1]]], "foreign": []},  # next to it: hi + 1 is applied
+        {"applied": 3, "marks": [["r:0", 2, 5, 3, 0, [1, 1]]], "foreign": []},
         {"applied": 3, "marks": [["r:0", 0, 1, 3, 0, [5]]], "foreign": []},  # a number without its stamp
         {"applied": 3, "marks": [["r:0", 0, 1, 2, 0, [5, 3]]], "foreign": []},  # stamped after the mark
         {"applied": 1, "marks": [["nope", 0, 0, 1, 0, []]], "foreign": []},  # not a producer
