@@ -34,7 +34,6 @@ from ckptlog.events.codec import decode_event
 from ckptlog.kafka.producers import Batcher
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.metrics import NO_METRICS, PrometheusMetrics
 from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
 from ckptlog.processor.service.processor import tune_gc
@@ -127,7 +126,6 @@ async def run_task(
     args: argparse.Namespace, inputs: list[tuple[bytes, bytes]], settings: ServiceSettings, producer: BuildingProducer
 ) -> None:
     fold = Fold(settings.fold_settings())
-    folder = BatchFolder(fold, RecordFactory(NAMES, PID))
     publisher = Publisher(producer, send=not args.no_publish)
     completions: list[OutRecord] = []
     tasks: list[PartitionTask] = []
@@ -144,7 +142,7 @@ async def run_task(
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
     metrics = PrometheusMetrics() if args.metrics else NO_METRICS
     snapshots = SnapshotScheduler(PID, store, 10**9, 10**9, None, metrics=metrics)
-    parts = TaskParts(publisher, folder, snapshots, deleter, metrics=metrics)
+    parts = TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter, metrics=metrics)
     task = new_task(PID, Restored(fold, 0, 0, None), parts)
     tasks.append(task)
     task.catch_up()

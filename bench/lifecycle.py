@@ -133,7 +133,7 @@ def fold_side(runs: int, active: int, baseline: bool) -> dict[str, Any]:
 def _restore(data: bytes) -> float:
     t0 = time.perf_counter()
     snap = decode(data)
-    Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
     return time.perf_counter() - t0
 
 

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import peer_compare, scale
 from bench import processor as proc
-from bench import scale
 from bench.report import RAY_SIDES, SECTIONS
 
 
@@ -88,6 +88,17 @@ def e2e(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     return result
 
 
+def peer(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """ckptlog against the Quix Streams peer (bench/peer_compare.py), both workloads and guarantees."""
+
+    async def body(bootstrap: str, tmp: Path, created: list[str]) -> list[dict[str, Any]]:
+        guarantees = list(peer_compare.GUARANTEES)
+        return await peer_compare.measure(bootstrap, tmp, args.events, args.repeats, ["dense", "sparse"], guarantees)
+
+    result: list[dict[str, Any]] = _on_kafka(args, body)
+    return result
+
+
 def latency(args: argparse.Namespace) -> list[dict[str, float]]:
     async def body(bootstrap: str, tmp: Path, created: list[str]) -> list[dict[str, float]]:
         return [await proc.latency(bootstrap, tmp, rate, args.seconds, created) for rate in args.rates]
@@ -125,6 +136,7 @@ def partitions(args: argparse.Namespace) -> list[dict[str, Any]]:
 MEASURES: dict[str, Callable[[argparse.Namespace], Any]] = {
     "ray": ray,
     "e2e": e2e,
+    "peer": peer,
     "latency": latency,
     "recovery": recovery,
     "partitions": partitions,

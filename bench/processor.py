@@ -138,7 +138,15 @@ class NullDeleter:
     def submit_many(self, requests: Any, source: str | None = None) -> int:
         return len(requests)
 
-    def claim_many(self, claims: Any, source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Any,
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         return 0
 
     def retry_failed(self) -> int:
@@ -185,8 +193,9 @@ async def preload(bootstrap: str, topic: str, lines: list[bytes]) -> int:
         await producer.stop()
 
 
-async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -> float:
-    """Consume `count` records and produce one copy of each to every sink, committing per batch."""
+async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -> tuple[float, float]:
+    """Consume `count` records and produce one copy of each to every sink, committing per batch:
+    (events/s, this process's CPU µs per event, all threads) from the first batch on."""
     consumer = AIOKafkaConsumer(
         source,
         bootstrap_servers=bootstrap,
@@ -199,11 +208,12 @@ async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_batch_size=512 << 10)
     await consumer.start()
     await producer.start()
-    done, started = 0, None
+    done, started, cpu = 0, None, 0.0
     try:
         while done < count:
             batches = await consumer.getmany(timeout_ms=100, max_records=5000)
-            started = started or (time.perf_counter() if batches else None)
+            if started is None and batches:
+                started, cpu = time.perf_counter(), time.process_time()
             for tp, records in batches.items():
                 await asyncio.gather(
                     *[await producer.send(sink, r.value, key=r.key) for r in records for sink in sinks]
@@ -214,7 +224,7 @@ async def bare_loop(bootstrap: str, source: str, sinks: list[str], count: int) -
         await consumer.stop()
         await producer.stop()
     assert started is not None
-    return count / (time.perf_counter() - started)
+    return count / (time.perf_counter() - started), (time.process_time() - cpu) / count * 1e6
 
 
 @dataclass
@@ -222,6 +232,7 @@ class Measured:
     rate: float  # events/s, first committed batch -> caught up (the input's end durable)
     fanout: float  # records published per input record
     deletions_s: float  # after caught up, until every accepted deletion was carried out
+    cpu_us: float  # this process's CPU time per timed event (all threads: the deleter's too), less noisy than `rate`
 
 
 async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwargs: Any) -> Measured:
@@ -231,18 +242,19 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
     processor = Processor(settings, **kwargs)
     task = asyncio.create_task(processor.run())
     await processor.ready.wait()
-    started, first = None, 0
+    started, first, cpu = None, 0, 0.0
     while not task.done():
-        durable = max((t.cycle.next_offset for t in processor.tasks.values()), default=0)
+        durable = max((t.pipeline.next_offset for t in processor.tasks.values()), default=0)
         if started is None and durable > 0:
             started, first = time.perf_counter() - 0.005, durable  # progress is sampled every 5 ms
+            cpu = time.process_time()
         if durable >= end:
             break
         await asyncio.sleep(0.005)
-    caught_up = time.perf_counter()
+    caught_up, cpu = time.perf_counter(), time.process_time() - cpu
     elapsed = caught_up - (started or 0)
     timed = processor.stats()  # the timed part's batches; those after it fold the deletions' completions
-    while any(t.cycle.in_flight for t in processor.tasks.values()):  # step 4 hands the last evictions over
+    while any(t.pipeline.in_flight for t in processor.tasks.values()):  # step 4 hands the last evictions over
         await asyncio.sleep(0.005)
     deleter = processor._deleter
     while isinstance(deleter, Deleter) and deleter.backlog > deleter.failing:  # counts: no copy of the keys
@@ -258,7 +270,7 @@ async def processor_rate(settings: ServiceSettings, end: int, count: int, **kwar
             f"(until caught up); then {stats.batches - timed.batches} batches of {stats.consumed - timed.consumed:,} "
             f"records (the deletions' completions) in {deletions_s:.2f}s"
         )
-    return Measured(count / elapsed, stats.published / max(stats.consumed, 1), deletions_s)
+    return Measured(count / elapsed, stats.published / max(stats.consumed, 1), deletions_s, cpu / count * 1e6)
 
 
 VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
@@ -285,10 +297,13 @@ async def throughput(
         names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
         lines = make(count, root=tree.as_uri())
         end = await preload(bootstrap, names["input"], lines)
-        bare = await bare_loop(bootstrap, names["input"], [names["dlq"]], count)
+        bare, bare_cpu = await bare_loop(bootstrap, names["input"], [names["dlq"]], count)
         print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
-        print(f"  bare aiokafka consume->produce loop               {bare:>9,.0f} events/s")
-        row: dict[str, Any] = {"workload": workload, "events": count, "bare": bare}
+        print(
+            f"  bare aiokafka consume->produce loop               {bare:>9,.0f} events/s  {bare_cpu:.0f} µs CPU/event"
+        )
+        cpu_us = {"bare": bare_cpu}  # this process's CPU per timed event, by row label: steadier than rates
+        row: dict[str, Any] = {"workload": workload, "events": count, "bare": bare, "cpu_us": cpu_us}
         results.append(row)
         fanout = 1.0
         for n, (label, extra, kwargs, files) in enumerate(VARIANTS):
@@ -300,24 +315,25 @@ async def throughput(
             settings = settings_for(bootstrap, names, tmp, root=tree.as_uri(), **extra)
             measured = await processor_rate(settings, end, count, **kwargs)
             fanout = max(fanout, measured.fanout)
-            row[label] = measured.rate
+            row[label], cpu_us[label] = measured.rate, measured.cpu_us
             left = "" if "deleter_factory" in kwargs or not files else f"; {made - on_disk(tree):,} of {made:,} deleted"
             print(
-                f"  processor {label:<40}{measured.rate:>9,.0f} events/s  ({measured.rate / bare:.0%} of bare)"
-                f"{left}, the last {measured.deletions_s:.2f}s after caught up",
+                f"  processor {label:<40}{measured.rate:>9,.0f} events/s  ({measured.rate / bare:.0%} of bare), "
+                f"{measured.cpu_us:.0f} µs CPU/event{left}, the last {measured.deletions_s:.2f}s after caught up",
                 flush=True,
             )
         copies = round(fanout)
         row["fanout"] = fanout
         if copies > 1:  # the same output volume from the bare loop: what writing it costs on this host
             roles = ("checkpoints", "watermarks", "state", "validations", "dlq")
-            same = await bare_loop(bootstrap, names["input"], [names[roles[i % 5]] for i in range(copies)], count)
+            sinks = [names[roles[i % 5]] for i in range(copies)]
+            same, same_cpu = await bare_loop(bootstrap, names["input"], sinks, count)
             print(
                 f"  bare loop writing {copies} copies per record (the processor wrote {fanout:.1f} records per "
-                f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare)",
+                f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare), {same_cpu:.0f} µs CPU/event",
                 flush=True,
             )
-            row[f"bare, {copies} copies"] = same
+            row[f"bare, {copies} copies"], cpu_us[f"bare, {copies} copies"] = same, same_cpu
     shutil.rmtree(tree, ignore_errors=True)
     return results
 
@@ -478,7 +494,7 @@ async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
     while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
         await asyncio.sleep(0.002)
     elapsed = time.perf_counter() - started
-    replayed = sum(t.cycle.publish_from for t in processor.tasks.values()) - sum(
+    replayed = sum(t.pipeline.publish_from for t in processor.tasks.values()) - sum(
         t.snapshots.last_offset or 0 for t in processor.tasks.values()
     )
     processor.stop()

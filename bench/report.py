@@ -2,7 +2,8 @@
 
 Runs the measurements of issue 16 (fold vs Ray Train's CheckpointManager, the processor end to
 end against a bare aiokafka loop, latency against rate, recovery against history and snapshot
-interval, 4 partitions with 1 and 2 processes, memory of 10,000 runs), keeps every figure in a
+interval, 4 partitions with 1 and 2 processes, memory of 10,000 runs) and of issue 39 (the
+processor against a Quix Streams peer doing the same job), keeps every figure in a
 JSON results file (one record per section: when, which commit, the command), draws the plots
 (matplotlib, Agg) and regenerates the one generated section of docs/benchmarks.md, between
 `<!-- bench.report:begin -->` and `<!-- bench.report:end -->`; nothing outside it is touched.
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("ray", "e2e", "latency", "recovery", "partitions", "memory")
+SECTIONS = ("ray", "e2e", "peer", "latency", "recovery", "partitions", "memory")
 RAY_SIDES = ("ckptlog", "ckptlog-apply", "ray-bare", "ray", "ckptlog-apply")  # the fold measured again last: drift
 FULL = {
     "ray_reports": 1_000_000,
@@ -61,6 +62,7 @@ QUICK = FULL | {
 FLAGS = {  # which options each section's command repeats
     "ray": ("ray_reports", "ray_budget"),
     "e2e": ("events", "repeats"),
+    "peer": ("events", "repeats"),
     "latency": ("rates", "seconds"),
     "recovery": ("history", "intervals", "interval_history"),
     "partitions": ("scale_events", "repeats"),

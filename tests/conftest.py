@@ -32,8 +32,10 @@ LONG_MODULES = frozenset(
         "tests/reliability/test_security.py",
         "tests/integration/test_ray_resume.py",
         "tests/integration/test_ray_train.py",
+        "tests/integration/test_trainers.py",
         "tests/integration/test_history_attacks.py",
         "tests/integration/test_ownership.py",
+        "tests/integration/test_root_behind_symlink.py",
     }
 )
 ROOT = Path(__file__).resolve().parent.parent

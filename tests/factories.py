@@ -118,3 +118,15 @@ def finished(run: str = "r", keep: str | None = None, **kw: Any) -> bytes:
 
 def forgotten(run: str = "r", **kw: Any) -> bytes:
     return line("run_forgotten", run, {}, **kw)
+
+
+def root_refused(
+    run: str = "r", root: str = "file:///data/r", reason: str = "file:///data/r is a symlink", **kw: Any
+) -> bytes:
+    """The processor's fact that the run's root is reached through a symlink (contract §9)."""
+    kw.setdefault("source", "ckptlog/processor")
+    return line("root_refused", run, {"storage_path": root, "reason": reason}, **kw)
+
+
+def reopened(run: str = "r", **kw: Any) -> bytes:
+    return line("run_reopened", run, {}, **kw)

@@ -10,18 +10,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import pytest
 
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError, StorageError
-from ckptlog.events.paths import MARKER, normalize
+from ckptlog.events.paths import CLAIM_DIR, normalize
 from ckptlog.processor.storage.claims import Claimant, claim_name
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.objects import ObjectStore
-from ckptlog.processor.storage.snapshots import SnapshotStore
+from ckptlog.processor.storage.snapshots import ChainBroken, SnapshotStore, content_digest
 
 
 class S3Endpoint(TypedDict):
@@ -91,14 +91,53 @@ def encode(payload: str, version: int = 1) -> bytes:
     return body + b"#" + hashlib.sha256(body).hexdigest()[:8].encode()
 
 
-def decode(data: bytes) -> str:
-    body, sep, checksum = data.rpartition(b"#")
-    if not sep or hashlib.sha256(body).hexdigest()[:8].encode() != checksum:
-        raise SnapshotCorrupt("checksum mismatch")
-    version, _, payload = body.decode().partition(":")
-    if version != "v1":
-        raise SnapshotVersionError(f"unknown snapshot schema {version}; upgrade ckptlog")
-    return payload
+def decode(objects: Sequence[bytes]) -> str:
+    """A chain of test objects (a base, then its deltas): each verified; their payloads joined by '+'."""
+    payloads = []
+    for data in objects:
+        body, sep, checksum = data.rpartition(b"#")
+        if not sep or hashlib.sha256(body).hexdigest()[:8].encode() != checksum:
+            raise SnapshotCorrupt("checksum mismatch")
+        version, _, payload = body.decode().partition(":")
+        if version != "v1":
+            raise SnapshotVersionError(f"unknown snapshot schema {version}; upgrade ckptlog")
+        payloads.append(payload)
+    return "+".join(payloads)
+
+
+class Written(NamedTuple):
+    data: bytes
+    next_offset: int
+    on: tuple[int, str] | None  # what a delta is written on (the store's link)
+    expected: bytes  # a full snapshot of the same moment
+
+
+def chain_of(deltas: int, runs: int = 3) -> list[Written]:
+    """A base and `deltas` deltas of a real fold (ckptlog/processor/core/delta.py), one run changed between each."""
+    from ckptlog.processor.core import Fold, FoldSettings
+    from ckptlog.processor.core.delta import Capture, decode_chain
+    from ckptlog.processor.core.snapshot import encode, of_fold
+    from tests import factories as f
+
+    fold = Fold(FoldSettings(default_root="file:///data"), track_changes=True)
+    out: list[Written] = []
+    chain = None
+    for n in range(deltas + 1):
+        for r in range(runs if n == 0 else 1):
+            fold.apply(f.event(f.report(f"run-{r}", {"acc": n}, f"file:///data/run-{r}/c{n}", event_id=f"e{n}-{r}")))
+        offset = 10 * (n + 1)
+        capture = Capture(fold, "t", 0, offset, chain)
+        while capture.step():
+            pass
+        data = capture.encoded()
+        on = None if chain is None else (chain.tip_offset, chain.tip_sha256[:12])
+        out.append(Written(data, offset, on, encode(of_fold(fold, "t", 0, offset))))
+        chain = decode_chain([w.data for w in out]).chain
+    return out
+
+
+def _digest(data: bytes) -> str:
+    return content_digest(data)
 
 
 class StorageContract:
@@ -207,6 +246,58 @@ class StorageContract:
         snaps.write(b"garbage without checksum", 4)
         assert snaps.load_latest(decode) is None
         assert snaps.list_offsets() == [4]
+
+    def test_a_chain_of_deltas_restores_exactly_and_is_pruned_as_a_whole(self, backend: Backend) -> None:
+        """A base and its deltas (contract §6) on this backend: the newest restore point reads its whole
+        chain; pruning to the newest `keep` restore points keeps every object they need."""
+        from ckptlog.processor.core.delta import decode_chain
+        from ckptlog.processor.core.snapshot import encode as encode_snapshot
+
+        snaps = SnapshotStore(backend.base_url, "t", 0, keep=2, storage_options=backend.storage_options)
+        written = chain_of(3)
+        for w in written:
+            snaps.write(w.data, w.next_offset, w.on)
+        assert snaps.list_offsets() == [10, 20, 30, 40]  # keep=2: points 30 and 40 need the whole chain
+        restored = snaps.load_latest(decode_chain)
+        assert restored is not None and encode_snapshot(restored) == written[-1].expected
+        assert restored.chain is not None and restored.chain.deltas == 3
+        later = snaps.load_latest(decode_chain, max_offset=25)
+        assert later is not None and encode_snapshot(later) == written[1].expected
+        fresh = chain_of(1)
+        snaps.write(fresh[0].data, 50)  # a new base (compaction): the old chain is still needed by point 40
+        assert snaps.list_offsets() == [10, 20, 30, 40, 50]
+        snaps.write(fresh[1].data, 60, (50, _digest(fresh[0].data)))
+        assert snaps.list_offsets() == [50, 60]
+
+    def test_a_lost_or_torn_delta_falls_back_to_what_is_whole(
+        self, backend: Backend, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        from ckptlog.processor.core.delta import decode_chain
+        from ckptlog.processor.core.snapshot import encode as encode_snapshot
+
+        snaps = SnapshotStore(backend.base_url, "t", 0, keep=10, storage_options=backend.storage_options)
+        written = chain_of(3)
+        for w in written[:3]:
+            snaps.write(w.data, w.next_offset, w.on)
+        last = written[3]
+        name = f"t/0/delta-{last.next_offset:020d}-{_digest(last.data)}-on-{last.on[0]:020d}-{last.on[1]}.json"  # type: ignore[index]
+        backend.store().put_immutable(name, last.data[: len(last.data) // 2])  # torn: named for all of it
+        with caplog.at_level(logging.WARNING, logger="ckptlog.processor.storage.snapshots"):
+            restored = snaps.load_latest(decode_chain)
+        assert restored is not None and encode_snapshot(restored) == written[2].expected
+        assert "does not match the name" in caplog.text
+        lost = [n for n in backend.store().list("t/0/") if n.startswith("t/0/delta-00000000000000000020-")]
+        backend.store().delete(lost[0])  # the delta at 20 is lost: 30 and 40 are unreachable, 10 is whole
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="ckptlog.processor.storage.snapshots"):
+            restored = snaps.load_latest(decode_chain)
+        assert restored is not None and encode_snapshot(restored) == written[0].expected
+        assert "an object of its chain is missing" in caplog.text
+        with pytest.raises(ChainBroken, match="is gone"):
+            snaps.write(b"a delta on the lost one", 50, (20, _digest(written[1].data)))
+        assert snaps.list_offsets() == [10, 50]  # its prune dropped 30 and 40: no whole chain needs them
+        snaps.write(chain_of(0)[0].data, 60)
+        assert snaps.list_offsets() == [10, 60]  # and the next one drops 50
 
     # --- Deleter ----------------------------------------------------------------------
 
@@ -334,7 +425,7 @@ class StorageContract:
         assert store.list() == sorted(names)
         assert len(refused) == 1 and deleter.outstanding == frozenset()
 
-    # --- run ownership across partitions (contract §9): markers in run roots ---------------------
+    # --- run ownership across partitions (contract §9): claims in run roots -----------------------
 
     async def claimed(self, backend: Backend, deleter: Deleter, *runs: tuple[str, str]) -> None:
         """Claim `(relative root, run id)`s through the deleter, as the processor does."""
@@ -345,8 +436,8 @@ class StorageContract:
         store = backend.store()
         deleter = backend.deleter(outer_root=f"{backend.base_url}/runs")
         await self.claimed(backend, deleter, ("runs/a", "a"))
-        assert store.list() == [f"runs/a/{MARKER}/{claim_name(Claimant('a'))}"]
-        assert b'"run": "a"' in store.get(f"runs/a/{MARKER}/{claim_name(Claimant('a'))}")
+        assert store.list() == [f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}"]
+        assert b'"run": "a"' in store.get(f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a'))}")
         await self.claimed(backend, deleter, ("runs/a", "a"))  # claimed once: nothing new
         await self.claimed(backend, deleter, ("runs/a", "b"), ("runs/a/b", "b2"))
         assert {(root, claimant.run) for root, claimant in deleter.claims.shared} == {
@@ -371,12 +462,12 @@ class StorageContract:
         assert deleter.submit("a", f"{a}/c0", a)  # the same id, as a new run of it would
         assert await deleter.drain(timeout=30) and await deleter.claims.drain(timeout=30)
         assert [why for _, why in refused if "finished" in why] and "runs/a/c0/model.bin" in store.list()
-        assert f"runs/a/{MARKER}/{claim_name(Claimant('a', retired=True))}" in store.list()
+        assert f"runs/a/{CLAIM_DIR}/{claim_name(Claimant('a', retired=True))}" in store.list()
         assert not [name for name in store.list() if name.startswith("runs/gone")]
         await deleter.close()
 
     async def test_no_deletion_reaches_into_another_runs_root(self, backend: Backend) -> None:
-        """Runs of different partitions whose roots nest: the fold cannot see it, the markers can."""
+        """Runs of different partitions whose roots nest: the fold cannot see it, the claims can."""
         store = backend.store()
         names = ["runs/a/ok/model.bin", "runs/a/b/kept/model.bin", "runs/a/x/y/c/kept/model.bin", "runs/d/z/m.bin"]
         for name in names:
@@ -392,7 +483,7 @@ class StorageContract:
         await deleter.drain(timeout=30)
         assert done == [("a", f"{a}/ok")] and "runs/a/ok/model.bin" not in store.list()
         assert {key[1].removeprefix(a) for key, _ in refused} == {"/b", "/x", "/b/kept"}
-        assert all("ownership marker of run" in why for _, why in refused)
+        assert all("the claim of run" in why for _, why in refused)
         await self.claimed(backend, deleter, ("runs", "e"))  # a run claims the bound itself
         assert deleter.submit("d", f"{d}/z", d)
         await deleter.drain(timeout=30)
@@ -414,7 +505,7 @@ class StorageContract:
         assert deleter.submit("a", f"{a}/c2", a) and deleter.submit("b", f"{a}/c3", a)
         await deleter.drain(timeout=30)
         assert done == [("a", f"{a}/c1")] and sorted(key for key, _ in refused) == [("a", f"{a}/c2"), ("b", f"{a}/c3")]
-        assert [n for n in store.list() if MARKER not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
+        assert [n for n in store.list() if CLAIM_DIR not in n] == ["runs/a/c2/model.bin", "runs/a/c3/model.bin"]
         await deleter.close()
 
 

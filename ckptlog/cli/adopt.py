@@ -13,32 +13,29 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ckptlog.cli.clients import (
-    Confirm,
-    ConfirmTimeout,
-    DlqTopic,
-    EventsTopic,
     Keep,
     Opt,
-    ProcessorGroup,
     ScoreAttr,
     ScoreOrder,
     StateTopic,
     _print,
     _run,
     _start_run,
-    confirming,
     connection_options,
+    sender_options,
     setting,
 )
 from ckptlog.cli.main import app
 
 if TYPE_CHECKING:
+    from ckptlog.cli.clients import Sending
     from ckptlog.integrations.ray_adopt import Adoption
     from ckptlog.processor.service.settings import ServiceSettings
 
 
 @app.command("adopt-ray")
 @connection_options
+@sender_options
 def adopt_ray_command(
     experiment_dir: Annotated[Path, typer.Argument(help="Ray's experiment directory (storage_path/RunConfig.name).")],
     run_id: Annotated[str | None, Opt("--run-id", help="ckptlog run id (default: the directory's name).")] = None,
@@ -46,20 +43,16 @@ def adopt_ray_command(
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
     dry_run: Annotated[bool, Opt("--dry-run", help="Print what would be sent; send nothing.")] = False,
-    topic: EventsTopic = None,
     state_topic: StateTopic = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
     *,
+    send: Sending,
     settings: ServiceSettings,
 ) -> None:
     """Adopt a Ray Train run: run_started (root: the experiment directory) and one report per checkpoint
     Ray's checkpoint_manager_snapshot.json lists, in Ray's report order. Checkpoints that are missing,
     symlinks or not plain names inside the directory are refused and listed. Idempotent: a re-run sends nothing.
     Give the retention the run's CkptlogCallback will have (--keep, --score-attribute, --score-order)."""
-    from ckptlog import AsyncReader, AsyncReporter, Topics
+    from ckptlog import AsyncReader, Topics
     from ckptlog.client import ids
     from ckptlog.integrations.ray_adopt import plan
 
@@ -76,12 +69,7 @@ def adopt_ray_command(
         if view is not None and view.committed >= len(adoption.reports):
             typer.echo(f"run {run!r} already has {view.committed} reports in ckptlog: nothing sent", err=True)
             return
-        async with AsyncReporter(
-            run,
-            connection=settings,
-            topic=setting(topic, settings, "input_topic"),
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-        ) as reporter:
+        async with send.reporter(run, settings) as reporter:
             await _start_run(reporter, adoption.root, keep, score_attribute, score_order, False)
             for report in adoption.reports:
                 event_id = ids.adopted_report_id(run, report.ray_index)

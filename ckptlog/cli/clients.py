@@ -4,19 +4,22 @@
 
 Senders print the id of each acknowledged event on stdout, one per line; errors go to stderr
 as one line and exit 1 (2 for bad flags, or no Kafka configured: clients never start a broker).
+Every sender (these, `finish`, `reopen`, `forget`, `adopt-ray`) takes `connection_options` and
+`sender_options`, the one block of --topic and --confirm flags (`Sending`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from ckptlog.cli.errors import cli_errors
 from ckptlog.cli.main import app
-from ckptlog.cli.options import fields_of, rule_options, settings_options
+from ckptlog.cli.options import fields_of, options_block, rule_options, settings_options
 from ckptlog.errors import ConfigError
 
 if TYPE_CHECKING:  # the commands import the client library when they run, not for --help (issue 38 item 8)
@@ -58,6 +61,37 @@ ProcessorGroup = Annotated[
 DlqTopic = Annotated[
     str | None, Opt(help="With --confirm: the processor's dead-letter topic (default: the dlq_topic setting).")
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Sending:
+    """Where a command sends its input events, and whether it waits for the processor's verdict: the
+    flags every sending command takes, declared once (`sender_options` gives a command these flags
+    and calls it with `send=` one of these)."""
+
+    topic: EventsTopic = None
+    confirm: Confirm = False
+    confirm_timeout_s: ConfirmTimeout = 60.0
+    processor_group: ProcessorGroup = None
+    dlq_topic: DlqTopic = None
+
+    def reporter(self, run_id: str, settings: ServiceSettings, **options: Any) -> AsyncReporter:
+        """The run's AsyncReporter, sending to the events topic with these --confirm flags; `options`:
+        the command's own (report ids, generation, state topic)."""
+        from ckptlog.client.reporter import AsyncReporter
+
+        return AsyncReporter(
+            run_id,
+            connection=settings,
+            topic=setting(self.topic, settings, "input_topic"),
+            **options,
+            **confirming(self.confirm, self.confirm_timeout_s, self.processor_group, self.dlq_topic, settings),
+        )
+
+
+sender_options = options_block(Sending, "send")
+"""--topic, --confirm, --confirm-timeout-s, --processor-group, --dlq-topic (`Sending`): the command gets `send=`.
+Under `connection_options`, which gives it `settings=`."""
 
 
 class UsageError(ConfigError):
@@ -163,6 +197,7 @@ async def _start_run(
 
 @app.command("report")
 @connection_options
+@sender_options
 def report_command(
     run_id: RunArg,
     metric: Annotated[list[str], Opt("--metric", "-m", help="name=value; repeatable.")] = [],  # noqa: B006
@@ -187,14 +222,9 @@ def report_command(
     keep: Keep = None,
     score_attribute: ScoreAttr = None,
     score_order: ScoreOrder = "max",
-    topic: EventsTopic = None,
     state_topic: Annotated[
         str | None, Opt(help="Where the run's score attribute is read to check --metric names (default: the setting).")
     ] = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
     strict: Annotated[
         bool,
         Opt(
@@ -204,25 +234,19 @@ def report_command(
         ),
     ] = False,
     *,
+    send: Sending,
     settings: ServiceSettings,
 ) -> None:
     """Report metrics (and a checkpoint) for RUN. Without --index the id hashes the report, so
     re-running the same command is harmless. A checkpoint's metrics lacking the run's score
     attribute (its VIEW's) warn, naming the closest metric."""
     from ckptlog.cli.strict import score_checked, strict_check
-    from ckptlog.client.reporter import AsyncReporter
 
     async def main() -> None:
         metrics = parse_metrics(metric, metrics_json)
         spec = validation_flag(validate, validate_kwargs, validate_timeout_s)
-        async with AsyncReporter(
-            run_id,
-            connection=settings,
-            topic=setting(topic, settings, "input_topic"),
-            report_ids="content",
-            state_topic=setting(state_topic, settings, "state_topic"),
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-        ) as reporter:
+        state = setting(state_topic, settings, "state_topic")
+        async with send.reporter(run_id, settings, report_ids="content", state_topic=state) as reporter:
             if start is not None:
                 await _start_run(reporter, start, keep, score_attribute, score_order, False)
             with score_checked(strict) as said:
@@ -235,6 +259,7 @@ def report_command(
 
 @app.command("start-run")
 @connection_options
+@sender_options
 @rule_options
 def start_run_command(
     run_id: RunArg,
@@ -244,27 +269,17 @@ def start_run_command(
     score_order: ScoreOrder = "max",
     validate_kwargs: DefaultValKwargs = None,
     validate_timeout_s: DefaultValTimeout = None,
-    topic: EventsTopic = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
     *,
     rules: dict[str, Any],
+    send: Sending,
     settings: ServiceSettings,
 ) -> None:
     """Send run_started: the run's storage root, retention (Ray's, and the rules beyond it) and
     default validation spec."""
-    from ckptlog.client.reporter import AsyncReporter
 
     async def main() -> None:
         spec = validation_flag(False, validate_kwargs, validate_timeout_s)
-        async with AsyncReporter(
-            run_id,
-            connection=settings,
-            topic=setting(topic, settings, "input_topic"),
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-        ) as reporter:
+        async with send.reporter(run_id, settings) as reporter:
             await _start_run(reporter, storage_path, keep, score_attribute, score_order, spec, **rules)
 
     _run(main())
@@ -272,6 +287,7 @@ def start_run_command(
 
 @app.command("worker-group-restart")
 @connection_options
+@sender_options
 def restart_command(
     run_id: RunArg,
     num_workers: Annotated[int, Opt(help="Workers in the new group.")],
@@ -279,17 +295,13 @@ def restart_command(
     generation: Annotated[
         int | None, Opt(help="The run's current generation (default: read from the run's view on the state topic).")
     ] = None,
-    topic: EventsTopic = None,
     state_topic: StateTopic = None,
-    confirm: Confirm = False,
-    confirm_timeout_s: ConfirmTimeout = 60.0,
-    processor_group: ProcessorGroup = None,
-    dlq_topic: DlqTopic = None,
     *,
+    send: Sending,
     settings: ServiceSettings,
 ) -> None:
     """Start a new worker group: generation + 1, report index back to 0."""
-    from ckptlog import AsyncReader, AsyncReporter, Topics
+    from ckptlog import AsyncReader, Topics
 
     async def main() -> None:
         current = generation
@@ -299,13 +311,7 @@ def restart_command(
             ) as reader:
                 view = await reader.view(run_id)
             current = view.generation if view is not None else 0
-        async with AsyncReporter(
-            run_id,
-            connection=settings,
-            topic=setting(topic, settings, "input_topic"),
-            generation=current,
-            **confirming(confirm, confirm_timeout_s, processor_group, dlq_topic, settings),
-        ) as reporter:
+        async with send.reporter(run_id, settings, generation=current) as reporter:
             _print(await reporter.worker_group_restart(num_workers, reason))
 
     _run(main())

@@ -20,13 +20,13 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
 from ckptlog.cli.errors import cli_errors, echo_err
 from ckptlog.cli.main import app
+from ckptlog.cli.options import settings_options
 from ckptlog.errors import ConfigError
 from ckptlog.processor.redaction import register_secrets
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the codec and the Kafka reader load when the command runs (
     from ckptlog.events.codec import DecodeLimits
     from ckptlog.kafka.connection import KafkaConnection
     from ckptlog.kafka.reader import Record
+    from ckptlog.processor.service.settings import ServiceSettings
 
 Opt = typer.Option
 
@@ -165,28 +166,24 @@ def summary(result: Exported, topic: str, file: str) -> str:
 
 
 @app.command("export")
+@settings_options(["bootstrap_servers"])
 def export_command(
     file: Annotated[str, typer.Argument(help="Output file of JSON lines, or - for stdout.")],
     topic: Annotated[str | None, Opt(help="Topic to export (default: the input topic, ckptlog.events).")] = None,
     from_: Annotated[str | None, Opt("--from", help="First offset (every partition) or ISO 8601 time.")] = None,
     to: Annotated[str | None, Opt("--to", help="Stop before this offset (every partition) or time.")] = None,
     partition: Annotated[list[int] | None, Opt(help="Only this partition (repeatable).")] = None,
-    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[
-        str | None,
-        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-    ] = None,
+    *,
+    settings: ServiceSettings,
 ) -> None:
     """Write the input log (read_committed, the processor's own records included) as JSON lines for `ckptlog fold`."""
     import asyncio
 
     from ckptlog.client.connect import require_bootstrap
     from ckptlog.events.codec import DecodeLimits
-    from ckptlog.processor.service.settings import load_settings
 
     with cli_errors():
         start, stop = parse_bound(from_, "--from"), parse_bound(to, "--to")
-        settings = load_settings(config, bootstrap_servers=bootstrap_servers)
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         name, limits = topic or settings.input_topic, DecodeLimits(settings.max_payload_bytes, settings.max_depth)

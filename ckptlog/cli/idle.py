@@ -36,6 +36,7 @@ def parse_duration(text: str) -> float:
 class IdleRun:
     run_id: str
     idle_s: float
+    epoch: int = 0  # the VIEW's `reopened`: what the run's finish is named by (contract §3 "Reopened runs")
 
 
 async def idle_runs(
@@ -51,7 +52,7 @@ async def idle_runs(
             continue
         idle_s = (now_ms - written) / 1000
         if idle_s > idle_for_s:
-            found.append(IdleRun(run_id, idle_s))
+            found.append(IdleRun(run_id, idle_s, view.get("reopened") or 0))
     return sorted(found, key=lambda r: (-r.idle_s, r.run_id))
 
 

@@ -7,13 +7,13 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ckptlog.cli.errors import cli_errors, echo_err
 from ckptlog.cli.main import app
+from ckptlog.cli.options import settings_options
 from ckptlog.processor.redaction import register_secrets
 
 if TYPE_CHECKING:  # rich, the client library and the settings load when the command runs (issue 38 item 8)
@@ -154,26 +154,18 @@ async def read_state(
     help="Print each run's VIEW from the state topic (last value per run wins) and how many of its events "
     "were rejected or caused warnings. The VIEW is the shape `ckptlog fold` prints (docs/contract.md §4).",
 )
+@settings_options(["bootstrap_servers", "state_topic", "dlq_topic", "input_topic", "snapshots"])
 def inspect_command(
     runs: Annotated[list[str] | None, typer.Argument(help="Run ids (default: every run).")] = None,
     as_json: Annotated[bool, Opt("--json", help=f"Print one JSON object: {JSON_SHAPE}.")] = False,
-    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[
-        str | None,
-        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-    ] = None,
-    state_topic: Annotated[str | None, Opt(help="Compacted state topic (default ckptlog.state).")] = None,
-    dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
     as_of: Annotated[
         str | None,
         Opt(
             "--as-of",
             help="The state right after this input offset (of each run's partition) or time: replayed from the "
-            "newest snapshot at or before it, not read from the state topic.",
+            "newest snapshot at or before it (--snapshots) and the input topic, not read from the state topic.",
         ),
     ] = None,
-    input_topic: Annotated[str | None, Opt(help="Input topic, for --as-of (default ckptlog.events).")] = None,
-    snapshots: Annotated[str | None, Opt(help="The processor's snapshot URL, for --as-of.")] = None,
     prefix: Annotated[str | None, Opt("--prefix", help="Only runs whose id starts with this.")] = None,
     limit: Annotated[
         int | None,
@@ -190,22 +182,15 @@ def inspect_command(
     wide: Annotated[
         bool, Opt("--wide", help="Tables: full checkpoint paths and every metric (default: cut to fit).")
     ] = False,
+    *,
+    settings: ServiceSettings,
 ) -> None:
     """The current VIEW of runs (the command's help is in the decorator, to share JSON_SHAPE)."""
     import asyncio
 
     from ckptlog.client.connect import require_bootstrap
-    from ckptlog.processor.service.settings import load_settings
 
     with cli_errors():
-        settings = load_settings(
-            config,
-            bootstrap_servers=bootstrap_servers,
-            state_topic=state_topic,
-            dlq_topic=dlq_topic,
-            input_topic=input_topic,
-            snapshots=snapshots,
-        )
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         if as_of is not None:

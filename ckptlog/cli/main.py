@@ -41,6 +41,7 @@ COMMAND_MODULES = {
     "watch": "clients",
     "finish": "finish",
     "forget": "finish",
+    "reopen": "finish",
     "demo": "demo",
     "ui": "ui",
     "adopt-ray": "adopt",

@@ -11,10 +11,16 @@ The flags are built from ckptlog/cli/setting_flags.py, which `python -m ckptlog.
 --write-flags` generates from the model (and the tests check equals it): so a command's --help and
 its argument errors need not import the model, pydantic-settings, the fold and the Kafka adapter
 (issue 38 item 8); the model is imported when the command runs (`load_settings`).
+
+Flags that are not settings but that several commands share are a block: a dataclass of typer
+options that `options_block` turns into a decorator (ckptlog/cli/clients.py `Sending`, the
+--topic and --confirm flags of every command that sends an input event); `rule_options` gives the
+retention rules' flags (generated from their table).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
@@ -87,12 +93,12 @@ def fields_of(groups: Iterable[str]) -> list[str]:
     return [name for name, (group, _, _) in FLAGS.items() if group in wanted]
 
 
-def _own_parameters(command: Callable[..., Any]) -> list[inspect.Parameter]:
-    """The command's parameters but `settings`, their annotations evaluated (`settings:
+def _own_parameters(command: Callable[..., Any], *drop: str) -> list[inspect.Parameter]:
+    """The command's parameters but `settings` (and `drop`), their annotations evaluated (`settings:
     ServiceSettings` is not: a command module names that type for mypy only)."""
     found = []
     for parameter in inspect.signature(command).parameters.values():
-        if parameter.name == "settings":
+        if parameter.name == "settings" or parameter.name in drop:
             continue
         annotation = parameter.annotation
         if isinstance(annotation, str):
@@ -148,6 +154,32 @@ def rule_options(command: F) -> F:
     return typing.cast(F, wrapper)
 
 
+def options_block(block: type[Any], name: str) -> Callable[[F], F]:
+    """A decorator giving a command the flags of `block`, a dataclass whose fields are typer options
+    (`Annotated[type, typer.Option(...)] = default`): the command is called with `name=` one `block`
+    built from them. So flags that several commands share are declared once, in the dataclass, and
+    each command names only the block (ckptlog/cli/clients.py `Sending`)."""
+    hints = typing.get_type_hints(block, include_extras=True)
+    fields = [f.name for f in dataclasses.fields(block)]
+    defaults, keyword = block(), inspect.Parameter.KEYWORD_ONLY  # every field has a default: a flag is optional
+    added = [inspect.Parameter(f, keyword, default=getattr(defaults, f), annotation=hints[f]) for f in fields]
+
+    def decorate(command: F) -> F:
+        own = _own_parameters(command, name)
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {field: kwargs.pop(field) for field in fields if field in kwargs}
+            return command(*args, **{name: block(**values)}, **kwargs)
+
+        parameters = sorted([*own, *added], key=lambda p: p.kind)  # keyword-only after the others
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return typing.cast(F, wrapper)
+
+    return decorate
+
+
 def flags_source() -> str:
     """ckptlog/cli/setting_flags.py as the model gives it (`--write-flags` writes it)."""
     from ckptlog.processor.service.settings import ServiceSettings
@@ -192,7 +224,7 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-__all__ = ["env_only", "fields_of", "flag", "rule_options", "settings_options", "settings_table"]
+__all__ = ["env_only", "fields_of", "flag", "options_block", "rule_options", "settings_options", "settings_table"]
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-flags"]:

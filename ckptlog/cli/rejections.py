@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ckptlog.cli.errors import cli_errors
 from ckptlog.cli.main import app
+from ckptlog.cli.options import settings_options
 from ckptlog.processor.redaction import register_secrets
 
 if TYPE_CHECKING:  # rich and the client library load when the command runs (issue 38 item 8)
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # rich and the client library load when the command runs (iss
 
     from ckptlog.client.dead_letters import DeadLetter
     from ckptlog.client.event_warnings import EventWarning
+    from ckptlog.processor.service.settings import ServiceSettings
 
 Opt = typer.Option
 
@@ -115,19 +116,16 @@ def render_warnings(found: list[EventWarning], title: str, width: int) -> Render
 
 
 @app.command("rejections")
+@settings_options(["bootstrap_servers", "dlq_topic"])
 def rejections_command(
     run_id: Annotated[str | None, typer.Argument(help="Only this run's rejections (default: every run's).")] = None,
     as_json: Annotated[bool, Opt("--json", help="One JSON object per rejection, with the original bytes.")] = False,
     last: Annotated[int | None, Opt(min=1, help="Only the newest N (per DLQ partition order).")] = None,
-    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[
-        str | None,
-        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-    ] = None,
-    dlq_topic: Annotated[str | None, Opt(help="Dead-letter topic (default ckptlog.dlq).")] = None,
     warnings: Annotated[
         bool, Opt("--warnings", help="List the warnings applied events caused instead (from the checkpoints topic).")
     ] = False,
+    *,
+    settings: ServiceSettings,
 ) -> None:
     """List rejected events (reason, message, source topic[partition]@offset) from the dead-letter topic."""
     import asyncio
@@ -138,10 +136,8 @@ def rejections_command(
     from ckptlog.client.dead_letters import read_dead_letters
     from ckptlog.client.event_warnings import read_warnings
     from ckptlog.events.codec import DecodeLimits
-    from ckptlog.processor.service.settings import load_settings
 
     with cli_errors():
-        settings = load_settings(config, bootstrap_servers=bootstrap_servers, dlq_topic=dlq_topic)
         register_secrets(settings.secrets())  # masked in whatever this command writes to stderr
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         if warnings:

@@ -9,13 +9,13 @@ deploy/docker-compose.yml, which other services wait on before they use the topi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ckptlog.cli.errors import cli_errors
 from ckptlog.cli.main import app
+from ckptlog.cli.options import settings_options
 
 if TYPE_CHECKING:  # the Kafka adapter and the settings load when the command runs (issue 38 item 8)
     from ckptlog.kafka.connection import KafkaConnection
@@ -100,26 +100,18 @@ def problems(settings: ServiceSettings, counts: dict[str, int], group: tuple[str
 
 
 @app.command("topics")
+@settings_options(["bootstrap_servers", "group_id", "input_topic"])
 def topics_command(
     check: Annotated[bool, Opt("--check", help="Exit 1 unless every topic exists and the group has a member.")] = False,
-    config: Annotated[Path | None, Opt("--config", help="TOML or JSON settings file (as for run).")] = None,
-    bootstrap_servers: Annotated[
-        str | None,
-        Opt(help="Kafka host:port list (default: $KAFKA_BOOTSTRAP_SERVERS, else a running `ckptlog broker start`)."),
-    ] = None,
-    group_id: Annotated[str | None, Opt(help="The processor's consumer group (default ckptlog).")] = None,
-    input_topic: Annotated[str | None, Opt(help="Default ckptlog.events (other topics: --config).")] = None,
+    *,
+    settings: ServiceSettings,
 ) -> None:
     """Show the processor's topics (partitions) and group (members); --check: exit 1 if one is missing."""
     import asyncio
 
     from ckptlog.client.connect import require_bootstrap
-    from ckptlog.processor.service.settings import load_settings
 
     with cli_errors():
-        settings = load_settings(
-            config, bootstrap_servers=bootstrap_servers, group_id=group_id, input_topic=input_topic
-        )
         conn = settings.connection(require_bootstrap(settings.bootstrap_servers))
         counts, group = asyncio.run(describe(conn, settings))
         retention = asyncio.run(input_retention(conn, settings)) if settings.input_topic in counts else {}

@@ -10,13 +10,14 @@ characters, so the join is unambiguous), remembered one by one in a bounded wind
 | event | id |
 |---|---|
 | report | `ck1:r:<generation or 0>:<index within that generation>:run` |
-| report, a trainer integration (Ray) | `ck1:a:<the job's attempt id>:<generation>:<index>:run` |
+| report, a trainer integration (integrations/session.py) | `ck1:a:<the job's attempt id>:<generation>:<index>:run` |
 | report, `ckptlog adopt-ray` | `ck1:ad:<Ray's report index>:run` |
 | worker_group_restart | `ck1:g:<the generation it creates>:run` |
 | validation_result (Evaluator) | `ck1:v:<topic>:<partition>:<sequence>:<offset>:run` of the request it answers |
 | run_started | UUIDv5 of `run\\nrun_started\\n<sha256 of the canonical data, 16 hex>` |
 | report, CLI without --index | UUIDv5 of `run\\nreport-content\\n<sha256 of the canonical data, 16 hex>` |
-| run_finished | UUIDv5 of `run\\nrun_finished` (a run finishes once) |
+| run_finished | UUIDv5 of `run\\nrun_finished`; after the n-th reopen of `run\\nrun_finished\\n<n>` (once per epoch) |
+| run_reopened | UUIDv5 of `run\\nrun_reopened\\n<n>`: the n-th reopen (the VIEW's `reopened` + 1) |
 | run_forgotten | UUIDv5 of `run\\nrun_forgotten` |
 | validation_result, forwarded | UUIDv5 of `run\\nforwarded_result\\n<sha256 of the canonical data, 16 hex>` |
 
@@ -105,9 +106,16 @@ def validation_result_id(run_id: str, request_id: str) -> str:
     return _structured(run_id, "v", (topic, partition, sequence), offset, "validation_result", request_id)
 
 
-def finished_id(run_id: str) -> str:
-    """A run finishes once: every finish of it is the same event (the first one's `keep` decides)."""
-    return _id(run_id, "run_finished")
+def finished_id(run_id: str, epoch: int = 0) -> str:
+    """A run finishes once per epoch: every finish of it is the same event (the first one's `keep`
+    decides) until it is reopened; `epoch` is the number of reopens before it (the VIEW's `reopened`),
+    0 giving the id every finish had before reopens (contract §3 "Reopened runs")."""
+    return _id(run_id, "run_finished") if epoch == 0 else _id(run_id, "run_finished", epoch)
+
+
+def reopened_id(run_id: str, epoch: int) -> str:
+    """The reopen that starts `epoch` (>= 1: the VIEW's `reopened` + 1): a retry is the same event."""
+    return _id(run_id, "run_reopened", epoch)
 
 
 def forgotten_id(run_id: str) -> str:

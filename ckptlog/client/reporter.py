@@ -29,6 +29,7 @@ from ckptlog.client.bodies import PathLike, ValidationArg, as_url, encode_checke
 from ckptlog.client.confirm import PROCESSOR_GROUP, Confirmer
 from ckptlog.client.connect import EVENTS_TOPIC, STATE_TOPIC, Connection, resolve
 from ckptlog.client.dead_letters import DLQ_TOPIC
+from ckptlog.client.epoch import run_epoch
 from ckptlog.client.errors import ClientClosed, ClientError, EventRejected, InvalidEvent
 from ckptlog.client.event_warnings import CHECKPOINTS_TOPIC, EventWarning
 from ckptlog.client.score_check import ScoreCheck
@@ -90,6 +91,8 @@ class AsyncReporter:
     ) -> None:
         self.run_id, self.topic, self.source, self.report_ids = run_id, topic, source, report_ids
         self._score = ScoreCheck(run_id, state_topic, check_score)
+        self._state_topic = state_topic
+        self.epoch: int | None = None  # the run's reopens as this reporter knows them (its own reopen, or given)
         self._checkpoints_topic = checkpoints_topic
         self.confirm_by_default, self.confirm_timeout_s = confirm, confirm_timeout_s
         self._processor_group, self._dlq_topic = processor_group, dlq_topic
@@ -276,16 +279,50 @@ class AsyncReporter:
             return await self._send("worker_group_restart", data, event_id, confirm, restarted)
 
     async def finish(
-        self, keep: Literal["kept", "best"] | None = None, *, event_id: str | None = None, confirm: bool | None = None
+        self,
+        keep: Literal["kept", "best"] | None = None,
+        *,
+        epoch: int | None = None,
+        event_id: str | None = None,
+        confirm: bool | None = None,
     ) -> SentEvent:
         """The run is over (contract §3 "Finished runs"): its last retention is applied (`keep`:
         `kept`, the default, keeps the kept set; `best` only the best besides the latest, pending
         and preserved ones), later events for it are refused (`run_finished`) and it leaves the
-        processor's hot state once its deletions are settled; its final VIEW stays readable."""
+        processor's hot state once its deletions are settled; its final VIEW stays readable.
+        `epoch`: the run's reopens so far, which its id names (default: this reporter's, else the VIEW's)."""
         async with self._order:
             data: dict[str, Any] = {} if keep is None else {"keep": keep}
-            event_id = event_id or ids.finished_id(self.run_id)
+            if event_id is None:
+                event_id = ids.finished_id(self.run_id, await self._epoch(epoch, strict=False))
             return await self._send("run_finished", data, event_id, confirm, lambda: None)
+
+    async def reopen(
+        self, *, epoch: int | None = None, event_id: str | None = None, confirm: bool | None = None
+    ) -> SentEvent:
+        """A finished run goes on with its state as it finished (contract §3 "Reopened runs"); refused
+        (`confirm=True`: `EventRejected`) when it has not finished, is unknown or expired, or kept no
+        state. `epoch`: the reopen this is, which its id names (default: the VIEW's `reopened` + 1)."""
+        async with self._order:
+            start = epoch if epoch is not None else await self._epoch(None, strict=True) + 1
+            event_id = event_id or ids.reopened_id(self.run_id, start)
+
+            def reopened() -> None:
+                self.epoch = start
+
+            return await self._send("run_reopened", {}, event_id, confirm, reopened)
+
+    async def _epoch(self, given: int | None, *, strict: bool) -> int:
+        """The run's epoch: `given`, this reporter's, else its VIEW's (ckptlog.client.epoch.run_epoch)."""
+        if given is not None or self.epoch is not None:
+            return given if given is not None else self.epoch or 0
+        if self._conn is None:
+            await self.start()
+        if self._conn is None:  # a producer without a connection (a test double): no VIEW to read
+            if strict:
+                raise ClientError(f"run {self.run_id!r}: no connection to read its VIEW from; pass epoch=")
+            return 0
+        return await run_epoch(self._conn, self._state_topic, self.run_id, strict=strict)
 
     async def forget(self, *, event_id: str | None = None, confirm: bool | None = None) -> SentEvent:
         """An operator drops the run (contract §3 "Forgotten runs"): its state and VIEW go, its

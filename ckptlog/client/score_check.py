@@ -20,11 +20,10 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ckptlog.client.epoch import newest_view
 from ckptlog.errors import CkptlogError
 from ckptlog.events.metrics import MISSING, flatten, lookup
-from ckptlog.events.state import StateTable
 from ckptlog.kafka.connection import KafkaConnection
-from ckptlog.kafka.reader import TopicReader
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +52,8 @@ def missing_score(run_id: str, metrics: Mapping[str, Any], attribute: str) -> st
 async def view_score_attribute(conn: KafkaConnection, state_topic: str, run_id: str) -> str | None:
     """The score attribute of the run's newest VIEW on `state_topic` (None: no VIEW, or it ranks by
     report order). Reads only the run's partition, and decodes only the run's own records."""
-    key, table = run_id.encode(), StateTable()
-    async with TopicReader(conn, state_topic, key=key) as reader:
-        async for batch in reader.batches():
-            for r in batch:
-                if r.key == key:
-                    table.take(f"{r.topic}[{r.partition}]@{r.offset}", r.key, r.value, r.headers)
-    head = table.heads.get(run_id)
-    config = head.view.checkpoint_config if head is not None else None
+    view = await newest_view(conn, state_topic, run_id)
+    config = view.checkpoint_config if view is not None else None
     return config.checkpoint_score_attribute if config is not None else None
 
 

@@ -130,6 +130,7 @@ class Reporter:
     report = blocking(AsyncReporter.report)
     worker_group_restart = blocking(AsyncReporter.worker_group_restart)
     finish = blocking(AsyncReporter.finish)
+    reopen = blocking(AsyncReporter.reopen)
     forget = blocking(AsyncReporter.forget)
     confirm = blocking(AsyncReporter.confirm)
 

@@ -1,6 +1,6 @@
 """The decoded input events: the one shape `decode_event` yields and the fold reads.
 
-Frozen msgspec Structs for the five input types and their data, with the attribute names of
+Frozen msgspec Structs for every input type and their data, with the attribute names of
 the pydantic models (ckptlog/events/models.py), so the fold has one handler per type; and the input
 table, `INPUT_KINDS`: one row per input kind (its model, Struct, handler, fast path and
 upcasters), from which every list of input kinds is derived (docs/design.md, "One table per
@@ -125,6 +125,10 @@ class RunForgottenData(_Data, frozen=True):
     pass
 
 
+class RunReopenedData(_Data, frozen=True):
+    pass
+
+
 class CompletedPath(_Data, frozen=True):
     checkpoint_path: NonEmpty
     eviction: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -143,6 +147,11 @@ Refusals = Annotated[list[RefusedPath], msgspec.Meta(max_length=MAX_COMPLETED_PA
 class DeletionCompletedData(_Data, frozen=True):
     deleted: Completions = []
     refused: Refusals = []
+
+
+class RootRefusedData(_Data, frozen=True):
+    storage_path: NonEmpty
+    reason: str
 
 
 class _Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="type"):
@@ -189,6 +198,14 @@ class RunFinished(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_finishe
 
 class RunForgotten(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_forgotten.v1"):
     data: RunForgottenData
+
+
+class RootRefused(_Envelope, frozen=True, kw_only=True, tag="ckptlog.root_refused.v1"):
+    data: RootRefusedData
+
+
+class RunReopened(_Envelope, frozen=True, kw_only=True, tag="ckptlog.run_reopened.v1"):
+    data: RunReopenedData
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +259,8 @@ INPUT_KINDS: tuple[InputKind, ...] = (
     ),
     InputKind(models.RunFinished, RunFinished, "lifecycle.run_finished"),
     InputKind(models.RunForgotten, RunForgotten, "lifecycle.run_forgotten"),
+    InputKind(models.RootRefused, RootRefused, "lifecycle.root_refused"),
+    InputKind(models.RunReopened, RunReopened, "lifecycle.run_reopened"),
 )
 """The input table: every input event kind this build reads. Everything below is derived from it."""
 

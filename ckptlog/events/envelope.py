@@ -1,7 +1,7 @@
 """The processor's output envelope (contract §5) and the one JSON encoder, down to the bytes.
 
 Every CloudEvents record the processor writes — fold outputs, `checkpoints_missing`, and the
-`deletion_completed` events it writes back to its input — is `encode_json(envelope(...))`.
+`deletion_completed` and `root_refused` facts it writes back to its input — is `encode_json(envelope(...))`.
 `EnvelopeBuilder` produces exactly those bytes from pieces encoded once per run and type,
 because the hot path builds ~3 envelopes per input event; tests hold it to the definition.
 """
@@ -23,6 +23,8 @@ PROCESSOR_SOURCE = "ckptlog/processor"
 DELETION_COMPLETED = "deletion_completed"
 DELETION_COMPLETED_VERSION = INPUTS[DELETION_COMPLETED].version
 """The version the processor writes back: the newest it reads (the input table's)."""
+ROOT_REFUSED = "root_refused"
+ROOT_REFUSED_VERSION = INPUTS[ROOT_REFUSED].version
 
 _fast_json = msgspec.json.Encoder().encode
 _exact_json = partial(pydantic_core.to_json, inf_nan_mode="constants")
@@ -105,6 +107,17 @@ def deletion_completed_data(deleted: Settled, refused: Refused = ()) -> dict[str
         "deleted": [{"checkpoint_path": path, "eviction": eviction} for path, eviction in deleted],
         "refused": [{"checkpoint_path": p, "eviction": eviction, "reason": why} for p, eviction, why in refused],
     }
+
+
+def root_refused_id(run_id: str, root: str) -> str:
+    """The run and its root: the processor's second look at the same root (a publishing replay, an
+    at_least_once batch folded again) writes the same fact, a duplicate."""
+    return f"root_refused:{run_id}:{hashlib.sha256(root.encode()).hexdigest()[:32]}"
+
+
+def root_refused_data(root: str, reason: str) -> dict[str, Any]:
+    """The internal `ckptlog.root_refused` fact (contract §9 *Roots behind a symlink*)."""
+    return {"storage_path": root, "reason": reason}
 
 
 def deletion_completed_event(run_id: str, deleted: Settled, refused: Refused = ()) -> dict[str, Any]:

@@ -15,7 +15,7 @@ fixed alphabet (no `:`). Anything else, however close, is foreign.
 | kind | fields | sequence | sent by |
 |---|---|---|---|
 | `r` | generation | index within the generation | `Reporter.report` |
-| `a` | attempt (`[0-9A-Za-z_-]{1,64}`), generation | index within the generation | trainer integrations (Ray) |
+| `a` | attempt (`[0-9A-Za-z_-]{1,64}`), generation | index within the generation | trainer integrations |
 | `ad` | — | Ray's report index | `ckptlog adopt-ray` |
 | `g` | — | the generation the restart starts | `Reporter.worker_group_restart` |
 | `v` | the request's topic, partition and output sequence | the request's offset | `Evaluator` |

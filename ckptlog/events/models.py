@@ -139,6 +139,13 @@ class RunForgottenData(BaseModel):
     model_config = _STRICT
 
 
+class RunReopenedData(BaseModel):
+    """A finished run goes on (contract §3 "Reopened runs"), its state as it finished: nothing to
+    say beyond the run id."""
+
+    model_config = _STRICT
+
+
 MAX_COMPLETED_PATHS = 1000
 
 
@@ -184,6 +191,16 @@ class DeletionCompletedData(BaseModel):
         if not self.deleted and not self.refused:
             raise ValueError("a deletion_completed event confirms or refuses at least one eviction")
         return self
+
+
+class RootRefusedData(BaseModel):
+    """Internal: written by the processor when it found a run's root reached through a symlink
+    below `--storage-root` (contract §9 *Roots behind a symlink*): `storage_path` is the root as
+    registered (canonical), `reason` what the processor saw (which path is a link, to where)."""
+
+    model_config = _STRICT
+    storage_path: NonEmpty
+    reason: str
 
 
 class Envelope(BaseModel):
@@ -255,6 +272,16 @@ class RunForgotten(Envelope):
     data: RunForgottenData
 
 
+class RunReopened(Envelope):
+    type: Literal["ckptlog.run_reopened.v1"]
+    data: RunReopenedData
+
+
 class DeletionCompleted(Envelope):
     type: Literal["ckptlog.deletion_completed.v3"]
     data: DeletionCompletedData
+
+
+class RootRefused(Envelope):
+    type: Literal["ckptlog.root_refused.v1"]
+    data: RootRefusedData

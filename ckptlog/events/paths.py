@@ -39,9 +39,10 @@ NAME_MAX = 255
 would fail for ever), so a longer segment is refused on every protocol."""
 _LONG = re.compile(rf"[^/]{{{NAME_MAX + 1}}}")
 
-MARKER = ".ckptlog-run"
-"""The ownership marker the processor writes into each run root (contract §9): a file naming the run.
-No checkpoint path or root may have a segment of this name (a deletion could remove a marker)."""
+CLAIM_DIR = ".ckptlog-run"
+"""The claim directory the processor writes each run root's claims into (contract §9): a file per
+claimant naming the run. No checkpoint path or root may have a segment of this name (a deletion
+could remove a claim)."""
 
 
 class ParsedUrl(NamedTuple):
@@ -88,8 +89,8 @@ def parse_url(url: str) -> ParsedUrl:
         )
     if ".." in segments:
         raise UnsafePath(f"{url!r} has a '..' segment")
-    if MARKER in segments:
-        raise UnsafePath(f"{url!r} names ckptlog's ownership marker {MARKER!r}")
+    if CLAIM_DIR in segments:
+        raise UnsafePath(f"{url!r} names ckptlog's claim directory {CLAIM_DIR!r}")
     long = next((seg for seg in segments if len(seg.encode()) > NAME_MAX), None)
     if long is not None:
         raise UnsafePath(
@@ -100,8 +101,8 @@ def parse_url(url: str) -> ParsedUrl:
 
 def segment_problem(name: str) -> str | None:
     """Why `name` (a run id) cannot be one directory name below a root, else None: it must be one
-    safe path segment (no '/', not '.' or '..', no unsafe spelling, not the marker's name)."""
-    if not name or name in (".", "..") or "/" in name or name == MARKER or len(name.encode()) > NAME_MAX:
+    safe path segment (no '/', not '.' or '..', no unsafe spelling, not the claim directory's name)."""
+    if not name or name in (".", "..") or "/" in name or name == CLAIM_DIR or len(name.encode()) > NAME_MAX:
         return f"{name!r} is not one directory name"
     why = unsafe_spelling(name)
     return None if why is None else f"{name!r} has {why}"

@@ -29,6 +29,10 @@ class Reason(StrEnum):
     RUN_REFUSED = "run_refused"
     RUN_FINISHED = "run_finished"
     DELETIONS_OWED = "deletions_owed"
+    ROOT_BEHIND_SYMLINK = "root_behind_symlink"
+    RUN_NOT_FINISHED = "run_not_finished"
+    UNKNOWN_RUN = "unknown_run"
+    NOT_REOPENABLE = "not_reopenable"
     INTERNAL_ERROR = "internal_error"
 
 

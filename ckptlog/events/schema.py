@@ -28,37 +28,98 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 INPUTS: dict[str, type[BaseModel]] = {kind.name: kind.model for kind in INPUT_KINDS}
 """Input event name -> its envelope model, from the input table (ckptlog/events/decoded.py)."""
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_TABLE_CHANGE = {
+    "type": "object",
+    "required": ["drop", "put"],
+    "properties": {
+        "drop": {"type": "array", "items": {"type": "string"}, "description": "Ids popped first."},
+        "put": {"type": "object", "description": "Then these entries set, in order (as the base writes them)."},
+    },
+}
+_SNAPSHOT_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": ["processor_version", "topic", "partition", "next_offset", "settings", "runs", "refused"],
+    "properties": {
+        "processor_version": {"type": "string"},
+        "topic": {"type": "string"},
+        "partition": {"type": "integer"},
+        "next_offset": {"type": "integer"},
+        "settings": {"type": "object"},
+        "runs": {"type": "object"},
+        "refused": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Run id -> why its run_started was refused.",
+        },
+        "finished": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Schema 4: run id -> root of each finished run that left the hot state.",
+        },
+        "symlinked": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Schema 6: run id -> root of each run refused because its root is reached through a "
+            "symlink.",
+        },
+        "retired": {
+            "type": "object",
+            "additionalProperties": {"type": "object"},
+            "description": "Schema 6: run id -> the state (as in `runs`; its `dedup` without foreign ids from "
+            "schema 7, an empty `seen` in 6) of each finished run of `finished` that may be reopened.",
+        },
+    },
+}
+_LINK = {
+    "type": "object",
+    "required": ["next_offset", "sha256"],
+    "properties": {"next_offset": {"type": "integer"}, "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+}
+_DELTA_TABLES = ("runs", "refused", "finished", "symlinked", "retired")
+_DELTA_HEAD = ("processor_version", "topic", "partition", "next_offset", "base", "previous", "sequence", "settings")
+_DELTA_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": [*_DELTA_HEAD, *_DELTA_TABLES],
+    "properties": {
+        **{name: _SNAPSHOT_BODY["properties"][name] for name in ("processor_version", "topic", "partition")},
+        "next_offset": {"type": "integer"},
+        "base": {**_LINK, "description": "The chain's base: its next_offset and the SHA-256 of its bytes."},
+        "previous": {**_LINK, "description": "The object this delta follows (the base, or the delta before)."},
+        "sequence": {"type": "integer", "minimum": 1, "description": "This delta's number on its base."},
+        "settings": {"type": "object", "description": "The chain's fold settings (its base's)."},
+        **dict.fromkeys(_DELTA_TABLES, _TABLE_CHANGE),
+    },
+}
 SNAPSHOT_SCHEMA: dict[str, Any] = {
     "title": "Snapshot",
-    "type": "object",
-    "required": ["format", "schema_version", "checksum", "snapshot"],
-    "description": "Canonical JSON (keys in the order written, which is data; no whitespace); checksum = "
-    "sha256 of canonical(snapshot). Versions 1 and 2 (older fold rules) are refused: rebuild them with "
-    "`ckptlog replay`.",
-    "properties": {
-        "format": {"const": "ckptlog.snapshot"},
-        "schema_version": {"enum": [3, 4], "description": "4 is written; 3 (no finished runs) is read"},
-        "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
-        "snapshot": {
+    "description": "A base (format ckptlog.snapshot: the whole state) or a delta on the previous object of its "
+    "chain (format ckptlog.snapshot.delta, contract §6). Canonical JSON (keys in the order written, which is "
+    "data; no whitespace); checksum = sha256 of the body (`snapshot` or `delta`) as written. Versions 1 and 2 "
+    "(older fold rules) are refused: rebuild them with `ckptlog replay`.",
+    "oneOf": [{"$ref": "#/$defs/base"}, {"$ref": "#/$defs/delta"}],
+    "$defs": {
+        "base": {
             "type": "object",
-            "required": ["processor_version", "topic", "partition", "next_offset", "settings", "runs", "refused"],
+            "required": ["format", "schema_version", "checksum", "snapshot"],
             "properties": {
-                "processor_version": {"type": "string"},
-                "topic": {"type": "string"},
-                "partition": {"type": "integer"},
-                "next_offset": {"type": "integer"},
-                "settings": {"type": "object"},
-                "runs": {"type": "object"},
-                "refused": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Run id -> why its run_started was refused.",
+                "format": {"const": "ckptlog.snapshot"},
+                "schema_version": {
+                    "enum": [3, 4, 5, 6, 7],
+                    "description": "7 is written; 3 (no finished runs), 4 (no bound on them), 5 (no state of "
+                    "retired runs) and 6 (each run's dedup window as the list `seen`) are read",
                 },
-                "finished": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Schema 4: run id -> root of each finished run that left the hot state.",
-                },
+                "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                "snapshot": _SNAPSHOT_BODY,
+            },
+        },
+        "delta": {
+            "type": "object",
+            "required": ["format", "schema_version", "checksum", "delta"],
+            "properties": {
+                "format": {"const": "ckptlog.snapshot.delta"},
+                "schema_version": {"enum": [6, 7], "description": "Its base's: deltas exist from schema 6 on."},
+                "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                "delta": _DELTA_BODY,
             },
         },
     },

@@ -12,7 +12,7 @@ Unknown keys are ignored, so readers keep working when a newer processor adds on
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -100,7 +100,14 @@ class RunView(BaseModel):
         exclude_if=lambda value: value is None,
         json_schema_extra=_no_default,
         description="Present (true) on a finished run's final VIEW (run_finished, contract §3): no report "
-        "changes it any more. Absent while the run goes on.",
+        "changes it any more, unless the run is reopened. Absent while the run goes on.",
+    )
+    reopened: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        json_schema_extra=_no_default,
+        description="How many times the run was reopened after a finish (run_reopened, contract §3): the "
+        "run's epoch, which clients name its next finish and reopen by. Absent until its first reopen.",
     )
     evicted: list[str] | SkipJsonSchema[None] = Field(
         default=None,

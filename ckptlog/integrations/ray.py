@@ -23,7 +23,8 @@ What it forwards, from the controller actor, after Ray's own CheckpointManager h
   `finish_keep` chooses what the finished run keeps): a failed run is not finished, so
   restoring it under the same name goes on with the same ckptlog run;
 - a resumed run (a new job under the same name) goes on in ckptlog as a new worker group, its
-  report ids never colliding with the earlier jobs' (ckptlog/integrations/ray_session.py), and Ray
+  report ids never colliding with the earlier jobs' (ckptlog/integrations/ray_session.py) — a run
+  an earlier job finished is reopened first (`run_reopened`, contract §3) — and Ray
   can load its own snapshot after ckptlog's deletions (ckptlog/integrations/ray_snapshot.py);
   `kept_checkpoints(run_id)` gives ckptlog's kept set as Ray `Checkpoint`s;
 - Ray's own validation results (`DataParallelTrainer(validation_config=...)`), as

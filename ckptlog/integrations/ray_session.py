@@ -16,9 +16,12 @@ controller, and so this callback, starts from nothing. Three rules keep both job
   controller goes on from the VIEW as it stands and says so at WARNING: if that VIEW is stale, the
   resumed job's reports may be refused as `stale_generation` (loudly, in `ckptlog rejections`),
   never silently merged.
-- **A finished run stays finished.** ckptlog refuses events for a run after its `run_finished`;
-  a job resuming such a run fails at the controller's start with `RunNotResumable`, before any
-  training, and says what to do (`CkptlogCallback(finish=False)` for runs you will resume).
+- **A finished run is reopened.** Ray resumes a run under the same name also after its first job
+  succeeded, and the callback finished it in ckptlog then. The resuming controller reopens it first
+  (confirmed, contract §3 "Reopened runs": its kept set, counts and generation come back as they
+  were) and goes on as above. Once its finished record has expired (`--finished-runs-kept`), or for
+  a run an operator forgot, the reopen is refused and the job fails at the controller's start with
+  `RunNotResumable`, before any training, saying why and what to do (a new `RunConfig.name`).
 
 Every method here is called by the outbox (ckptlog/integrations/outbox.py), in order, so a
 generation is resolved when its event is sent, after `start` has read the VIEW.
@@ -27,50 +30,39 @@ generation is resolved when its event is sent, after `start` has read the VIEW.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from ckptlog.client.errors import ClientError, EventRejected
-from ckptlog.integrations.session import Session, Status
+from ckptlog.client.errors import EventRejected
+from ckptlog.integrations.session import RunRefused, Session, Status
 
 __all__ = ["RaySession", "RunNotResumable", "Status"]
 
 
-class RunNotResumable(ClientError):
-    """The run finished in ckptlog (or ckptlog refused its start): a Ray job cannot go on with it."""
+class RunNotResumable(RunRefused):
+    """The run finished in ckptlog and cannot be reopened (or ckptlog refused its start): a Ray job
+    cannot go on with it."""
 
 
 @dataclass
 class RaySession(Session):
     """See the module docstring. `read_view()` returns the run's VIEW on the state topic now; the
-    run start, attempt ids, resume and reports are the shared core's (ckptlog/integrations/session.py)."""
+    run start and reopen, attempt ids, resume and reports are the shared core's
+    (ckptlog/integrations/session.py), its refusals worded for Ray."""
 
     framework: str = "ray"
-
-    def start(self, root: str, retention: dict[str, Any]) -> None:
-        """Announce the run, confirmed; go on after its VIEW when earlier jobs reported to it."""
-        try:
-            self.announce(root, retention)
-        except EventRejected as exc:
-            raise RunNotResumable(self._refused(exc)) from exc
-        view = self.read_view()
-        if view is not None and view.finished:  # the processor may not have answered: its VIEW does
-            raise RunNotResumable(self._finished_message())
-        self.go_on_after(view)
+    refusal: ClassVar[type[RunRefused]] = RunNotResumable
 
     def group_started(self, group: int, num_workers: int, reason: str | None = None) -> None:
         """Worker group `group` of this controller (0 = its first) starts."""
         reason = "Ray Train resumed the run in a new job" if group == 0 else "Ray Train started a new worker group"
         super().group_started(group, num_workers, reason)
 
-    def _refused(self, exc: EventRejected) -> str:
-        if exc.reason == "run_finished":
-            return self._finished_message()
+    def refused(self, exc: EventRejected) -> str:
         return f"ckptlog refused the start of run {self.run_id!r}, so this Ray job does not train: {exc}"
 
-    def _finished_message(self) -> str:
+    def finished_message(self, why: str) -> str:
         return (
-            f"ckptlog run {self.run_id!r} has finished (an earlier job sent run_finished), so this Ray job "
-            "cannot go on with it: ckptlog refuses events after a run's finish. Resume it under a new "
-            "RunConfig.name, or give jobs you mean to resume CkptlogCallback(finish=False) "
-            "(`ckptlog finish RUN` then ends the run when you are done)"
+            f"ckptlog run {self.run_id!r} has finished ({why}), so this Ray job cannot go on with it. Resume it "
+            "under a new RunConfig.name; for a run you mean to resume long after it ended, give its jobs "
+            "CkptlogCallback(finish=False) (`ckptlog finish RUN` then ends the run when you are done)"
         )

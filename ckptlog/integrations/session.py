@@ -12,12 +12,17 @@
   with an earlier job's reports (ckptlog.client.ids.attempt_report_id).
 - **Resume at the VIEW.** A run with reports or restarts goes on at the VIEW's generation + 1: the
   job's first worker group sends `worker_group_restart` to it, later ones count on from it.
+- **A finished run is reopened.** A run an earlier job finished (its VIEW says `finished`, or the
+  processor refuses the start as `run_finished`) is reopened first, confirmed (contract §3 "Reopened
+  runs"): its state comes back as it finished and the job goes on after it. A reopen the processor
+  refuses (the finished record expired, or the run was forgotten) or does not confirm in time stops
+  the job before it trains, saying why. The job's finish is named by the run's epoch (its reopens).
 
 `TrainerRun` wires a Session to a Reporter, an outbox and a Reader for the single-process trainers
 (Lightning, Hugging Face, PyTorch, Keras, Orbax): start, report a file, close, and the kept set and
 best from the VIEW (`view(wait=True)` waits until the VIEW holds every report this job sent). The
-Ray callback uses Session through RaySession (ckptlog/integrations/ray_session.py), whose own
-start keeps Ray's rules for a finished run.
+Ray callback uses Session through RaySession (ckptlog/integrations/ray_session.py), which words
+its refusals for Ray.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Unpack
+from typing import Any, ClassVar, Literal, Unpack
 
 from ckptlog.client import ids
 from ckptlog.client.confirm import PROCESSOR_GROUP
@@ -45,7 +50,8 @@ Status = Literal["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]
 
 
 class RunRefused(ClientError):
-    """ckptlog refused the run's start (e.g. it has finished): the job must not train into it."""
+    """ckptlog refused the run's start, or its reopen (e.g. its finished record expired): the job must
+    not train into it."""
 
 
 @dataclass
@@ -60,7 +66,9 @@ class Session:
     base: int = 0  # the generation of this job's first worker group
     resumed: bool = False
     committed_before: int = 0  # the run's reports before this job (the VIEW at its start)
+    epoch: int = 0  # the run's reopens (the VIEW's `reopened`, or this job's own reopen): its finish's id names it
     next_index: dict[int, int] = field(default_factory=dict)
+    refusal: ClassVar[type[RunRefused]] = RunRefused
 
     @property
     def run_id(self) -> str:
@@ -81,6 +89,8 @@ class Session:
 
     def go_on_after(self, view: RunView | None) -> None:
         """A run earlier jobs reported to goes on at its VIEW's generation + 1."""
+        if view is not None:
+            self.epoch = max(self.epoch, view.reopened or 0)
         if view is not None and (view.committed > 0 or view.generation > 0):
             self.resumed, self.base, self.committed_before = True, view.generation + 1, view.committed
             log.info(
@@ -92,19 +102,49 @@ class Session:
             )
 
     def start(self, root: str, retention: dict[str, Any]) -> None:
-        """Announce the run; refuse to train into a finished one; go on after its VIEW."""
+        """Reopen the run if an earlier job finished it; announce it; go on after its VIEW."""
+        view = self.read_view()
+        if view is not None and view.finished:  # its final VIEW: reopen it before anything else is sent
+            self.reopen(view)
         try:
             self.announce(root, retention)
         except EventRejected as exc:
-            refused = f"ckptlog refused the start of run {self.run_id!r}, so this job does not train: {exc}"
-            raise RunRefused(refused) from exc
+            if exc.reason != "run_finished":
+                raise self.refusal(self.refused(exc)) from exc
+            self.reopen(self.read_view())  # finished since the VIEW was read: the answer means it is folded
+            self.announce(root, retention)
         view = self.read_view()
-        if view is not None and view.finished:
-            raise RunRefused(
-                f"ckptlog run {self.run_id!r} has finished (an earlier job sent run_finished), so this job cannot "
-                "go on with it: give this job a new run_id, or pass finish=False to jobs you mean to resume"
-            )
+        if view is not None and view.finished:  # finished after a start the processor did not confirm
+            raise self.refusal(self.finished_message("an earlier job sent run_finished, and it was not reopened"))
         self.go_on_after(view)
+
+    def reopen(self, view: RunView | None) -> None:
+        """Reopen the finished run, confirmed (contract §3 "Reopened runs"); refused, or not confirmed
+        within the reporter's confirm timeout, the job stops here (`refusal`), saying why."""
+        epoch = (view.reopened or 0) + 1 if view is not None else 1
+        try:
+            self.reporter.reopen(epoch=epoch, confirm=True)
+        except EventRejected as exc:
+            if exc.reason == "run_not_finished":  # reopened meanwhile (by another job): it goes on
+                return
+            raise self.refusal(self.finished_message(f"it cannot be reopened: {exc}")) from exc
+        except NotConfirmed as exc:
+            raise self.refusal(
+                f"ckptlog run {self.run_id!r} has finished and its reopen was not confirmed ({exc}): the processor "
+                "is down or far behind. The reopen was sent and is applied once the processor catches up; start "
+                "this job again then (`ckptlog rejections RUN` says if it was refused)"
+            ) from exc
+        self.epoch = epoch
+        log.info("event=%s_run_reopened run=%r epoch=%d", self.framework, self.run_id, epoch)
+
+    def refused(self, exc: EventRejected) -> str:
+        return f"ckptlog refused the start of run {self.run_id!r}, so this job does not train: {exc}"
+
+    def finished_message(self, why: str) -> str:
+        return (
+            f"ckptlog run {self.run_id!r} has finished ({why}), so this job cannot go on with it: give this job "
+            "a new run_id, or pass finish=False to jobs you mean to resume"
+        )
 
     def group_started(self, group: int, num_workers: int, reason: str | None = None) -> None:
         """Worker group `group` of this job (0 = its first) starts: a restart unless a fresh run's first."""
@@ -132,7 +172,7 @@ class Session:
         self.reporter.validation_result(path, status, metrics)
 
     def finish(self, keep: Literal["kept", "best"] | None) -> None:
-        self.reporter.finish(keep)
+        self.reporter.finish(keep, epoch=self.epoch)
 
 
 class RunOptions(RuleKwargs, total=False):
@@ -161,6 +201,11 @@ def check_options(options: Mapping[str, Any], owner: str) -> None:
     unknown = sorted(set(options) - set(RunOptions.__annotations__) - _RULES)
     if unknown:
         raise TypeError(f"{owner} got unexpected keyword arguments {unknown}; see docs/integrations.md")
+
+
+def split_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take ckptlog's keyword arguments (RunOptions and the rules) out of `kwargs`, which keeps the framework's."""
+    return {key: kwargs.pop(key) for key in list(kwargs) if key in RunOptions.__annotations__ or key in _RULES}
 
 
 def read_view(
@@ -231,6 +276,11 @@ class TrainerRun:
     @property
     def started(self) -> bool:
         return self._outbox is not None
+
+    @property
+    def undelivered(self) -> int:
+        """Events waiting in the outbox for Kafka."""
+        return len(self._outbox.pending) if self._outbox is not None else 0
 
     def report(self, metrics: Mapping[str, Any], path: str | None) -> None:
         """A checkpoint the framework has finished writing (or metrics alone), through the outbox."""

@@ -20,7 +20,7 @@ import signal
 ENV = "CKPTLOG_CRASH_AT"
 
 POINTS: dict[str, str] = {
-    # the commit cycle (ckptlog/processor/service/commit.py, publish.py)
+    # the pipeline (ckptlog/processor/service/pipeline.py, publish.py)
     "batch.folded": "a batch is folded (state ahead of what is durable), its commit not yet started",
     "commit.before": "the batch's records and offset are about to be committed",
     "commit.after": "the transaction (or publish + offset commit) succeeded; nothing after it ran",
@@ -34,7 +34,9 @@ POINTS: dict[str, str] = {
     "completions.before_send": "completion events are about to be produced to the input topic",
     "completions.sent": "completion events were acknowledged by the broker",
     # snapshots (ckptlog/processor/service/snapshotting.py, ckptlog/processor/storage)
+    "snapshot.captured": "a snapshot's moment is taken (which runs it writes), none encoded yet; the fold goes on",
     "snapshot.encoded": "the state is encoded, its write not yet started",
+    "snapshot.compacting": "a new base replacing a chain of deltas is encoded, not yet written (compaction)",
     "snapshot.before_write": "the snapshot object is about to be written (worker thread)",
     "object.half_written": "half of a local object's bytes are in its temp file",
     "object.before_rename": "a local object's temp file is complete and fsynced, not yet renamed",
@@ -48,7 +50,7 @@ POINTS: dict[str, str] = {
     "restore.before_seek": "the partition's task is registered, the consumer not yet seeked",
     "restore.caught_up": "the fold reached the group's committed offset; publishing starts",
     "restore.redriven": "the deletions the state owes were handed to the Deleter again",
-    # revocation and graceful shutdown (ckptlog/processor/service/commit.py)
+    # revocation and graceful shutdown (ckptlog/processor/service/pipeline.py)
     "close.before_final_snapshot": "a partition is closing gracefully; its final snapshot not yet taken",
     "close.after_final_snapshot": "the final snapshot is written; the producer not yet stopped",
     # ckptlog replay (ckptlog/processor/service/replay.py)

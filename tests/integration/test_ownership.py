@@ -3,7 +3,7 @@
 Two runs whose roots nest are refused within one partition by the fold; on two partitions the
 fold cannot see it. Here run `inner` (partition 1) is rooted inside run `outer`'s root
 (partition 0), and `outer` reports `inner`'s root as one of its checkpoints and evicts it.
-Before the ownership markers the eviction deleted `inner`'s kept checkpoints.
+Before the claims in run roots the eviction deleted `inner`'s kept checkpoints.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog.events.paths import MARKER
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.kafka import read_topic
 from ckptlog.kafka.producers import produce
 from ckptlog.processor.service.harness import event_record, running, wait_for_views
@@ -58,7 +58,7 @@ async def test_an_eviction_never_reaches_into_a_run_rooted_in_another_partition(
     async with running(settings):
         await produce(conn, [event_record(settings.input_topic, line, partition=1) for line in inner_lines])
         await wait_until(
-            lambda: (inner / MARKER / claim_name(Claimant("inner", f"{topic}[1]"))).is_file()
+            lambda: (inner / CLAIM_DIR / claim_name(Claimant("inner", f"{topic}[1]"))).is_file()
         )  # claimed once committed
         await produce(conn, [event_record(settings.input_topic, line, partition=0) for line in outer_lines])
         await wait_until(lambda: not (team / "o1").exists())  # outer's own eviction is deleted
@@ -68,7 +68,7 @@ async def test_an_eviction_never_reaches_into_a_run_rooted_in_another_partition(
     for i in range(2):
         assert (inner / f"c{i}/model.bin").read_bytes() == b"inner's weights"
     assert (team / "o2/model.bin").is_file() and (
-        team / MARKER / claim_name(Claimant("outer", f"{topic}[0]"))
+        team / CLAIM_DIR / claim_name(Claimant("outer", f"{topic}[0]"))
     ).is_file()
     assert [c["path"] for c in views["inner"]["checkpoints"]] == [(inner / f"c{i}").as_uri() for i in range(2)]
 

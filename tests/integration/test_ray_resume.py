@@ -7,8 +7,11 @@ checkpoints through `CkptlogCallback`; ckptlog must hold every report of both jo
 - the recommended setup: Ray keeps everything, ckptlog deletes (`num_to_keep=2`); the first job
   succeeds with `finish=False`, ckptlog deletes what it evicted, and the second job must still
   start (Ray's snapshot lists the deleted checkpoints: ckptlog/integrations/ray_snapshot.py);
-- a run that finished in ckptlog cannot be resumed: the second job fails at the controller's
-  start with `RunNotResumable`, before it trains.
+- a run whose first job succeeded and finished it in ckptlog (`finish=True`, the default) is
+  reopened by the second job, which goes on training it (issue 38 item 6): both jobs' reports, the
+  kept set across them, the run finished again in its next epoch;
+- once its finished record has expired (`--finished-runs-kept`), the second job fails at the
+  controller's start with `RunNotResumable`, before it trains.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from ckptlog.integrations.ray import CkptlogCallback, kept_checkpoints
 from ckptlog.kafka import read_topic
-from ckptlog.processor.service.harness import running
+from ckptlog.kafka.producers import produce
+from ckptlog.processor.service.harness import event_record, running
 from ckptlog.processor.service.settings import ServiceSettings
+from tests import factories as f
 from tests.integration.test_processor_e2e import conn_of, make_settings
 from tests.integration.test_ray_train import callback_topics, disk_settles, ray_cluster, view_of
 
@@ -93,8 +98,9 @@ async def rejections(settings: ServiceSettings) -> list[dict[str, Any]]:
     return [json.loads(r.value or b"{}") for r in await read_topic(conn_of(settings), settings.dlq_topic)]
 
 
-async def both_jobs(tmp_path: Path, topic_factory: Any, kafka_bootstrap: str) -> ServiceSettings:
-    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, storage_root=(tmp_path / "ray").as_uri())
+async def both_jobs(tmp_path: Path, topic_factory: Any, kafka_bootstrap: str, **overrides: Any) -> ServiceSettings:
+    root = (tmp_path / "ray").as_uri()
+    settings = await make_settings(topic_factory, kafka_bootstrap, tmp_path, storage_root=root, **overrides)
     (tmp_path / "ray").mkdir(exist_ok=True)
     return settings
 
@@ -151,20 +157,64 @@ async def test_recommended_setup_ckptlog_deletes_and_ray_still_resumes(
     assert dlq == []
 
 
-async def test_a_finished_run_is_not_resumed_silently(
+async def test_a_run_its_first_job_finished_is_reopened_by_the_next_job_and_goes_on(
     ray_cluster: None, topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
+    """Issue 38 item 6: Ray resumes a run under the same RunConfig.name and storage path after its
+    first job succeeded; the callback had finished it in ckptlog then. The second job reopens it and
+    trains on: ckptlog's kept set spans both jobs, and ckptlog deletes what it evicts after the
+    reopen (the finished run's retired claim is gone from its root)."""
     settings = await both_jobs(tmp_path, topic_factory, kafka_bootstrap)
+    run_dir = tmp_path / "ray" / "resumed"
     async with running(settings):
-        first = await asyncio.to_thread(
-            fit, settings, tmp_path / "ray", ray_keep=None, keep=2
-        )  # finish=True, the default
+        first = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)  # finish=True
+        view = await view_of(settings, "resumed", PER_JOB)
+        assert view.get("finished") is True and "reopened" not in view
+        kept_first = {c["path"] for c in view["checkpoints"]}
+        assert await disk_settles(run_dir, kept_first) == kept_first
+        second = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)
+        view = await view_of(settings, "resumed", 2 * PER_JOB)
+        kept = [c["path"] for c in view["checkpoints"]]
+        on_disk = await disk_settles(run_dir, set(kept))
+        registered = await outputs_of(settings, "ckptlog.checkpoint_registered.v1")
+        started = await outputs_of(settings, "ckptlog.worker_group_started.v1")
+        dlq = await rejections(settings)
+    assert first is None and second is None, second
+    paths = [r["checkpoint_path"] for r in registered]
+    assert len(paths) == 2 * PER_JOB == len(set(paths)), "every report of both jobs, each once"
+    loss = {p: LOSSES[i] for i, p in enumerate(paths)}
+    top = sorted(paths, key=lambda p: loss[p])[:2]
+    assert set(kept) == {*top, paths[-1]} and view["latest"] == paths[-1]
+    assert view["committed"] == 2 * PER_JOB and view["generation"] == 1  # went on as a new worker group
+    assert [s["generation"] for s in started] == [1] and started[0]["latest_checkpoint_path"] == paths[PER_JOB - 1]
+    assert view["reopened"] == 1 and view["finished"] is True  # the second job finished it again
+    assert on_disk == set(kept), "ckptlog deleted what it evicted after the reopen"
+    assert dlq == []
+
+
+async def test_a_run_whose_finished_record_expired_is_not_resumed(
+    ray_cluster: None, topic_factory: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """After `--finished-runs-kept` later retirements the fold no longer knows the run: a reopen
+    could take the old run's late events for a new run's, so the second job is refused, clearly,
+    before it trains (contract §3 *Expiry*)."""
+    settings = await both_jobs(tmp_path, topic_factory, kafka_bootstrap, finished_runs_kept=1)
+    conn = conn_of(settings)
+    async with running(settings):
+        first = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)
         await view_of(settings, "resumed", PER_JOB)
+        other = (tmp_path / "ray" / "other").as_uri()  # another run retires: the first one's record expires
+        await produce(
+            conn, [event_record(settings.input_topic, e) for e in (f.started("other", other), f.finished("other"))]
+        )
         error = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)
         view = await view_of(settings, "resumed", PER_JOB)
+        dlq = [dict(r.headers) for r in await read_topic(conn, settings.dlq_topic)]
     assert first is None, first
-    assert error is not None and "has finished" in str(error) and "finish=False" in str(error), error
+    assert isinstance(error, Exception) and "has finished" in str(error) and "RunConfig.name" in str(error), error
+    assert "unknown_run" in str(error) and "--finished-runs-kept" in str(error), error
     assert view["committed"] == PER_JOB and view.get("finished") is True  # nothing of the second job
+    assert [d["__ckptlog.errors.reason"] for d in dlq] == [b"unknown_run"]
 
 
 async def test_adopt_ray_puts_a_ray_run_under_ckptlog_once(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ckptlog.events.paths import MARKER
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.kafka import read_topic
 from ckptlog.kafka.producers import produce
 from ckptlog.processor.service.harness import event_record, running
@@ -203,7 +203,7 @@ async def test_a_run_id_reused_after_its_record_expired_never_deletes_the_finish
     assert all("finished" in why for why in refused.values()), refused
     for name in ("c0", "c1", "c2", "c3"):
         assert (root / name / "model.pt").read_bytes() == b"weights", name
-    retired = [p.name for p in (root / MARKER).iterdir() if p.name.startswith("retired-")]
+    retired = [p.name for p in (root / CLAIM_DIR).iterdir() if p.name.startswith("retired-")]
     assert retired == [claim_name(Claimant("a", f"{settings.input_topic}[0]", retired=True))]
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.kafka import KafkaConnection, PartitionId, Record, read_topic
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.view import View
@@ -78,6 +79,25 @@ def _reported(value: bytes | None) -> str | None:
         return None
 
 
+def _linked(record: Record, batch: Batch, registered: dict[tuple[int, str, str], int], out: Replayed) -> None:
+    """The dead letter the processor writes, from its look at the storage, for the run_started that
+    registered a root it then wrote a `root_refused` fact for (contract §9 *Roots behind a symlink*):
+    the fold applies that run_started, so a clean fold makes no dead letter of it."""
+    for run_id in batch.started:
+        for root, claimant in batch.claims:
+            if claimant == run_id:
+                registered[(record.partition, run_id, root)] = record.offset
+    if record.value is None or b'"ckptlog.root_refused.v1"' not in record.value:
+        return
+    try:
+        body = json.loads(record.value)
+        fact = (record.partition, str(body["subject"]), normalize(str(body["data"]["storage_path"])))
+    except (ValueError, KeyError, TypeError, UnsafePath):
+        return
+    if fact in registered:
+        out.dead.add((record.partition, registered[fact]))
+
+
 def replay(records: Sequence[Record], settings: ServiceSettings, written: set[str]) -> Replayed:
     """Fold the log record by record as the service does; see the module docstring."""
     quiet = logging.getLogger("ckptlog.processor.service.batch")  # its dead-letter warnings are the service's to log
@@ -92,6 +112,7 @@ def replay(records: Sequence[Record], settings: ServiceSettings, written: set[st
 def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[str]) -> Replayed:
     out, names = Replayed(), names_of(settings)
     folders: dict[int, BatchFolder] = {}
+    registered: dict[tuple[int, str, str], int] = {}  # (partition, run, root) -> the run_started registering it
     for record in records:
         folder = folders.get(record.partition)
         if folder is None:
@@ -99,6 +120,7 @@ def _replay(records: Sequence[Record], settings: ServiceSettings, written: set[s
             fold = Fold(settings.fold_settings())
             folder = folders[record.partition] = BatchFolder(fold, factory)
         batch = folder.fold_records([record], 0)
+        _linked(record, batch, registered, out)
         out.inputs[record.partition, record.offset] = _describe(record, batch)
         for output in batch.records:
             if output.topic == names.dlq:

@@ -37,6 +37,7 @@ from ckptlog.processor.failpoints import POINTS
 from ckptlog.processor.service.processor import topic_specs
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
 from ckptlog.processor.service.views import read_views
+from tests.reliability import snapshot_faults
 from tests.reliability.crash_checks import check_outputs, check_tree, check_watermarks, clean_fold, replay, same
 from tests.reliability.crash_processes import KILLED, Feeder, Instance, broker, moto
 from tests.reliability.crash_workload import LocalTree, RemoteTree, Tree, Workload
@@ -55,6 +56,8 @@ caught up, wherever it is (e.g. inside a transaction, which no named point can r
 def trigger(point: str) -> str:
     """How an instance is brought to the point: by the stream, by SIGTERM, by `ckptlog replay`, or by
     the test's own SIGKILL."""
+    if point in snapshot_faults.FAULTS:
+        return "storage"  # not a kill: the test damages the snapshots between two instances
     return {"close": "sigterm", "replay": "replay", RANDOM: "timer"}.get(point.split(".")[0], "stream")
 
 
@@ -219,6 +222,9 @@ class Chain:
             if trigger(spec.split("@")[0]) == "replay":
                 replays.append(spec)
                 continue
+            if trigger(spec.split("@")[0]) == "storage":
+                self._damage(spec)
+                continue
             if replays:
                 await self._replay(replays)
                 replays = []
@@ -241,6 +247,14 @@ class Chain:
             instance.proc.send_signal(signal.SIGKILL if how == "timer" else signal.SIGTERM)
         await self._expect_killed(instance, spec)
         print(f"[{self.scenario.name}] {spec}: {self.feeder.produced} events so far", flush=True)
+
+    def _damage(self, spec: str) -> None:
+        s = self.settings
+        hit = snapshot_faults.damage(
+            self.snapshots, s.input_topic, PARTITIONS, spec.split("@")[0], s.snapshot_storage_options
+        )
+        print(f"[{self.scenario.name}] {spec}: {hit or 'no delta to damage'}", flush=True)
+        self.report.landed.append(spec)
 
     async def _expect_killed(self, instance: Instance, spec: str) -> None:
         code = await instance.exit_code(STEP_TIMEOUT_S)

@@ -44,6 +44,9 @@ class Model:
     evicted: dict[str, list[str]] = field(default_factory=dict)
     dead: dict[tuple[int, int], str] = field(default_factory=dict)  # (partition, offset) -> reason
     lines: int = 0
+    # (partition, run id) of every root_refused fact the log holds: the run_started the processor found
+    # behind a symlink has a dead letter of stage `storage` though the fold applied it (contract §9)
+    linked: set[tuple[int, str]] = field(default_factory=set)
 
 
 def exported_lines(records: Sequence[Record], partition: int) -> tuple[list[bytes], list[int], dict[int, str]]:
@@ -67,7 +70,12 @@ def exported_lines(records: Sequence[Record], partition: int) -> tuple[list[byte
 
 
 def model_of(
-    partition: int, document: dict[str, Any], offsets: list[int], left_out: dict[int, str], into: Model
+    partition: int,
+    document: dict[str, Any],
+    offsets: list[int],
+    left_out: dict[int, str],
+    into: Model,
+    lines: Sequence[bytes] = (),
 ) -> None:
     for run_id, view in document["runs"].items():
         into.evicted[run_id] = view.get("evicted", [])
@@ -77,6 +85,12 @@ def model_of(
     for offset, why in left_out.items():
         into.dead[(partition, offset)] = "invalid_envelope" if why == "tombstone" else why
     into.lines += len(offsets)
+    for line in lines:
+        if b'"ckptlog.root_refused.v1"' in line:
+            try:
+                into.linked.add((partition, str(json.loads(line)["subject"])))
+            except (ValueError, KeyError, TypeError):
+                continue
 
 
 def check_export(exported: bytes, lines: list[bytes], partition: int) -> list[str]:
@@ -107,6 +121,7 @@ def check_dead_letters(dlq: Sequence[Record], model: Model, input_topic: str) ->
     """Every input record folded or dead-lettered, once, with the fold's reason."""
     problems, seen = [], Counter[tuple[int, int]]()
     reasons: dict[tuple[int, int], str] = {}
+    linked: set[tuple[int, int]] = set()  # a run_started found behind a link: applied by the fold, told by the shell
     for record in dlq:
         headers = {k: v.decode(errors="replace") for k, v in record.headers}
         if headers.get(H_TOPIC) != input_topic:
@@ -114,8 +129,12 @@ def check_dead_letters(dlq: Sequence[Record], model: Model, input_topic: str) ->
         where = (int(headers[H_PARTITION]), int(headers[H_OFFSET]))
         seen[where] += 1
         reasons[where] = headers.get(H_REASON, "")
+        run = (record.key or b"").decode(errors="replace")
+        storage = headers.get(H_STAGE) == "storage" and reasons[where] == Reason.ROOT_BEHIND_SYMLINK
+        if storage and (where[0], run) in model.linked and where not in model.dead:
+            linked.add(where)
     missing = sorted(set(model.dead) - set(seen))
-    extra = sorted(set(seen) - set(model.dead))
+    extra = sorted(set(seen) - set(model.dead) - linked)
     twice = sorted(k for k, n in seen.items() if n > 1)
     differ = sorted(k for k in set(seen) & set(model.dead) if reasons[k] != model.dead[k])
     if missing:
@@ -219,9 +238,9 @@ def check_schemas(outputs: Mapping[str, Sequence[Record]], state: Sequence[Recor
     bad: list[str] = []
     for topic, records in outputs.items():
         bad += [f"{topic}@{r.partition}:{r.offset}: {e}" for r in records for e in _errors(event, r.value)]
-    for r in state:
+    for r in state:  # a head's tombstone: a run refused for a link to its root (contract §9) or forgotten
         paged = r.key is not None and PAGE_KEY_SEPARATOR.encode() in r.key
-        if r.value is not None or not paged:
+        if r.value is not None:
             bad += [f"state@{r.partition}:{r.offset}: {e}" for e in _errors(page if paged else view, r.value)]
     reasons = {str(reason) for reason in Reason}
     for r in dlq:
@@ -274,6 +293,23 @@ def deleted_by_outputs(records: Sequence[Record], after: dict[int, int]) -> tupl
         if record.offset >= after.get(record.partition, 0):
             new.update(body["data"]["checkpoint_paths"])
     return new, per_run
+
+
+def check_reopened(records: Sequence[Record], reopened: Set[str]) -> list[str]:
+    """No deletion of a reopened run is refused by a finished run's retired claim naming the run
+    itself (contract §3 "Reopened runs": the processor removes it once the reopen committed)."""
+    barred = []
+    for record in records:
+        body = json.loads(record.value or b"")
+        data = body.get("data") or {}
+        if body.get("type") != "ckptlog.warning.v1" or data.get("code") != "deletion_refused":
+            continue
+        run = body.get("subject")
+        if run in reopened and f"run {run!r} (" in data.get("message", "") and "(finished)" in data["message"]:
+            barred.append(f"{run}: {data.get('checkpoint_path')}")
+    if not barred:
+        return []
+    return [f"{len(barred)} evictions of reopened runs refused by their own retired claim: {barred[:4]}"]
 
 
 def alive(processes: Sequence[tuple[str, Any]]) -> list[str]:

@@ -263,6 +263,30 @@ def expired_reuse(gen: StreamGenerator) -> None:
     gen.later(reuse_the_id) if gen.rng.random() < 0.5 else reuse_the_id()
 
 
+def reopened(gen: StreamGenerator) -> None:
+    """Contract §3 "Reopened runs": a run keeps two checkpoints and finishes (it retires: its retired
+    claim lands in its root). Then (now, or after the next phase's action: a restart restores it
+    from a snapshot) it is reopened and reports three more, whose evictions of its kept checkpoints
+    must be deleted — its own retired claim removed once the reopen committed, never left to refuse
+    them (whole_system checks it: `system_checks.check_reopened`)."""
+    run = gen.add_run("reo", gen.rng.randrange(2), None, True, 2)
+    gen.emit(gen.start(run), run.run_id)
+    gen.reports(run, 2)
+    gen.emit(gen.event("run_finished", run.run_id, {}), run.run_id)
+    gen.finished.add(run.run_id)
+    run.started = False  # finished: no other ingredient picks it until it is reopened
+
+    def reopen() -> None:
+        gen.emit(gen.event("run_reopened", run.run_id, {}), run.run_id)
+        gen.finished.discard(run.run_id)
+        gen.reopened.add(run.run_id)
+        run.started = True
+        for _ in range(3):
+            gen.report(run)
+
+    gen.later(reopen) if gen.rng.random() < 0.5 else reopen()
+
+
 HUGE = 10**400
 
 
@@ -301,5 +325,6 @@ BUILDERS: dict[str, Builder] = {
     "invalid_utf8": invalid_utf8,
     "garbage": garbage,
     "expired_reuse": expired_reuse,
+    "reopened": reopened,
     "huge_scores": huge_scores,
 }

@@ -25,6 +25,7 @@ from ckptlog.kafka.topics import committed_offsets
 from ckptlog.processor.service.harness import run_argv
 from ckptlog.processor.service.processor import topic_specs
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
+from tests.reliability import snapshot_faults
 from tests.reliability.crash_processes import KILLED, Instance
 from tests.reliability.system_stream import (
     DEFAULT_KEEP,
@@ -201,11 +202,26 @@ class System:
             await self.stop_instance(joiner, "joining processor")
         elif action == "limits":
             await self.other_limits()
+        elif action == "damage":
+            await self.damaged_snapshots()
         elif action == "evaluator" and self.evaluator is not None:
             await self.evaluator_ready(self.evaluator)
             await self.stop_instance(self.evaluator, "evaluator")
             self.evaluator_kind += 1
             self.start_evaluator()
+
+    async def damaged_snapshots(self) -> None:
+        """SIGKILL, then the newest delta of each partition's snapshot chain lost (even phases) or
+        torn (odd ones): the restart must fall back to an older restore point (contract §6)."""
+        main, s = self.processors[0], self.settings
+        main.proc.send_signal(signal.SIGKILL)
+        if (code := await main.exit_code(STEP_TIMEOUT_S)) != KILLED:
+            self.problem(f"damage: the processor exited {code}; see {main.log}")
+        main.kill()
+        fault = snapshot_faults.FAULTS[int(self.phase) % 2]
+        hit = snapshot_faults.damage(s.snapshots, s.input_topic, PARTITIONS, fault, s.snapshot_storage_options)
+        print(f"[system seed={self.seed}] phase {self.phase}: {fault} {hit}", flush=True)
+        self.processors[0] = await self.start_processor("main", group_instance_id="system-main")
 
     async def other_limits(self) -> None:
         """Restart with another --max-depth: a snapshot folded with other limits must be refused

@@ -60,12 +60,14 @@ INGREDIENTS = (
     "invalid_utf8",
     "garbage",  # not JSON, not an object, truncated, blank, tombstones, key mismatch
     "expired_reuse",  # a finished run's record expires; its id is started again in its root, old reports redelivered
+    "reopened",  # a finished run, retired, is reopened (maybe after a restart) and evicts its old kept checkpoints
     "huge_scores",  # scores of ±10**400, flat and nested, ranking evictions; NaN; a kept run's huge step
 )
-ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator")
-FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits")  # every action in any 4 phases
+ACTIONS = ("none", "sigterm", "sigkill", "rebalance", "limits", "evaluator", "damage")
+FIRST_ACTIONS = ("none", "sigkill", "rebalance+evaluator", "limits+damage")  # every action in any 4 phases
 """An action is one of ACTIONS or several joined by `+`; `limits` restarts (SIGTERM) with other
-limits, then again with the stream's own."""
+limits, then again with the stream's own; `damage` kills the processor and loses or tears the
+newest snapshot delta of each partition before it restarts (tests/reliability/snapshot_faults.py)."""
 
 
 def partition_of(key: str) -> int:
@@ -146,6 +148,7 @@ class StreamGenerator:
         self.deferred: list[Callable[[], None]] = []  # the next phase's first records (see `later`)
         self.finished: set[str] = set()  # runs finished for good: their final VIEWs are on the state topic only
         self.reused: set[str] = set()  # run ids started again after their record expired: watermarks restart
+        self.reopened: set[str] = set()  # runs reopened after they finished: their evictions must be deleted
         self.huge: list[
             str
         ] = []  # runs scored beyond a float's range (system_hostile.huge_scores): the tools read them

@@ -88,7 +88,7 @@ def under(path: str, prefixes: set[str]) -> bool:
 
 def changes(before: dict[str, str], after: dict[str, str], evicted: set[str], storage: str) -> list[str]:
     """What changed between two snapshots but the files below `evicted` (checkpoints their own run
-    wrote and evicted: they may go) and new files below --storage-root (e.g. marker files)."""
+    wrote and evicted: they may go) and new files below --storage-root (e.g. claim files)."""
     problems = []
     for path, digest in sorted(before.items()):
         now = after.get(path)

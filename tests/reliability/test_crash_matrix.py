@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckptlog.processor.failpoints import POINTS
+from tests.reliability import snapshot_faults
 from tests.reliability.crash_matrix import Chain, Scenario, applicable
 
 pytestmark = pytest.mark.timeout(240)
@@ -47,6 +48,21 @@ QUICK = [
             "snapshot.written@1",
         ),
         seed=12,
+    ),
+    Scenario(
+        "incremental-snapshots",
+        (
+            "snapshot.captured@2",  # a delta's moment taken, the fold going on
+            "snapshot.written@3",  # between two delta writes
+            "lose.delta@1",  # the newest delta of each partition lost
+            "object.half_written@3",  # a delta (or base) half written
+            "snapshot.compacting@1",  # a new base replacing a chain, not yet written
+            "tear.delta@1",  # the newest delta torn
+            "snapshot.before_prune@3",
+        ),
+        seed=16,
+        runs=20,
+        snapshot_every=15,
     ),
     Scenario(
         "restore-close-replay",
@@ -89,7 +105,7 @@ QUICK = [
 
 def test_the_quick_matrix_aims_at_every_point() -> None:
     aimed = {spec.split("@")[0] for scenario in QUICK for spec in scenario.kills}
-    assert aimed == set(POINTS)
+    assert aimed == set(POINTS) | set(snapshot_faults.FAULTS)
     for scenario in QUICK:
         assert all(applicable(spec.split("@")[0], scenario.guarantee, scenario.s3) for spec in scenario.kills)
 

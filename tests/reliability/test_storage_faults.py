@@ -18,7 +18,8 @@ import pytest
 
 from ckptlog.errors import SnapshotVersionError, StorageError
 from ckptlog.processor.core import Fold, FoldSettings
-from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, decode, encode
+from ckptlog.processor.core.delta import decode_chain as decode
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, encode
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f

@@ -139,6 +139,7 @@ class Stream:
         deleted_now, self.deleted = checks.deleted_by_outputs(outputs[s.checkpoints_topic], self.checkpoint_ends)
         self.checkpoint_ends = {r.partition: r.offset + 1 for r in outputs[s.checkpoints_topic]}
         found += checks.check_tree(self.system.tree, before, model, deleted_now)
+        found += checks.check_reopened(outputs[s.checkpoints_topic], self.gen.reopened)
         found += checks.check_schemas(outputs, state, dlq)
         found += await self.outputs(records, model)
         found += await self.tools(model, len(dlq))
@@ -152,7 +153,8 @@ class Stream:
         s, conn = self.system.settings, self.system.conn
         replayed = replay(records, s, set(self.system.tree.written))
         found = await check_outputs(conn, s, replayed, exactly_once=True)
-        marks, _ = await check_watermarks(conn, s, model.views, self.gen.reused, self.gen.finished)
+        gone = self.gen.finished | {run for _, run in model.linked}  # retired, or refused for a link: in no view
+        marks, _ = await check_watermarks(conn, s, model.views, self.gen.reused, gone)
         return [f"{problem} (crash_checks)" for problem in found + marks]
 
     def reader_views(self) -> dict[str, object]:
@@ -183,7 +185,7 @@ class Stream:
                     f"`ckptlog fold --workers 2` differs from --workers 1 on partition {partition}: "
                     f"{checks.fold_difference(one.out, two.out)}"
                 )
-            checks.model_of(partition, json.loads(one.out), offsets, left_out, model)
+            checks.model_of(partition, json.loads(one.out), offsets, left_out, model, expected[partition][0])
         return model, found
 
     def base_args(self, command: str, *rest: str) -> list[str]:

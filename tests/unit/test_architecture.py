@@ -22,7 +22,9 @@ PUBLIC = frozenset(f"ckptlog.{name}" for name in ckptlog.__all__)
 CLIENT_MAY_IMPORT = ("ckptlog.client", "ckptlog.integrations", "ckptlog.events", "ckptlog.kafka", "ckptlog.errors")
 """What the client library may import of this repository (each with its submodules): itself, the wire
 contract, the Kafka adapter (connections, clients' I/O, finding a broker) and the one exception root."""
-FRAMEWORKS = frozenset({"ray", "ray_adopt", "ray_session", "ray_snapshot"})
+FRAMEWORKS = frozenset(
+    {"ray", "ray_adopt", "ray_session", "ray_snapshot", "lightning", "transformers", "torch", "keras", "orbax"}
+)
 """Integration modules that import their framework at import time."""
 SHARED = ("ckptlog.events", "ckptlog.kafka", "ckptlog.errors")
 """What the server modules the client imports may import themselves: the client's whole closure."""

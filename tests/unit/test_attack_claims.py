@@ -3,7 +3,8 @@
 contract §9, "What a deployment may share": two runs of different partitions given nesting roots
 are a deployment mistake; "across partitions the second claim is logged as an ERROR"
 (`event=root_shared`), and from then on the deletions of either run that would reach the other's
-are refused. `markers._shared` only looks at the claimed root and the directories above it, never
+are refused. The claim writer (then `markers._shared`, now
+`claim_writer._shared`) only looked at the claimed root and the directories above it, never
 below: when the inner root was claimed first, the outer claim is written as if nothing were
 wrong. No `root_shared` for either run; the mistake shows only later, as every deletion of the
 inner run is refused (the outer claim sits above its root).
@@ -14,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant, Shared
-from ckptlog.processor.storage.markers import claim_all
 
 
 def test_claiming_a_root_around_a_claimed_root_is_reported_as_shared(tmp_path: Path) -> None:

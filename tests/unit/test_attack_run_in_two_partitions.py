@@ -1,4 +1,4 @@
-"""Attack: one run id folded in two input partitions; the ownership markers take the other
+"""Attack: one run id folded in two input partitions; the claims take the other
 partition's run for the deleting run itself, and a kept (latest) checkpoint is deleted.
 
 Nothing makes a record of run "r" land on the partition its key hashes to: the processor checks
@@ -7,8 +7,8 @@ without a key, to an explicit partition, or by a client whose default partitione
 (librdkafka's `consistent_random` is CRC32) is folded by another partition's fold, which does
 not know the run's state there, and creates run "r" again, with the same root `/sr/r` (its own
 run_started, or the implicit `{--storage-root}/r`). Within one partition such a report would be
-`duplicate_checkpoint_path`; across partitions only the markers stand between the two, and the
-claim of both is `run-{sha256("r")}`, naming "r": "a marker naming only the deleting run (its own
+`duplicate_checkpoint_path`; across partitions only the claims stand between the two, and the
+claim of both is `run-{sha256("r")}`, naming "r": "a claim naming only the deleting run (its own
 earlier root) is no bar", so no `root_shared` is logged and nothing is refused. The Deleter's
 re-check asks the state of the partition whose run "r" it serves, which owes the deletion.
 

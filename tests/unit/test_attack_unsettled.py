@@ -21,9 +21,10 @@ from pathlib import Path
 from ckptlog.events.decoded import CheckpointConfig
 from ckptlog.events.paths import normalize
 from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 from tests import factories as f
 
 LONG_ID = "é" * 200  # 200 characters (within contract §2's 256), 400 UTF-8 bytes (over NAME_MAX)

@@ -7,7 +7,7 @@ of its own, and every run also plays the attacker: it reports another run's root
 above another run's checkpoint, another run's kept checkpoint, the storage root, paths through
 a symlink below the storage root that leads outside it, and starts with roots that nest with
 other runs' (which the other partition cannot see). The processor claims each registered root
-(ownership markers, ckptlog/processor/storage/markers.py) as the service does after a commit, and its
+(claims, ckptlog/processor/storage/claim_writer.py) as the service does after a commit, and its
 real `Deleter` deletes what each fold owes, folding the completions back; folds are restored
 from snapshot bytes now and then.
 
@@ -40,9 +40,9 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.snapshot import decode, encode, of_fold
 from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.deletion import Deleter, Key, RetryPolicy
-from ckptlog.processor.storage.markers import claim_all
 from tests import factories as f
 from tests.unit.storage.test_deletion_symlinks import tree
 
@@ -200,7 +200,13 @@ class CrossRunSafety(RuleBasedStateMachine):
         for _, why in refused:
             event(
                 "refused: "
-                + ("another run's marker" if "ownership marker" in why else "a symlink" if "symlink" in why else why)
+                + (
+                    "another run's claim"
+                    if "holds the claim of run" in why
+                    else "a symlink"
+                    if "symlink" in why
+                    else why
+                )
             )
         for _, path in done:
             assert not os.path.lexists(normalize(path).removeprefix("file://")), f"{path} confirmed but still there"

@@ -235,11 +235,12 @@ class Seen:
 
     # -- snapshots (contract §6) ----------------------------------------------------------
 
-    def data(self) -> dict[str, Any]:
+    def data(self, *, foreign: bool = True) -> dict[str, Any]:
         """JSON-ready: `applied`, each mark as [producer, lo, hi, stamp, swept, [seq, stamp, ...]]
-        in the order the marks were made, and the foreign ids oldest first."""
+        in the order the marks were made, and the foreign ids oldest first (none if not `foreign`:
+        a retired run's kept state, contract §3 "Reopened runs")."""
         marks = [[p, m.lo, m.hi, m.stamp, m.swept, _pairs(m)] for p, m in self.marks.items()]
-        return {"applied": self.applied, "marks": marks, "foreign": self.foreign_ids()}
+        return {"applied": self.applied, "marks": marks, "foreign": self.foreign_ids() if foreign else []}
 
     @classmethod
     def of_data(cls, data: dict[str, Any], run_id: str) -> Seen:

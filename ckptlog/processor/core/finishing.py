@@ -1,27 +1,31 @@
 """Runs end (contract §3 "Finished runs"): run_finished, its last retention, and the run leaving
 the hot state once every deletion it owes is settled.
 
-A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and
-the deleter's check still finds them, contract §9); once `outstanding` is empty it is retired:
-its state leaves `Fold.runs` and only `Fold.finished[run_id] = root` remains, whose root stays
-registered so no later run can claim a root equal to, above or below it. Retirement happens in
-the event that settles the last deletion (or in run_finished itself when nothing is owed), so it
-is a function of the log alone: a replay retires the same runs at the same offsets.
+A finished run stays a full `RunState` while it owes deletions (so a restore re-drives them and the
+deleter's check still finds them, contract §9); once `outstanding` is empty it is retired: its
+state leaves `Fold.runs`, `Fold.finished[run_id] = root` records it, whose root stays registered so
+no later run can claim a root equal to, above or below it, and `Fold.retired[run_id]` keeps its
+state without its dedup window, encoded (snapshot.retired_state), for a reopen
+(ckptlog/processor/core/reopening.py; a forgotten run keeps none). Retirement happens in the event
+that settles the last deletion (or in run_finished itself when nothing is owed), so it is a
+function of the log alone: a replay retires the same runs at the same offsets.
 
 The finished records are bounded (`FoldSettings.finished_runs_kept`): each retirement past the
-bound expires the oldest record, and the expired run is unknown to the fold again (contract §3,
-*Expiry*); its root claim in storage (`{root}/.ckptlog-run/`, §9) still guards its checkpoints.
+bound expires the oldest record, its state with it, and the expired run is unknown to the fold
+again (contract §3, *Expiry*); its root claim in storage (`{root}/.ckptlog-run/`, §9) still guards
+its checkpoints.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RunFinished, RunForgotten
+from ckptlog.events.decoded import DecodedEvent, DeletionCompleted, RootRefused, RunFinished, RunForgotten
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import NOTHING, Deletion, Effects, Output, evicted, rejected, warning, watermark
 from ckptlog.processor.core.retention import apply_retention
+from ckptlog.processor.core.snapshot import retired_state
 from ckptlog.processor.core.state import RunState
 
 if TYPE_CHECKING:
@@ -39,9 +43,10 @@ def finished_rejection(run_id: str, event_type: str) -> Rejection:
 
 
 def after_retired(run_id: str, event: DecodedEvent) -> Effects:
-    """An event for a run that finished and left the hot state: a repeated finish and a late
-    settlement change nothing; anything else is refused (`run_finished`)."""
-    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten):
+    """An event for a run that finished and left the hot state: a repeated finish, a late
+    settlement and a late root fact (contract §9) change nothing; anything else is refused (`run_finished`).
+    (A forget and a reopen go to their handlers: they change the state the run kept.)"""
+    if isinstance(event, RunFinished | DeletionCompleted | RunForgotten | RootRefused):
         return NOTHING
     return rejected(finished_rejection(run_id, event.type))
 
@@ -81,8 +86,9 @@ def _keep_best(fold: Fold, run: RunState) -> tuple[list[Output], list[Deletion]]
     return outputs, deletions
 
 
-def retire_if_settled(fold: Fold, run: RunState) -> None:
-    """A finished run that owes no deletion leaves the hot state, its root still registered."""
+def retire_if_settled(fold: Fold, run: RunState, *, reopenable: bool = True) -> None:
+    """A finished run that owes no deletion leaves the hot state, its root still registered; its
+    state, `reopenable`, stays in `retired` without its dedup window (contract §3 "Reopened runs")."""
     if run.finished is None or run.outstanding:
         return
     push, run_id, runs = fold.journal.push, run.run_id, fold.runs
@@ -91,8 +97,22 @@ def retire_if_settled(fold: Fold, run: RunState) -> None:
     del runs[run_id]
     push((undo.NEW, fold.finished, run_id))
     fold.finished[run_id] = run.root if run.storage_root is not None else ""
+    if reopenable:  # its state as the snapshot writes it, without the 4096 ids of its dedup window
+        push((undo.NEW, fold.retired, run_id))
+        fold.retired[run_id] = retired_state(run)
     fold.leaving[run_id] = run
     expire(fold)
+
+
+def drop_state(fold: Fold, run_id: str) -> None:
+    """A retired run's state leaves `retired` (it expired, or it was forgotten), undone in its place."""
+    retired = fold.retired
+    state = retired.get(run_id)
+    if state is None:
+        return
+    at = 0 if next(iter(retired)) == run_id else list(retired).index(run_id)
+    fold.journal.push((undo.CALL, undo.put_at, (retired, at, run_id, state)))
+    del retired[run_id]
 
 
 def expire(fold: Fold) -> None:
@@ -104,7 +124,10 @@ def expire(fold: Fold) -> None:
     while len(finished) > kept:
         run_id = next(iter(finished))
         root = finished.pop(run_id)
+        if fold.changed is not None:  # another run's record: the next delta must drop it too
+            fold.changed[run_id] = None
         push((undo.CALL, undo.put_at, (finished, 0, run_id, root)))  # back at the head
+        drop_state(fold, run_id)  # the oldest retired state: `retired` is in the order of `finished`
         if root and fold.roots.owners.get(root) == run_id:
             fold.roots.remove(root)
             push((undo.CALL, _register, (fold.roots, root, run_id)))
@@ -118,10 +141,14 @@ def _register(entry: tuple[Roots, str, str]) -> None:
 def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effects:
     """An operator drops a run now (contract §3 "Forgotten runs"): it is finished as it stands
     (nothing evicted, nothing deleted) and retired at once; the service tombstones its VIEW.
-    Refused while the run owes deletions: its state is what the deleter checks them against."""
+    Refused while the run owes deletions: its state is what the deleter checks them against. A
+    forgotten run keeps no state to reopen; forgetting a retired run drops the state it kept."""
+    if run is None and event.subject in fold.finished:
+        drop_state(fold, event.subject)  # retired already: its VIEW's tombstone is left to write
+        return NOTHING
     fold.finishes += 1
     if run is None:
-        return NOTHING  # retired already, or never seen: only the VIEW's tombstone is left to write
+        return NOTHING  # never seen: only the VIEW's tombstone is left to write
     if run.outstanding:
         return rejected(
             Rejection(
@@ -132,5 +159,5 @@ def run_forgotten(fold: Fold, event: RunForgotten, run: RunState | None) -> Effe
         )
     if run.finished is None:
         run.finished = "kept"  # the journal saved the old value (journal.SCALARS)
-    retire_if_settled(fold, run)
+    retire_if_settled(fold, run, reopenable=False)
     return NOTHING

@@ -10,7 +10,8 @@ replay` and `ckptlog fold` all run it.
 
 Reports and validation results (nearly all traffic) are handled here; run_started, restarts
 and deletion completions in ckptlog/processor/core/lifecycle.py; run_finished and a finished run's
-retirement from the hot state in ckptlog/processor/core/finishing.py.
+retirement from the hot state in ckptlog/processor/core/finishing.py; run_reopened in
+ckptlog/processor/core/reopening.py.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from ckptlog.events.decoded import (
     DecodedEvent,
     DeletionCompleted,
     Report,
+    RootRefused,
     RunFinished,
     RunForgotten,
+    RunReopened,
     RunStarted,
     ValidationResult,
     ValidationSpec,
@@ -36,7 +39,7 @@ from ckptlog.events.outputs import CHECKPOINT_REGISTERED, CHECKPOINT_STATUS_CHAN
 from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.events.rejections import Rejection
 from ckptlog.events.rules import validation_without_checkpoint
-from ckptlog.processor.core import finishing, lifecycle
+from ckptlog.processor.core import finishing, lifecycle, linked_roots
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import (
     DUPLICATE,
@@ -63,8 +66,11 @@ from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import CheckpointRecord, FoldSettings, RunState, implicit_root, new_run, root_prefix
 
 _NEG_INF = -math.inf
-_ALWAYS = (RunStarted, DeletionCompleted)  # what a refused run may still receive: a corrected start, settlements
-_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten)  # what a finished run still takes
+# what a refused run may still receive: a corrected start, settlements (and a stale root fact: a no-op)
+_ALWAYS = (RunStarted, DeletionCompleted, RootRefused)
+# what a finished run still takes
+_AFTER_FINISH = (DeletionCompleted, RunFinished, RunForgotten, RunReopened, RootRefused)
+_TO_RETIRED = (RunForgotten, RunReopened)  # what a retired run's handler still sees (its kept state may change)
 _new = tuple.__new__  # builds Output/Deletion tuples without their Python-level __new__
 # the hot path's output names, read once from the output table (ckptlog/events/outputs.py)
 _REGISTERED, _REQUESTED = CHECKPOINT_REGISTERED.name, VALIDATION_REQUESTED.name
@@ -89,9 +95,16 @@ class Fold:
         refused: dict[str, str] | None = None,
         root_history: bool = False,
         finished: dict[str, str] | None = None,
+        symlinked: dict[str, str] | None = None,
+        retired: dict[str, bytes] | None = None,
+        track_changes: bool = False,
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
+        # incremental snapshots (core/delta.py): the run ids whose run, refused or finished entry may have
+        # changed since the last snapshot (None: not tracked), and who to tell before an event changes a run
+        self.changed: dict[str, None] | None = {} if track_changes else None
+        self.watch: Callable[[str], None] | None = None
         self.runs: dict[str, RunState] = runs if runs is not None else {}
         self.refused: dict[str, str] = refused if refused is not None else {}  # run id -> why its run_started was
         self.roots = lifecycle.Roots(self.runs.values(), history=root_history)  # every run's root: none may nest
@@ -99,13 +112,29 @@ class Fold:
         self.finished: dict[str, str] = finished if finished is not None else {}
         for run_id in list(islice(self.finished, max(0, len(self.finished) - self.settings.finished_runs_kept))):
             del self.finished[run_id]  # a schema 4 snapshot's table, which had no bound: the newest records stay
+            if self.changed is not None:
+                self.changed[run_id] = None
+        # the states of retired runs whose record is kept, for a reopen (contract §3 "Reopened runs"), encoded
+        # (snapshot.retired_state), in the order of `finished`; none for a run forgotten or retired under a build
+        # that kept none (schema <= 5)
+        self.retired: dict[str, bytes] = retired if retired is not None else {}
+        for run_id in [r for r in self.retired if r not in self.finished]:
+            del self.retired[run_id]
+            if self.changed is not None:
+                self.changed[run_id] = None
         # run_finished and run_forgotten events folded: a bound of the runs retired (and so of the records
         # expired), which tells a split fold (ckptlog/processor/foldfile.py) whether expiry could have mattered
         self.finishes = 0
         for run_id, root in self.finished.items():
             if root:
                 self.roots.add(root, run_id)
+        # runs refused because their root is reached through a symlink: run id -> their root, still
+        # registered (contract §9 *Roots behind a symlink*; ckptlog/processor/core/linked_roots.py)
+        self.symlinked: dict[str, str] = symlinked if symlinked is not None else {}
+        for run_id, root in self.symlinked.items():
+            self.roots.add(root, run_id)
         self.leaving: dict[str, RunState] = {}  # runs the last `apply` retired: for publishing their final VIEW
+        self.reopening: dict[str, RunState] = {}  # runs the last `apply` brought back from `retired`
         self.journal = undo.Journal()
         self._window = self.settings.dedup_window
         self._handlers = {kind.struct: self.handler(kind.handler) for kind in INPUT_KINDS}
@@ -127,15 +156,23 @@ class Fold:
         run = runs.get(subject)
         if self.leaving:
             self.leaving.clear()
+        if self.reopening:
+            self.reopening.clear()
         if run is None:
-            if self.finished and subject in self.finished:
+            if self.finished and subject in self.finished and event.__class__ not in _TO_RETIRED:
                 return finishing.after_retired(subject, event)
+            if self.symlinked and subject in self.symlinked:
+                return linked_roots.after_symlinked(subject, self.symlinked[subject], event)
         elif run.seen.known(event.id, subject):
             return DUPLICATE
         elif run.finished is not None and event.__class__ not in _AFTER_FINISH:
             return rejected(finishing.finished_rejection(subject, event.type))
         if self.refused and subject in self.refused and event.__class__ not in _ALWAYS:
             return rejected(run_refused(subject, self.refused[subject]))
+        if self.changed is not None:  # everything below may change the subject's entries (and only theirs)
+            self.changed[subject] = None
+        if self.watch is not None:
+            self.watch(subject)
         journal = self.journal
         journal.begin(run)
         try:

@@ -42,6 +42,7 @@ SCALARS = (
     "rule_state",
     "preserved_count",
     "finished",
+    "reopened",
 )
 """The run's counters and orders a rollback restores: saved before each event, whatever it changes."""
 scalars: Callable[[RunState], tuple[Any, ...]] = attrgetter(*SCALARS)  # one C call per event

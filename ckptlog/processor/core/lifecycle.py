@@ -15,10 +15,19 @@ from ckptlog.events.decoded import DeletionCompleted, RunStarted, WorkerGroupRes
 from ckptlog.events.outputs import CHECKPOINTS_DELETED, WORKER_GROUP_STARTED
 from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.events.rejections import Rejection
-from ckptlog.processor.core import finishing
+from ckptlog.processor.core import finishing, linked_roots, reopening
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.nesting import Nesting
-from ckptlog.processor.core.outputs import NOTHING, Effects, Output, output, rejected, warning, watermark
+from ckptlog.processor.core.outputs import (
+    NOTHING,
+    Effects,
+    Output,
+    deletion_refused,
+    output,
+    rejected,
+    warning,
+    watermark,
+)
 from ckptlog.processor.core.rejections import (
     check_root,
     conflict,
@@ -61,7 +70,7 @@ class Roots:
 
     def claimed(self) -> list[tuple[str, str]]:
         """The roots added since the last call that are still registered (a rolled-back event's are
-        not), for the service to write their ownership markers (ckptlog/processor/storage/markers.py)."""
+        not), for the service to write their claims (ckptlog/processor/storage/claim_writer.py)."""
         fresh, self.fresh = self.fresh or [], []
         return [(root, run_id) for root, run_id in fresh if self.owners.get(root) == run_id]
 
@@ -196,11 +205,7 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
         outputs.append(output(CHECKPOINTS_DELETED, {"checkpoint_paths": deleted}))
     for entry in data.refused:
         if _settle(fold, run, entry.checkpoint_path, entry.eviction):
-            message = (
-                f"run {run.run_id!r}: evicted checkpoint {entry.checkpoint_path!r} was not deleted: {entry.reason}; "
-                "it stays in storage — remove it by hand once you know why"
-            )
-            outputs.append(warning("deletion_refused", message, entry.checkpoint_path))
+            outputs.append(deletion_refused(run.run_id, entry.checkpoint_path, entry.reason))
     finishing.retire_if_settled(fold, run)  # a finished run leaves once nothing is owed
     return Effects(outputs) if outputs else NOTHING
 
@@ -257,6 +262,11 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
 
 
 # The finished-run handlers the input table names (ckptlog/events/decoded.py `INPUT_KINDS`: "lifecycle.run_finished",
-# "lifecycle.run_forgotten"); they live in ckptlog/processor/core/finishing.py.
+# "lifecycle.run_forgotten", "lifecycle.run_reopened"); they live in ckptlog/processor/core/finishing.py and
+# reopening.py.
 run_finished = finishing.run_finished
 run_forgotten = finishing.run_forgotten
+# The handler of the processor's `root_refused` fact (contract §9 *Roots behind a symlink*) lives in
+# ckptlog/processor/core/linked_roots.py.
+root_refused = linked_roots.root_refused
+run_reopened = reopening.run_reopened

@@ -117,6 +117,15 @@ def warning(code: str, message: str, checkpoint_path: str | None = None) -> Outp
     return Output(WARNING.name, data)
 
 
+def deletion_refused(run_id: str, path: str, reason: str) -> Output:
+    """An eviction settled without a deletion (contract §9): the path stays in storage."""
+    message = (
+        f"run {run_id!r}: evicted checkpoint {path!r} was not deleted: {reason}; "
+        "it stays in storage — remove it by hand once you know why"
+    )
+    return warning("deletion_refused", message, path)
+
+
 def not_pending(run_id: str, path: str) -> Output:
     """A validation result for a checkpoint that is not pending: Ray logs a warning and ignores it."""
     return warning(

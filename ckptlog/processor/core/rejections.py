@@ -143,3 +143,16 @@ def conflict(run_id: str, started: bool) -> Rejection:
         Reason.RUN_STARTED_CONFLICT,
         f"run {run_id!r} was already started with a different body; a run's config cannot change — start a new run id",
     )
+
+
+def root_behind_symlink(run_id: str, root: str, seen: str | None = None) -> Rejection:
+    """An event of a run refused because its root is reached through a symlink below --storage-root
+    (contract §9 *Roots behind a symlink*); `seen`: what the processor found, when it is at hand."""
+    found = f" ({seen})" if seen else ""
+    return Rejection(
+        Reason.ROOT_BEHIND_SYMLINK,
+        f"run {run_id!r} is refused: its storage root {root!r} is reached through a symlink below the processor's "
+        f"--storage-root{found}; ckptlog never deletes through a link, so its evicted checkpoints would stay in "
+        "storage for good. Its events are refused from now on: start the run under a new run id with a "
+        "storage_path that has no symlink on the way (or point --storage-root at the link's target)",
+    )

@@ -30,20 +30,36 @@ oldest first: the next to expire). A version 3 or 4 snapshot is restored with th
 default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
 
-Schema version 6 stores each run's deduplication state (contract §3 "Deduplication") as `dedup`
-(`Seen.data`: the count of applications, each producer's mark, the foreign ids) instead of
-`seen`, the list of the last `dedup_window` ids. A version 3–5 snapshot's list is read into the
-new state as if each of its ids, oldest first, were applied again (`Seen.of_ids`): every id it
-held stays known (a deletion completion's id too, which a fold under schema 6 would not
-remember; it ages out with the foreign ids).
+Schema version 6 added two tables beside `runs`, `refused` and `finished`:
+- the runs refused because their root is reached through a symlink below `--storage-root` (contract
+  §9 *Roots behind a symlink*): `symlinked`, run id -> canonical root. A version 3 to 5 snapshot has
+  none: its build did not know the `root_refused` fact (it refused it as `unknown_type`), so its log
+  refused no run for a link;
+- reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its reopen count) and `retired`
+  (run id -> the state of a retired run whose record is kept, without its dedup window; a subset of
+  `finished`, in its order). The fold holds those states as their encoding here (`retired_state`: a
+  fraction of a `RunState`'s memory, and a snapshot writes them without encoding them again) and
+  decodes one only as its run is reopened (`reopened_state`). A version 3 to 5 snapshot is restored
+  as is: its retired runs kept no state, so a reopen of one is refused (`not_reopenable`), and its
+  runs have never been reopened (the type was `unknown_type` to the builds writing them).
+
+Schema version 7 stores each run's deduplication state (contract §3 "Deduplication") as `dedup`
+(`Seen.data`: the count of applications, each producer's mark, the foreign ids) instead of `seen`,
+the list of the last `dedup_window` ids. A version 3 to 6 snapshot's list is read into the new
+state as if each of its ids, oldest first, were applied again (`Seen.of_ids`): every id it held
+stays known (a deletion completion's id too, which a fold under schema 7 would not remember; it
+ages out with the foreign ids). A retired run's kept state (`retired_state`) holds its structured
+ranges and no foreign ids; a version 6 snapshot's retired states, written with `"seen": []`, are
+read as such a state with nothing remembered (`_retired_in`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 import pydantic_core
@@ -52,6 +68,7 @@ from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.retention_rules import RULE_STATES as _RULE_STATES
+from ckptlog.processor.core.chain import Chain
 from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import (
@@ -67,9 +84,11 @@ if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
 
 FORMAT = "ckptlog.snapshot"
-SCHEMA_VERSION = 6
-RESTORABLE = (3, 4, 5, 6)  # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound,
-# 5 is 6 with the dedup window as a list of ids
+DELTA_FORMAT = "ckptlog.snapshot.delta"  # what changed since the previous object of a chain (core/delta.py)
+SCHEMA_VERSION = 7
+# the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without symlinked
+# runs and the retired runs' state, 6 is 7 with the dedup window as a list of ids
+RESTORABLE = (3, 4, 5, 6, 7)
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -83,12 +102,23 @@ class Snapshot:
     processor_version: str = __version__
     refused: dict[str, str] = field(default_factory=dict)  # run id -> why its run_started was refused
     finished: dict[str, str] = field(default_factory=dict)  # finished runs out of the hot state -> root
+    symlinked: dict[str, str] = field(default_factory=dict)  # runs refused for a link to their root -> root
+    retired: dict[str, bytes] = field(default_factory=dict)  # of those, the reopenable ones -> `retired_state`
+    chain: Chain | None = None  # the objects it was restored from (core/delta.py `decode_chain`)
 
 
 def of_fold(fold: Fold, topic: str, partition: int, next_offset: int) -> Snapshot:
     """The snapshot of everything `fold` holds, to resume at `next_offset`."""
     return Snapshot(
-        topic, partition, next_offset, fold.settings, fold.runs, refused=fold.refused, finished=fold.finished
+        topic,
+        partition,
+        next_offset,
+        fold.settings,
+        fold.runs,
+        refused=fold.refused,
+        finished=fold.finished,
+        symlinked=fold.symlinked,
+        retired=fold.retired,
     )
 
 
@@ -104,15 +134,13 @@ def _dumps(value: Any, *, sort_keys: bool = False) -> bytes:
     return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
 
 
-_BODY_AT = b',"snapshot":'
-
-
-def _checksum_ok(data: bytes, checksum: object, body: dict[str, Any]) -> bool:
+def _checksum_ok(data: bytes, checksum: object, body: dict[str, Any], key: str) -> bool:
     """Whether `checksum` is the digest of the body as written (the encoder's layout: the body
-    last, after `_BODY_AT`), else of the body encoded again: canonically (a snapshot reformatted by
+    last, after `,"{key}":`), else of the body encoded again: canonically (a snapshot reformatted by
     hand) or by `json.dumps` (ckptlog 0.2 and earlier, whose float spelling differs: `1.5e-07`)."""
-    at = data.find(_BODY_AT)
-    if at >= 0 and data.endswith(b"}") and checksum == _sha256(data[at + len(_BODY_AT) : -1]):
+    body_at = b',"' + key.encode() + b'":'
+    at = data.find(body_at)
+    if at >= 0 and data.endswith(b"}") and checksum == _sha256(data[at + len(body_at) : -1]):
         return True
     return checksum in (_sha256(canonical(body)), _sha256(_dumps(body)))
 
@@ -121,32 +149,110 @@ def _sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+class Raw(NamedTuple):
+    """Canonical JSON already encoded, in pieces: `compose` writes them as they are."""
+
+    chunks: list[bytes]
+
+
+def compose(fields: Iterable[tuple[str, Any]]) -> Raw:
+    """canonical() of the object of `fields`, whose values may be encoded already (`Raw`), in pieces:
+    joined, the very bytes canonical() gives the object with those values decoded (compact, keys
+    in this order). Pieces, so that a snapshot of 100 MB is copied once, when it is sealed."""
+    out, separator = [b"{"], b""
+    for key, value in fields:
+        out.append(separator + canonical(key) + b":")
+        if isinstance(value, Raw):
+            out.extend(value.chunks)
+        else:
+            out.append(canonical(value))
+        separator = b","
+    out.append(b"}")
+    return Raw(out)
+
+
+def run_entry(run_id: str, run: RunState) -> bytes:
+    """One run as an entry of a snapshot's `runs` object, `"id":{record}`: the unit a base and a
+    delta (ckptlog/processor/core/delta.py) both write, whatever the record holds."""
+    return canonical(run_id) + b":" + canonical(run_out(run))
+
+
+def entries(items: Iterable[bytes]) -> Raw:
+    """The object of encoded entries (`run_entry`)."""
+    out = [b"{"]
+    for item in items:
+        out += (item, b",")
+    if len(out) > 1:
+        out[-1] = b"}"  # the last comma
+    else:
+        out.append(b"}")
+    return Raw(out)
+
+
+def body_fields(snapshot: Snapshot, runs: Raw) -> list[tuple[str, Any]]:
+    """A snapshot's body, in the order written, with its runs encoded already (one run at a time,
+    so that a snapshot can be encoded in slices while the fold goes on: service/snapshotting.py)."""
+    return [
+        ("processor_version", snapshot.processor_version),
+        ("topic", snapshot.topic),
+        ("partition", snapshot.partition),
+        ("next_offset", snapshot.next_offset),
+        ("settings", settings_out(snapshot.settings)),
+        ("runs", runs),
+        ("refused", snapshot.refused),
+        ("finished", snapshot.finished),
+        ("symlinked", snapshot.symlinked),
+        ("retired", retired_entries(snapshot.retired)),  # last, its states spliced in as they are held
+    ]
+
+
+def retired_entries(retired: dict[str, bytes]) -> Raw:
+    """The `retired` table as written: each state as the fold holds it (`retired_state`: the bytes
+    canonical() would write for it), not encoded again."""
+    return entries(canonical(run_id) + b":" + state for run_id, state in retired.items())
+
+
+def seal(body: Raw, *, form: str = FORMAT, key: str = "snapshot") -> bytes:
+    """The envelope around an encoded body: canonical() of `{"checksum", "format", "schema_version",
+    key: body}` without encoding the body a second time (tests check the bytes are the same)."""
+    digest = hashlib.sha256()
+    for chunk in body.chunks:
+        digest.update(chunk)
+    head = canonical({"checksum": "sha256:" + digest.hexdigest(), "format": form, "schema_version": SCHEMA_VERSION})
+    return b"".join([head[:-1], b',"', key.encode(), b'":', *body.chunks, b"}"])
+
+
 def encode(snapshot: Snapshot) -> bytes:
-    body = {
-        "processor_version": snapshot.processor_version,
-        "topic": snapshot.topic,
-        "partition": snapshot.partition,
-        "next_offset": snapshot.next_offset,
-        "settings": _settings_out(snapshot.settings),
-        "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
-        "refused": snapshot.refused,
-        "finished": snapshot.finished,
-    }
-    encoded = canonical(body)
-    # canonical() of the envelope, without encoding the body a second time: its keys come in
-    # the order checksum, format, schema_version, snapshot (tests check the bytes are the same).
-    head = canonical({"checksum": _sha256(encoded), "format": FORMAT, "schema_version": SCHEMA_VERSION})
-    return head[:-1] + b',"snapshot":' + encoded + b"}"
+    runs = entries(run_entry(run_id, run) for run_id, run in snapshot.runs.items())
+    return seal(compose(body_fields(snapshot, runs)))
 
 
 def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
     """Verify and rebuild; SnapshotCorrupt to skip this one, SnapshotVersionError to stop."""
+    version, body = opened(data, name=name)
+    return snapshot_in(body, version, name=name)
+
+
+def parsed(data: bytes) -> Any:
+    """JSON `data` as Python values, as `json.loads` gives them: by msgspec (a restore of 100,000 runs
+    spends a third of its time parsing; msgspec takes a quarter of json.loads' time), and by json.loads
+    where msgspec refuses what json.loads reads: the NaN/Infinity literals a metric may hold, lone
+    surrogates in strings, numbers beyond a double's range."""
     try:
-        outer = json.loads(data)
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
+
+
+def opened(data: bytes, *, name: str, form: str = FORMAT, key: str = "snapshot") -> tuple[int, dict[str, Any]]:
+    """The schema version and body of an envelope, verified: SnapshotCorrupt for a damaged one,
+    SnapshotVersionError for one this build cannot restore."""
+    try:
+        outer = parsed(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SnapshotCorrupt(f"{name}: not valid JSON ({exc}); it was truncated or damaged — skipping it") from None
-    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
-        raise SnapshotCorrupt(f"{name}: not a ckptlog snapshot (format field missing); skipping it")
+    if not isinstance(outer, dict) or outer.get("format") != form:
+        raise SnapshotCorrupt(f"{name}: not a ckptlog snapshot ({form!r} expected in its format field); skipping it")
     version = outer.get("schema_version")
     if not isinstance(version, int):
         raise SnapshotCorrupt(f"{name}: schema_version {version!r} is not an integer; skipping it")
@@ -162,14 +268,19 @@ def decode(data: bytes, *, name: str = "snapshot") -> Snapshot:
             "this build's may not give; rebuild the snapshots with `ckptlog replay --snapshots NEW_URL` and "
             "restart with --snapshots NEW_URL (docs/runbook.md, Upgrading)"
         )
-    body = outer.get("snapshot")
+    body = outer.get(key)
     if not isinstance(body, dict):
-        raise SnapshotCorrupt(f"{name}: no snapshot body; skipping it")
-    if not _checksum_ok(data, outer.get("checksum"), body):
+        raise SnapshotCorrupt(f"{name}: no {key} body; skipping it")
+    if not _checksum_ok(data, outer.get("checksum"), body, key):
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
+    return version, body
+
+
+def snapshot_in(body: dict[str, Any], version: int, *, name: str = "snapshot") -> Snapshot:
+    """The snapshot a verified body holds (SnapshotCorrupt if its content is not one)."""
     try:
         return _snapshot_in(body, version)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
 
 
@@ -180,17 +291,19 @@ class _SettingsBody(msgspec.Struct):
 class _SettingsOnly(msgspec.Struct):
     format: str
     schema_version: int
-    snapshot: _SettingsBody
+    snapshot: _SettingsBody | None = None
+    delta: _SettingsBody | None = None  # a delta's body (DELTA_FORMAT): it holds the chain's settings too
 
 
 def decode_settings(data: bytes, *, name: str = "snapshot") -> FoldSettings:
-    """Only the fold settings of a snapshot (the store has checked the object's digest): what a
-    replay of the log from its start folds with, without rebuilding ~1 MB of state per run."""
+    """Only the fold settings of a snapshot or delta (the store has checked the object's digest):
+    what a replay of the log from its start folds with, without rebuilding ~1 MB of state per run."""
     try:
         outer = msgspec.json.decode(data, type=_SettingsOnly)
-        if outer.format != FORMAT or outer.schema_version not in RESTORABLE:
+        body = {FORMAT: outer.snapshot, DELTA_FORMAT: outer.delta}.get(outer.format)
+        if body is None or outer.schema_version not in RESTORABLE:
             raise ValueError(f"format {outer.format!r}, schema version {outer.schema_version}")
-        return _settings_in(outer.snapshot.settings, outer.schema_version)
+        return _settings_in(body.settings, outer.schema_version)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: its settings cannot be read ({exc}); skipping it") from None
 
@@ -202,7 +315,7 @@ _STRUCTS: dict[str, type[msgspec.Struct]] = {"default_config": CheckpointConfig,
 """The FoldSettings fields that are Structs; every other field is a JSON scalar."""
 
 
-def _settings_out(s: FoldSettings) -> dict[str, Any]:
+def settings_out(s: FoldSettings) -> dict[str, Any]:
     """Every field of the settings, in declaration order (a new fold setting needs nothing here)."""
     out: dict[str, Any] = {}
     for f in fields(s):
@@ -256,10 +369,24 @@ def run_out(run: RunState) -> dict[str, Any]:
         "evictions": run.evictions,
         **{name: run.rule_state.get(name) for name in _RULE_STATES},
         "finished": run.finished,
+        "reopened": run.reopened,
     }
 
 
-def _run_in(run_id: str, d: dict[str, Any], version: int, window: int) -> RunState:
+def retired_state(run: RunState) -> bytes:
+    """A retired run's state as the fold keeps it for a reopen: its snapshot entry with the structured
+    part of its dedup state and no foreign ids (contract §3 "Reopened runs"), encoded (canonical, so
+    a snapshot can write it as it is)."""
+    return canonical({**run_out(run), "dedup": run.seen.data(foreign=False)})
+
+
+def reopened_state(run_id: str, state: bytes) -> RunState:
+    """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt)."""
+    return _run_in(run_id, json.loads(state))
+
+
+def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION, window: int = 0) -> RunState:
+    """One run's entry; `window`: the fold's dedup window, which a version 3 to 6 entry's ids are read into."""
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
     started = _in(d["started"], RunStartedData) if d["started"] is not None else None
@@ -286,7 +413,7 @@ def _run_in(run_id: str, d: dict[str, Any], version: int, window: int) -> RunSta
     run.pending = {key: run.by_key[key] for key in d["pending"]}
     run.report_count, run.generation = d["report_count"], d["generation"]
     run.index_in_generation = d["index_in_generation"]
-    run.seen = Seen.of_data(d["dedup"], run_id) if version >= 6 else Seen.of_ids(d["seen"], run_id, window)
+    run.seen = Seen.of_data(d["dedup"], run_id) if version >= 7 else Seen.of_ids(d["seen"], run_id, window)
     run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
     run.evictions = int(d["evictions"])
     run.rule_state = {name: d[name] for name in _RULE_STATES if d.get(name) is not None}
@@ -294,6 +421,10 @@ def _run_in(run_id: str, d: dict[str, Any], version: int, window: int) -> RunSta
     if finished not in (None, "kept", "best"):
         raise ValueError(f"run {run_id!r}: finished is {finished!r}")
     run.finished = finished
+    reopened = d["reopened"] if version >= 6 else 0
+    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
+        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
+    run.reopened = reopened
     run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
     run.rebuild_nesting()
     return run
@@ -309,15 +440,44 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
+def _retired_in(table: Any, finished: dict[str, str], version: int) -> dict[str, bytes]:
+    """The retired states, encoded again as the fold holds them (decoded only as one is reopened); a
+    version 6 state's `seen` (written empty) becomes `dedup` in its place, as `retired_state` writes it."""
+    if not isinstance(table, dict):
+        raise ValueError("retired must map run ids to states")
+    out = {}
+    for run_id, state in table.items():
+        if run_id not in finished or not isinstance(state, dict) or state.get("finished") not in ("kept", "best"):
+            raise ValueError(f"retired holds run {run_id!r} with no finished record, or not finished")
+        if version < 7:
+            state = _dedup_in_place(run_id, state)
+        out[run_id] = canonical(state)
+    return out
+
+
+def _dedup_in_place(run_id: str, state: dict[str, Any]) -> dict[str, Any]:
+    """A version 6 retired state with `dedup` (its `seen` ids read, foreign ones dropped) where `seen` was."""
+    ids = state["seen"]
+    if not isinstance(ids, list):
+        raise ValueError(f"retired run {run_id!r}: seen is {ids!r}, not a list of ids")
+    kept = Seen.of_ids(ids, run_id, len(ids)).data(foreign=False)
+    return {("dedup" if key == "seen" else key): (kept if key == "seen" else value) for key, value in state.items()}
+
+
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     settings = _settings_in(body["settings"], version)
-    runs = {run_id: _run_in(run_id, d, version, settings.dedup_window) for run_id, d in body["runs"].items()}
+    window = settings.dedup_window
+    runs = {run_id: _run_in(run_id, d, version, window) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
     finished = body.get("finished", {})  # absent in schema 3
     if not isinstance(finished, dict) or not all(isinstance(v, str) for v in finished.values()):
         raise ValueError("finished must map run ids to roots")
+    symlinked = body.get("symlinked", {})  # absent before schema 6
+    if not isinstance(symlinked, dict) or not all(isinstance(v, str) and v for v in symlinked.values()):
+        raise ValueError("symlinked must map run ids to roots")
+    retired = _retired_in(body["retired"], finished, version) if version >= 6 else {}
     return Snapshot(
         body["topic"],
         int(body["partition"]),
@@ -327,4 +487,6 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
         body["processor_version"],
         dict(refused),
         dict(finished),
+        dict(symlinked),
+        retired,
     )

@@ -50,6 +50,8 @@ def run_view(run: RunState) -> View:
     }
     if run.finished is not None:  # its final VIEW (contract §4): absent while the run goes on
         view["finished"] = True
+    if run.reopened:  # the run's epoch (contract §3 "Reopened runs"): absent until its first reopen
+        view["reopened"] = run.reopened
     return view
 
 
@@ -70,4 +72,6 @@ def view_head(run: RunState, span: int) -> View:
     }
     if run.finished is not None:
         head["finished"] = True
+    if run.reopened:
+        head["reopened"] = run.reopened
     return head

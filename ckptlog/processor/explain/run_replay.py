@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from ckptlog.events.codec import decode_event
-from ckptlog.events.decoded import DecodedEvent, RunForgotten
+from ckptlog.events.decoded import DecodedEvent, RootRefused, RunForgotten
 from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.snapshot import Snapshot
@@ -32,7 +32,7 @@ from ckptlog.processor.core.state import FoldSettings, RunState
 from ckptlog.processor.explain.story import Step, effects_of, rejected, step_of
 from ckptlog.processor.foldfile import roots_nest
 
-_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished: a harmless extra)
+_MAY_TOUCH_ROOTS = b"ckptlog.run_"  # run_started, run_forgotten (and run_finished, run_reopened: harmless extras)
 
 
 class InputRecord(Protocol):
@@ -57,7 +57,18 @@ def _split(snapshot: Snapshot | None, settings: FoldSettings, runs: set[str], in
     state = {r: snapshot.runs[r] for r in pick(dict(snapshot.runs))}
     refused = {r: snapshot.refused[r] for r in pick(dict(snapshot.refused))}
     finished = {r: snapshot.finished[r] for r in pick(dict(snapshot.finished))}
-    return Fold(settings, state, emit=inside, refused=refused, finished=finished, root_history=True)
+    symlinked = {r: snapshot.symlinked[r] for r in pick(dict(snapshot.symlinked))}
+    retired = {r: snapshot.retired[r] for r in pick(dict(snapshot.retired))}
+    return Fold(
+        settings,
+        state,
+        emit=inside,
+        refused=refused,
+        finished=finished,
+        symlinked=symlinked,
+        retired=retired,
+        root_history=True,
+    )
 
 
 class RunReplay:
@@ -76,6 +87,8 @@ class RunReplay:
                 dict(snapshot.runs) if snapshot else None,
                 refused=dict(snapshot.refused) if snapshot else None,
                 finished=dict(snapshot.finished) if snapshot else None,
+                symlinked=dict(snapshot.symlinked) if snapshot else None,
+                retired=dict(snapshot.retired) if snapshot else None,
             )
             self.context: Fold | None = None
         else:
@@ -111,7 +124,12 @@ class RunReplay:
         context = self.context
         assert context is not None
         run_id = self._fold_other(context, record)
-        if run_id is not None and (run_id in context.runs or run_id in context.refused or run_id in context.finished):
+        if run_id is not None and (
+            run_id in context.runs
+            or run_id in context.refused
+            or run_id in context.finished
+            or run_id in context.symlinked
+        ):
             self._settled.add(key)
         else:
             self._settled.discard(key)
@@ -163,8 +181,8 @@ class RunReplay:
         effects = self.fold.apply(event)
         run_id = event.subject
         run = self.fold.runs.get(run_id) or self.fold.leaving.get(run_id)
-        if isinstance(event, RunForgotten) and effects.rejection is None:
-            self.last.pop(run_id, None)  # its state is gone: the processor tombstones its VIEW (contract §3)
+        if isinstance(event, RunForgotten | RootRefused) and effects.rejection is None and run_id not in self.fold.runs:
+            self.last.pop(run_id, None)  # its state is gone: the processor tombstones its VIEW (contract §3, §9)
         elif run is not None:
             self.last[run_id] = run
         self.steps[run_id].append(step_of(record.offset, record.timestamp, event, effects_of(event, effects)))

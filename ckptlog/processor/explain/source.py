@@ -20,10 +20,11 @@ from ckptlog.kafka.connection import KafkaConnection
 from ckptlog.kafka.reader import TopicReader, offsets_at, partition_of
 from ckptlog.kafka.records import PartitionId
 from ckptlog.kafka.topics import topic_partitions
-from ckptlog.processor.core.snapshot import Snapshot, decode, decode_settings
+from ckptlog.processor.core.snapshot import Snapshot, decode_settings
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.core.view import View, run_view
 from ckptlog.processor.explain.run_replay import RunReplay
+from ckptlog.processor.service.restore import read_snapshot
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
@@ -71,7 +72,7 @@ def _store(settings: ServiceSettings, pid: PartitionId) -> SnapshotStore:
 
 
 async def _snapshot(store: SnapshotStore, at_or_below: int | None) -> Snapshot | None:
-    return await asyncio.to_thread(store.load_latest, decode, at_or_below)
+    return await asyncio.to_thread(read_snapshot, store, at_or_below)
 
 
 async def replay_runs(
@@ -118,8 +119,8 @@ async def replay_runs(
     return Replayed(pid, replay, at or 0, replay.position, at, split)
 
 
-def _settings_of(data: bytes) -> FoldSettings:
-    return decode_settings(data)
+def _settings_of(chain: list[bytes]) -> FoldSettings:
+    return decode_settings(chain[-1])  # a delta holds its chain's settings too
 
 
 async def _oldest_reaching(store: SnapshotStore, pid: PartitionId, begin: int, until: int | None) -> Snapshot:

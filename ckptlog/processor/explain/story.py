@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ckptlog.events.decoded import DecodedEvent, Report, RunFinished, RunForgotten, RunStarted, ValidationResult
+from ckptlog.events.decoded import (
+    DecodedEvent,
+    Report,
+    RunFinished,
+    RunForgotten,
+    RunReopened,
+    RunStarted,
+    ValidationResult,
+)
 from ckptlog.events.outputs import (
     CHECKPOINT_EVICTED,
     CHECKPOINT_REGISTERED,
@@ -93,6 +101,7 @@ EFFECT_KINDS = (
     WARNING.name,
     WATERMARK.name,
     "finished",
+    "reopened",
     "forgotten",
     "rejected",
     "duplicate",
@@ -100,11 +109,13 @@ EFFECT_KINDS = (
 
 
 def _of_event(event: DecodedEvent) -> list[Effect]:
-    """What the event itself says happened, before its outputs (started, finished, forgotten)."""
+    """What the event itself says happened, before its outputs (started, finished, reopened, forgotten)."""
     if isinstance(event, RunStarted):
         return [{"kind": "started", "storage_path": event.data.storage_path}]
     if isinstance(event, RunFinished):
         return [{"kind": "finished", "keep": event.data.keep}]
+    if isinstance(event, RunReopened):
+        return [{"kind": "reopened"}]
     if isinstance(event, RunForgotten):
         return [{"kind": "forgotten"}]
     return []

@@ -77,8 +77,8 @@ STATE = {
     "ckptlog_root_claims_total": (
         "counter",
         ("outcome",),
-        "Run roots claimed with an ownership marker (outcome: claimed, shared — another run claims the root or "
-        "one above it —, refused — reached through a symlink —, failed attempts).",
+        "Run roots claimed: a claim file in {root}/.ckptlog-run/ (outcome: claimed, shared — another run claims "
+        "the root or one above it —, refused — reached through a symlink —, failed attempts).",
     ),
     "ckptlog_rebuilds_total": ("counter", (), "Partitions restored again after a failed commit."),
     "ckptlog_rejoins_total": ("counter", (), "Group rejoins after this instance was fenced."),
@@ -132,8 +132,8 @@ def _partition_values(task: PartitionTask, now: float) -> dict[str, float]:
         owed += len(run.outstanding)
     snapshots = task.snapshots
     values = {
-        "ckptlog_last_folded_offset": task.cycle.folded_offset - 1,
-        "ckptlog_committed_offset": task.cycle.next_offset,
+        "ckptlog_last_folded_offset": task.pipeline.folded_offset - 1,
+        "ckptlog_committed_offset": task.pipeline.next_offset,
         "ckptlog_partition_caught_up": float(task.life.live),
         "ckptlog_runs": len(task.fold.runs),
         "ckptlog_kept_checkpoints": kept,
@@ -175,7 +175,7 @@ async def state_families(processor: Processor) -> list[Metric]:
         labels = [task.pid.topic, str(task.pid.partition)]
         values = _partition_values(task, now)
         if end is not None:
-            values["ckptlog_consumer_lag"] = max(0, end - task.cycle.next_offset)
+            values["ckptlog_consumer_lag"] = max(0, end - task.pipeline.next_offset)
         for name, value in values.items():
             families[name].add_metric(labels, value)
     deleter = processor.deleter

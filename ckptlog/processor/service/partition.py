@@ -1,8 +1,8 @@
-"""One assigned input partition's task: its commit cycle, its after-restore work, its deletions.
+"""One assigned input partition's task: its pipeline, its after-restore work, its deletions.
 
 Exactly one `PartitionTask` writes a partition's outputs, in offset order; the lock makes
 batches, idle flushes and the final close (revocation/shutdown) take turns. What a batch goes
-through (fold, outputs, commit, deletions, snapshot) is `CommitCycle` (commit.py). The
+through (decode → apply → emit → commit → after-commit) is the task's `Pipeline` (pipeline.py). The
 partition's phase (replaying, live, broken: ckptlog/processor/service/lifecycle.py) is its `life`: a
 failed commit breaks it, because the in-memory fold ran ahead of what is durable, so the
 processor discards the task and restores the partition again (snapshot + replay).
@@ -25,12 +25,12 @@ from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.lifecycle import deletion_problem
 from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.failpoints import crash_point
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.checks import find_missing
-from ckptlog.processor.service.commit import CommitCycle, DeletionSink, TaskStats, run_of
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
+from ckptlog.processor.service.pipeline import DeletionSink, Pipeline, TaskStats, run_of
 from ckptlog.processor.service.publish import Publisher
+from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 
@@ -71,7 +71,7 @@ class TaskParts:
     builds them (the tests build them by hand)."""
 
     publisher: Publisher
-    folder: BatchFolder
+    factory: RecordFactory  # the partition's records (its envelopes, routing, dead letters)
     snapshots: SnapshotScheduler
     deleter: DeletionSink
     consumer: PositionControl | None = None  # None: batches are trusted to continue the partition
@@ -91,7 +91,7 @@ def new_task(pid: PartitionId, restored: Restored, parts: TaskParts) -> Partitio
 
 class PartitionTask:
     """The task of one `Partition` (ckptlog/processor/service/lifecycle.py), from its restore on: its phase
-    is the partition's (`life`), its commits are `cycle`'s."""
+    is the partition's (`life`), its batches go through its `pipeline`."""
 
     def __init__(self, life: Partition, restored: Restored, parts: TaskParts) -> None:
         self.life, self.pid, self.deleter = life, life.pid, parts.deleter
@@ -99,11 +99,11 @@ class PartitionTask:
         self._jump = (-1, -1)  # the last jump in offsets re-read (expected, received)
         self._placed = False  # a batch was folded: the consumer's position is this task's own
         self.metrics, self._restore_started = parts.metrics, parts.restore_started
-        self.cycle = CommitCycle(
-            life, restored, parts.publisher, parts.folder, parts.snapshots, parts.deleter, self.catch_up, parts.metrics
+        self.pipeline = Pipeline(
+            life, restored, parts.factory, parts.publisher, parts.snapshots, parts.deleter, self.catch_up, parts.metrics
         )
         self.fold: Fold = restored.fold
-        self.folder, self.publisher, self.snapshots = parts.folder, parts.publisher, parts.snapshots
+        self.publisher, self.snapshots = parts.publisher, parts.snapshots
         self.lock = asyncio.Lock()
         self._check: asyncio.Task[None] | None = None
         self._redrive_at: int | None = restored.log_end  # None once the owed deletions are re-driven
@@ -112,12 +112,12 @@ class PartitionTask:
     # -- batches ----------------------------------------------------------------------------------
 
     async def process(self, records: Sequence[InputRecord]) -> None:
-        """Check the batch continues the partition, then run it through the commit cycle (which
-        returns once it is folded; its commit runs in the background)."""
+        """Check the batch continues the partition, then run it through the pipeline (which returns
+        once it is folded; its commit runs in the background)."""
         async with self.lock:
-            if not self.cycle.usable:
+            if not self.pipeline.usable:
                 return
-            expected = self.cycle.folded_offset
+            expected = self.pipeline.folded_offset
             if records and records[0].offset < expected:  # already folded (defensive)
                 records = [r for r in records if r.offset >= expected]
             if not records:
@@ -133,7 +133,7 @@ class PartitionTask:
             if records[0].offset > expected and not await self._jumped(expected, records[0].offset):
                 return
             self._placed = True
-            await self.cycle.submit(records)
+            await self.pipeline.submit(records)
 
     async def _jumped(self, expected: int, received: int) -> bool:
         """Records start past the fold's offset: may the fold go on from `received`?
@@ -188,23 +188,23 @@ class PartitionTask:
     async def wait_committed(self) -> bool:
         """Wait until the folded batches are committed; False when a commit failed."""
         async with self.lock:
-            return await self.cycle.settle()
+            return await self.pipeline.settle()
 
     async def tick(self, position: Callable[[PartitionId], Awaitable[int]]) -> None:
         """Between polls: collect a finished commit, notice catch-up past control records, flush extra
         outputs once no batch has carried them for a while, time-based snapshots. Never waits for an
         in-flight commit (that would stall the poll loop)."""
-        if self.lock.locked() or self.cycle.in_flight:
+        if self.lock.locked() or self.pipeline.in_flight:
             return
         async with self.lock:
-            if not await self.cycle.settle() or not self.cycle.usable:
+            if not await self.pipeline.settle() or not self.pipeline.usable:
                 return
             reached = await position(self.pid)
-            if not self.life.live and reached >= self.cycle.publish_from:
+            if not self.life.live and reached >= self.pipeline.publish_from:
                 self.catch_up()
-            self._maybe_redrive(max(reached, self.cycle.folded_offset))
-            await self.cycle.flush_extra(IDLE_FLUSH_S)
-            await self.cycle.snapshot_if_due()
+            self._maybe_redrive(max(reached, self.pipeline.folded_offset))
+            await self.pipeline.flush_extra(IDLE_FLUSH_S)
+            await self.pipeline.snapshot_if_due()
 
     # -- after a restore --------------------------------------------------------------------------
 
@@ -215,16 +215,23 @@ class PartitionTask:
         kept = {
             run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
         }
-        log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.cycle.publish_from, len(self.fold.runs))
+        log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.pipeline.publish_from, len(self.fold.runs))
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
         crash_point("restore.caught_up")
-        finished, source = self.fold.finished, str(self.pid)
-        live = [(root, run_id) for root, run_id in self.fold.roots.owners.items() if finished.get(run_id) != root]
+        finished, symlinked, source = self.fold.finished, self.fold.symlinked, str(self.pid)
+        reopened = {run.run_id: run.root for run in self.fold.runs.values() if run.reopened and run.storage_root}
+        live = [  # a run refused for a link to its root gets no claim: no walk goes through the link (§9)
+            (root, run_id)
+            for root, run_id in self.fold.roots.owners.items()
+            if finished.get(run_id) != root and run_id not in symlinked and run_id not in reopened
+        ]
         self.deleter.claim_many(live, source)  # any an earlier owner did not write
         retired = [(root, run_id) for run_id, root in finished.items() if root]
         self.deleter.claim_many(retired, source, retired=True)  # and the finished runs' retired claims
-        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.cycle.publish_from))
+        # a reopened run's live claim, its retired claim removed (a crash may have come between its commit and that)
+        self.deleter.claim_many([(root, run_id) for run_id, root in reopened.items()], source, reopened=True)
+        self._check = asyncio.get_running_loop().create_task(self._check_kept(kept, self.pipeline.publish_from))
 
     def _maybe_redrive(self, reached: int) -> None:
         """Once the fold has read what the log held at restore, hand the deletions the state still
@@ -232,10 +239,10 @@ class PartitionTask:
         settled and reported again since — only the log says so — and the deleter's re-check can
         only see what the fold has read. And only while the fold holds exactly the durable state,
         so that no eviction still waiting for its commit is handed over."""
-        cycle = self.cycle
-        if self._redrive_at is None or reached < self._redrive_at or not self.life.live or not cycle.usable:
+        pipeline = self.pipeline
+        if self._redrive_at is None or reached < self._redrive_at or not self.life.live or not pipeline.usable:
             return
-        if cycle.in_flight or cycle.folded_offset != cycle.next_offset:
+        if pipeline.in_flight or pipeline.folded_offset != pipeline.next_offset:
             return  # only evictions that are durable may be deleted: wait until nothing awaits its commit
         self._redrive_at = None
         owed = [d for d in self.fold.owed() if d.root]
@@ -254,7 +261,7 @@ class PartitionTask:
         for start in range(0, len(owed), RESUBMIT_CHUNK):
             if start:
                 await asyncio.sleep(0)  # let the partition make progress between chunks
-            if not self.cycle.usable:
+            if not self.pipeline.usable:
                 return
             self.deleter.submit_many(owed[start : start + RESUBMIT_CHUNK], str(self.pid))
         crash_point("restore.redriven")
@@ -264,7 +271,7 @@ class PartitionTask:
         for run_id, paths in sorted(missing.items()):
             run = self.fold.runs.get(run_id)
             still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
-            if not still or not self.cycle.usable:
+            if not still or not self.pipeline.usable:
                 continue
             log.error(
                 "event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
@@ -272,7 +279,7 @@ class PartitionTask:
                 run_id,
                 still,
             )
-            self.cycle.extra.append(self.folder.factory.checkpoints_missing(run_id, still, restored_at))
+            self.pipeline.extra.append(self.pipeline.factory.checkpoints_missing(run_id, still, restored_at))
             self.metrics.extra_outputs(CHECKPOINTS_MISSING.name, 1)
 
     def deletions_settled(
@@ -283,7 +290,7 @@ class PartitionTask:
         Each names the eviction the run's state owes for the path (contract §9: a confirmed deletion is
         a fact about one eviction). None once the task is closed: the next owner re-drives what is
         still outstanding."""
-        if not self.cycle.usable:
+        if not self.pipeline.usable:
             return []
         by_run: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int, str]]]] = {}
         for (run_id, path), why in [*((key, None) for key in done), *refused]:
@@ -296,7 +303,7 @@ class PartitionTask:
                 deleted.append((path, evicted.eviction))
             else:
                 refusals.append((path, evicted.eviction, why))
-        completed = self.folder.factory.deletion_completed
+        completed = self.pipeline.factory.deletion_completed
         return [
             completed(run_id, deleted[at : at + COMPLETED_PER_EVENT], refusals[at : at + COMPLETED_PER_EVENT])
             for run_id, (deleted, refusals) in by_run.items()
@@ -305,7 +312,7 @@ class PartitionTask:
 
     def still_owed(self, run_id: str, path: str) -> str | None:
         """Why this partition's current state does not owe deleting `path` now (None: it does)."""
-        if not self.cycle.usable:
+        if not self.pipeline.usable:
             return f"{self.pid} is closed here; its next owner re-drives what is still owed"
         return deletion_problem(self.fold.runs.get(run_id), path)
 
@@ -314,18 +321,18 @@ class PartitionTask:
 
     async def close(self, graceful: bool) -> None:
         """Graceful: flush extra outputs, final snapshot. Either way: stop the publisher."""
-        if self.cycle.closed:
+        if self.pipeline.closed:
             return
         async with self.lock:
             for background in (self._check, self._redriving):
                 if background is not None:
                     background.cancel()
-            await self.cycle.close(graceful)
+            await self.pipeline.close(graceful)
             log.info(
                 "event=partition_closed partition=%s graceful=%s next_offset=%d consumed=%d published=%d",
                 self.pid,
                 graceful,
-                self.cycle.next_offset,
-                self.cycle.stats.consumed,
-                self.cycle.stats.published,
+                self.pipeline.next_offset,
+                self.pipeline.stats.consumed,
+                self.pipeline.stats.published,
             )

@@ -98,8 +98,17 @@ class DeletionService(Protocol):
         """Delete each request's path, for runs folded by input partition `source`."""
         ...
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
-        """Write each (canonical run root, run id)'s ownership claim in the background (contract §9)."""
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
+        """Write each (canonical run root, run id)'s ownership claim in the background (contract §9);
+        `retired`/`reopened`: write or remove the run's retired claim, as of input offset `at`."""
         ...
 
     def retry_failed(self) -> int: ...

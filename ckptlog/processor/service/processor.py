@@ -137,7 +137,7 @@ class Processor:
     def stats(self) -> TaskStats:
         total = TaskStats(**asdict(self.closed_stats))
         for task in self.tasks.values():
-            for name, value in asdict(task.cycle.stats).items():
+            for name, value in asdict(task.pipeline.stats).items():
                 setattr(total, name, getattr(total, name) + value)
         return total
 
@@ -374,9 +374,9 @@ class Processor:
         the records before it: a restore that ran beside a slower one's did exactly that)."""
         assert self._consumer is not None and partition.task is None
         crash_point("restore.before_seek")
-        self._consumer.seek(partition.pid, task.cycle.next_offset)
+        self._consumer.seek(partition.pid, task.pipeline.next_offset)
         partition.restored(task)
-        if task.cycle.folded_offset >= task.cycle.publish_from:
+        if task.pipeline.folded_offset >= task.pipeline.publish_from:
             task.catch_up()
         self._consumer.resume([partition.pid])
 
@@ -392,7 +392,7 @@ class Processor:
             await task.close(graceful)
         except CkptlogError as exc:
             log.error("event=close_failed partition=%s error=%s", task.pid, exc)
-        for name, value in asdict(task.cycle.stats).items():
+        for name, value in asdict(task.pipeline.stats).items():
             setattr(self.closed_stats, name, getattr(self.closed_stats, name) + value)
 
     async def _close_all(self, graceful: bool) -> None:

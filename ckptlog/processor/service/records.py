@@ -1,7 +1,7 @@
 """Everything the service writes, as `OutRecord`s: routed fold outputs, run views, dead letters
-and the internal deletion_completed events.
+and the internal deletion_completed and root_refused events.
 
-Every CloudEvents record (fold outputs, checkpoints_missing, deletion_completed) is built by the
+Every CloudEvents record (fold outputs, checkpoints_missing, deletion_completed, root_refused) is built by the
 partition's `ckptlog.events.envelope.EnvelopeBuilder`, and every JSON value is `ckptlog.events.envelope.encode_json`:
 one shape, one encoder. Routing (see docs/processor.md) is the `topic` of each output's row in the
 output table (ckptlog/events/outputs.py `OUTPUT_KINDS`): `validation_requested` -> validations topic;
@@ -21,12 +21,16 @@ from ckptlog.events.dead_letters import H_CLASS, H_MESSAGE, H_OFFSET, H_PARTITIO
 from ckptlog.events.envelope import (
     DELETION_COMPLETED,
     DELETION_COMPLETED_VERSION,
+    ROOT_REFUSED,
+    ROOT_REFUSED_VERSION,
     EnvelopeBuilder,
     Refused,
     Settled,
     deletion_completed_data,
     deletion_completed_id,
     restore_id,
+    root_refused_data,
+    root_refused_id,
 )
 from ckptlog.events.outputs import CHECKPOINTS_MISSING, OUTPUTS
 from ckptlog.events.rejections import Rejection
@@ -115,6 +119,14 @@ class RecordFactory:
             deletion_completed_data(deleted, refused),
             deletion_completed_id(run_id, deleted, refused),
             DELETION_COMPLETED_VERSION,
+        )
+        return OutRecord(self.pid.topic, run_id.encode(), value, _NO_HEADERS, self.pid.partition)
+
+    def root_refused(self, run_id: str, root: str, seen: str) -> OutRecord:
+        """The fact that the run's root is reached through a symlink (contract §9 *Roots behind a
+        symlink*), written to this input partition with the batch that registered the root."""
+        value = self.envelopes.encode(
+            ROOT_REFUSED, run_id, root_refused_data(root, seen), root_refused_id(run_id, root), ROOT_REFUSED_VERSION
         )
         return OutRecord(self.pid.topic, run_id.encode(), value, _NO_HEADERS, self.pid.partition)
 

@@ -80,7 +80,8 @@ class ServiceSettings(ConnectionSettings):
     finished_runs_kept: int = _f(
         DEFAULT_FINISHED_RUNS_KEPT,
         "fold",
-        "finished runs per input partition whose record (id, root) is kept; the oldest expire first (contract §3)",
+        "finished runs per input partition whose record (id, root, state to reopen) is kept; the oldest expire first "
+        "(contract §3)",
         ge=0,
     )
     # snapshots and storage
@@ -91,7 +92,15 @@ class ServiceSettings(ConnectionSettings):
     )
     snapshot_every: int = _f(10_000, "snapshots", "snapshot every N events", ge=1)
     snapshot_interval_s: float = _f(60.0, "snapshots", "...or every T seconds", gt=0)
-    keep_snapshots: int = _f(3, "snapshots", "snapshots kept per partition", ge=1)
+    keep_snapshots: int = _f(
+        3, "snapshots", "restore points kept per partition, with every base and delta they need", ge=1
+    )
+    snapshot_deltas: int = _f(
+        32,
+        "snapshots",
+        "incremental snapshots: deltas written on a base before a new full one (0: every snapshot is full)",
+        ge=0,
+    )
     allow_data_loss: bool = _f(False, "snapshots", "continue from the log start when it lost offsets a restore needs")
     snapshot_storage_options: dict[str, Any] = Field(
         default_factory=dict,

@@ -1,10 +1,17 @@
-"""How a partition's state is snapshotted: the schedule (every N events or T seconds) and the
-background write.
+"""How a partition's state is snapshotted: the schedule (every N events or T seconds), the kind (a
+delta on the current chain, or a new base), and the background work.
 
-The state is encoded on the event loop (it must be consistent with `next_offset`); the
-bytes are written by a worker thread, one write at a time per partition, so the fold keeps
-going while storage is slow. Whether a snapshot is taken now is decided in one place,
-`CommitCycle.snapshot_if_due` (due, no write in flight, fold equal to the committed state).
+A snapshot is taken at one moment, when the fold equals the committed state (`Pipeline.snapshot_if_due`,
+pipeline.py, decides when, in one place: after a batch's commit, stage 6, or before the next batch
+folds): `Capture` (ckptlog/processor/core/delta.py) notes which runs to write (the changed ones for a
+delta, all for a base) and copies the small tables. Its runs are then encoded on the event loop in
+slices of at most `SLICE_S` while the fold goes on between them: a run the fold is about to change is
+encoded first (copy on write), so the bytes are those of the moment. The object is then sealed
+(joined, checksummed) and written by a worker thread, one snapshot at a time per partition, so the
+fold keeps going while storage is slow. A new base is due when the chain is long (`--snapshot-deltas`)
+or its deltas weigh half as much as its base (`Chain.takes_delta`): that is the compaction, the same
+background work writing the whole state, after which the older chain is pruned like any snapshot past
+`--keep-snapshots`.
 """
 
 from __future__ import annotations
@@ -16,13 +23,20 @@ from collections.abc import Callable
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.chain import Chain
+from ckptlog.processor.core.delta import Capture, sha256_hex
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.snapshot import encode, of_fold
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
-from ckptlog.processor.storage.snapshots import SnapshotStore
+from ckptlog.processor.storage.snapshots import ChainBroken, SnapshotStore
 
 log = logging.getLogger(__name__)
+
+SLICE_S = 0.002
+"""The longest the event loop encodes runs of a snapshot before it lets the other tasks run. While a
+snapshot is encoded, every turn of the loop may wait this long behind it, and a transaction's commit
+takes a dozen turns: small slices keep that a few ms (the yield itself costs ~20 us)."""
 
 
 class SnapshotScheduler:
@@ -35,12 +49,16 @@ class SnapshotScheduler:
         last_offset: int | None,
         clock: Callable[[], float] = time.monotonic,
         metrics: ServiceMetrics = NO_METRICS,
+        *,
+        chain: Chain | None = None,
+        max_deltas: int = 0,
     ) -> None:
         self.pid, self.store, self.metrics = pid, store, metrics
         self.every, self.interval_s, self._clock = every, interval_s, clock
         self.last_offset = last_offset
         self.written_at = clock()  # of the last snapshot written (until one is: when this partition was assigned)
         self.last_bytes: int | None = None  # size of the last snapshot written
+        self.chain, self.max_deltas = chain, max_deltas  # the chain the next delta goes on (None: a base next)
         self._since_events = 0
         self._last_time = clock()
         self._inflight: asyncio.Task[None] | None = None
@@ -64,38 +82,55 @@ class SnapshotScheduler:
         return self._inflight is not None and not self._inflight.done()
 
     def start(self, fold: Fold, next_offset: int) -> bool:
-        """Encode now and write in the background; False while the previous write is still running."""
+        """Take the snapshot of this moment and encode and write it in the background; False while the
+        previous one is still being written."""
         if self.writing:
             return False
-        started = time.perf_counter()
-        data = self._encode(fold, next_offset)
-        crash_point("snapshot.encoded")
-        self._inflight = asyncio.get_running_loop().create_task(self._write(data, next_offset, started))
+        self._since_events = 0
+        self._last_time = self._clock()
+        chain = self.chain
+        delta = fold.changed is not None and chain is not None and chain.takes_delta(self.max_deltas, SCHEMA_VERSION)
+        capture = Capture(fold, self.pid.topic, self.pid.partition, next_offset, chain if delta else None)
+        self._inflight = asyncio.get_running_loop().create_task(self._take(capture, time.perf_counter()))
         return True
 
     async def wait(self) -> None:
         if self._inflight is not None:
             await asyncio.shield(self._inflight)
 
-    def _encode(self, fold: Fold, next_offset: int) -> bytes:
-        self._since_events = 0
-        self._last_time = self._clock()
-        started = time.perf_counter()
-        data = encode(of_fold(fold, self.pid.topic, self.pid.partition, next_offset))
+    async def _take(self, capture: Capture, started: float) -> None:
+        try:
+            await _encode(capture)
+        except BaseException:
+            capture.release()
+            capture.give_back()
+            raise
+        crash_point("snapshot.encoded")
+        if capture.on is None and self.chain is not None:
+            crash_point("snapshot.compacting")
+        data, digest = await asyncio.to_thread(_sealed, capture)
         log.debug(
-            "event=snapshot_encoded partition=%s next_offset=%d bytes=%d runs=%d seconds=%.3f",
+            "event=snapshot_encoded partition=%s next_offset=%d kind=%s bytes=%d runs=%d seconds=%.3f",
             self.pid,
-            next_offset,
+            capture.head.next_offset,
+            _kind(capture),
             len(data),
-            len(fold.runs),
+            len(capture.order),
             time.perf_counter() - started,
         )
-        return data
+        await self._write(capture, data, digest, started)
 
-    async def _write(self, data: bytes, next_offset: int, started: float) -> None:
+    async def _write(self, capture: Capture, data: bytes, digest: str, started: float) -> None:
+        next_offset, on = capture.head.next_offset, capture.on
+        link = None if on is None else (on.tip_offset, on.tip_sha256[:12])
         try:
-            url = await asyncio.to_thread(self.store.write, data, next_offset)
+            url = await asyncio.to_thread(self.store.write, data, next_offset, link)
         except CkptlogError as exc:
+            capture.give_back()  # the next snapshot carries these changes too
+            if isinstance(exc, ChainBroken):
+                self.chain, self._since_events = None, self.every  # a base, at the next chance
+                log.warning("event=snapshot_chain_broken at=%s@%d error=%s", self.pid, next_offset, exc)
+                return
             self.metrics.snapshot_failed()
             log.error(
                 "event=snapshot_failed at=%s@%d error=%r; processing continues and a "
@@ -106,6 +141,42 @@ class SnapshotScheduler:
             )
             return
         crash_point("snapshot.written")
+        if on is None:
+            self.chain = Chain.based(next_offset, digest, len(data), SCHEMA_VERSION)
+        else:
+            self.chain = on.extended(next_offset, digest, len(data))
         self.last_offset, self.last_bytes, self.written_at = next_offset, len(data), self._clock()
         self.metrics.snapshot_written(time.perf_counter() - started)
-        log.info("event=snapshot_written at=%s@%d bytes=%d url=%s", self.pid, next_offset, len(data), url)
+        log.info(
+            "event=snapshot_written at=%s@%d kind=%s bytes=%d runs=%d url=%s",
+            self.pid,
+            next_offset,
+            _kind(capture),
+            len(data),
+            len(capture.order),
+            url,
+        )
+
+
+async def _encode(capture: Capture) -> None:
+    """Encode the capture's runs in slices of at most SLICE_S, letting the loop run between them."""
+    await asyncio.sleep(0)  # the fold may go on at once: what it changes first is encoded first
+    crash_point("snapshot.captured")
+    while True:
+        deadline = time.perf_counter() + SLICE_S
+        while capture.step():
+            if time.perf_counter() >= deadline:
+                break
+        else:
+            return
+        await asyncio.sleep(0)
+
+
+def _sealed(capture: Capture) -> tuple[bytes, str]:
+    """The object's bytes and their SHA-256 (in a worker thread: hashing lets go of the GIL)."""
+    data = capture.encoded()
+    return data, sha256_hex(data)
+
+
+def _kind(capture: Capture) -> str:
+    return "base" if capture.on is None else f"delta-{capture.on.deltas + 1}"

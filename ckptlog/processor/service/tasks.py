@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.failpoints import crash_point
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.metrics import ServiceMetrics
 from ckptlog.processor.service.partition import PartitionTask, TaskParts
@@ -57,7 +56,6 @@ class TaskFactory:
         except BaseException:
             await publisher.close()
             raise
-        folder = BatchFolder(restored.fold, RecordFactory(self.names, pid))
         snapshots = SnapshotScheduler(
             pid,
             store,
@@ -65,10 +63,12 @@ class TaskFactory:
             settings.snapshot_interval_s,
             restored.snapshot_offset,
             metrics=self.metrics,
+            chain=restored.chain,
+            max_deltas=settings.snapshot_deltas,
         )
         parts = TaskParts(
             publisher,
-            folder,
+            RecordFactory(self.names, pid),
             snapshots,
             self.deleter,
             self.consumer,

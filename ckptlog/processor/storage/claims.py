@@ -1,9 +1,10 @@
-"""Who claims a run root (contract §9): the claim files of ckptlog/processor/storage/markers.py and what they say.
+"""Who claims a run root (contract §9): the claim files and what they say.
 
-A claim is `{root}/.ckptlog-run/{claim_name(claimant)}`, holding
+A claim is a file in the root's claim directory, `{root}/.ckptlog-run/{claim_name(claimant)}`, holding
 `{"format": "ckptlog.run-marker", "run": RUN_ID, "source": "topic[partition]"}`: the run, and the
-input partition whose fold registered its root. The processor writes one per root it registers;
-the deleter reads them on its walks.
+input partition whose fold registered its root (the format's name keeps the word "marker" of earlier
+versions: it is on disk). The processor writes one per root it registers
+(ckptlog/processor/storage/claim_writer.py); the deleter reads them on its walks (tree.py).
 
 Once a run has finished and left the hot state, the processor adds a *retired* claim beside its
 claim (`retired-…`, the same body with `"retired": true`). A retired claim is nobody's: it bars
@@ -21,6 +22,11 @@ from typing import NamedTuple
 
 FORMAT = "ckptlog.run-marker"
 RETIRED_PREFIX = "retired-"
+CLAIM_BYTES = 4096
+"""How much of a claim file is read: a claim is small, and a large file planted in a claim directory
+must not be read whole on every walk (it reads as nobody's)."""
+TEMP_PREFIX = ".tmp-"
+"""A claim being written (a local claim is linked into place from such a file): not read as a claim."""
 
 
 class Claimant(NamedTuple):
@@ -44,7 +50,7 @@ class Claimant(NamedTuple):
 
 UNREADABLE = Claimant("\x00an unreadable claim")  # no run id holds a control character: nobody's
 CLAIMING = Claimant("\x00a claim still being written")
-"""A marker directory with no claim in it: its claimant made the directory and has not linked its
+"""A claim directory with no claim in it: its claimant made the directory and has not linked its
 claim yet (another thread of this process, another processor), or died in between; the owner's
 next claim fills it. Refused for now, never for good: see `safety.foreign`."""
 
@@ -58,12 +64,12 @@ class Shared:
 
 
 def claim_name(claimant: Claimant) -> str:
-    """The file naming one claimant inside a root's marker directory (safe for any run id)."""
+    """The file naming one claimant inside a root's claim directory (safe for any run id)."""
     key = claimant.run if claimant.source is None else f"{claimant.run}\0{claimant.source}"
     return (RETIRED_PREFIX if claimant.retired else "run-") + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def marker_body(claimant: Claimant) -> bytes:
+def claim_body(claimant: Claimant) -> bytes:
     body: dict[str, object] = {"format": FORMAT, "run": claimant.run, "source": claimant.source}
     if claimant.retired:
         body["retired"] = True
@@ -86,7 +92,7 @@ def claimant_in(data: bytes) -> Claimant:
 
 def named(name: str, claimant: Claimant) -> Claimant:
     """The claimant a claim file names, read under its file name: one by a retired claim's name
-    that says it is live is nobody's (`_write_claim` takes an existing name as written)."""
+    that says it is live is nobody's (a local claim is not written again where its name is taken)."""
     if name.startswith(RETIRED_PREFIX) and not claimant.retired:
         return UNREADABLE
     return claimant

@@ -1,22 +1,17 @@
 """Background deletion of evicted checkpoint directories (contract §3 "Retention", §9).
 
-The fold decides *what* to delete and records it as outstanding state; this module only
-carries deletions out: off the caller's path, idempotently, retried with a deterministic
-backoff, and never outside the run's storage root or the processor-wide outer bound. A
-deletion that keeps failing stays outstanding and is logged, never dropped.
+The fold decides *what* to delete and records it as outstanding state; the deleter carries
+deletions out: off the caller's path, idempotently, retried with a deterministic backoff; one that
+keeps failing stays outstanding and is logged, never dropped. It enforces its own half of deletion
+safety, so that a bug in the fold is caught here: the ordered checks of
+ckptlog/processor/storage/safety.py (`Checks` at submission and as a job starts, the walk of
+tree.py `remove_all` for the rest). A path any check refuses is final: reported once through
+`on_refused`, never touched. The roots' claims are a `ClaimWriter`'s (claim_writer.py): the
+deleter hands it the service's requests and asks it, through `Checks`, which paths wait.
 
-The deleter enforces its own half of deletion safety, so that a bug in the fold is caught
-here: confinement at submission (ckptlog.processor.storage.confinement), a re-check of the run's
-current state immediately before each deletion (`recheck`: a path that is live again, or
-whose partition this instance no longer owns, is dropped, not deleted), and removal that
-never follows a symlink nor leaves the resolved root (ckptlog.processor.storage.removal). A path
-refused by any of these is final: it is reported once through `on_refused` and never touched.
-
-Work is batched because a processor evicts one checkpoint per report: accepted paths wait in
-one queue, and at most `concurrency` jobs run at a time, each deleting up to `batch_size`
-paths in a single worker-thread call (ckptlog.processor.storage.removal) and reporting every path it
-confirmed gone in one `on_done` call. Outcomes stay per path: a failed path is retried alone,
-after its own backoff, while the rest of its batch completes.
+Accepted paths wait in one queue; at most `concurrency` jobs run at a time, each deleting up to
+`batch_size` paths in one worker-thread call and reporting every path it confirmed gone in one
+`on_done` call. Outcomes stay per path: a failed path is retried alone, after its own backoff.
 """
 
 from __future__ import annotations
@@ -29,30 +24,21 @@ from typing import Any, Protocol
 
 from ckptlog.errors import StorageError
 from ckptlog.processor.failpoints import crash_point
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.claims import Claimant
-from ckptlog.processor.storage.confinement import Confinement, confinement_problem
-from ckptlog.processor.storage.ownership import Claims
-from ckptlog.processor.storage.removal import Outcome, Refused, remove_all
+from ckptlog.processor.storage.confinement import confinement_problem
+from ckptlog.processor.storage.safety import HOLD_S, Checks, Held, Key, Outcome, Recheck, Refused
+from ckptlog.processor.storage.tree import remove_all
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Deleter", "DeletionCounts", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
-
-Key = tuple[str, str]
-"""(run id, checkpoint path URL as submitted)."""
-
-HOLD_S = 0.2
-"""How long a deletion waits before it looks again whether its run's retired claim is written."""
+__all__ = ["HOLD_S", "Deleter", "DeletionCounts", "DeletionRequest", "Key", "RetryPolicy", "confinement_problem"]
 
 OnDone = Callable[[Sequence[Key]], None]
 """Called with the keys of one job that are confirmed gone."""
 
 OnRefused = Callable[[Sequence[tuple[Key, str]]], None]
 """Called with (key, why) for paths that must never be deleted (nothing was touched)."""
-
-Recheck = Callable[[Key], str | None]
-"""Why a deletion must not run now (the path is live again, its partition is no longer owned),
-or None to go ahead; asked on the event loop immediately before the deletion."""
 
 
 class DeletionRequest(Protocol):
@@ -74,7 +60,7 @@ class DeletionCounts:
 
     deleted: int = 0  # paths confirmed gone
     failed: int = 0  # failed attempts (each is retried with backoff, then every 30 s)
-    refused: int = 0  # paths refused for good (confinement, symlinks): never touched
+    refused: int = 0  # paths refused for good (confinement, symlinks, another run's claim): never touched
     dropped: int = 0  # paths the re-check said not to delete (live again, partition no longer owned)
 
 
@@ -95,7 +81,8 @@ class Deleter:
     """Deletes checkpoint paths in the background; see the module docstring for the rules.
 
     `storage_options` maps a protocol (`"s3"`) to the fsspec options for URLs of that
-    protocol, since one processor serves runs on different backends. Use it from the event
+    protocol, since one processor serves runs on different backends. `claims`: the writer of the
+    run roots' claims (default: one for the same bound and options). Use it from the event
     loop: jobs are tasks on the running loop.
     """
 
@@ -110,15 +97,15 @@ class Deleter:
         batch_size: int = 100,
         recheck: Recheck | None = None,
         on_refused: OnRefused | None = None,
+        claims: ClaimWriter | None = None,
     ) -> None:
         if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
             raise StorageError(
                 f"Deleter for {outer_root or 'any root'} needs concurrency >= 1, max_attempts >= 1 and "
                 f"batch_size >= 1 (got {concurrency}, {retry.max_attempts}, {batch_size}); fix the settings"
             )
-        self._confinement = Confinement(outer_root)
         self._on_done, self._retry, self._options = on_done, retry, dict(storage_options or {})
-        self._recheck, self._on_refused = recheck, on_refused
+        self._on_refused = on_refused
         self._concurrency, self._batch_size = concurrency, batch_size
         # accepted, not confirmed gone -> what to delete. Every such key is in exactly one place:
         # `_ready` (waiting for a job), a running job, `_timers` (backing off) or `_failed` (attempts exhausted)
@@ -133,14 +120,29 @@ class Deleter:
         self._pump_scheduled = False
         self._closed = False
         self.counts = DeletionCounts()
-        # the run roots' ownership markers, which this deleter's walks honour (ckptlog.processor.storage.markers)
-        self.claims = Claims(outer_root=self._confinement.outer_key, storage_options=self._options)
+        self._checks = Checks(outer_root, recheck=recheck)
+        # the run roots' claims, written by a writer of their own; the deletions wait for its retired claims
+        self.claims = (
+            claims
+            if claims is not None
+            else ClaimWriter(outer_root=self._checks.outer_key, storage_options=self._options)
+        )
+        self._checks.claims = self.claims
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
-        """Write the ownership claim of each (canonical root, run id), as folded by input partition
-        `source`, in the background, once (ckptlog/processor/storage/markers.py); `retired`: the runs'
-        retired claims, and until each is written, no deletion of that run id and source runs."""
-        return self.claims.claim_many(claims, source, retired=retired)
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
+        """Hand the claim of each (canonical root, run id), as folded by input partition `source`, to
+        the claim writer (claim_writer.ClaimWriter.claim_many: written in the background, once);
+        `retired`: the runs' retired claims, and until each is written, no deletion in, at or around
+        their roots runs; `reopened`: the reopened runs' retired claims go, held likewise."""
+        return self.claims.claim_many(claims, source, retired=retired, reopened=reopened, at=at)
 
     @property
     def backlog(self) -> int:
@@ -182,15 +184,15 @@ class Deleter:
                 "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
             )
         accepted = 0
-        check, outstanding, failed, ready = self._confinement.check, self._outstanding, self._failed, self._ready
+        check, outstanding, failed, ready = self._checks.confinement, self._outstanding, self._failed, self._ready
         for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
                 accepted += 1
                 continue
-            problem, url, root = check(request.path, request.root)
-            if problem is not None:
-                self._refuse([(key, problem)])
+            refused, url, root = check(request.path, request.root)
+            if refused is not None:
+                self._refuse([(key, refused.reason)])
                 continue
             accepted += 1
             outstanding[key] = (url, root, Claimant(key[0], source))
@@ -282,15 +284,12 @@ class Deleter:
             self._settled.set()
 
     async def _job(self, keys: list[Key]) -> None:
-        if self.claims.held:
-            keys = self._not_held(keys)
-        if self._recheck is not None:
-            keys = self._still_owed(keys)
+        keys = self._cleared(keys)
         items = [self._outstanding[key] for key in keys]
         if items:
             crash_point("deletion.job_start")
         try:
-            outer = self._confinement.outer_key
+            outer = self._checks.outer_key
             outcomes: list[Outcome] = (
                 list(await asyncio.to_thread(remove_all, items, self._options, outer)) if items else []
             )
@@ -318,31 +317,25 @@ class Deleter:
             self._jobs.discard(job)  # this job's slot is free now (its done callback comes later)
         self._pump()
 
-    def _not_held(self, keys: list[Key]) -> list[Key]:
-        """The keys of paths near no root whose retired claim is still being written; the others
-        wait: a later run in a finished run's root, or reusing its id, must meet that claim first."""
-        holds, outstanding, go = self.claims.holds, self._outstanding, []
+    def _cleared(self, keys: list[Key]) -> list[Key]:
+        """The keys checks 2 and 3 (safety.Checks) let through. A held one waits HOLD_S: a later run in
+        a finished run's root, or reusing its id, must meet that claim first. A dropped one leaves this
+        deleter untouched (its partition's owner re-drives it if it is still owed)."""
+        check, outstanding, go = self._checks.before_removal, self._outstanding, []
         for key in keys:
-            if holds(outstanding[key][0]):
+            verdict = check(key, outstanding[key][0])
+            if verdict is None:
+                go.append(key)
+            elif isinstance(verdict, Held):
                 self._timers[key] = asyncio.get_running_loop().call_later(HOLD_S, self._requeue, key)
             else:
-                go.append(key)
+                del outstanding[key]
+                self._attempts.pop(key, None)
+                self.counts.dropped += 1
+                log.warning(
+                    "event=deletion_dropped run=%r path=%r: not deleting it: %s", key[0], key[1], verdict.reason
+                )
         return go
-
-    def _still_owed(self, keys: list[Key]) -> list[Key]:
-        """The keys the run's current state still owes; the others leave this deleter untouched."""
-        assert self._recheck is not None
-        owed = []
-        for key in keys:
-            why = self._recheck(key)
-            if why is None:
-                owed.append(key)
-                continue
-            del self._outstanding[key]
-            self._attempts.pop(key, None)
-            self.counts.dropped += 1
-            log.warning("event=deletion_dropped run=%r path=%r: not deleting it: %s", key[0], key[1], why)
-        return owed
 
     def _attempt_failed(self, key: Key, error: str) -> None:
         self.counts.failed += 1

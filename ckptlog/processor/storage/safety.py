@@ -1,34 +1,47 @@
-"""Deletion safety's verdicts (contract §9): what a refusal is, and the claim checks of the walks.
+"""Deletion safety in one place (contract §9): the ordered checks every deletion passes, each a verdict.
 
 A checkpoint path handed to the `Deleter` (ckptlog/processor/storage/deletion.py) is deleted only
 if every check, in this order, lets it through; the first that does not decides, with its reason,
 and nothing is touched:
 
-1. **confinement** (at submission): strictly under the run's storage root and under
-   `--storage-root`, in a spelling no filesystem resolves elsewhere
+1. **confinement** (at submission, `Checks.confinement`): strictly under the run's storage root
+   and under `--storage-root`, in a spelling no filesystem resolves elsewhere
    (ckptlog/processor/storage/confinement.py). `Refused`: final.
-2. **retired claims** (as its job starts, in the Deleter): a path at, in or around a root whose
-   retired claim (ckptlog/processor/storage/claims.py) is still being written waits for it.
-3. **still owed** (as its job starts, the Deleter's `recheck`): a path live again, no longer owed,
-   or of a partition this instance lost is dropped.
+2. **retired claims** (as its job starts, `Checks.before_removal`): a path at, in or around a root
+   whose retired claim (ckptlog/processor/storage/claims.py) is still being written or removed
+   (ckptlog/processor/storage/claim_writer.py) waits for it. `Held`: looked at again after HOLD_S.
+3. **still owed** (as its job starts, `Checks.before_removal`): the run's current state is asked
+   again; a path live again, no longer owed, or of a partition this instance lost is `Dropped`.
 4. **nesting** (in the walk, `nesting`): another claimant's claim above the run's root, between the
    root and the checkpoint, or anywhere inside the checkpoint. `Refused` (a claim still being
    written: retried).
 5. **ownership** (in the walk, `ownership`): the claim at the run's root names another claimant
    (or a finished run, its own id included). `Refused`, as for nesting.
 
-Checks 4 and 5 are this module's; they run inside the walks that remove a path or write a claim
-(ckptlog/processor/storage/removal.py, markers.py, remote_markers.py), on what the walk itself
+Checks 4 and 5 run inside the walk that removes the path or writes a claim
+(ckptlog/processor/storage/tree.py, over a local or remote storage tree), on what the walk itself
 opened, so nothing can change between the check and the removal; the local walk never follows a link.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from ckptlog.events.paths import MARKER
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage.claims import CLAIMING, Claimant
+from ckptlog.processor.storage.confinement import Confinement
+
+HOLD_S = 0.2
+"""How long a deletion waits before it looks again whether its run's retired claim is written."""
+
+Key = tuple[str, str]
+"""(run id, checkpoint path URL as submitted)."""
+
+Recheck = Callable[[Key], str | None]
+"""Why a deletion must not run now (the path is live again, its partition is no longer owned),
+or None to go ahead; asked on the event loop immediately before the deletion."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +52,68 @@ class Refused:
     retry: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Not yet (check 2): a retired claim this deletion must meet is still being written or removed."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Not owed now (check 3): the deletion leaves the deleter untouched; its owner re-drives it."""
+
+    reason: str
+
+
 Outcome = None | str | Refused
 """What a walk did: None done (deleted, claimed); str a transient error (retried); Refused never."""
+
+
+class Stop(Exception):
+    """A walk ends early with `outcome` (None: what it was after is gone, which is done)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+class PendingClaims(Protocol):
+    """The retired claims still being written or removed (claim_writer.ClaimWriter)."""
+
+    @property
+    def held(self) -> Collection[str]: ...
+
+    def holds(self, url: str) -> bool: ...
+
+
+class Checks:
+    """Checks 1–3 of one deleter (see the module docstring); 4 and 5 run in its walks."""
+
+    def __init__(
+        self, outer_root: str | None = None, claims: PendingClaims | None = None, recheck: Recheck | None = None
+    ) -> None:
+        self._confinement = Confinement(outer_root)
+        self._check = self._confinement.check
+        self.claims, self._recheck = claims, recheck
+
+    @property
+    def outer_key(self) -> str | None:
+        """The canonical spelling of `--storage-root` (None: there is none, or it is unsafe)."""
+        return self._confinement.outer_key
+
+    def confinement(self, path: str, root: str) -> tuple[Refused | None, str, str]:
+        """Check 1, as the path is submitted: the verdict, the path's canonical URL and its root's."""
+        problem, url, key = self._check(path, root)
+        return (None if problem is None else Refused(problem)), url, key
+
+    def before_removal(self, key: Key, url: str) -> Held | Dropped | None:
+        """Checks 2 and 3, in order, for a path about to be removed (`url`: canonical)."""
+        claims = self.claims
+        if claims is not None and claims.held and claims.holds(url):
+            return Held("a retired claim at, in or around its root is still being written or removed")
+        why = self._recheck(key) if self._recheck is not None else None
+        return None if why is None else Dropped(why)
 
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
@@ -65,22 +138,28 @@ def ownership(root: str, claimants: set[Claimant] | None, me: Claimant) -> Refus
     return nesting(root, claimants, me)
 
 
+def judged(verdict: Refused | None) -> None:
+    """A walk's check: it goes on past None, and stops at a refusal."""
+    if verdict is not None:
+        raise Stop(verdict)
+
+
 def foreign(where: str, claimants: Sequence[Claimant]) -> Refused:
     """The refusal for meeting `claimants`' claims in `where`."""
     if all(c == CLAIMING for c in claimants):
         return Refused(
-            f"{where} holds an ownership marker ({MARKER}) with no claim in it yet: a run's claim is being "
+            f"{where} holds a claim directory ({CLAIM_DIR}) with no claim in it yet: a run's claim is being "
             "written there (or its writer stopped before it; the owner's next claim completes it); retried",
             retry=True,
         )
     named = ", ".join(map(str, claimants[:3])) + (" and more" if len(claimants) > 3 else "")
     if any(c.retired for c in claimants):
         return Refused(
-            f"{where} holds the ownership marker of run {named} ({MARKER}): a finished run's checkpoints are "
+            f"{where} holds the claim of run {named} ({CLAIM_DIR}): a finished run's checkpoints are "
             "kept for good, and no later run deletes in its root, not even one reusing its id — give a new run "
             "a new id and a directory of its own (contract §3 *Expiry*, §9)"
         )
     return Refused(
-        f"{where} holds the ownership marker of run {named} ({MARKER}): it is that run's root, and no "
+        f"{where} holds the claim of run {named} ({CLAIM_DIR}): it is that run's root, and no "
         "deletion reaches into another run's root — give each run a directory of its own (contract §9)"
     )

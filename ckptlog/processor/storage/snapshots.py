@@ -1,10 +1,14 @@
-"""Snapshot objects of one input partition: immutable, content-named, newest K kept (contract §6).
+"""Snapshot objects of one input partition: immutable, content-named, the newest K restore points kept (contract §6).
 
-Each snapshot is its own object, `snapshot-{next_offset:020d}-{sha256[:12]}.json`, under
-`{base}/{topic}/{partition}/`. Zero-padding makes lexical order offset order; the content
-hash makes a name unique to its bytes, so nothing is ever overwritten or read-modified-written
-and a truncated object is caught before it is decoded. Encoding, decoding and the snapshot's
-own checksum belong to the codec; this module only moves bytes.
+Each snapshot is its own object under `{base}/{topic}/{partition}/`: a base (a full snapshot),
+`snapshot-{next_offset:020d}-{sha256[:12]}.json`, or a delta on the object before it in its chain,
+`delta-{next_offset:020d}-{sha256[:12]}-on-{previous next_offset:020d}-{previous sha256[:12]}.json`.
+Zero-padding makes lexical order offset order; the content hash makes a name unique to its bytes,
+so nothing is ever overwritten or read-modified-written and a truncated object is caught before it
+is decoded. A delta's name links it to its predecessor, so the chains (a base and the deltas on it)
+are known from a listing alone: a restore reads one chain, and pruning keeps every object that a
+kept restore point needs. Encoding, decoding and the links inside the objects (full SHA-256) belong
+to the codec (ckptlog/processor/core/delta.py); this module only moves bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from ckptlog.errors import ObjectMissing, SnapshotCorrupt, SnapshotError, StorageError
@@ -25,26 +29,45 @@ T = TypeVar("T")
 
 _OFFSET_DIGITS = 20  # 2**63 - 1 has 19 digits: every Kafka offset fits.
 _HASH_CHARS = 12
-_NAME = re.compile(rf"^snapshot-(\d{{{_OFFSET_DIGITS}}})-([0-9a-f]{{{_HASH_CHARS}}})\.json$")
+_AT = rf"(\d{{{_OFFSET_DIGITS}}})-([0-9a-f]{{{_HASH_CHARS}}})"
+_NAME = re.compile(rf"^snapshot-{_AT}\.json$")
+_DELTA = re.compile(rf"^delta-{_AT}-on-{_AT}\.json$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's own rule for topic names
 _RESCANS = 3  # listings tried when snapshots vanish while being read (pruned by another instance)
 
 
 class SnapshotName(NamedTuple):
-    """A parsed snapshot object name; sorts by offset, then hash."""
+    """A parsed snapshot object name: a base, or a delta `on` the (next_offset, digest) of its predecessor."""
 
     next_offset: int
     digest: str
+    on: tuple[int, str] | None = None
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """What a delta's name calls this object by."""
+        return self.next_offset, self.digest
 
     @property
     def filename(self) -> str:
-        return f"snapshot-{self.next_offset:0{_OFFSET_DIGITS}d}-{self.digest}.json"
+        at = f"{self.next_offset:0{_OFFSET_DIGITS}d}-{self.digest}"
+        if self.on is None:
+            return f"snapshot-{at}.json"
+        return f"delta-{at}-on-{self.on[0]:0{_OFFSET_DIGITS}d}-{self.on[1]}.json"
 
     @classmethod
     def parse(cls, filename: str) -> SnapshotName | None:
         """The name's parts, or None for an object that is not a snapshot (left alone)."""
         match = _NAME.match(filename)
-        return cls(int(match[1]), match[2]) if match else None
+        if match:
+            return cls(int(match[1]), match[2])
+        match = _DELTA.match(filename)
+        return cls(int(match[1]), match[2], (int(match[3]), match[4])) if match else None
+
+
+class ChainBroken(SnapshotError):
+    """The object a delta was written on is gone (pruned by another instance): the delta can never be
+    restored, so the next snapshot must be a base."""
 
 
 def content_digest(data: bytes) -> str:
@@ -82,53 +105,88 @@ class SnapshotStore:
         """The directory URL holding this partition's snapshots."""
         return self._objects.url(self._prefix.rstrip("/"))
 
-    def write(self, data: bytes, next_offset: int) -> str:
-        """Store one snapshot, prune to the newest `keep`, and return the new object's URL."""
+    def write(self, data: bytes, next_offset: int, on: tuple[int, str] | None = None) -> str:
+        """Store one snapshot (a delta when `on` names its predecessor's next_offset and digest), prune
+        to the newest `keep` restore points, and return the new object's URL. `ChainBroken` when the
+        listing of the prune no longer shows `on`: the delta can never be restored (the next prune
+        removes it)."""
         if not 0 <= next_offset < 10**_OFFSET_DIGITS:
             raise SnapshotError(
                 f"next offset {next_offset} is not a Kafka offset; not writing a snapshot "
                 f"to {self.url} — pass the offset of the next input record to replay"
             )
-        written = SnapshotName(next_offset, content_digest(data))
+        written = SnapshotName(next_offset, content_digest(data), on)
         crash_point("snapshot.before_write")
         self._objects.put_immutable(self._prefix + written.filename, data)
         crash_point("snapshot.before_prune")
-        self._prune(keep_also=written)
-        return self._objects.url(self._prefix + written.filename)
+        listed = self._prune(keep_also=written)
+        if on is not None and listed is not None and on not in {name.key for name in listed}:
+            raise ChainBroken(
+                f"the snapshot at offset {on[0]} ({on[1]}) under {self.url} is gone (pruned by another "
+                f"instance?): the delta {written.filename} on it can never be restored; write a full one"
+            )
+        return self.url_of(written)
+
+    def url_of(self, name: SnapshotName) -> str:
+        return self._objects.url(self._prefix + name.filename)
 
     def _snapshots(self) -> list[SnapshotName]:
-        """Every snapshot of this partition, oldest first."""
+        """Every snapshot object of this partition, oldest first."""
         names = (SnapshotName.parse(n[len(self._prefix) :]) for n in self._objects.list(self._prefix))
-        return sorted(n for n in names if n is not None)
+        return sorted((n for n in names if n is not None), key=lambda n: (n.key, n.on is not None))
 
-    def _prune(self, keep_also: SnapshotName) -> None:
-        """Delete all but the newest `keep` snapshots (and the one just written), and the stale temp
-        files of writes killed mid-way.
+    @staticmethod
+    def _chain(name: SnapshotName, by_key: Mapping[tuple[int, str], SnapshotName]) -> list[SnapshotName] | None:
+        """The objects a restore from `name` reads, base first; None when a link is missing."""
+        chain, link = [name], name.on
+        while link is not None:
+            previous = by_key.get(link)
+            if previous is None or previous.next_offset >= chain[-1].next_offset:
+                return None  # gone, or not before it: no chain the codec could accept
+            chain.append(previous)
+            link = previous.on
+        return chain[::-1]
+
+    def _chains(self, names: Sequence[SnapshotName]) -> dict[SnapshotName, list[SnapshotName] | None]:
+        by_key = {name.key: name for name in names}
+        return {name: self._chain(name, by_key) for name in names}
+
+    def _prune(self, keep_also: SnapshotName) -> list[SnapshotName] | None:
+        """Delete every object that neither the newest `keep` restore points whose chain is whole
+        nor the one just written need, and the stale temp files of writes killed mid-way; what was
+        listed before (None if listing failed).
 
         Best effort: the new snapshot is already durable, so a failed delete is logged and
         left for the next write's prune instead of failing the write.
         """
+        names: list[SnapshotName] | None = None
         try:
-            for old in self._snapshots()[: -self.keep]:
-                if old != keep_also:
+            names = self._snapshots()
+            chains = self._chains(names)
+            points = [name for name in names if chains[name] is not None][-self.keep :]
+            needed = {part for point in [*points, keep_also] for part in chains.get(point) or [point]}
+            for old in names:
+                if old not in needed:
                     self._objects.delete(self._prefix + old.filename)
                     crash_point("snapshot.pruned_one")
             self._objects.sweep_temp(self._prefix.rstrip("/"))  # left by writers killed mid-write
         except StorageError as exc:
             log.warning("pruning old snapshots under %s failed, retrying after the next snapshot: %s", self.url, exc)
+        return names
 
     def list_offsets(self) -> list[int]:
-        """The next offsets of the stored snapshots, oldest first."""
+        """The next offsets of the stored restore points (bases and deltas), oldest first."""
         return [s.next_offset for s in self._snapshots()]
 
-    def load_latest(self, decode: Callable[[bytes], T], max_offset: int | None = None) -> T | None:
-        """The newest snapshot (at most at `max_offset`) that verifies and decodes, or None.
+    def load_latest(self, decode: Callable[[list[bytes]], T], max_offset: int | None = None) -> T | None:
+        """The newest restore point (at most at `max_offset`) whose chain is whole, verifies and
+        decodes, or None. `decode` gets the chain's objects, the base first.
 
-        A hash mismatch (truncated or altered object) or `SnapshotCorrupt` from `decode`
-        skips to the next older snapshot with a WARNING; `SnapshotVersionError` propagates,
-        because a snapshot from a newer build must stop this one from starting. An object that
-        vanished since it was listed (another instance pruned it) makes the scan start over.
-        Any other storage failure (`StorageError`) propagates: the restore should retry, not
+        A missing link, a hash mismatch (truncated or altered object) or `SnapshotCorrupt` from
+        `decode` skips to the next older restore point with a WARNING; `SnapshotVersionError`
+        propagates, because a snapshot from a newer build must stop this one from starting. An
+        object that vanished since it was listed (another instance pruned it) makes the scan start
+        over. Any other storage failure (`StorageError`) propagates: the restore should retry, not
         start empty. `max_offset`: snapshots beyond it are passed over (contract §7: a restore never
         starts ahead of what the group has committed, or the outputs between would be lost).
         """
@@ -139,26 +197,35 @@ class SnapshotStore:
                 log.warning("a snapshot under %s vanished while it was read (%s); listing again", self.url, exc)
         return self._load_newest(decode, max_offset)
 
-    def _load_newest(self, decode: Callable[[bytes], T], max_offset: int | None) -> T | None:
-        candidates = [s for s in self._snapshots() if max_offset is None or s.next_offset <= max_offset]
+    def _load_newest(self, decode: Callable[[list[bytes]], T], max_offset: int | None) -> T | None:
+        names = self._snapshots()
+        chains = self._chains(names)
+        candidates = [s for s in names if max_offset is None or s.next_offset <= max_offset]
+        read: dict[SnapshotName, bytes] = {}  # objects the chains share are read once
         for snap in reversed(candidates):
-            name = self._prefix + snap.filename
-            try:
-                return decode(self._verified(name, snap.digest))
-            except SnapshotCorrupt as exc:
+            url, chain = self.url_of(snap), chains[snap]
+            if chain is None:
                 log.warning(
-                    "skipping corrupt snapshot %s (%s); trying the next older one", self._objects.url(name), exc
+                    "skipping snapshot %s: an object of its chain is missing (a lost delta, or its base pruned); "
+                    "trying the next older one",
+                    url,
                 )
+                continue
+            try:
+                return decode([read.get(part) or read.setdefault(part, self._verified(part)) for part in chain])
+            except SnapshotCorrupt as exc:
+                log.warning("skipping corrupt snapshot %s (%s); trying the next older one", url, exc)
         if candidates:
             log.warning("no valid snapshot among %d under %s; starting from empty state", len(candidates), self.url)
         return None
 
-    def _verified(self, name: str, digest: str) -> bytes:
-        """The object's bytes, if they still hash to the digest in their name."""
-        data = self._objects.get(name)
+    def _verified(self, name: SnapshotName) -> bytes:
+        """The object's bytes, if they still hash to the digest in its name."""
+        data = self._objects.get(self._prefix + name.filename)
         actual = content_digest(data)
-        if actual != digest:
+        if actual != name.digest:
             raise SnapshotCorrupt(
-                f"content hash {actual} does not match the name ({len(data)} bytes; truncated or altered)"
+                f"{name.filename}: content hash {actual} does not match the name ({len(data)} bytes; truncated "
+                "or altered)"
             )
         return data

@@ -42,6 +42,7 @@ TIMELINE_KINDS = {
     "restart",
     "warning",
     "finished",
+    "reopened",
     "forgotten",
     "rejected",
 }

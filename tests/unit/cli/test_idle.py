@@ -41,3 +41,20 @@ def test_a_run_or_idle_for_never_both_nor_neither(args: list[str]) -> None:
     _register()
     result = CliRunner().invoke(app, [*args, "--bootstrap-servers", "127.0.0.1:1"])
     assert result.exit_code == 2, result.output
+
+
+async def test_an_idle_runs_finish_is_named_by_the_epoch_its_view_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """contract §3 "Reopened runs": a reopened run's next finish has an id of its own (`reopened`
+    on its VIEW), which --idle-for takes from the VIEWs it read anyway."""
+    from ckptlog.cli import idle
+    from ckptlog.processor.service.views import StateRead
+
+    views = {"fresh": {"committed": 1}, "again": {"committed": 4, "reopened": 2}, "done": {"finished": True}}
+    read = StateRead(views=views, written_ms=dict.fromkeys(views, 0))
+
+    async def state_topic(*args: object, **kwargs: object) -> StateRead:
+        return read
+
+    monkeypatch.setattr(idle, "read_state_topic", state_topic)
+    found = await idle.idle_runs(None, "state", 60.0, now=3600.0)  # type: ignore[arg-type]
+    assert {(r.run_id, r.epoch) for r in found} == {("fresh", 0), ("again", 2)}

@@ -15,6 +15,13 @@ Outbox = ray_integration.Outbox
 RunNotResumable = ray_integration.RunNotResumable
 RaySession = pytest.importorskip("ckptlog.integrations.ray_session").RaySession
 KafkaIOError = pytest.importorskip("ckptlog.kafka.errors").KafkaIOError
+errors = pytest.importorskip("ckptlog.client.errors")
+EventRejected, NotConfirmed = errors.EventRejected, errors.NotConfirmed
+
+
+def rejected(reason: str, message: str) -> Any:
+    """EventRejected as a confirming Reporter raises it (its dead letter reduced to the reason)."""
+    return EventRejected(f"{reason}: {message}", SimpleNamespace(reason=reason))
 
 
 class Checkpoint:
@@ -66,6 +73,8 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.ids: list[str] = []
+        self.view: Any = None  # the VIEW the processor would publish (see `running`)
+        self.reopen_fails: Exception | None = None
 
     def run_started(self, root: str, **retention: Any) -> None:
         self.calls.append(("run_started", root, retention["num_to_keep"], retention.get("confirm")))
@@ -80,8 +89,15 @@ class Recorder:
     def validation_result(self, path: str, status: str, metrics: dict[str, Any]) -> None:
         self.calls.append(("validation_result", path, status, metrics))
 
-    def finish(self, keep: str | None) -> None:
-        self.calls.append(("finish", keep))
+    def finish(self, keep: str | None, *, epoch: int = 0) -> None:
+        self.calls.append(("finish", keep) if epoch == 0 else ("finish", keep, epoch))
+
+    def reopen(self, *, epoch: int, confirm: bool) -> None:
+        self.calls.append(("reopen", epoch, confirm))
+        if self.reopen_fails is not None:
+            raise self.reopen_fails
+        if self.view is not None:  # the processor reopened it: its next VIEW says so
+            self.view = SimpleNamespace(**{**vars(self.view), "finished": None, "reopened": epoch})
 
     def close(self) -> None:
         self.calls.append(("close",))
@@ -89,8 +105,9 @@ class Recorder:
 
 def running(callback: Any, view: Any = None) -> Recorder:
     recorder = Recorder()
+    recorder.view = view
     callback._reporter = recorder
-    callback._outbox = Outbox(RaySession(recorder, lambda: view), "r")  # type: ignore[arg-type]
+    callback._outbox = Outbox(RaySession(recorder, lambda: recorder.view), "r")  # type: ignore[arg-type]
     ray_integration._FORWARDING.append(callback._validated)
     return recorder
 
@@ -118,8 +135,8 @@ def test_reports_carry_the_generation_after_a_restart() -> None:
     assert callback._validated not in ray_integration._FORWARDING
 
 
-def resumed_view(generation: int, committed: int, finished: bool | None = None) -> Any:
-    return SimpleNamespace(generation=generation, committed=committed, finished=finished)
+def resumed_view(generation: int, committed: int, finished: bool | None = None, reopened: int | None = None) -> Any:
+    return SimpleNamespace(generation=generation, committed=committed, finished=finished, reopened=reopened)
 
 
 def test_a_resumed_run_goes_on_as_a_new_worker_group_with_ids_of_its_own() -> None:
@@ -141,11 +158,56 @@ def test_a_resumed_run_goes_on_as_a_new_worker_group_with_ids_of_its_own() -> No
     assert len(set(first_ids + second_ids)) == 4, "no report id of the second job repeats one of the first's"
 
 
-def test_a_finished_run_is_refused_at_start_even_when_the_processor_is_silent() -> None:
+def test_a_finished_run_is_reopened_first_and_goes_on_finishing_in_its_new_epoch() -> None:
+    """Issue 38 item 6: Ray resumes a run after its first job succeeded (and finished it)."""
     callback = CkptlogCallback("r")
-    running(callback, resumed_view(generation=0, committed=3, finished=True))
-    with pytest.raises(RunNotResumable, match="has finished.*finish=False"):
+    recorder = running(callback, resumed_view(generation=0, committed=3, finished=True, reopened=1))
+    callback._outbox.send("start", "/r", dict(callback.retention))
+    callback.after_worker_group_start(group(2))
+    callback.after_report(SimpleNamespace(metrics={"step": 3}, checkpoint=None, validation=False), [])
+    callback.after_controller_finish()
+    assert recorder.calls == [
+        ("reopen", 2, True),  # confirmed, before the start: the VIEW's reopened + 1
+        ("run_started", "/r", None, True),
+        ("restart", 2, 1),  # a new worker group after the VIEW's generation
+        ("report", {"step": 3}, None, False, 1),
+        ("finish", None, 2),  # named by the epoch: not the earlier finishes' id
+        ("close",),
+    ]
+
+
+@pytest.mark.parametrize(
+    "failure, words",
+    [
+        (rejected("unknown_run", "run 'r' cannot be reopened: its record expired"), "expired"),
+        (rejected("not_reopenable", "run 'r' cannot be reopened: forgotten"), "forgotten"),
+        (NotConfirmed("the processor did not answer within 30 s"), "not confirmed"),
+    ],
+)
+def test_a_finished_run_that_cannot_be_reopened_is_refused_before_it_trains(failure: Exception, words: str) -> None:
+    callback = CkptlogCallback("r")
+    recorder = running(callback, resumed_view(generation=0, committed=3, finished=True))
+    recorder.reopen_fails = failure
+    with pytest.raises(RunNotResumable, match=f"has finished.*{words}") as refused:
         callback._outbox.send("start", "/r", dict(callback.retention))
+    assert recorder.calls == [("reopen", 1, True)]  # nothing else sent: no run_started, no report
+    assert "RunConfig.name" in str(refused.value) or "start this job again" in str(refused.value)
+
+
+def test_a_run_finished_after_its_view_was_read_is_reopened_when_the_start_is_refused() -> None:
+    callback = CkptlogCallback("r")
+    recorder = running(callback, resumed_view(generation=0, committed=3))
+    started = recorder.run_started
+
+    def refused_once(root: str, **retention: Any) -> None:
+        started(root, **retention)
+        if len(recorder.calls) == 1:  # the processor folded a finish the VIEW did not show yet
+            recorder.view = resumed_view(generation=0, committed=3, finished=True)
+            raise rejected("run_finished", "run 'r' has finished")
+
+    recorder.run_started = refused_once  # type: ignore[method-assign]
+    callback._outbox.send("start", "/r", dict(callback.retention))
+    assert [c[0] for c in recorder.calls] == ["run_started", "reopen", "run_started"]
 
 
 def test_a_retry_after_a_kafka_blip_repeats_the_report_id() -> None:

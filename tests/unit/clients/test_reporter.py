@@ -9,7 +9,7 @@ import pytest
 
 from ckptlog.cli.clients import UsageError, parse_metrics, validation_flag
 from ckptlog.client import ids
-from ckptlog.client.errors import InvalidEvent
+from ckptlog.client.errors import ClientError, InvalidEvent
 from ckptlog.client.reporter import AsyncReporter
 from ckptlog.events.codec import decode_event
 from ckptlog.kafka.clients_io import Delivery
@@ -56,6 +56,20 @@ async def test_finish_sends_run_finished_once_per_run() -> None:
     assert [e["data"] for e in fake.sent] == [{}, {"keep": "best"}]
     with pytest.raises(InvalidEvent, match="invalid_data"):
         await rep.finish("everything")  # type: ignore[arg-type]
+
+
+async def test_reopen_and_the_finish_after_it_are_named_by_the_runs_epoch() -> None:
+    """contract §3 "Reopened runs": the n-th reopen, and the finish after it, have ids of their own."""
+    rep, fake = reporter()
+    with pytest.raises(ClientError, match="epoch="):
+        await rep.reopen()  # no VIEW to read the epoch from: never a guessed id
+    reopened = await rep.reopen(epoch=2)
+    assert reopened.event_id == ids.reopened_id("run-1", 2) and reopened.type == "ckptlog.run_reopened.v1"
+    finished = await rep.finish()  # this reporter reopened it: the finish of epoch 2
+    assert finished.event_id == ids.finished_id("run-1", 2) != ids.finished_id("run-1")
+    assert (await rep.finish(epoch=0)).event_id == ids.finished_id("run-1")
+    assert [e["type"] for e in fake.sent] == ["ckptlog.run_reopened.v1", *["ckptlog.run_finished.v1"] * 2]
+    assert fake.sent[0]["data"] == {}
 
 
 async def test_a_retry_of_the_same_report_has_the_same_id() -> None:

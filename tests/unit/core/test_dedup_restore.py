@@ -1,6 +1,6 @@
 """Deduplication through the fold and its snapshots (contract §3 "Deduplication", §6): hostile id
-streams folded as real events, restored part-way from schema 6 snapshots and from the `seen`
-list a schema 5 snapshot held, against a model that keeps every applied id."""
+streams folded as real events, restored part-way from schema 7 snapshots and from the `seen`
+list a schema 6 snapshot held, against a model that keeps every applied id."""
 
 from __future__ import annotations
 
@@ -22,17 +22,17 @@ ROOT = "file:///data"
 
 
 def restored(fold: Fold, version: int, applied: dict[str, list[str]]) -> Fold:
-    """`fold` through a snapshot: as this build writes it, or as schema 5 held the same runs (each
+    """`fold` through a snapshot: as this build writes it, or as schema 6 held the same runs (each
     run's last `dedup_window` applied ids, oldest first, in `seen`)."""
     data = encode(of_fold(fold, "t", 0, 0))
-    if version == 5:
+    if version == 6:
         body = json.loads(data)["snapshot"]
         for run_id, run in body["runs"].items():
             del run["dedup"]
             run["seen"] = applied[run_id][-fold.settings.dedup_window :]
-        data = reencoded(body, 5)
+        data = reencoded(body, 6)
     snap = decode(data)
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
 
 
 def reencoded(body: dict[str, Any], version: int) -> bytes:
@@ -42,14 +42,14 @@ def reencoded(body: dict[str, Any], version: int) -> bytes:
 
 @PROFILE
 @given(
-    st.lists(st.tuples(st.sampled_from([RUN, "other"]), IDS, st.sampled_from([None, None, None, 5, 6])), max_size=80),
+    st.lists(st.tuples(st.sampled_from([RUN, "other"]), IDS, st.sampled_from([None, None, None, 6, 7])), max_size=80),
     st.integers(1, 6),
 )
 def test_the_fold_never_drops_a_new_event_across_restores(
     steps: list[tuple[str, Any, int | None]], window: int
 ) -> None:
     """Metrics-only reports (always applied unless a repeat) of two runs sharing ids; after some,
-    the fold is restored from a snapshot of this schema or of schema 5."""
+    the fold is restored from a snapshot of this schema or of schema 6."""
     fold, applied = Fold(FoldSettings(default_root=ROOT, dedup_window=window)), {RUN: list[str](), "other": []}
     for run_id, drawn, restore in steps:
         mine = applied[run_id]
@@ -117,7 +117,7 @@ def test_a_snapshot_with_marks_and_out_of_order_ids_round_trips_to_the_same_byte
         fold.apply(f.event(f.report(RUN, {}, event_id=event_id)))
     data = encode(of_fold(fold, "t", 0, 0))
     body = json.loads(data)
-    assert body["schema_version"] == SCHEMA_VERSION == 6
+    assert body["schema_version"] == SCHEMA_VERSION == 7
     assert body["snapshot"]["runs"][RUN]["dedup"] == {
         "applied": 6,
         "marks": [["r:0", 0, 1, 4, 0, [5, 4]], ["g", 1, 1, 5, 0, []]],

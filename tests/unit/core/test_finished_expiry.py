@@ -41,7 +41,7 @@ def state(fold: Fold) -> bytes:
 
 def restored(fold: Fold) -> Fold:
     snap = decode(state(fold))
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
 
 
 def test_the_oldest_record_expires_first_and_its_root_is_unregistered() -> None:
@@ -131,16 +131,18 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
     for run in ("a", "b", "c"):
         finish(unbounded, run)
     body = json.loads(state(unbounded))["snapshot"]
-    del body["settings"]["finished_runs_kept"]
+    del body["settings"]["finished_runs_kept"], body["retired"]  # schema 5 added the one, 6 the other
     snap = decode(_reencode(body, 4))
     assert snap.settings.finished_runs_kept == 10_000 and list(snap.finished) == ["a", "b", "c"]
-    back = Fold(KEEP2, snap.runs, refused=snap.refused, finished=snap.finished)
+    back = Fold(KEEP2, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
     straight = Fold(KEEP2)
     for run in ("a", "b", "c"):
         finish(straight, run)
     assert list(back.finished) == ["b", "c"] and back.roots.owners == straight.roots.owners
+    assert not back.retired and list(straight.retired) == ["b", "c"]  # schema 4 kept no state to reopen
+    straight.retired.clear()
     assert state(back) == state(straight)
-    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 6
+    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 7
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -152,12 +154,12 @@ ROOTS = [f"{ROOT}/{{run}}", f"{ROOT}/shared", f"{ROOT}/a/inner", f"{ROOT}/{{run}
 @st.composite
 def churn(draw: Any) -> list[bytes]:
     """Runs started (under their own, a shared or a nested root), reported, finished, forgotten,
-    settled and started again, with ids reused: what expiry must keep deterministic. Settlements are
+    settled, reopened and started again, with ids reused: what expiry must keep deterministic. Settlements are
     made concrete by folding as the log is drawn (they name the evictions the fold owes)."""
     scratch, lines = Fold(KEEP2), []
     for step in range(draw(st.integers(1, 40))):
         kind, run = (
-            draw(st.sampled_from(["start", "report", "report", "finish", "forget", "settle"])),
+            draw(st.sampled_from(["start", "report", "report", "finish", "forget", "settle", "reopen"])),
             draw(st.sampled_from(RUNS)),
         )
         if kind == "start":
@@ -171,6 +173,8 @@ def churn(draw: Any) -> list[bytes]:
             raw = f.finished(run, draw(st.sampled_from([None, "best"])), event_id=f"f-{run}-{step}")
         elif kind == "forget":
             raw = f.forgotten(run, event_id=f"g-{step}")
+        elif kind == "reopen":  # contract §3 "Reopened runs": a retired state comes back, a record goes
+            raw = f.reopened(run, event_id=f"o-{step}")
         else:
             owed = [(d.path, d.eviction) for d in scratch.owed() if d.run_id == run]
             if not owed:

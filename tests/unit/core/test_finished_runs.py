@@ -31,7 +31,7 @@ def fold_of(*lines: bytes, fold: Fold | None = None) -> Fold:
 
 def restored(fold: Fold) -> Fold:
     snap = decode(encode(of_fold(fold, "t", 0, 0)))
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished)
+    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
 
 
 def state(fold: Fold) -> bytes:
@@ -151,13 +151,13 @@ def test_finish_is_all_or_nothing_on_a_fault() -> None:
 def test_schema_3_snapshot_restores_and_older_is_refused() -> None:
     fold = fold_of(*five(keep=2))
     doc = json.loads(encode(of_fold(fold, "t", 0, 0)))
-    assert doc["schema_version"] == SCHEMA_VERSION == 6
+    assert doc["schema_version"] == SCHEMA_VERSION == 7
     body = doc["snapshot"]
     del body["settings"]["finished_runs_kept"]  # schema 5 added it
-    del body["finished"]
+    del body["finished"], body["retired"]
     for run in body["runs"].values():
-        del run["finished"]
-        run["seen"] = run.pop("dedup")["foreign"]  # schema 6 replaced the list of ids (all foreign here)
+        del run["finished"], run["reopened"]
+        run["seen"] = run.pop("dedup")["foreign"]  # schema 7 replaced the list of ids (all foreign here)
     old = _reencode(body, 3)
     back = decode(old)
     assert back.finished == {} and back.runs["a"].finished is None
@@ -180,15 +180,19 @@ def _reencode(body: dict[str, Any], version: int) -> bytes:
 
 @st.composite
 def finishing_logs(draw: Any) -> list[bytes]:
-    """The fold properties' logs with run_finished (either keep) and run_forgotten inserted anywhere."""
+    """The fold properties' logs with run_finished (either keep), run_forgotten and run_reopened
+    inserted anywhere."""
     lines: list[bytes] = draw(logs())
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(lines)))
         run, keep = draw(st.sampled_from(["a", "b"])), draw(st.sampled_from([None, "kept", "best"]))
-        if draw(st.booleans()):
+        what = draw(st.sampled_from(["finish", "finish", "forget", "reopen"]))
+        if what == "finish":
             lines.insert(at, f.finished(run, keep, event_id=f"finish-{run}-{at}"))
-        else:  # an operator's forget: refused while deletions are owed, else the run retires
+        elif what == "forget":  # an operator's forget: refused while deletions are owed, else the run retires
             lines.insert(at, f.forgotten(run, event_id=f"forget-{run}-{at}"))
+        else:  # contract §3 "Reopened runs": refused unless the run finished (and was not forgotten)
+            lines.insert(at, f.reopened(run, event_id=f"reopen-{run}-{at}"))
     return lines
 
 
@@ -237,6 +241,10 @@ def test_finished_runs_never_delete_what_they_keep_and_change_only_by_settlement
             assert other.finished is None or other.outstanding
         for run_id, root in fold.finished.items():
             assert run_id not in fold.runs and (not root or fold.roots.owners[root] == run_id)
+        for run_id, kept in fold.retired.items():  # reopenable: finished, recorded, no foreign ids
+            state = json.loads(kept)
+            assert run_id in fold.finished and state["finished"] is not None and not state["dedup"]["foreign"]
+            assert not state["outstanding"]
 
 
 # -- forgotten runs -------------------------------------------------------------------------

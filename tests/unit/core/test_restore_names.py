@@ -23,7 +23,13 @@ def _messages(before: list[bytes], after: list[bytes]) -> tuple[list[str], list[
     for line in before:
         clean.apply(f.event(line))
     snapshot = decode(encode(of_fold(clean, "in", 0, len(before))))
-    restored = Fold(snapshot.settings, snapshot.runs, refused=snapshot.refused, finished=snapshot.finished)
+    restored = Fold(
+        snapshot.settings,
+        snapshot.runs,
+        refused=snapshot.refused,
+        finished=snapshot.finished,
+        retired=snapshot.retired,
+    )
     out: tuple[list[str], list[str]] = ([], [])
     for line in after:
         for fold, messages in zip((clean, restored), out, strict=True):

@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig, ValidationSpec
@@ -149,6 +151,7 @@ PINNED: dict[str, Any] = {
             "pending": ["file:///d/r/a", "file:///d/r/b"],
             "preserved_at": None,
             "finished": None,
+            "reopened": 0,
             "report_count": 2,
             "dedup": {"applied": 3, "marks": [], "foreign": ["s", "a", "b"]},
             "started": {
@@ -168,6 +171,8 @@ PINNED: dict[str, Any] = {
     },
     "refused": {},
     "finished": {},
+    "symlinked": {},
+    "retired": {},
     "settings": {
         "dedup_window": 4096,
         "finished_runs_kept": 10_000,
@@ -278,3 +283,28 @@ def test_a_body_that_is_not_last_is_checked_by_its_encoding() -> None:
     outer = json.loads(data)
     moved = json.dumps({"snapshot": outer.pop("snapshot"), **outer}, separators=(",", ":"), allow_nan=True).encode()
     assert encode(decode(moved)) == data
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_a_snapshot_is_parsed_to_what_json_loads_gives(value: Any) -> None:
+    """`parsed` (msgspec, json.loads where msgspec refuses) reads every document as json.loads does:
+    NaN and Infinity literals, lone surrogates, huge ints, -0.0 and key order included."""
+    from ckptlog.processor.core.snapshot import parsed
+
+    for data in (canonical(value), json.dumps(value).encode(), json.dumps({"k": value, "n": [value]}).encode()):
+        got, want = parsed(data), json.loads(data)
+        assert json.dumps(got) == json.dumps(want) and repr(got) == repr(want)
+
+
+def test_duplicate_keys_keep_the_last_value_as_json_loads_does() -> None:
+    from ckptlog.processor.core.snapshot import parsed
+
+    data = b'{"a":1,"b":2,"a":3}'
+    assert parsed(data) == json.loads(data) and list(parsed(data)) == list(json.loads(data))

@@ -329,6 +329,59 @@ def _finished() -> list[bytes]:
     ]
 
 
+def _symlinked() -> list[bytes]:
+    """contract §9 *Roots behind a symlink*: the processor's fact refuses a run for good; a stale fact,
+    one for a finished run and one for a run it does not know change nothing."""
+    r, fact = f"{ROOT}/l/r", "root_refused"
+
+    def seen(run: str, root: str, eid: str) -> bytes:
+        return ev(fact, run, {"storage_path": root, "reason": f"{ROOT}/l is a symlink"}, eid)
+
+    return [
+        started("r", r, keep=1, eid="sr"),
+        rep("r", f"{r}/c0", {"acc": 1}, eid="r0"),
+        rep("r", f"{r}/c1", {"acc": 2}, eid="r1"),  # evicts c0: owed
+        seen("r", f"{ROOT}/l", "x0"),  # another root than the run's: a no-op
+        seen("r", f"{ROOT}//l/r/", "x1"),  # the run's root: refused, c0 settled as refused, its state leaves
+        rep("r", f"{r}/c2", {"acc": 3}),  # root_behind_symlink
+        started("r", f"{ROOT}/fixed", eid="sr2"),  # root_behind_symlink: a new run needs a new id
+        settled("r", deleted=[(f"{r}/c0", 0)]),  # a no-op
+        seen("r", r, "x1"),  # the fact again: a no-op
+        ev("run_forgotten", "r", {}, "fr"),  # a no-op
+        started("s", f"{r}/inside", eid="ss"),  # inside the refused run's root, still registered: unsafe_storage_root
+        seen("nobody", f"{ROOT}/nobody", "x2"),  # a run the partition does not know: a no-op
+        started("t", f"{ROOT}/t", eid="st"),
+        finish("t"),
+        seen("t", f"{ROOT}/t", "x3"),  # a finished (retired) run: a no-op, never a run_finished dead letter
+        ev(fact, "t", {"storage_path": f"{ROOT}/t"}, "x4"),  # no reason: invalid_data
+    ]
+
+
+def _reopened() -> list[bytes]:
+    """contract §3 "Reopened runs": a retired run and a run still owing deletions reopened and going
+    on (their later evictions deleted as ever), finished again; what a reopen is refused for."""
+    r, s = f"{ROOT}/r", f"{ROOT}/s"
+    return [
+        started("r", r, keep=2, attr="acc", eid="sr"),
+        *(rep("r", f"{r}/c{i}", {"acc": i}, eid=f"r{i}") for i in range(3)),  # evicts c0
+        ev("run_reopened", "r", {}, "o-live"),  # not finished: run_not_finished
+        finish("r", eid="fr"),  # owes c0: stays hot
+        settled("r", deleted=[(f"{r}/c0", 0)]),  # retires, its state kept
+        rep("r", f"{r}/c3", {"acc": 9}, eid="r3"),  # run_finished
+        ev("run_reopened", "r", {}, "o-r1"),  # back: c1, c2 kept, report_count 3
+        ev("run_reopened", "r", {}, "o-r1"),  # a retry: a duplicate
+        rep("r", f"{r}/c3", {"acc": 9}, eid="r3"),  # applied now: evicts c1
+        finish("r", eid="fr1"),  # owes c1: hot
+        ev("run_reopened", "r", {}, "o-r2"),  # finished and hot: reopened, c1 still owed
+        rep("r", f"{r}/c4", {"acc": 0}),  # the latest, ranked last: nothing evicted; c1 still owed
+        ev("run_reopened", "nobody", {}, "o-n"),  # never seen: unknown_run
+        started("s", s, keep=1, attr="acc", eid="ss"),
+        rep("s", f"{s}/c0", {"acc": 1}, eid="s0"),
+        ev("run_forgotten", "s", {}, "fs"),  # retired with no state
+        ev("run_reopened", "s", {}, "o-s"),  # not_reopenable
+    ]
+
+
 def _big_ints() -> list[bytes]:
     """Int scores a double cannot hold exactly: Python compares them with floats exactly."""
     scores: list[Any] = [
@@ -416,4 +469,6 @@ NASTY: dict[str, Case] = {
     "big_int_scores_min": Case(_lines(_big_ints()), fold_settings(keep=4, attr="acc", order="min")),
     "bench_like": Case(_lines(_bench_like()), fold_settings(keep=2, attr="val/acc")),
     "finished": Case(_lines(_finished()), fold_settings(keep=2, attr="acc")),
+    "symlinked": Case(_lines(_symlinked()), fold_settings(keep=2, attr="acc")),
+    "reopened": Case(_lines(_reopened()), fold_settings(keep=2, attr="acc")),
 }

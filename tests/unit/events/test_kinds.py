@@ -31,6 +31,8 @@ SAMPLES = {  # one event of the newest version of each input kind
     "deletion_completed": f.settled("r", deleted=[("file:///data/r/a", 0)]),
     "run_finished": f.finished(),
     "run_forgotten": f.forgotten(),
+    "root_refused": f.root_refused(),
+    "run_reopened": f.reopened(),
 }
 
 

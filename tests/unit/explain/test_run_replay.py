@@ -36,7 +36,7 @@ class Rec:
 @st.composite
 def partitions(draw: st.DrawFn) -> list[Rec]:
     """Several runs' events with what couples runs: roots that nest or collide, a run_started after
-    reports, finishes, forgets, undecodable and keyless records."""
+    reports, finishes, forgets, reopens, undecodable and keyless records."""
     lines = draw(logs(runs=RUNS))
     hostile = [
         f.started("b", f"{ROOT}/a"),  # b takes a's implicit root
@@ -45,6 +45,8 @@ def partitions(draw: st.DrawFn) -> list[Rec]:
         f.started("c", f"{ROOT}/c2"),  # a fresh root, after c may have reported
         f.finished("a", keep=draw(st.sampled_from([None, "best", "kept"]))),
         f.forgotten("b"),
+        f.reopened("a"),  # contract §3 "Reopened runs": its state back, or refused
+        f.reopened("b"),
         f.report("a", {"acc": 1}, f"{ROOT}/b/x1"),  # into another run's root
         b"garbage",
     ]

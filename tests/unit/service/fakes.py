@@ -226,12 +226,23 @@ class FakeDeleter:
         self.premature: list[str] = []
         self.claimed: list[tuple[str, str]] = []
         self.retired: list[tuple[str, str]] = []  # the retired claims asked for
+        self.reopened: list[tuple[str, str]] = []  # the retired claims asked to go (reopened runs)
         self.closed = False
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         claims = list(claims)
         if retired:
             self.retired += claims
+        elif reopened:
+            self.reopened += claims
         else:
             self.claimed += claims
         return len(claims)

@@ -1,13 +1,15 @@
-"""CommitCycle through PartitionTask, with commits held open: the order of the five steps, the
+"""The Pipeline through PartitionTask, with commits held open: the order of the six stages, the
 pipelining, and the one decision to snapshot (only ever the committed prefix of the log)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.delta import decode_chain
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.snapshot import Snapshot, encode
 from ckptlog.processor.core.state import FoldSettings
@@ -23,6 +25,21 @@ from tests.unit.service.test_partition import Deleter
 
 PID = PartitionId("in", 0)
 LINES = workload("file:///nowhere/r", runs=2, reports=60, keep=1, validation_share=0.0)
+
+
+def _blocks(runs: int = 8, size: int = 5) -> list[bytes]:
+    """Every run's run_started, then five events of one run, then five of the next: a batch of five
+    changes one run of eight."""
+    lines = workload("file:///nowhere/r", runs=runs, reports=200, keep=1, validation_share=0.0)
+    by_run = [[line for line in lines if json.loads(line)["subject"] == f"run-{r}"] for r in range(runs)]
+    out = [mine[0] for mine in by_run]
+    for start in range(1, min(map(len, by_run)) - size, size):
+        for mine in by_run:
+            out.extend(mine[start : start + size])
+    return out
+
+
+BLOCKS = _blocks()
 NAMES = TopicNames("in", "c", "v", "w", "s", "d")
 
 
@@ -55,27 +72,36 @@ class RecordingStore(SnapshotStore):
         self.hold: asyncio.Event | None = None
         self.loop = asyncio.get_running_loop()
 
-    def write(self, data: bytes, next_offset: int) -> str:
+    def write(self, data: bytes, next_offset: int, on: tuple[int, str] | None = None) -> str:
         if self.hold is not None:  # a worker thread: wait for the loop's event
             asyncio.run_coroutine_threadsafe(self.hold.wait(), self.loop).result()
         self.written.append((next_offset, data))
-        return super().write(data, next_offset)
+        return super().write(data, next_offset, on)
+
+    def state_at(self, offset: int) -> bytes:
+        """The full snapshot the objects written up to `offset` restore to (a base and its deltas)."""
+        restored = self.load_latest(decode_chain, offset)
+        assert restored is not None and restored.next_offset == offset
+        return encode(restored)
 
 
-def task_with(tmp_path: Path, every: int) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
-    fold, store = Fold(FoldSettings()), RecordingStore(tmp_path)
+def task_with(
+    tmp_path: Path, every: int, max_deltas: int = 0
+) -> tuple[PartitionTask, HeldPublisher, Deleter, RecordingStore]:
+    fold, store = Fold(FoldSettings(), track_changes=max_deltas > 0), RecordingStore(tmp_path)
     publisher, deleter = HeldPublisher(), Deleter()
-    folder = BatchFolder(fold, RecordFactory(NAMES, PID))
-    snapshots = SnapshotScheduler(PID, store, every, 3600, None)
-    task = new_task(PID, Restored(fold, 0, 0, None), TaskParts(publisher, folder, snapshots, deleter))
+    snapshots = SnapshotScheduler(PID, store, every, 3600, None, max_deltas=max_deltas)
+    task = new_task(
+        PID, Restored(fold, 0, 0, None), TaskParts(publisher, RecordFactory(NAMES, PID), snapshots, deleter)
+    )
     task.catch_up()
     return task, publisher, deleter, store
 
 
-def committed_prefix(offset: int) -> bytes:
-    """The snapshot of a fold that applied exactly LINES[:offset]."""
+def committed_prefix(offset: int, lines: list[bytes] = LINES) -> bytes:
+    """The snapshot of a fold that applied exactly lines[:offset]."""
     fold = Fold(FoldSettings())
-    BatchFolder(fold, RecordFactory(NAMES, PID)).fold_records(records(LINES[:offset]), 0)
+    BatchFolder(fold, RecordFactory(NAMES, PID)).fold_records(records(lines[:offset]), 0)
     return encode(Snapshot(PID.topic, PID.partition, offset, fold.settings, fold.runs))
 
 
@@ -89,11 +115,11 @@ async def test_the_next_batch_folds_while_one_commits_and_deletions_wait_for_the
     await task.process(records(LINES[:10]))  # folded; its commit is held open
     second = asyncio.create_task(task.process(records(LINES[10:20], start=10)))
     await turn()
-    assert task.cycle.folded_offset == 20 and task.cycle.next_offset == 0  # folded ahead while the first commits
+    assert task.pipeline.folded_offset == 20 and task.pipeline.next_offset == 0  # folded ahead while the first commits
     assert len(publisher.gates) == 1 and not deleter.submitted  # one transaction at a time; nothing deleted
     publisher.gates[0].set()
     await turn()
-    assert task.cycle.next_offset == 10 and deleter.submitted  # step 4 follows step 3
+    assert task.pipeline.next_offset == 10 and deleter.submitted  # step 4 follows step 3
     submitted = len(deleter.submitted)
     await second
     assert len(publisher.gates) == 2 and len(deleter.submitted) == submitted  # the second is not yet durable
@@ -134,10 +160,10 @@ async def test_a_due_snapshot_with_a_write_in_flight_does_not_stall_the_pipeline
     publisher.gates[1].set()  # 20 committed: due again, but a write is in flight
     await turn()
     await task.process(records(LINES[20:30], start=20))  # its commit stays open
-    assert task.snapshots.writing and task.snapshots.due(task.cycle.next_offset) and task.cycle.next_offset == 20
+    assert task.snapshots.writing and task.snapshots.due(task.pipeline.next_offset) and task.pipeline.next_offset == 20
     fourth = asyncio.create_task(task.process(records(LINES[30:40], start=30)))
     await turn()
-    assert task.cycle.folded_offset == 40  # folded while 30 commits: no draining for a snapshot it could not take
+    assert task.pipeline.folded_offset == 40  # folded while 30 commits: no draining for a snapshot it could not take
     store.hold.set()
     publisher.gates[2].set()
     await fourth
@@ -147,3 +173,26 @@ async def test_a_due_snapshot_with_a_write_in_flight_does_not_stall_the_pipeline
     assert store.written[0][0] == 10 and store.written[-1][0] == 40
     for offset, data in store.written:
         assert data == committed_prefix(offset)
+
+
+async def test_incremental_snapshots_hold_exactly_the_committed_prefix_while_the_fold_goes_on(tmp_path: Path) -> None:
+    """Deltas on a base (at most 2, then a new base): each restore point is the committed prefix of
+    its moment, though the next batches fold while its runs are encoded (copy on write)."""
+    task, publisher, _, store = task_with(tmp_path, every=5, max_deltas=2)
+    store.keep = 100
+    for start in range(0, 60, 5):
+        await task.process(records(BLOCKS[start : start + 5], start=start))
+        await turn()
+        publisher.gates[-1].set()
+        if start % 10 == 5:  # a snapshot written, its next one taken while a batch folds
+            await task.wait_committed()
+            await task.snapshots.wait()
+    await task.wait_committed()
+    await task.close(graceful=True)
+    offsets = [offset for offset, _ in store.written]
+    kinds = [b'"format":"ckptlog.snapshot.delta"' in data for _, data in store.written]
+    assert offsets == sorted(set(offsets)) and len(offsets) >= 6 and offsets[-1] == 60
+    spelt = "".join("d" if delta else "B" for delta in kinds)
+    assert spelt.startswith("Bd") and "dB" in spelt  # deltas, and a new base once they weigh half the base
+    for offset in offsets:
+        assert store.state_at(offset) == committed_prefix(offset, BLOCKS)

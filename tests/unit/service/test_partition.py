@@ -16,7 +16,6 @@ from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.core.state import FoldSettings
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.harness import workload
 from ckptlog.processor.service.partition import PartitionTask, PositionControl, TaskParts, new_task
 from ckptlog.processor.service.processor import Processor
@@ -56,17 +55,31 @@ class Deleter:
         self.submitted: list[tuple[str, str, str]] = []
         self.claimed: list[tuple[str, str]] = []
         self.retired: list[tuple[str, str]] = []  # the retired claims asked for
+        self.reopened: list[tuple[str, str]] = []  # the retired claims asked to go (reopened runs)
+        self.calls: list[tuple[str, int | None]] = []  # in order: (claimed, retired, reopened or submitted, at)
 
-    def claim_many(self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False) -> int:
+    def claim_many(
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
+    ) -> int:
         claims = list(claims)
+        self.calls.append(("retired" if retired else "reopened" if reopened else "claimed", at))
         if retired:
             self.retired += claims
+        elif reopened:
+            self.reopened += claims
         else:
             self.claimed += claims
         return len(claims)
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         before = len(self.submitted)
+        self.calls.append(("submitted", None))
         self.submitted.extend((r.run_id, r.path, r.root) for r in requests)
         return len(self.submitted) - before
 
@@ -83,9 +96,9 @@ def make_task(
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
     publisher, deleter = Publisher(), Deleter()
-    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
+    factory = RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID)
     snapshots = SnapshotScheduler(PID, store, every, 3600, None)
-    parts = TaskParts(publisher, folder, snapshots, deleter, consumer)
+    parts = TaskParts(publisher, factory, snapshots, deleter, consumer)
     task = new_task(PID, Restored(fold, start, publish_from, None, log_end), parts)
     if start >= publish_from:
         task.catch_up()
@@ -94,7 +107,7 @@ def make_task(
 
 async def idle(task: PartitionTask) -> None:
     async def position(pid: PartitionId) -> int:
-        return task.cycle.folded_offset
+        return task.pipeline.folded_offset
 
     await task.wait_committed()
     await task.tick(position)
@@ -109,7 +122,7 @@ async def test_offsets_commit_with_outputs_and_deletions_follow_the_commit(tmp_p
     assert offsets == {PID: 10} and out
     evicted = [o for o in out if o.value and b"checkpoint_evicted" in o.value]
     assert len(deleter.submitted) == len(evicted) > 0
-    assert task.cycle.next_offset == 10 and task.cycle.stats.consumed == 10
+    assert task.pipeline.next_offset == 10 and task.pipeline.stats.consumed == 10
 
 
 async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Path) -> None:
@@ -117,9 +130,9 @@ async def test_a_failed_commit_breaks_the_task_and_deletes_nothing(tmp_path: Pat
     publisher.fail = True
     await task.process(records(LINES[:10]))
     await idle(task)
-    assert isinstance(task.life.broken, BrokerError) and not deleter.submitted and task.cycle.next_offset == 0
+    assert isinstance(task.life.broken, BrokerError) and not deleter.submitted and task.pipeline.next_offset == 0
     await task.process(records(LINES[10:12], start=10))
-    assert task.cycle.folded_offset == 10  # a broken task folds nothing more
+    assert task.pipeline.folded_offset == 10  # a broken task folds nothing more
     await task.close(graceful=True)
     assert publisher.closed
 
@@ -167,7 +180,7 @@ async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: 
     task, publisher, _, _ = make_task(tmp_path)
     await task.process(records(LINES[:4]))
     await idle(task)
-    task.cycle.extra.append(task.folder.factory.checkpoints_missing("run-0", ["file:///x"], 0))
+    task.pipeline.extra.append(task.pipeline.factory.checkpoints_missing("run-0", ["file:///x"], 0))
     await idle(task)
     out, offsets = publisher.commits[-1]
     assert offsets == {} and [(o.topic, o.key) for o in out] == [("c", b"run-0")]
@@ -233,7 +246,7 @@ async def test_a_gap_lost_to_retention_breaks_the_task(tmp_path: Path) -> None:
     task, _publisher, _, _ = make_task(tmp_path, consumer=consumer)
     await task.process(records(LINES[:3]))
     await task.process(records(LINES[5:8], start=5))
-    assert consumer.checks and isinstance(task.life.broken, OffsetOutOfRange) and not task.cycle.usable
+    assert consumer.checks and isinstance(task.life.broken, OffsetOutOfRange) and not task.pipeline.usable
     assert "offsets 3..4 were deleted by retention" in str(task.life.broken)
 
 
@@ -245,19 +258,19 @@ async def test_a_jump_in_offsets_is_re_read_once_before_the_fold_goes_over_it(tm
     consumer = Positions()
     task, _, _, _ = make_task(tmp_path, start=3, publish_from=3, consumer=consumer)
     await task.process(records(LINES[5:8], start=5))  # a stale position: 3 and 4 would be lost
-    assert consumer.rereads == [(PID, 3)] and consumer.checks == [] and task.cycle.folded_offset == 3
-    assert task.cycle.usable
+    assert consumer.rereads == [(PID, 3)] and consumer.checks == [] and task.pipeline.folded_offset == 3
+    assert task.pipeline.usable
     await task.process(records(LINES[5:8], start=5))  # the broker repeats it: 3 and 4 are markers
-    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 1 and task.cycle.folded_offset == 8
+    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 1 and task.pipeline.folded_offset == 8
     await task.process(records(LINES[10:12], start=10))  # after a folded batch: markers, no re-read
-    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 2 and task.cycle.folded_offset == 12
+    assert consumer.rereads == [(PID, 3)] and len(consumer.checks) == 2 and task.pipeline.folded_offset == 12
     again = Positions()
     fresh, _, _, _ = make_task(tmp_path / "fresh", start=3, publish_from=3, consumer=again)
     await fresh.process(records(LINES[5:8], start=5))
     await fresh.process(records(LINES[3:8], start=3))  # re-read from 3: nothing was missing after all
-    assert again.rereads == [(PID, 3)] and fresh.cycle.folded_offset == 8 and fresh.cycle.stats.consumed == 0
+    assert again.rereads == [(PID, 3)] and fresh.pipeline.folded_offset == 8 and fresh.pipeline.stats.consumed == 0
     await idle(fresh)
-    assert fresh.cycle.stats.consumed == 5
+    assert fresh.pipeline.stats.consumed == 5
 
 
 async def test_gap_check_tells_markers_from_retention(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def settled(kafka: FakeKafka, processor: Processor) -> Callable[[], bool]:
         return (
             bool(processor.assignment)
             and all(kafka.committed.get(pid) == kafka.end(pid) for pid in processor.assignment)
-            and all(t.cycle.usable and not t.cycle.in_flight for t in processor.tasks.values())
+            and all(t.pipeline.usable and not t.pipeline.in_flight for t in processor.tasks.values())
         )
 
     return check
@@ -205,7 +205,7 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
     real_catch_up = PartitionTask.catch_up
 
     def catch_up(task: PartitionTask) -> None:
-        went_live.append((task.pid, task.cycle.folded_offset, task.cycle.publish_from))
+        went_live.append((task.pid, task.pipeline.folded_offset, task.pipeline.publish_from))
         real_catch_up(task)
 
     monkeypatch.setattr(PartitionTask, "catch_up", catch_up)
@@ -215,7 +215,9 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
 
     def replayed() -> bool:
         tasks = again.tasks
-        return len(tasks) == 2 and all(t.life.live and t.cycle.folded_offset == kafka.end(p) for p, t in tasks.items())
+        return len(tasks) == 2 and all(
+            t.life.live and t.pipeline.folded_offset == kafka.end(p) for p, t in tasks.items()
+        )
 
     await until(lambda: replayed() and settled(kafka, again)(), run)
     assert kafka.consumers[-1].background
@@ -227,9 +229,9 @@ async def test_a_partition_restored_beside_a_slower_one_replays_before_it_goes_l
     new = [v["id"] for v in kafka.values("ckptlog.checkpoints")]
     for known in before:  # what the first processor published is there once
         new.remove(known)
-    for event_id in new:  # the rest: outputs of records the first processor never read
-        _, topic, partition, offset, _ = str(event_id).split(":")
-        assert int(offset) >= ends[PartitionId(topic, int(partition))], event_id
+    for event_id in new:  # the rest: outputs of records the first processor never read, or of its restore
+        _, topic, partition, offset, _ = str(event_id).split(":")  # a restore's output: restored@{offset}
+        assert int(offset.removeprefix("restored@")) >= ends[PartitionId(topic, int(partition))], event_id
     again.stop()
     await run
 
@@ -262,7 +264,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
     assert "event=restore_dropped partition=ckptlog.events[0] reason=a rebalance overtook the restore" in caplog.text
     assert processor.metrics.registry.get_sample_value("ckptlog_restores_dropped_total") == 1  # type: ignore[attr-defined]
     assert views(kafka) == expected_views(LINES, config)
-    assert processor.tasks[P0].cycle.folded_offset == kafka.end(P0)
+    assert processor.tasks[P0].pipeline.folded_offset == kafka.end(P0)
     processor.stop()
     await run
 
@@ -351,7 +353,7 @@ async def test_a_graceful_stop_deletes_what_the_last_batch_evicted(tmp_path: Pat
     await until(settled(kafka, processor), run)
     kafka.slow = True  # type: ignore[attr-defined]
     produce(kafka, LINES[100:140])
-    await until(lambda: any(t.cycle.in_flight for t in processor.tasks.values()), run, timeout=5)
+    await until(lambda: any(t.pipeline.in_flight for t in processor.tasks.values()), run, timeout=5)
     processor.stop()
     await run
     log = [record.value for part in kafka.logs[INPUT] for record in part if record.value]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,16 @@ import pytest
 from ckptlog.errors import OffsetOutOfRange, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig
 from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.chain import Chain
+from ckptlog.processor.core.delta import Capture, sha256_hex
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.snapshot import Snapshot, canonical, encode
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, encode, of_fold
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.service.errors import RestoreError
 from ckptlog.processor.service.restore import restore
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.snapshots import SnapshotStore
+from tests import factories as f
 
 PID = PartitionId("events", 0)
 SETTINGS = FoldSettings()
@@ -144,3 +149,68 @@ async def test_a_version_2_snapshot_stops_the_restore(tmp_path: Path) -> None:
     store.write(old, 25)
     with pytest.raises(SnapshotVersionError, match="ckptlog replay"):
         await restore(PID, Offsets(0, 50, 25), store, FoldSettings(), False)
+
+
+def _written_chain(store: SnapshotStore, deltas: int) -> Fold:
+    """A base at 10 and `deltas` deltas (at 20, 30, ...) of a fold changing one run of thirty between them."""
+    fold = Fold(SETTINGS, track_changes=True)
+    chain = None
+    for n in range(deltas + 1):
+        runs = ["a", "b", *map(str, range(28))] if n == 0 else ["a"]
+        for run in runs:
+            fold.apply(f.event(f.report(run, {"n": n}, event_id=f"{run}{n}")))
+        capture = Capture(fold, PID.topic, PID.partition, 10 * (n + 1), chain)
+        while capture.step():
+            pass
+        data = capture.encoded()
+        link = None if chain is None else (chain.tip_offset, chain.tip_sha256[:12])
+        store.write(data, 10 * (n + 1), link)
+        at, digest = 10 * (n + 1), sha256_hex(data)
+        chain = (
+            Chain.based(at, digest, len(data), SCHEMA_VERSION)
+            if chain is None
+            else chain.extended(at, digest, len(data))
+        )
+    return fold
+
+
+async def test_a_restore_from_a_chain_hands_it_on_and_the_next_snapshot_is_a_delta_on_it(tmp_path: Path) -> None:
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition, keep=10)
+    live = _written_chain(store, 2)
+    restored = await restore(PID, Offsets(0, 50, 35), store, SETTINGS, False)
+    assert restored.snapshot_offset == 30 and restored.chain is not None and restored.chain.deltas == 2
+    assert restored.fold.changed == {} and encode(of_fold(restored.fold, PID.topic, 0, 30)) == encode(
+        of_fold(live, PID.topic, 0, 30)
+    )
+    restored.fold.apply(f.event(f.report("b", {"n": 9}, event_id="b9")))
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, 30, chain=restored.chain, max_deltas=8)
+    assert scheduler.start(restored.fold, 31)
+    await scheduler.wait()
+    newest = [n for n in os.listdir(tmp_path / PID.topic / "0") if n.startswith("delta-00000000000000000031-")]
+    assert len(newest) == 1 and newest[0].endswith(f"-on-{30:020d}-{restored.chain.tip_sha256[:12]}.json")
+    again = await restore(PID, Offsets(0, 50, 31), store, SETTINGS, False)
+    assert again.chain is not None and again.chain.deltas == 3
+    assert encode(of_fold(again.fold, PID.topic, 0, 31)) == encode(of_fold(restored.fold, PID.topic, 0, 31))
+
+
+async def test_a_snapshot_of_an_older_schema_is_restored_and_followed_by_a_new_base(tmp_path: Path) -> None:
+    """A chain is only ever built on a base of this build's schema: deltas hold this build's run records."""
+    outer = json.loads(encode(Snapshot(PID.topic, PID.partition, 25, SETTINGS, {})))
+    body = outer["snapshot"]
+    del body["finished"], body["settings"]["finished_runs_kept"]  # as schema 3 wrote it
+    digest = hashlib.sha256(canonical(body)).hexdigest()
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition)
+    store.write(
+        canonical(
+            {"checksum": f"sha256:{digest}", "format": "ckptlog.snapshot", "schema_version": 3, "snapshot": body}
+        ),
+        25,
+    )
+    restored = await restore(PID, Offsets(0, 50, 25), store, SETTINGS, False)
+    assert restored.chain is not None and restored.chain.schema_version == 3
+    restored.fold.apply(f.event(f.report("a", {}, event_id="a")))
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, 25, chain=restored.chain, max_deltas=8)
+    assert scheduler.start(restored.fold, 26)
+    await scheduler.wait()
+    assert scheduler.chain is not None and scheduler.chain.deltas == 0 and scheduler.chain.base_offset == 26
+    assert not any(n.startswith("delta-") for n in os.listdir(tmp_path / PID.topic / "0"))

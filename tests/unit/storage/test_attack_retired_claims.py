@@ -12,21 +12,20 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from ckptlog.events.paths import MARKER, normalize
+from ckptlog.events.paths import CLAIM_DIR, normalize
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.state import FoldSettings
-from ckptlog.processor.service.batch import BatchFolder
 from ckptlog.processor.service.partition import PartitionTask, TaskParts, new_task
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
-from ckptlog.processor.storage.claims import Claimant, claim_name, marker_body
+from ckptlog.processor.storage.claim_writer import claim_all
+from ckptlog.processor.storage.claims import Claimant, claim_body, claim_name
 from ckptlog.processor.storage.deletion import Deleter
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import remove_all
 from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.snapshots import SnapshotStore
+from ckptlog.processor.storage.tree import remove_all
 from tests import factories as f
 from tests.unit.service.test_batch import records
 from tests.unit.service.test_partition import Publisher, idle
@@ -37,8 +36,8 @@ PID = PartitionId("in", 0)
 def _task(tmp_path: Path, deleter: Deleter, start: int, publish_from: int, fold: Fold | None = None) -> PartitionTask:
     fold = fold or Fold(FoldSettings())
     store = SnapshotStore(str(tmp_path / "snaps"), PID.topic, PID.partition)
-    folder = BatchFolder(fold, RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID))
-    parts = TaskParts(Publisher(), folder, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
+    factory = RecordFactory(TopicNames("in", "c", "v", "w", "s", "d"), PID)
+    parts = TaskParts(Publisher(), factory, SnapshotScheduler(PID, store, 10_000, 3600, None), deleter, None)
     task = new_task(PID, Restored(fold, start, publish_from, None, 0), parts)
     if start >= publish_from:
         task.catch_up()
@@ -63,7 +62,7 @@ async def test_a_restore_replaying_an_ordinary_finished_run_logs_no_root_shared(
     await seed.process(records(lines))
     await idle(seed)
     assert await first.claims.drain(10)
-    assert claim_name(Claimant("done", str(PID), retired=True)) in {p.name for p in (sr / "done" / MARKER).iterdir()}
+    assert claim_name(Claimant("done", str(PID), retired=True)) in {p.name for p in (sr / "done" / CLAIM_DIR).iterdir()}
     await seed.close(graceful=False)
     await first.close()
 
@@ -86,7 +85,7 @@ async def test_a_run_reusing_an_expired_ids_root_in_the_same_process_is_reported
 ) -> None:
     """Contract §3 *Expiry*: "A new run reusing the id and the root is told so as it claims the
     root (`root_shared`, an ERROR)". In the process that folded the old run, the new run's claim
-    is the very (root, run, partition) it claimed for the old one, which `Claims` claims once per
+    is the very (root, run, partition) it claimed for the old one, which the `ClaimWriter` claims once per
     process: it is skipped, and nothing is told (only a later restart would)."""
     sr = tmp_path / "sr"
     sr.mkdir()
@@ -125,7 +124,7 @@ def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_
     outer = normalize(f"file://{sr}")
     team, root = f"{outer}/team", f"{outer}/team/a"
     assert claim_all([(root, Claimant("a", "t[0]"))], outer, {}) == [None]
-    legacy = sr / "team" / "a" / MARKER / claim_name(Claimant("a"))  # the old name: sha256(run id)
+    legacy = sr / "team" / "a" / CLAIM_DIR / claim_name(Claimant("a"))  # the old name: sha256(run id)
     legacy.write_bytes(b'{"format": "ckptlog.run-marker", "run": "a"}\n')
     assert claim_all([(root, Claimant("a", "t[0]", retired=True))], outer, {}) == [None]
     # a run whose root lies above (the fold allows it once a's record expired)
@@ -134,9 +133,10 @@ def test_a_root_holding_a_pre_upgrade_claim_and_a_retired_claim_refuses_another_
     assert (sr / "team" / "a" / "c0").is_dir()
 
 
-def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() -> None:
-    """Local claims are read as their first 4096 bytes (markers._read_claim); on other protocols
-    `claimants_at` reads every object in the marker directory whole (`cat_file`), on every walk
+def test_a_huge_file_planted_in_a_remote_claim_directory_is_not_read_whole() -> None:
+    """Local claims are read as their first 4096 bytes (local_tree._read_claim); on other protocols
+    the claim reader (then `claimants_at`, now `RemoteDir.claimants`) read every object in the
+    claim directory whole (`cat_file`), on every walk
     that meets it: a large object planted there (by the training job writing into its root, or
     anyone who can) costs its size in memory and egress per deletion. It must still count as
     nobody's claim, read as cheaply as a local one."""
@@ -146,7 +146,7 @@ def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() ->
     a = Claimant("a", "t[0]")
     try:
         assert claim_all([(root, a), (root, Claimant("a", "t[0]", retired=True))], outer, {}) == [None, None]
-        fs.pipe_file(f"/huge-claim/a/{MARKER}/retired-planted", b" " * (64 << 20))
+        fs.pipe_file(f"/huge-claim/a/{CLAIM_DIR}/retired-planted", b" " * (64 << 20))
         tracemalloc.start()
         try:
             (outcome,) = remove_all([(ckpt, root, a)], {}, outer)
@@ -154,7 +154,7 @@ def test_a_huge_file_planted_in_a_remote_marker_directory_is_not_read_whole() ->
         finally:
             tracemalloc.stop()
         assert isinstance(outcome, Refused) and not outcome.retry, outcome
-        assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the marker directory"
+        assert peak < 8 << 20, f"the walk held {peak >> 20} MB to read a 64 MB object in the claim directory"
     finally:
         fs.rm("/huge-claim", recursive=True)
 
@@ -174,13 +174,13 @@ def test_a_file_by_a_retired_claims_name_that_says_it_is_live_bars_the_run_id_to
         (sr / "a" / "c0").mkdir(parents=True)
         outer = normalize(f"file://{sr}")
         assert claim_all([(f"{outer}/a", a)], outer, {}) == [None]
-        (sr / "a" / MARKER / claim_name(retired)).write_bytes(marker_body(a))
+        (sr / "a" / CLAIM_DIR / claim_name(retired)).write_bytes(claim_body(a))
     else:
         fs = fsspec.filesystem("memory")
         fs.pipe_file("/forged-retired/a/c0/model.bin", b"kept")
         outer = "memory://forged-retired"
         assert claim_all([(f"{outer}/a", a)], outer, {}) == [None]
-        fs.pipe_file(f"/forged-retired/a/{MARKER}/{claim_name(retired)}", marker_body(a))
+        fs.pipe_file(f"/forged-retired/a/{CLAIM_DIR}/{claim_name(retired)}", claim_body(a))
     try:
         assert claim_all([(f"{outer}/a", retired)], outer, {}) == [None]  # "written": the name is there
         (outcome,) = remove_all([(f"{outer}/a/c0", f"{outer}/a", a)], {}, outer)
@@ -195,8 +195,8 @@ def test_no_claim_is_written_for_a_root_outside_the_storage_root_through_a_symli
     another one: the fold checks a root against the bound only as the run starts). The restore
     then claims them all — live roots, and every finished record's retired claim — and a root
     that is not below the bound is opened as *trusted*: resolved through any symlink and written,
-    as root, wherever that leads, outside --storage-root (markers.open_root: "no claim is written
-    outside the resolved bound"). Such a root must get no claim."""
+    as root, wherever that leads, outside --storage-root (then markers.open_root, now
+    tree.reach_root: "no claim is written outside the resolved bound"). Such a root must get no claim."""
     sr, target = tmp_path / "sr", tmp_path / "system"
     sr.mkdir()
     target.mkdir()

@@ -26,7 +26,8 @@ from ckptlog.processor.storage import deletion
 from ckptlog.processor.storage.apply import delete_now
 from ckptlog.processor.storage.confinement import Confinement
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy, confinement_problem
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 LOGGER = "ckptlog.processor.storage.deletion"
 ROOT = "flaky://runs/r1"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 
 def tree(base: Path) -> dict[str, bytes | str]:
@@ -165,7 +166,7 @@ async def test_a_run_root_through_a_symlink_below_the_storage_root_is_never_left
     deleter.claim_many([(root, "run")])
     await deleter.drain(timeout=10)
     assert await deleter.claims.drain(timeout=10)
-    assert tree(base) == before, "nothing outside the resolved bound changed: no deletion, no marker"
+    assert tree(base) == before, "nothing outside the resolved bound changed: no deletion, no claim"
     assert len(refused) == 1 and "symlink" in refused[0][1] and "--storage-root" in refused[0][1]
     assert [(root_, claimant.run) for root_, claimant in deleter.claims.refused] == [(root, "run")]
     await deleter.close()
@@ -186,7 +187,7 @@ async def test_a_storage_root_that_is_itself_a_link_is_trusted(base: Path) -> No
     await deleter.close()
 
 
-async def test_a_marker_deep_inside_an_evicted_tree_keeps_the_whole_tree(base: Path) -> None:
+async def test_a_claim_deep_inside_an_evicted_tree_keeps_the_whole_tree(base: Path) -> None:
     """Another partition's run rooted inside the evicted directory: nothing of it is removed."""
     (base / "runs/r1/big/x/y/other/kept").mkdir(parents=True)
     (base / "runs/r1/big/a.bin").write_bytes(b"1")

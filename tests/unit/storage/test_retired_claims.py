@@ -19,14 +19,13 @@ from typing import Any
 import fsspec
 import pytest
 
-from ckptlog.events.paths import MARKER, normalize
-from ckptlog.processor.storage import ownership
+from ckptlog.events.paths import CLAIM_DIR, normalize
+from ckptlog.processor.storage import claim_writer
+from ckptlog.processor.storage.claim_writer import ClaimWriter, claim_all
 from ckptlog.processor.storage.claims import Claimant, Shared, claim_name
 from ckptlog.processor.storage.deletion import HOLD_S, Deleter
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.ownership import Claims
-from ckptlog.processor.storage.removal import remove_all
 from ckptlog.processor.storage.safety import Outcome, Refused
+from ckptlog.processor.storage.tree import remove_all
 
 A, RETIRED_A = Claimant("a", "t[0]"), Claimant("a", "t[0]", retired=True)
 
@@ -50,7 +49,7 @@ def test_a_retired_claim_bars_every_deletion_in_its_root_the_same_run_ids_includ
     assert isinstance(outcome, Refused) and not outcome.retry, outcome
     assert "finished" in outcome.reason and "new id" in outcome.reason
     assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
-    assert sorted(os.listdir(sr / "a" / MARKER)) == sorted([claim_name(A), claim_name(RETIRED_A)])
+    assert sorted(os.listdir(sr / "a" / CLAIM_DIR)) == sorted([claim_name(A), claim_name(RETIRED_A)])
 
 
 def test_a_deletion_from_a_root_above_meets_the_retired_claim_on_its_way(tmp_path: Path) -> None:
@@ -91,9 +90,9 @@ def test_a_retired_claim_is_never_written_through_a_symlink_below_the_bound(tmp_
 def test_writing_a_retired_claim_again_after_a_restart_changes_nothing(tmp_path: Path) -> None:
     sr, outer, root, _ = _tree(tmp_path)
     assert claim_all([(root, A), (root, RETIRED_A)], outer, {}) == [None, None]
-    before = (sr / "a" / MARKER / claim_name(RETIRED_A)).stat()
+    before = (sr / "a" / CLAIM_DIR / claim_name(RETIRED_A)).stat()
     assert claim_all([(root, RETIRED_A)], outer, {}) == [None]
-    after = (sr / "a" / MARKER / claim_name(RETIRED_A)).stat()
+    after = (sr / "a" / CLAIM_DIR / claim_name(RETIRED_A)).stat()
     assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
 
 
@@ -110,7 +109,7 @@ def test_a_run_reusing_a_finished_runs_id_and_root_is_told_the_root_is_shared(tm
 def test_a_forged_retired_flag_that_is_not_a_boolean_counts_as_nobodys(tmp_path: Path, body: bytes) -> None:
     sr, outer, root, ckpt = _tree(tmp_path)
     assert claim_all([(root, A)], outer, {}) == [None]
-    (sr / "a" / MARKER / "run-forged").write_bytes(body)
+    (sr / "a" / CLAIM_DIR / "run-forged").write_bytes(body)
     (outcome,) = remove_all([(ckpt, root, A)], {}, outer)
     assert isinstance(outcome, Refused) and (sr / "a" / "c0").is_dir()
 
@@ -132,7 +131,7 @@ def test_a_retired_claim_bars_deletions_on_other_protocols_too() -> None:
 
 
 async def test_holds_names_paths_at_in_and_around_a_root_being_retired() -> None:
-    claims = Claims(outer_root=None)
+    claims = ClaimWriter(outer_root=None)
     claims.claim_many([("file:///sr/team/a", "a")], "t[0]", retired=True)
     assert claims.holds("file:///sr/team/a") and claims.holds("file:///sr/team/a/c0/x")
     assert claims.holds("file:///sr/team")  # a checkpoint holding the root
@@ -176,7 +175,7 @@ async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_s
             assert release.wait(timeout=30), "the test never released the retired claim's write"
         return claim_all(claims, outer_root, options)
 
-    monkeypatch.setattr(ownership, "claim_all", blocked_claim_all)
+    monkeypatch.setattr(claim_writer, "claim_all", blocked_claim_all)
     refused: list[tuple[tuple[str, str], str]] = []
     # one job slot: both deletions share one job, so were `a`'s not held it would be gone with `b`'s
     deleter = Deleter(outer_root=outer, concurrency=1, on_refused=refused.extend)
@@ -199,7 +198,7 @@ async def test_a_deletion_in_a_root_whose_retired_claim_is_unwritten_is_held_a_s
             assert (sr / "a" / "c0" / "model.bin").read_bytes() == b"kept for good"
             assert ("a", ckpt) in deleter.outstanding and not refused and deleter.claims.held
             await asyncio.sleep(HOLD_S / 4)
-        assert not (sr / "a" / MARKER).exists()  # nothing on disk bars it yet: only the hold does
+        assert not (sr / "a" / CLAIM_DIR).exists()  # nothing on disk bars it yet: only the hold does
     finally:
         release.set()
     assert await deleter.drain(timeout=10)  # (c) the claim written, the held deletion meets it

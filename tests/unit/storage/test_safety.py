@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.claims import CLAIMING, UNREADABLE, Claimant
 from ckptlog.processor.storage.confinement import Confinement
-from ckptlog.processor.storage.ownership import Claims
-from ckptlog.processor.storage.safety import Refused, nesting, ownership
+from ckptlog.processor.storage.safety import Checks, Dropped, Held, Refused, nesting, ownership
 
 OUTER = "file:///sr"
 ROOT = "file:///sr/team/a"
@@ -36,14 +36,38 @@ def test_confinement_lets_a_path_below_both_bounds_through_in_its_canonical_spel
     assert problem is None and url == "file:///sr/team/a/c0" and root == ROOT
 
 
+def test_checks_confinement_is_check_one_as_the_deleter_submits() -> None:
+    refused, _, _ = Checks(OUTER).confinement("file:///sr/team/a/../b", ROOT)
+    assert isinstance(refused, Refused) and not refused.retry and ".." in refused.reason
+    assert Checks(OUTER).confinement("file:///sr/team/a/c0", ROOT) == (None, "file:///sr/team/a/c0", ROOT)
+
+
 async def test_a_pending_retired_claim_holds_paths_at_and_in_its_root_until_written(tmp_path: Path) -> None:
-    claims = Claims(outer_root=None)
+    claims = ClaimWriter(outer_root=None)
     root = normalize(f"file://{tmp_path}/a")
     claims.claim_many([(root, "a")], "t[0]", retired=True)
     assert claims.holds(f"{root}/c0") and not claims.holds(f"{root}x/c0")
+    checks = Checks(None, claims, lambda key: "live again")
+    held = checks.before_removal(("a", f"{root}/c0"), f"{root}/c0")
+    assert isinstance(held, Held) and "retired claim" in held.reason  # check 2 comes before check 3
     assert await claims.drain(timeout=10)  # written: nothing is held any more
     assert not claims.holds(f"{root}/c0")
+    assert checks.before_removal(("a", f"{root}/c0"), f"{root}/c0") == Dropped("live again")
     await claims.close()
+
+
+def test_the_still_owed_recheck_is_asked_for_each_path_with_its_key() -> None:
+    asked: list[tuple[str, str]] = []
+
+    def recheck(key: tuple[str, str]) -> str | None:
+        asked.append(key)
+        return None if key[1].endswith("c0") else "no longer owed"
+
+    checks = Checks(OUTER, recheck=recheck)
+    assert checks.before_removal(("a", f"{ROOT}/c0"), f"{ROOT}/c0") is None
+    assert checks.before_removal(("a", f"{ROOT}/c1"), f"{ROOT}/c1") == Dropped("no longer owed")
+    assert asked == [("a", f"{ROOT}/c0"), ("a", f"{ROOT}/c1")]
+    assert Checks(OUTER).before_removal(("a", f"{ROOT}/c1"), f"{ROOT}/c1") is None  # offline: no recheck
 
 
 ME = Claimant("a", "t[0]")

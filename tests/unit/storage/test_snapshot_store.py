@@ -28,9 +28,19 @@ def test_lexical_name_order_is_offset_order(a: int, b: int, da: str, db: str) ->
     assert SnapshotName.parse(na.filename) == na
 
 
+@given(OFFSETS, DIGESTS, OFFSETS, DIGESTS)
+def test_a_delta_name_names_its_predecessor(offset: int, digest: str, previous: int, link: str) -> None:
+    name = SnapshotName(offset, digest, (previous, link))
+    assert name.filename.startswith(f"delta-{offset:020d}-{digest}-on-")
+    assert SnapshotName.parse(name.filename) == name and name.key == (offset, digest)
+
+
 @pytest.mark.parametrize(
     "name",
     [
+        "delta-00000000000000000002-0123456789ab.json",  # a delta names what it is on
+        "delta-00000000000000000002-0123456789ab-on-1-0123456789ab.json",
+        "snapshot-00000000000000000002-0123456789ab-on-00000000000000000001-0123456789ab.json",
         "snapshot-1-0123456789ab.json",
         "snapshot-00000000000000000001-0123456789AB.json",
         "snapshot-00000000000000000001-0123456789ab.json.tmp",
@@ -125,9 +135,9 @@ def test_hash_mismatch_is_skipped_without_calling_decode(tmp_path: Path) -> None
     ObjectStore(str(tmp_path)).put_immutable(f"t/0/{name}", encode("other"))
     seen: list[bytes] = []
 
-    def counting_decode(data: bytes) -> str:
-        seen.append(data)
-        return decode(data)
+    def counting_decode(chain: list[bytes]) -> str:
+        seen.extend(chain)
+        return decode(chain)
 
     assert snaps.load_latest(counting_decode) == "good"
     assert seen == [encode("good")]

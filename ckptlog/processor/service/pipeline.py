@@ -1,8 +1,31 @@
-"""A partition's commit as one unit: fold, outputs, commit, deletions, snapshot (see `CommitCycle`).
+"""One input partition's batches, stage by stage: decode → apply → emit → claim → commit → after-commit.
 
-Kept apart from `PartitionTask` (which serialises callers, checks offsets and runs the
-after-restore work) so that the order of the steps, and what each step may assume about the
-ones before it, is in one place.
+`Pipeline.submit` is the walk of one batch, each stage a named method (as eventsourcing's
+`Application.save` is the walk of one save):
+
+1. decode, 2. apply, 3. emit — in memory, record by record, in the caller (`BatchFolder`,
+   batch.py, which `Pipeline` extends). Records below `publish_from` (published by an earlier
+   owner) are only decoded and applied; just before the first one at or above it the fold equals
+   the durable state, and `on_caught_up` is called.
+4. claim — the storage told, before the commit, what the batch registered and retired. The roots
+   it registered are first looked at for a symlink (service/linked.py: a root a link leads to gets
+   the `root_refused` fact and its run_started's dead letter among the batch's records, so in its
+   transaction), then claimed at once (contract §9: a claim of a batch whose commit then fails is
+   made again when it is folded again, and harmless); the runs it retired get their retired
+   claims, as of its last input offset. Outputs made outside the fold (`extra`:
+   `checkpoints_missing`) ride along.
+5. commit — exactly_once: the batch's records and its consumed offset in one transaction;
+   at_least_once: published (every record acknowledged), then the offset committed (publish.py).
+   A failure marks the partition broken: the fold ran ahead of what is durable, so it must be
+   restored again (snapshot + replay) before it is used.
+6. after-commit — only now that the batch is durable: the runs it reopened get their retired
+   claims removed (contract §3 "Reopened runs"), its evictions go to the deleter; then the
+   snapshot, if `snapshot_if_due` (the one place that decides) says so.
+
+Stages 1-4 run in the caller; 5-6 in the background, so the next batch folds while this one
+commits. Commits stay strictly sequential: a batch's stage 5 starts only once the previous
+batch's 5-6 are done (`settle`). The partition's task (partition.py) owns its pipeline and
+serialises its callers; the partition's phase is `life` (lifecycle.py).
 """
 
 from __future__ import annotations
@@ -22,8 +45,10 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.errors import ServiceError
 from ckptlog.processor.service.lifecycle import Partition
+from ckptlog.processor.service.linked import refuse_linked
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
 from ckptlog.processor.service.publish import Publisher
+from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 
@@ -33,12 +58,18 @@ run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: wha
 
 
 class DeletionSink(Protocol):
-    """The deleter, as a partition's commit cycle uses it; `source` names the input partition."""
+    """The deleter, as a partition's pipeline uses it; `source` names the input partition."""
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
     def claim_many(
-        self, claims: Iterable[tuple[str, str]], source: str | None = None, *, retired: bool = False
+        self,
+        claims: Iterable[tuple[str, str]],
+        source: str | None = None,
+        *,
+        retired: bool = False,
+        reopened: bool = False,
+        at: int | None = None,
     ) -> int: ...
 
 
@@ -61,42 +92,23 @@ class TaskStats:
         self.batches += 1
 
 
-class CommitCycle:
-    """One input partition's commit, for each batch of input records (`submit`):
-
-    1. fold: decode and apply the records (`BatchFolder`). Records below `publish_from` (published
-       by an earlier owner) only rebuild state; just before the first one at or above it the fold
-       equals the durable state, and `on_caught_up` is called;
-    2. outputs: the batch's records (outputs, run views, dead letters) plus the extra outputs
-       waiting (`checkpoints_missing`);
-    3. commit: exactly_once, one transaction with the consumed offset; at_least_once, publish
-       (every record acknowledged) then commit the offset (`Publisher.commit`). A failure marks
-       the cycle `broken`: the fold ran ahead of what is durable, so the partition must be
-       restored again (snapshot + replay) before it is used;
-    4. deletions: the batch's evictions go to the deleter, only now that they are durable (the
-       roots it registered were handed over for their ownership claims right after step 1: a
-       claim of a batch that then fails is made again when it is folded again, and harmless);
-    5. snapshot: if `snapshot_if_due` says so (it alone decides).
-
-    Steps 1-2 run in the caller; 3-5 in the background, so the next batch folds while this one
-    commits. Commits stay strictly sequential: a batch's step 3 starts only once the previous
-    batch's steps 3-5 are done (`settle`).
-    """
+class Pipeline(BatchFolder):
+    """The six stages of one input partition's batches (see the module docstring)."""
 
     def __init__(
         self,
         life: Partition,
         restored: Restored,
+        factory: RecordFactory,
         publisher: Publisher,
-        folder: BatchFolder,
         snapshots: SnapshotScheduler,
         deleter: DeletionSink,
         on_caught_up: Callable[[], None],
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
+        super().__init__(restored.fold, factory)
         self.life, self.pid = life, life.pid  # the partition's phase: replaying, live, broken (lifecycle.py)
-        self.publisher, self.folder, self.fold = publisher, folder, restored.fold
-        self.metrics = metrics
+        self.publisher, self.metrics = publisher, metrics
         self.snapshots, self.deleter, self._on_caught_up = snapshots, deleter, on_caught_up
         self.next_offset = restored.start  # everything below is durable (committed, or below publish_from)
         self.folded_offset = restored.start  # everything below is folded
@@ -121,19 +133,39 @@ class CommitCycle:
 
     @property
     def in_flight(self) -> bool:
-        """A commit (steps 3-5) is still running."""
+        """A commit (stages 5-6) is still running."""
         return self._pending is not None and not self._pending.done()
 
+    # -- the walk ---------------------------------------------------------------------------------
+
     async def submit(self, records: Sequence[InputRecord]) -> None:
-        """Steps 1-2 for `records` (offsets from `folded_offset` on), then 3-5 in the background."""
+        """The walk of one batch (offsets from `folded_offset` on): stages 1-4 now, 5-6 in the background."""
         await self.snapshot_if_due(drain=True)  # under steady load the only point where the fold is settled
         if self.broken is not None:  # the commit it may have waited for failed: folding further is moot
             return
         started = time.perf_counter()
+        batch = self.fold_batch(records)  # 1-3: decode → apply → emit
+        if batch is None:
+            return
+        await self.claim(batch)  # 4
+        self._ready(batch, started)
+        if not await self.settle():  # one commit at a time
+            return
+        self._pending = asyncio.get_running_loop().create_task(self._durable(batch))
+
+    async def _durable(self, batch: Batch) -> None:
+        if await self.commit(batch):  # 5
+            await self.after_commit(batch)  # 6
+
+    # -- stages 1-4, per batch ---------------------------------------------------------------------
+
+    def fold_batch(self, records: Sequence[InputRecord]) -> Batch | None:
+        """Stages 1-3 over `records`. None when folding raised outside the fold's own all-or-nothing:
+        the partition is broken."""
         self._last_batch = time.monotonic()
         try:
-            batch = self._fold(records)  # 1
-        except Exception as exc:  # a fault outside the fold's own all-or-nothing: never snapshot this state
+            batch = self._fold(records)
+        except Exception as exc:  # never snapshot this state
             log.exception("event=fold_failed at=%s@%d last=%d", self.pid, records[0].offset, records[-1].offset)
             self.life.broke(
                 ServiceError(
@@ -141,53 +173,67 @@ class CommitCycle:
                     "partition is restored again (snapshot + replay) — please report this as a ckptlog bug"
                 )
             )
-            return
-        self.folded_offset = next_offset = records[-1].offset + 1
-        if batch.claims:  # the roots it registered: claimed at once, not after the commit (contract §9)
+            return None
+        self.folded_offset = batch.end
+        return batch
+
+    def _fold(self, records: Sequence[InputRecord]) -> Batch:
+        if self.caught_up or records[-1].offset < self.publish_from:
+            return self.fold_records(records, self.publish_from)
+        split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
+        batch = self.fold_records(records[:split], self.publish_from)
+        self._on_caught_up()  # before the first live record: the state equals the durable one
+        batch.merge(self.fold_records(records[split:], self.publish_from))
+        return batch
+
+    async def claim(self, batch: Batch) -> None:
+        """Stage 4, before the commit: the roots the batch registered looked at for a symlink, the fact
+        and dead letter of each one a link leads to added to its records (service/linked.py), then
+        claimed, not after the commit (contract §9); the runs it retired get their retired claims
+        (their roots barred for good, the same id's included), as of its last input offset."""
+        if batch.claims:
+            await refuse_linked(batch, self.factory, self.fold.settings.outer_root)
             self.deleter.claim_many(batch.claims, str(self.pid))
-        if batch.retired:  # the runs it retired: their roots barred for good, the same id's included
-            self.deleter.claim_many(batch.retired, str(self.pid), retired=True)
+        if batch.retired:
+            self.deleter.claim_many(batch.retired, str(self.pid), retired=True, at=batch.end - 1)
+
+    def _ready(self, batch: Batch, started: float) -> None:
+        """The batch ready to commit: the extra outputs ride along; stages 1-4 timed."""
         crash_point("batch.folded")
-        out = batch.records  # 2
         if self.extra:
-            out.extend(self.extra)
+            batch.records.extend(self.extra)
             self.extra = []
         elapsed = time.perf_counter() - started
         self.stats.fold_s += elapsed
         self.metrics.folded(batch, elapsed)
-        if not await self.settle():
-            return
-        offsets = {self.pid: next_offset} if batch.live else {}
-        self._pending = asyncio.get_running_loop().create_task(self._durable(out, offsets, batch, next_offset))
 
-    def _fold(self, records: Sequence[InputRecord]) -> Batch:
-        if self.caught_up or records[-1].offset < self.publish_from:
-            return self.folder.fold_records(records, self.publish_from)
-        split = next(i for i, r in enumerate(records) if r.offset >= self.publish_from)
-        batch = self.folder.fold_records(records[:split], self.publish_from)
-        self._on_caught_up()  # before the first live record: the state equals the durable one
-        batch.merge(self.folder.fold_records(records[split:], self.publish_from))
-        return batch
+    # -- stages 5-6 --------------------------------------------------------------------------------
 
-    async def _durable(
-        self, out: list[OutRecord], offsets: dict[PartitionId, int], batch: Batch, next_offset: int
-    ) -> None:
-        """Steps 3-5 of one batch."""
-        if not await self._commit(out, offsets, next_offset, batch):  # 3
-            return
+    async def commit(self, batch: Batch) -> bool:
+        """Stage 5: the batch's records and, when it reached publish_from, its consumed offset made
+        durable; False (and broken) when that failed."""
+        offsets = {self.pid: batch.end} if batch.live else {}
+        return await self._commit(batch.records, offsets, batch.end, batch)
+
+    async def after_commit(self, batch: Batch) -> None:
+        """Stage 6, once the batch is durable: the retired claims of the runs it reopened removed, as
+        of its last input offset (a retirement a later batch folded meanwhile stands: ClaimWriter);
+        its evictions to the deleter, grouped by run (so that a Deleter job, <= 100 paths, mostly
+        serves one run and confirms them in one completion event); then the snapshot, if due."""
         self.stats.add(batch)
-        if batch.deletions:  # 4. grouped by run, so that a Deleter job (<= 100 paths) mostly serves one
-            # run and confirms them in one completion event
+        if batch.reopened:
+            self.deleter.claim_many(batch.reopened, str(self.pid), reopened=True, at=batch.end - 1)
+        if batch.deletions:
             crash_point("deletions.before_handover")
             self.deleter.submit_many(sorted(batch.deletions, key=run_of), str(self.pid))
             crash_point("deletions.after_handover")
         self.snapshots.count(batch.consumed)
-        await self.snapshot_if_due()  # 5
+        await self.snapshot_if_due()
 
     async def _commit(
         self, records: list[OutRecord], offsets: dict[PartitionId, int], next_offset: int, batch: Batch | None = None
     ) -> bool:
-        """Step 3: make `records` and the consumed offsets durable; False (and broken) when that failed."""
+        """Make `records` and the consumed offsets durable; False (and broken) when that failed."""
         started = time.perf_counter()
         try:
             if records or offsets:
@@ -241,10 +287,10 @@ class CommitCycle:
             await self._commit(extra, {}, self.next_offset)
 
     async def snapshot_if_due(self, *, drain: bool = False, final: bool = False) -> None:
-        """Step 5, and the one place that decides to snapshot. A snapshot is written when
+        """The one place that decides to snapshot. A snapshot is written when
 
         - it is due: every N events or T seconds (`final`, at revocation and shutdown: anything
-          committed since the last one), and the cycle is not broken;
+          committed since the last one), and the pipeline is not broken;
         - no snapshot write is in flight (`final` waits for it instead);
         - the fold holds exactly the committed state (`folded_offset == next_offset`): nothing
           folded is waiting to commit. `drain` first waits for the in-flight commit to make it so
@@ -254,7 +300,7 @@ class CommitCycle:
         if final:
             await self.snapshots.wait()
         if not self._due(final) or (drain and not (await self.settle() and self._due(final))):
-            return  # after draining, that commit's own step 5 may have taken it already
+            return  # after draining, that commit's own stage 6 may have taken it already
         if self.folded_offset == self.next_offset:
             self.snapshots.start(self.fold, self.next_offset)
             if final:

@@ -1,14 +1,15 @@
-"""Attack: under file-descriptor pressure, `marker_below` skips directories instead of failing.
+"""Attack: under file-descriptor pressure, the claim walk skips directories instead of failing.
 
-`ckptlog.processor.storage.markers.marker_below` walks the checkpoint depth first and keeps one open
+The walk through a checkpoint's tree for claims (then `ckptlog.processor.storage.markers.marker_below`,
+now `ckptlog.processor.storage.local_tree`'s `LocalDir.claims_below`) walked depth first and kept one open
 directory fd per directory still to visit. A wide checkpoint (a sharded one has thousands of
-shard directories) makes it open one fd per sibling at once, and any `os.open` failure of a child
+shard directories) made it open one fd per sibling at once, and any `os.open` failure of a child
 (`except OSError: continue`, meant for "swapped meanwhile") silently drops that subtree from the
 check. EMFILE is such a failure, and it is transient: by the time `shutil.rmtree` runs, the
 fds are closed again, so the tree is removed with another run's claimed root in it.
 
 Here run "b" (another input partition, so the fold of run "a" cannot see it) was given a root
-that lies inside run "a"'s checkpoint: the cross-partition nesting that the ownership markers
+that lies inside run "a"'s checkpoint: the cross-partition nesting that the claims
 exist to catch ("protected both ways", contract §9). Both roots are claimed as the service claims
 them (each partition's own Deleter). The process has 40 fds to spare, the checkpoint 300 shard
 directories: "a"'s eviction deletes "b"'s root and its kept checkpoint.
@@ -67,4 +68,4 @@ async def test_fd_pressure_makes_the_walk_skip_another_runs_claimed_root(tmp_pat
     await deleter_b.close()
 
     assert (b_root / "kept" / "model.bin").exists(), f"run b's kept checkpoint was deleted (done={done})"
-    assert refused and "ownership marker of run 'b'" in refused[0][1]
+    assert refused and "the claim of run 'b'" in refused[0][1]

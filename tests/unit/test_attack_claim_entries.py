@@ -1,11 +1,12 @@
-"""Attack: `read_marker` trusts what it finds inside a `.ckptlog-run` directory.
+"""Attack: the claim reader trusts what it finds inside a `.ckptlog-run` claim directory.
 
-`ckptlog.processor.storage.markers.read_marker` opens every entry of a marker directory with
-`os.open(name, O_RDONLY | O_NOFOLLOW)` and `os.read`s it, whatever it is:
+The claim reader (then `ckptlog.processor.storage.markers.read_marker`, now
+`ckptlog.processor.storage.local_tree`'s `LocalDir.claimants`) opened every entry of a claim directory with
+`os.open(name, O_RDONLY | O_NOFOLLOW)` and `os.read` it, whatever it was:
 
 - a FIFO blocks that `open` forever (no writer ever comes). A training job writes its own
   checkpoints and its own run root, so it can leave `ckpt/.ckptlog-run/x` (checked by
-  `marker_below` on eviction) or `{root}/.ckptlog-run/x` (checked by every deletion of the run
+  the walk through the checkpoint on eviction) or `{root}/.ckptlog-run/x` (checked by every deletion of the run
   and by the claim writer). The worker thread never returns; the loop's default executor (6
   threads on this 2-core machine, shared by deletions, claims, snapshot writes and restores'
   snapshot loads) is used up by a handful of them, and `asyncio.run` waits for those threads at
@@ -25,32 +26,33 @@ from pathlib import Path
 import pytest
 
 from ckptlog.events.paths import normalize
+from ckptlog.processor.storage.claim_writer import claim_all
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy, _Request
-from ckptlog.processor.storage.markers import claim_all
-from ckptlog.processor.storage.removal import Refused, remove_all
+from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all
 
 WAIT_S = 5.0
 
 
 def _layout(tmp_path: Path, where: str) -> tuple[Path, str, str, str]:
-    """`sr/a/ckpt-1` below run a's root; the marker directory planted in the checkpoint or the root."""
+    """`sr/a/ckpt-1` below run a's root; the claim directory planted in the checkpoint or the root."""
     sr = tmp_path / "sr"
     ckpt = sr / "a" / "ckpt-1"
     ckpt.mkdir(parents=True)
     (ckpt / "model.bin").write_bytes(b"evicted")
-    marker = (ckpt if where == "checkpoint" else sr / "a") / ".ckptlog-run"
-    marker.mkdir()
+    claims = (ckpt if where == "checkpoint" else sr / "a") / ".ckptlog-run"
+    claims.mkdir()
     outer = normalize(f"file://{sr}")
-    return marker, outer, normalize(f"{outer}/a"), normalize(f"file://{ckpt}")
+    return claims, outer, normalize(f"{outer}/a"), normalize(f"file://{ckpt}")
 
 
 @pytest.mark.parametrize(
     ("where", "action"), [("checkpoint", "delete"), ("root", "delete"), ("root", "claim")], ids=str
 )
-def test_a_fifo_in_a_marker_directory_blocks_the_thread_for_good(tmp_path: Path, where: str, action: str) -> None:
-    marker, outer, root, ckpt = _layout(tmp_path, where)
-    os.mkfifo(marker / "trap")
+def test_a_fifo_in_a_claim_directory_blocks_the_thread_for_good(tmp_path: Path, where: str, action: str) -> None:
+    claims, outer, root, ckpt = _layout(tmp_path, where)
+    os.mkfifo(claims / "trap")
     outcome: list[object] = []
 
     def work() -> None:
@@ -64,14 +66,14 @@ def test_a_fifo_in_a_marker_directory_blocks_the_thread_for_good(tmp_path: Path,
     thread.join(WAIT_S)
     blocked = thread.is_alive()
     if blocked:  # let the thread go: a writer end unblocks the reader's open
-        os.close(os.open(marker / "trap", os.O_WRONLY | os.O_NONBLOCK))
+        os.close(os.open(claims / "trap", os.O_WRONLY | os.O_NONBLOCK))
         thread.join(WAIT_S)
     assert not blocked, f"the {action} was still blocked in open() on the FIFO after {WAIT_S}s"
 
 
-def test_a_directory_in_a_marker_directory_makes_the_deletion_fail_for_ever(tmp_path: Path) -> None:
-    marker, outer, root, ckpt = _layout(tmp_path, "checkpoint")
-    (marker / "sub").mkdir()
+def test_a_directory_in_a_claim_directory_makes_the_deletion_fail_for_ever(tmp_path: Path) -> None:
+    claims, outer, root, ckpt = _layout(tmp_path, "checkpoint")
+    (claims / "sub").mkdir()
     outcomes = remove_all([(ckpt, root, Claimant("a"))], {}, outer)
     # None (deleted) or Refused (settled, reported) would end it; an error text is retried for ever
     assert all(o is None or isinstance(o, Refused) for o in outcomes), outcomes
@@ -94,10 +96,10 @@ async def test_fifos_in_evicted_checkpoints_starve_every_other_worker_thread(tmp
     outer, root = normalize(f"file://{sr}"), normalize(f"file://{sr}/a")
     traps = []
     for i in range(32):  # the default executor has at most 32 threads
-        marker = sr / "a" / f"ckpt-{i}" / ".ckptlog-run"
-        marker.mkdir(parents=True)
-        os.mkfifo(marker / "trap")
-        traps.append(marker / "trap")
+        claims = sr / "a" / f"ckpt-{i}" / ".ckptlog-run"
+        claims.mkdir(parents=True)
+        os.mkfifo(claims / "trap")
+        traps.append(claims / "trap")
     deleter = Deleter(outer_root=outer, concurrency=32, retry=RetryPolicy(max_attempts=1, base_delay=0.001))
     assert deleter.submit_many([_Request("a", f"{root}/ckpt-{i}", root) for i in range(32)]) == 32
     await asyncio.sleep(0.5)

@@ -1,0 +1,227 @@
+"""Incremental snapshots, offline (issue 39 items 2-3): `python -m bench.incremental [--runs 10000]`.
+
+1. bytes: a fold of `--runs` long-lived runs (run_started, `--reports` reports each with a
+   checkpoint, keep 5, every eviction settled at once as the Deleter would); its full snapshot, then
+   `--changed` runs (spread over the fleet) report once more and the delta on it is taken: the
+   delta's bytes against the full one's (target: at most 5%), both encode times, and the check that
+   base + delta restore to a full snapshot of that moment, byte for byte.
+2. stall: the longest the event loop waits beyond a 1 ms sleep (a loop-lag probe) while a snapshot of
+   that state is taken and written to a local directory, events folding meanwhile in batches of 50
+   (one `await` between batches, as the processor folds): with no snapshot (the fold's own share),
+   encoded as before issue 39 (the whole state in one call on the loop, then written by a thread),
+   and as now (`SnapshotScheduler`: slices of at most 4 ms, copy on write), a base and a delta.
+   Target: at most 20 ms.
+
+The broker-backed figures (restore of 100,000 runs, latency while snapshots are written) are
+bench/incremental_broker.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ckptlog.events.codec import decode_event
+from ckptlog.events.rejections import Rejection
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core.delta import Capture, decode_chain
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.snapshot import Raw, canonical, encode, of_fold, run_out, seal, settings_out
+from ckptlog.processor.core.state import FoldSettings
+from ckptlog.processor.service.processor import tune_gc
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.snapshots import SnapshotStore
+
+ROOT = "file:///bench/fleet"
+PID = PartitionId("bench-in", 0)
+
+
+def _line(eid: str, kind: str, run: str, data: dict[str, Any]) -> bytes:
+    envelope = {"specversion": "1.0", "id": eid, "source": "bench", "type": f"ckptlog.{kind}.v1", "subject": run}
+    return json.dumps({**envelope, "data": data}, separators=(",", ":")).encode()
+
+
+def fleet_id(number: int) -> str:
+    return f"fleet-{number:06d}"
+
+
+def fleet(runs: int, reports: int, root: str = ROOT) -> Iterator[bytes]:
+    """Each run's run_started (keep 5 by val/acc), then `reports` rounds of one report per run."""
+    config = {"num_to_keep": 5, "checkpoint_score_attribute": "val/acc"}
+    for n in range(runs):
+        run = fleet_id(n)
+        yield _line(f"{run}/s", "run_started", run, {"storage_path": f"{root}/{run}", "checkpoint_config": config})
+    for step in range(reports):
+        for n in range(runs):
+            yield report(fleet_id(n), step, root)
+
+
+def report(run: str, step: int, root: str = ROOT) -> bytes:
+    metrics = {"val": {"acc": round(((step * 7919) % 1000) / 1000, 3)}, "loss": 1 / (step + 1), "step": step}
+    data = {"metrics": metrics, "checkpoint": {"path": f"{root}/{run}/ckpt-{step:06d}"}}
+    return _line(f"{run}/r{step}", "report", run, data)
+
+
+def apply(fold: Fold, line: bytes) -> None:
+    """Fold one line; its evictions settled at once by a deletion_completed (as the Deleter would)."""
+    event = decode_event(line, None)
+    if isinstance(event, Rejection):
+        raise SystemExit(f"bench.incremental: a workload line was rejected: {event.message}")
+    effects = fold.apply(event)
+    if effects.deletions:
+        deleted = [{"checkpoint_path": d.path, "eviction": d.eviction} for d in effects.deletions]
+        done = _line(f"{event.id}/done", "deletion_completed", event.subject, {"deleted": deleted, "refused": []})
+        settled = decode_event(done.replace(b".deletion_completed.v1", b".deletion_completed.v3"), None)
+        assert not isinstance(settled, Rejection), settled
+        fold.apply(settled)
+
+
+def fleet_fold(runs: int, reports: int) -> Fold:
+    fold = Fold(FoldSettings(), track_changes=True)
+    for line in fleet(runs, reports):
+        apply(fold, line)
+    return fold
+
+
+def taken(capture: Capture) -> tuple[bytes, float]:
+    started = time.perf_counter()
+    while capture.step():
+        pass
+    data = capture.encoded()
+    return data, time.perf_counter() - started
+
+
+def change(fold: Fold, runs: int, changed: int, step: int) -> None:
+    """`changed` runs spread over the fleet report once more."""
+    for n in range(0, runs, max(1, runs // changed)):
+        apply(fold, report(fleet_id(n), step))
+
+
+def sizes(fold: Fold, runs: int, changed: int, step: int) -> dict[str, Any]:
+    full, full_s = taken(Capture(fold, PID.topic, PID.partition, 1, None))
+    base = decode_chain([full])
+    change(fold, runs, changed, step)
+    delta, delta_s = taken(Capture(fold, PID.topic, PID.partition, 2, base.chain))
+    assert encode(decode_chain([full, delta])) == encode(of_fold(fold, PID.topic, PID.partition, 2)), "not exact"
+    ratio = len(delta) / len(full)
+    print(
+        f"bytes: {runs:,} runs, {changed} changed: full {len(full):,} B (encoded in {full_s * 1e3:.0f} ms), "
+        f"delta {len(delta):,} B ({delta_s * 1e3:.1f} ms) = {ratio:.2%} of the full one (target <= 5%); "
+        "base + delta == full, byte for byte",
+        flush=True,
+    )
+    return {"full": len(full), "delta": len(delta), "ratio": ratio, "full_s": full_s, "delta_s": delta_s}
+
+
+class Probe:
+    """The loop's lag: how late a 1 ms sleep wakes (`worst`, wall time: on a loaded host this
+    includes the time the OS gave the process no core), and the loop thread's CPU time spent
+    meanwhile (`worst_cpu`: the work that ran before the probe could, whatever the host does)."""
+
+    def __init__(self) -> None:
+        self.worst = self.worst_cpu = 0.0
+        self.stopped = False
+
+    def reset(self) -> None:
+        self.worst = self.worst_cpu = 0.0
+
+    async def run(self) -> None:
+        while not self.stopped:
+            started, cpu = time.perf_counter(), time.thread_time()
+            await asyncio.sleep(0.001)
+            self.worst = max(self.worst, time.perf_counter() - started - 0.001)
+            self.worst_cpu = max(self.worst_cpu, time.thread_time() - cpu)
+
+
+async def _folding(fold: Fold, runs: int, stop: asyncio.Event, step: int) -> None:
+    """Reports to the fleet, 50 per batch, yielding between batches (the fold going on)."""
+    n = 0
+    while not stop.is_set():
+        for _ in range(50):
+            apply(fold, report(fleet_id(n % runs), step + n // runs))
+            n += 1
+        await asyncio.sleep(0)
+
+
+def before(fold: Fold, store: SnapshotStore, offset: int) -> Any:
+    """As before issue 39: the whole state encoded in one call on the loop, then written by a thread."""
+    snapshot = of_fold(fold, PID.topic, PID.partition, offset)
+    body = {
+        "processor_version": snapshot.processor_version,
+        "topic": snapshot.topic,
+        "partition": snapshot.partition,
+        "next_offset": offset,
+        "settings": settings_out(snapshot.settings),
+        "runs": {run_id: run_out(run) for run_id, run in snapshot.runs.items()},
+        "refused": snapshot.refused,
+        "finished": snapshot.finished,
+    }
+    data = seal(Raw([canonical(body)]))
+    return asyncio.to_thread(store.write, data, offset)
+
+
+async def stall(fold: Fold, runs: int, directory: Path, mode: str, offset: int) -> tuple[float, float, float]:
+    """The worst loop lag (wall, CPU) while one snapshot (`mode`) is taken and written, and how long that took."""
+    store = SnapshotStore(str(directory / mode), PID.topic, PID.partition, keep=100)
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=8)
+    if mode == "delta":  # a base first, written before measuring
+        scheduler.start(fold, offset - 1)
+        await scheduler.wait()
+    probe, stop = Probe(), asyncio.Event()
+    tasks = [asyncio.create_task(probe.run()), asyncio.create_task(_folding(fold, runs, stop, 10_000 + offset))]
+    await asyncio.sleep(0.2)  # settle: the fold's own lag is in every row
+    probe.reset()
+    started = time.perf_counter()
+    if mode == "before":
+        await before(fold, store, offset)
+    elif mode == "none":
+        await asyncio.sleep(1.0)
+    else:
+        scheduler.start(fold, offset)
+        await scheduler.wait()
+    elapsed, worst, worst_cpu = time.perf_counter() - started, probe.worst, probe.worst_cpu
+    stop.set()
+    probe.stopped = True
+    await asyncio.gather(*tasks)
+    return worst, worst_cpu, elapsed
+
+
+async def stalls(fold: Fold, runs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for offset, mode in enumerate(("none", "before", "base", "delta"), 10):
+            worst, worst_cpu, elapsed = await stall(fold, runs, Path(tmp), mode, offset * 10)
+            out[mode] = {"stall_ms": worst * 1e3, "stall_cpu_ms": worst_cpu * 1e3, "seconds": elapsed}
+            print(
+                f"stall: {mode:<6} longest loop stall {worst * 1e3:6.1f} ms wall, {worst_cpu * 1e3:6.1f} ms of the "
+                f"loop's CPU (snapshot taken and written in {elapsed:.2f} s; events folding meanwhile)",
+                flush=True,
+            )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--reports", type=int, default=20, help="reports per run before the snapshots")
+    parser.add_argument("--changed", type=int, default=100, help="runs changed between the two snapshots")
+    parser.add_argument("--only", default="bytes,stall")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    fold = fleet_fold(args.runs, args.reports)
+    tune_gc()
+    print(f"fleet: {args.runs:,} runs x {args.reports} reports folded in {time.perf_counter() - started:.0f} s")
+    if "bytes" in args.only:
+        sizes(fold, args.runs, args.changed, args.reports)
+    if "stall" in args.only:
+        asyncio.run(stalls(fold, args.runs))
+
+
+if __name__ == "__main__":
+    main()
