@@ -36,7 +36,7 @@ Schema version 6 added two tables beside `runs`, `refused` and `finished`:
   none: its build did not know the `root_refused` fact (it refused it as `unknown_type`), so its log
   refused no run for a link;
 - reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its reopen count) and `retired`
-  (run id -> the state of a retired run whose record is kept, without its dedup window; a subset of
+  (run id -> the state of a retired run whose record is kept, with an empty `seen`; a subset of
   `finished`, in its order). The fold holds those states as their encoding here (`retired_state`: a
   fraction of a `RunState`'s memory, and a snapshot writes them without encoding them again) and
   decodes one only as its run is reopened (`reopened_state`). A version 3 to 5 snapshot is restored
