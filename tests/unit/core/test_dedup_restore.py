@@ -14,7 +14,17 @@ from hypothesis import strategies as st
 
 from ckptlog.errors import SnapshotCorrupt
 from ckptlog.processor.core import Fold, FoldSettings
-from ckptlog.processor.core.snapshot import FORMAT, SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
+from ckptlog.processor.core.delta import decode_chain, sha256_hex
+from ckptlog.processor.core.snapshot import (
+    DELTA_FORMAT,
+    FORMAT,
+    SCHEMA_VERSION,
+    Snapshot,
+    canonical,
+    decode,
+    encode,
+    of_fold,
+)
 from tests import factories as f
 from tests.unit.core.test_dedup import IDS, PROFILE, RUN
 
@@ -142,3 +152,45 @@ def test_a_dedup_state_that_is_not_one_is_a_corrupt_snapshot(dedup: dict[str, An
     body["runs"][RUN]["dedup"] = dedup
     with pytest.raises(SnapshotCorrupt, match="content invalid"):
         decode(reencoded(body, SCHEMA_VERSION))
+
+
+def test_a_schema_6_chain_restores_with_its_ids_known_and_takes_no_delta() -> None:
+    """A base and a delta a schema 6 build wrote (each run's ids in `seen`): merged as JSON and read
+    as schema 6, every id in the lists is known; the chain stays of schema 6, so the next snapshot
+    is a base (a delta holds this build's run records)."""
+    fold = Fold(FoldSettings(default_root=ROOT, dedup_window=8))
+    applied = {RUN: [f"ck1:r:0:{n}:{RUN}" for n in range(3)] + ["x"], "other": ["o1"]}
+    for event_id in applied[RUN][:2]:
+        fold.apply(f.event(f.report(RUN, {}, event_id=event_id)))
+    base = json.loads(encode(of_fold(fold, "t", 0, 2)))["snapshot"]
+    for event_id in applied[RUN][2:]:
+        fold.apply(f.event(f.report(RUN, {}, event_id=event_id)))
+    fold.apply(f.event(f.report("other", {}, event_id="o1")))
+    head = json.loads(encode(of_fold(fold, "t", 0, 5)))["snapshot"]
+    for body, runs in ((base, [RUN]), (head, [RUN, "other"])):
+        for run_id in runs:
+            del body["runs"][run_id]["dedup"]
+            body["runs"][run_id]["seen"] = applied[run_id][: 2 if body is base else None]
+    base_bytes = reencoded(base, 6)
+    link = {"next_offset": 2, "sha256": sha256_hex(base_bytes)}
+    tables = {name: {"drop": [], "put": {}} for name in ("refused", "finished", "symlinked", "retired")}
+    delta = {
+        **{key: head[key] for key in ("processor_version", "topic", "partition", "next_offset")},
+        "base": link,
+        "previous": link,
+        "sequence": 1,
+        "settings": head["settings"],
+        "runs": {"drop": [], "put": head["runs"]},
+        **tables,
+    }
+    digest = hashlib.sha256(canonical(delta)).hexdigest()
+    delta_bytes = canonical(
+        {"checksum": f"sha256:{digest}", "format": DELTA_FORMAT, "schema_version": 6, "delta": delta}
+    )
+    snap = decode_chain([base_bytes, delta_bytes])
+    assert snap.chain is not None and snap.chain.deltas == 1 and snap.chain.schema_version == 6
+    assert not snap.chain.takes_delta(32, SCHEMA_VERSION)
+    back = Fold(snap.settings, snap.runs)
+    for run_id, ids in applied.items():
+        assert all(back.apply(f.event(f.report(run_id, {}, event_id=i))).duplicate for i in ids)
+    assert list(back.runs[RUN].seen.marks) == ["r:0"] and back.runs[RUN].seen.foreign_ids() == ["x"]
