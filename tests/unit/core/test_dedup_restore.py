@@ -1,6 +1,7 @@
 """Deduplication through the fold and its snapshots (contract §3 "Deduplication", §6): hostile id
-streams folded as real events, restored part-way from schema 7 snapshots and from the `seen`
-list a schema 6 snapshot held, against a model that keeps every applied id."""
+streams folded as real events, restored part-way from schema 7 snapshots, from chains of deltas,
+from the `seen` list a schema 6 snapshot held, and restarted after a crash (the newest snapshot
+object and the log since), against a model that keeps every applied id."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ckptlog.errors import SnapshotCorrupt
+from ckptlog.events.decoded import DecodedEvent
 from ckptlog.processor.core import Fold, FoldSettings
-from ckptlog.processor.core.delta import decode_chain, sha256_hex
+from ckptlog.processor.core.delta import Capture, decode_chain, sha256_hex
 from ckptlog.processor.core.snapshot import (
     DELTA_FORMAT,
     FORMAT,
@@ -29,20 +31,8 @@ from tests import factories as f
 from tests.unit.core.test_dedup import IDS, PROFILE, RUN
 
 ROOT = "file:///data"
-
-
-def restored(fold: Fold, version: int, applied: dict[str, list[str]]) -> Fold:
-    """`fold` through a snapshot: as this build writes it, or as schema 6 held the same runs (each
-    run's last `dedup_window` applied ids, oldest first, in `seen`)."""
-    data = encode(of_fold(fold, "t", 0, 0))
-    if version == 6:
-        body = json.loads(data)["snapshot"]
-        for run_id, run in body["runs"].items():
-            del run["dedup"]
-            run["seen"] = applied[run_id][-fold.settings.dedup_window :]
-        data = reencoded(body, 6)
-    snap = decode(data)
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
+MAX_DELTAS = 3
+IDLE = [f"idle-{k}" for k in range(8)]
 
 
 def reencoded(body: dict[str, Any], version: int) -> bytes:
@@ -50,31 +40,115 @@ def reencoded(body: dict[str, Any], version: int) -> bytes:
     return canonical({"checksum": f"sha256:{digest}", "format": FORMAT, "schema_version": version, "snapshot": body})
 
 
+def schema_6(fold: Fold, applied: dict[str, list[str]], offset: int = 0) -> bytes:
+    """The snapshot a schema 6 build wrote of the same runs: each run's last `dedup_window` applied
+    ids, oldest first, in `seen`."""
+    body = json.loads(encode(of_fold(fold, "t", 0, offset)))["snapshot"]
+    for run_id, run in body["runs"].items():
+        del run["dedup"]
+        run["seen"] = applied[run_id][-fold.settings.dedup_window :]
+    return reencoded(body, 6)
+
+
+class Processor:
+    """One partition's fold as the processor keeps it: snapshot objects on a chain (a base, or a delta
+    on the chain it restored from while the chain takes one), and the events applied since the newest."""
+
+    def __init__(self, settings: FoldSettings, applied: dict[str, list[str]]) -> None:
+        self.fold = Fold(settings, track_changes=True)
+        self.applied = applied  # each run's applied ids (what a schema 6 snapshot's `seen` is cut from)
+        self.objects: list[bytes] = []  # the chain the newest snapshot object closes
+        self.since: list[DecodedEvent] = []  # applied after it: what a restart replays
+        self.offset = 0  # the next offset of the log
+
+    def apply(self, event: DecodedEvent) -> Any:
+        self.since.append(event)
+        self.offset += 1
+        return self.fold.apply(event)
+
+    def snapshot(self, kind: int | str) -> None:
+        """Write a snapshot (`7`, `6`: a full one of that schema; "delta": the processor's next object)
+        and restore from it, as a new processor would."""
+        full = encode(of_fold(self.fold, "t", 0, self.offset))
+        if kind == "delta":
+            chain = decode_chain(self.objects).chain if self.objects else None
+            on = chain if chain is not None and chain.takes_delta(MAX_DELTAS, SCHEMA_VERSION) else None
+            capture = Capture(self.fold, "t", 0, self.offset, on)
+            while capture.step():
+                pass
+            self.objects = [*self.objects, capture.encoded()] if on is not None else [capture.encoded()]
+        else:
+            self.objects = [full if kind == 7 else schema_6(self.fold, self.applied, self.offset)]
+        self.since = []
+        self.fold = self.restored()
+        if kind != 6:
+            assert encode(of_fold(self.fold, "t", 0, self.offset)) == full
+
+    def crash(self) -> None:
+        """Restart from the newest snapshot object and replay the log since: the very same state."""
+        before = encode(of_fold(self.fold, "t", 0, 0))
+        self.fold = self.restored() if self.objects else Fold(self.fold.settings, track_changes=True)
+        for event in self.since:
+            self.fold.apply(event)
+        assert encode(of_fold(self.fold, "t", 0, 0)) == before
+
+    def restored(self) -> Fold:
+        snap = decode_chain(self.objects)
+        return Fold(
+            snap.settings,
+            snap.runs,
+            refused=snap.refused,
+            finished=snap.finished,
+            retired=snap.retired,
+            track_changes=True,
+        )
+
+
 @PROFILE
 @given(
-    st.lists(st.tuples(st.sampled_from([RUN, "other"]), IDS, st.sampled_from([None, None, None, 6, 7])), max_size=80),
+    st.lists(
+        st.tuples(
+            st.sampled_from([RUN, "other"]),
+            IDS,
+            st.sampled_from([None, None, None, None, 6, 7, "delta", "delta", "crash"]),
+        ),
+        max_size=80,
+    ),
     st.integers(1, 6),
 )
 def test_the_fold_never_drops_a_new_event_across_restores(
-    steps: list[tuple[str, Any, int | None]], window: int
+    steps: list[tuple[str, Any, int | str | None]], window: int
 ) -> None:
     """Metrics-only reports (always applied unless a repeat) of two runs sharing ids; after some,
-    the fold is restored from a snapshot of this schema or of schema 6."""
-    fold, applied = Fold(FoldSettings(default_root=ROOT, dedup_window=window)), {RUN: list[str](), "other": []}
-    for run_id, drawn, restore in steps:
+    the fold is restored from a full snapshot of this schema or of schema 6, from the processor's
+    chain of a base and deltas (a delta holds only the runs changed since the object before it, so
+    idle runs' states come from the base, and the chain grows to `MAX_DELTAS`), or restarted after
+    a crash."""
+    applied: dict[str, list[str]] = {RUN: [], "other": []}
+    processor = Processor(FoldSettings(default_root=ROOT, dedup_window=window), applied)
+    for run_id in IDLE:
+        applied[run_id] = [f"ck1:r:0:0:{run_id}", f"ck1:r:0:1:{run_id}", f"x-{run_id}"]
+        for event_id in applied[run_id]:
+            assert processor.apply(f.event(f.report(run_id, {"loss": 1}, event_id=event_id))).outputs
+    for run_id, drawn, then in steps:
         mine = applied[run_id]
         event_id = drawn if isinstance(drawn, str) else mine[-1 - drawn % len(mine)] if mine else "first"
-        effects = fold.apply(f.event(f.report(run_id, {"loss": 1}, event_id=event_id)))
+        effects = processor.apply(f.event(f.report(run_id, {"loss": 1}, event_id=event_id)))
         assert effects.rejection is None
         if effects.duplicate:
             assert event_id in mine and not effects.outputs
         else:
             assert event_id not in mine[-window:] and effects.outputs
             mine.append(event_id)
-        if restore is not None:
-            fold = restored(fold, restore, applied)
+        if then == "crash":
+            processor.crash()
+        elif then is not None:
+            processor.snapshot(then)
     if applied[RUN]:
-        assert fold.runs[RUN].report_count == len(applied[RUN])
+        assert processor.fold.runs[RUN].report_count == len(applied[RUN])
+    for run_id in IDLE:  # a schema 6 snapshot kept only each run's last W ids
+        again = applied[run_id][-window:] if any(then == 6 for *_, then in steps) else applied[run_id]
+        assert all(processor.apply(f.event(f.report(run_id, {}, event_id=i))).duplicate for i in again)
 
 
 def test_a_long_run_remembers_its_reports_in_a_mark() -> None:
