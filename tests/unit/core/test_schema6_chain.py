@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
+from ckptlog.events.schema import SNAPSHOT_SCHEMA
 from ckptlog.processor.core import Fold, FoldSettings
 from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.snapshot import SCHEMA_VERSION, Snapshot, canonical, decode, encode, of_fold
@@ -58,6 +60,9 @@ def test_the_files_are_a_schema_6_chain_with_ids_in_lists() -> None:
     )
     assert base["snapshot"]["next_offset"] == BASE_AT and delta["delta"]["next_offset"] == len(LOG)
     assert base["snapshot"]["retired"]["b"]["seen"] == [] and len(lists(BASE)["a"]) == WINDOW
+    validator = Draft202012Validator(SNAPSHOT_SCHEMA)  # schemas/snapshot.json still describes what 6 wrote
+    validator.validate(base)
+    validator.validate(delta)
 
 
 @pytest.mark.parametrize("objects", [[BASE], [BASE, DELTA]], ids=["base", "base+delta"])
