@@ -7,6 +7,10 @@ i of every run, then i + 1), every eviction's deletion completed as the Deleter 
 `deletion_completed`, contract §9). Events are built as the decoder would return them (no JSON),
 so the figures are the state's, not the input's. Ids are those of ckptlog's clients (`--ids
 structured`: `ck1:r:0:{index}:{run}`, contract §3 "Deduplication") or foreign ones (`rep-{n}-{i}`).
+`--validated`: every report asks for validation and an Evaluator's result follows it, named as the
+Evaluator names it (`ck1:v:ckptlog.events:0:1:{offset}:{run}`, the offset of the report in the input
+partition, all three records of a round taking offsets: out of order for its producer, contract §3)
+or foreign (`val-{n}-{i}`).
 
 Prints, once the state is built and a gc has run, the process's VmRSS and peak (VmHWM), the
 growth over the process before the fold, per run, and what the runs' dedup state holds
@@ -33,6 +37,8 @@ from ckptlog.events.decoded import (
     ReportData,
     RunStarted,
     RunStartedData,
+    ValidationResult,
+    ValidationResultData,
 )
 from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.fold import Fold
@@ -59,17 +65,26 @@ def start(fold: Fold, runs: int, keep: int | None) -> None:
         _applied(fold, RunStarted(specversion="1.0", id=f"start-{n}", source="bench", subject=run_id(n), data=data))
 
 
-def report(fold: Fold, n: int, i: int, ids: str) -> None:
-    """Report i of run n (metrics as bench/workload.py's), then every deletion it made, completed."""
+def report(fold: Fold, n: int, i: int, ids: str, *, runs: int = 1, validated: bool = False) -> None:
+    """Report i of run n (metrics as bench/workload.py's), its validation result if `validated`, then
+    every deletion it made, completed."""
     run = run_id(n)
     metrics = {"val": {"acc": (n * 31 + i * 7) % 1009 / 1009}, "loss": 1.0 / (i + 1), "step": i}
-    data = ReportData(metrics=metrics, checkpoint=CheckpointRef(path=f"{ROOT}/{run}/ckpt-{i:06d}"))
+    path = f"{ROOT}/{run}/ckpt-{i:06d}"
+    data = ReportData(metrics=metrics, checkpoint=CheckpointRef(path=path), validation=validated)
     event_id = f"ck1:r:0:{i}:{run}" if ids == "structured" else f"rep-{n}-{i}"
     effects = _applied(fold, Report(specversion="1.0", id=event_id, source="bench", subject=run, data=data))
+    if validated:
+        offset = 3 * (i * runs + n)  # the report's offset: each run's report, result and completion in a round
+        result_id = f"ck1:v:ckptlog.events:0:1:{offset}:{run}" if ids == "structured" else f"val-{n}-{i}"
+        result = ValidationResultData(checkpoint_path=path, status="VALIDATED", metrics={"val": {"score": 1.0}})
+        event = ValidationResult(specversion="1.0", id=result_id, source="bench", subject=run, data=result)
+        effects = _applied(fold, event)
     for d in effects.deletions:
         done = DeletionCompletedData(deleted=[CompletedPath(checkpoint_path=d.path, eviction=d.eviction)])
-        event = DeletionCompleted(specversion="1.0", id=f"deleted:{run}:{i}", source="bench", subject=run, data=done)
-        _applied(fold, event)
+        _applied(
+            fold, DeletionCompleted(specversion="1.0", id=f"deleted:{run}:{i}", source="bench", subject=run, data=done)
+        )
 
 
 def _applied(fold: Fold, event: Any) -> Any:
@@ -89,7 +104,7 @@ def dedup_bytes(seen: Seen) -> int:
     return sys.getsizeof(seen) + sys.getsizeof(seen.marks) + marks + foreign + sys.getsizeof(seen.expect)
 
 
-def build(runs: int, reports: int, keep: int | None, ids: str) -> dict[str, Any]:
+def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: bool = False) -> dict[str, Any]:
     gc.collect()
     idle, started = status("VmRSS"), time.perf_counter()
     fold = Fold(emit=False)
@@ -97,7 +112,7 @@ def build(runs: int, reports: int, keep: int | None, ids: str) -> dict[str, Any]
     start(fold, runs, keep)
     for i in range(reports):
         for n in range(runs):
-            report(fold, n, i, ids)
+            report(fold, n, i, ids, runs=runs, validated=validated)
         if i % max(1, reports // 20) == 0:
             print(f"report {i:,} of every run: {status('VmRSS') / 2**20:,.0f} MiB", file=sys.stderr, flush=True)
     gc.enable()
@@ -109,6 +124,7 @@ def build(runs: int, reports: int, keep: int | None, ids: str) -> dict[str, Any]
         "reports_per_run": reports,
         "keep": keep,
         "ids": ids,
+        "validated": validated,
         "kept": sum(len(r.checkpoints) for r in states),
         "rss_mib": rss / 2**20,
         "peak_mib": status("VmHWM") / 2**20,
@@ -125,8 +141,9 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=5_000, help="checkpoint reports per run (1: fresh runs)")
     parser.add_argument("--keep", type=int, default=5, help="num_to_keep (0: keep every checkpoint)")
     parser.add_argument("--ids", choices=("structured", "foreign"), default="structured")
+    parser.add_argument("--validated", action="store_true", help="an Evaluator's result after every report")
     args = parser.parse_args()
-    print(json.dumps(build(args.runs, args.reports, args.keep or None, args.ids)), flush=True)
+    print(json.dumps(build(args.runs, args.reports, args.keep or None, args.ids, validated=args.validated)), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,3 +12,14 @@ def test_structured_ids_keep_a_range_and_foreign_ids_a_window() -> None:
     # a range per run against 41 ids each (its start and 40 reports); completions are not remembered
     assert structured["dedup_per_run_b"] < 1024 < foreign["dedup_per_run_b"]
     assert structured["runs"] == 3 and structured["rss_mib"] >= structured["idle_mib"] > 0
+
+
+def test_validated_runs_remember_their_results_as_out_of_order_numbers() -> None:
+    """An Evaluator's result ids number the request's offset: sparse, 16 B each among the run's last W
+    applications (contract §3), against a string each for foreign ones."""
+    plain = fleet.build(runs=2, reports=60, keep=5, ids="structured")
+    structured = fleet.build(runs=2, reports=60, keep=5, ids="structured", validated=True)
+    foreign = fleet.build(runs=2, reports=60, keep=5, ids="foreign", validated=True)
+    assert structured["validated"] and structured["kept"] == foreign["kept"]
+    # 60 out-of-order numbers at 16 B (two arrays) over the plain run's state, far below 60 strings
+    assert plain["dedup_per_run_b"] + 60 * 16 <= structured["dedup_per_run_b"] < foreign["dedup_per_run_b"] / 3
