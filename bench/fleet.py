@@ -74,13 +74,14 @@ def report(fold: Fold, n: int, i: int, ids: str, *, runs: int = 1, validated: bo
     data = ReportData(metrics=metrics, checkpoint=CheckpointRef(path=path), validation=validated)
     event_id = f"ck1:r:0:{i}:{run}" if ids == "structured" else f"rep-{n}-{i}"
     effects = _applied(fold, Report(specversion="1.0", id=event_id, source="bench", subject=run, data=data))
+    deletions = list(effects.deletions)
     if validated:
         offset = 3 * (i * runs + n)  # the report's offset: each run's report, result and completion in a round
         result_id = f"ck1:v:ckptlog.events:0:1:{offset}:{run}" if ids == "structured" else f"val-{n}-{i}"
         result = ValidationResultData(checkpoint_path=path, status="VALIDATED", metrics={"val": {"score": 1.0}})
         event = ValidationResult(specversion="1.0", id=result_id, source="bench", subject=run, data=result)
-        effects = _applied(fold, event)
-    for d in effects.deletions:
+        deletions += _applied(fold, event).deletions
+    for d in deletions:
         done = DeletionCompletedData(deleted=[CompletedPath(checkpoint_path=d.path, eviction=d.eviction)])
         _applied(
             fold, DeletionCompleted(specversion="1.0", id=f"deleted:{run}:{i}", source="bench", subject=run, data=done)
@@ -126,6 +127,7 @@ def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: boo
         "ids": ids,
         "validated": validated,
         "kept": sum(len(r.checkpoints) for r in states),
+        "outstanding": sum(len(r.outstanding) for r in states),  # 0: every deletion was completed
         "rss_mib": rss / 2**20,
         "peak_mib": status("VmHWM") / 2**20,
         "idle_mib": idle / 2**20,

@@ -20,6 +20,7 @@ def test_validated_runs_remember_their_results_as_out_of_order_numbers() -> None
     plain = fleet.build(runs=2, reports=60, keep=5, ids="structured")
     structured = fleet.build(runs=2, reports=60, keep=5, ids="structured", validated=True)
     foreign = fleet.build(runs=2, reports=60, keep=5, ids="foreign", validated=True)
-    assert structured["validated"] and structured["kept"] == foreign["kept"]
+    assert structured["validated"] and structured["kept"] == foreign["kept"] == 10
+    assert plain["outstanding"] == structured["outstanding"] == foreign["outstanding"] == 0
     # 60 out-of-order numbers at 16 B (two arrays) over the plain run's state, far below 60 strings
     assert plain["dedup_per_run_b"] + 60 * 16 <= structured["dedup_per_run_b"] < foreign["dedup_per_run_b"] / 3
