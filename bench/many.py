@@ -10,7 +10,8 @@ process, as the kernel sees it: no gc is forced in it) is read; so
     per kept checkpoint = (RSS after phase 2 - RSS after phase 1) / (runs * (kept - 1))
     per run             = (RSS after phase 1 - RSS idle) / runs - per kept checkpoint
 
-(a kept checkpoint's cost includes its report's event id in the run's dedup window). Then the
+(a kept checkpoint's cost includes its report's event id: `--ids foreign`, the default, remembered one
+by one; `--ids structured`, a Reporter's ids, remembered as one range per run). Then the
 readers against the state topic holding `--runs` VIEWs, wall time of the whole command (a new
 process: imports included), best of `--repeat`: `ckptlog inspect --json` (every VIEW),
 `ckptlog inspect` (tables, its default 100 runs), `inspect --prefix` (10 runs), `inspect RUN`
@@ -50,24 +51,26 @@ def run_id(number: int) -> str:
     return f"run-{number:05d}"
 
 
-def first_phase(runs: int) -> list[bytes]:
+def first_phase(runs: int, ids: str = "foreign") -> list[bytes]:
     """Every run's run_started (keep every checkpoint, ranked by acc) and its first report."""
     config = {"num_to_keep": None, "checkpoint_score_attribute": "acc", "checkpoint_score_order": "max"}
     lines = [
         _line(f"s-{n}", "run_started", run_id(n), {"storage_path": f"{ROOT}/{run_id(n)}", "checkpoint_config": config})
         for n in range(runs)
     ]
-    return lines + reports(runs, 0, 1)
+    return lines + reports(runs, 0, 1, ids)
 
 
-def reports(runs: int, start: int, stop: int) -> list[bytes]:
-    """Reports number start..stop-1 of every run, round robin (report i of every run, then i+1)."""
+def reports(runs: int, start: int, stop: int, ids: str = "foreign") -> list[bytes]:
+    """Reports number start..stop-1 of every run, round robin (report i of every run, then i+1);
+    `ids` "structured": a Reporter's (`ck1:r:0:{i}:{run}`, contract §3 "Deduplication")."""
     lines = []
     for i in range(start, stop):
         for n in range(runs):
             path = f"{ROOT}/{run_id(n)}/ckpt-{i:04d}"
             data = {"metrics": {"acc": (n * 31 + i * 7) % 101 / 100, "step": i}, "checkpoint": {"path": path}}
-            lines.append(_line(f"r-{n}-{i}", "report", run_id(n), data))
+            event_id = f"ck1:r:0:{i}:{run_id(n)}" if ids == "structured" else f"r-{n}-{i}"
+            lines.append(_line(event_id, "report", run_id(n), data))
     return lines
 
 
@@ -96,7 +99,7 @@ async def committed_at_end(settings: ServiceSettings, end: int, timeout_s: float
         await consumer.stop()
 
 
-async def processor_side(settings: ServiceSettings, tmp: Path, runs: int, kept: int) -> dict[str, Any]:
+async def processor_side(settings: ServiceSettings, tmp: Path, runs: int, kept: int, ids: str) -> dict[str, Any]:
     """The two phases through one `ckptlog run`, its RSS after each."""
     log = tmp / "run.log"
     with log.open("wb") as out:
@@ -106,7 +109,7 @@ async def processor_side(settings: ServiceSettings, tmp: Path, runs: int, kept: 
         await asyncio.sleep(QUIET_S)
         idle = rss(proc.pid)
         phases = []
-        for lines in (first_phase(runs), reports(runs, 1, kept)):
+        for lines in (first_phase(runs, ids), reports(runs, 1, kept, ids)):
             sent = time.perf_counter()
             end = await preload(settings.bootstrap_servers or "", settings.input_topic, lines)
             produce_s = time.perf_counter() - sent
@@ -157,15 +160,15 @@ def readers(settings: ServiceSettings, runs: int, repeat: int) -> dict[str, Any]
     return out
 
 
-async def measure(bootstrap: str, runs: int, kept: int, repeat: int, keep_topics: bool) -> dict[str, Any]:
+async def measure(bootstrap: str, runs: int, kept: int, repeat: int, keep_topics: bool, ids: str) -> dict[str, Any]:
     created: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             names = await topics(bootstrap, f"many-{uuid.uuid4().hex[:6]}", created)
             settings = settings_for(bootstrap, names, Path(tmp), root=ROOT)
-            side = await processor_side(settings, Path(tmp), runs, kept)
-            found = {"processor": side, "readers": readers(settings, runs, repeat)}
-            return {"runs": runs, "kept": kept, **found, "topics": created if keep_topics else "deleted"}
+            side = await processor_side(settings, Path(tmp), runs, kept, ids)
+            found = {"processor": side, "readers": readers(settings, runs, repeat) if repeat else "not run"}
+            return {"runs": runs, "kept": kept, "ids": ids, **found, "topics": created if keep_topics else "deleted"}
     finally:
         if not keep_topics:
             await delete_topics(bootstrap, created)
@@ -176,11 +179,12 @@ def main() -> None:
     parser.add_argument("--bootstrap-servers", help="default: the local broker (`ckptlog broker start`)")
     parser.add_argument("--runs", type=int, default=10_000, help="concurrent active runs")
     parser.add_argument("--kept", type=int, default=5, help="kept checkpoints per run at the end (>= 2)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each reader command (the best is shown)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each reader command (the best; 0: none)")
+    parser.add_argument("--ids", choices=("foreign", "structured"), default="foreign", help="the reports' event ids")
     parser.add_argument("--keep-topics", action="store_true", help="leave the topics (to profile a reader)")
     args = parser.parse_args()
     bootstrap = args.bootstrap_servers or ensure_bootstrap(None)
-    found = asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat, args.keep_topics))
+    found = asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat, args.keep_topics, args.ids))
     print(json.dumps(found, indent=1))
 
 

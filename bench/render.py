@@ -279,27 +279,43 @@ def memory_section(rec: dict[str, Any], image: str | None) -> list[str]:
     lines = header("Scale: memory of 10,000 concurrent runs", rec, image)
     lines.append(
         "bench/scale.py: the fold's state (`Fold()`, as the processor holds it) measured with tracemalloc, every "
-        "eviction's deletion completed as the Deleter would. Each run remembers its last 4,096 event ids "
-        "(the dedup window: reports and deletion completions), so a long-lived run's memory is mostly that.\n"
+        "eviction's deletion completed as the Deleter would. A run remembers the ids it applied (contract §3 "
+        '"Deduplication"): its last 4,096 foreign ids one by one (`rep-{i}`), the structured ids of ckptlog\'s '
+        "clients (`ck1:r:0:{index}:{run}`) as a range per producer; numbered deletion completions not at all.\n"
     )
     rows = [
         [
             m["runs"],
             m["reports_per_run"],
             "None" if m["keep"] is None else m["keep"],
+            m["ids"],
             m["kept"],
-            m["window_ids"],
+            m["foreign_ids"],
+            m["dedup_bytes"] / m["runs"] / 1024,
             m["total_bytes"] / 2**20,
             m["per_run"] / 1024,
         ]
         for m in data["rows"]
     ]
-    heads = ("runs", "reports per run", "keep", "kept checkpoints", "ids in dedup windows", "MiB", "KiB per run")
+    heads = (
+        "runs",
+        "reports per run",
+        "keep",
+        "ids",
+        "kept checkpoints",
+        "foreign ids remembered",
+        "dedup KiB per run",
+        "MiB",
+        "KiB per run",
+    )
     derived = (
         f"\nPer run, fresh: **{data['per_run_base'] / 1024:.1f} KiB**; per kept checkpoint: "
-        f"**{data['per_kept_checkpoint']:,.0f} B**; per event id in a dedup window: "
-        f"**{data['per_window_id']:,.0f} B**; "
-        f"a run past a full window: **{data['per_run_full_window'] / 1024:,.0f} KiB** — 10,000 such runs: "
+        f"**{data['per_kept_checkpoint']:,.0f} B**; per foreign event id remembered: "
+        f"**{data['per_foreign_id']:,.0f} B**; a run past a full window: "
+        f"**{data['per_run_full_window_structured'] / 1024:,.1f} KiB** with ckptlog's ids "
+        f"(its dedup state {data['dedup_per_run_full_window_structured']:,.0f} B), "
+        f"**{data['per_run_full_window'] / 1024:,.0f} KiB** with foreign ids — 10,000 such runs: "
+        f"~{data['per_run_full_window_structured'] * 10_000 / 2**20:,.0f} MiB and "
         f"~{data['per_run_full_window'] * 10_000 / 2**30:.1f} GiB."
     )
     return [*lines, table(heads, rows), derived]

@@ -9,9 +9,10 @@
    is in the time.
 2. Memory: the fold's state (`Fold(emit=True)`, as in the processor) for 10,000 runs, measured
    with tracemalloc (Python allocations, exact and repeatable), with every eviction's deletion
-   completed as the processor's Deleter would; per run, per kept checkpoint and per event id in
-   the run's dedup window (each run remembers its last 4,096 event ids), and a few runs folded
-   past a full window, for the steady state of a long-lived run.
+   completed as the processor's Deleter would; per run, per kept checkpoint and per foreign event
+   id a run remembers (its last 4,096), and a few runs folded past a full window, for the steady
+   state of a long-lived run: with foreign ids (`rep-{i}`) and with the structured ids of
+   ckptlog's clients (contract §3 "Deduplication", remembered as ranges).
 
 Restart against history and snapshot interval is bench.processor's restart, driven by bench.report.
 """
@@ -25,7 +26,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import tracemalloc
 import uuid
@@ -37,8 +37,9 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from bench.fleet import dedup_bytes
 from bench.processor import ckptlog_run, settings_for
-from bench.workload import events
+from bench.workload import IdKind, events
 from ckptlog.events.codec import decode_event
 from ckptlog.events.envelope import deletion_completed_event
 from ckptlog.events.rejections import Rejection
@@ -164,33 +165,34 @@ class Memory:
     runs: int
     reports_per_run: int
     keep: int | None
+    ids: str  # "foreign" or "structured" (bench/workload.py)
     total_bytes: int  # tracemalloc: every Python allocation the fold's state holds
     kept: int  # kept checkpoints, all runs
-    window_ids: int  # event ids in the runs' dedup windows
-    window_bytes: int  # what those windows hold (deque, set and the id strings)
+    foreign_ids: int  # foreign event ids the runs remember
+    dedup_bytes: int  # what the runs' dedup state holds (bench/fleet.py dedup_bytes)
 
     @property
     def per_run(self) -> float:
         return self.total_bytes / self.runs
 
 
-def fold_memory(runs: int, reports_per_run: int, keep: int | None) -> Memory:
+def fold_memory(runs: int, reports_per_run: int, keep: int | None, ids: IdKind = "foreign") -> Memory:
     """Fold `runs` runs of `reports_per_run` checkpoint reports each, completing every deletion."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         fold = Fold()
-        _apply_all(fold, events(runs * reports_per_run, keep, 0.0, runs=runs))
+        _apply_all(fold, events(runs * reports_per_run, keep, 0.0, runs=runs, ids=ids))
         gc.collect()
         total = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     states = fold.runs.values()
-    window = sum(sys.getsizeof(r.seen) + sys.getsizeof(r.seen_set) + sum(map(sys.getsizeof, r.seen)) for r in states)
-    ids = sum(len(r.seen) for r in states)
+    dedup = sum(dedup_bytes(r.seen) for r in states)
+    foreign = sum(len(r.seen.foreign) for r in states)
     kept = sum(len(r.checkpoints) for r in states)
-    return Memory(runs, reports_per_run, keep, total, kept, ids, window)
+    return Memory(runs, reports_per_run, keep, ids, total, kept, foreign, dedup)
 
 
 def _apply_all(fold: Fold, lines: Iterable[bytes]) -> None:
@@ -209,17 +211,19 @@ def _decoded(line: bytes) -> Any:
 
 
 def memory(runs: int, reports: int, window_runs: int, window_reports: int) -> dict[str, Any]:
-    """The three 10k-run states and the full-window state, with what each costs per unit."""
+    """The three 10k-run states and the full-window states, with what each costs per unit."""
     base, five, every = (fold_memory(runs, r, k) for r, k in ((0, None), (reports, 5), (reports, None)))
-    full = fold_memory(window_runs, window_reports, 5)
-    per_id = (every.window_bytes - base.window_bytes) / max(every.window_ids - base.window_ids, 1)
-    extra = every.total_bytes - base.total_bytes - (every.window_bytes - base.window_bytes)
+    full, structured = (fold_memory(window_runs, window_reports, 5, ids) for ids in ("foreign", "structured"))
+    per_id = (every.dedup_bytes - base.dedup_bytes) / max(every.foreign_ids - base.foreign_ids, 1)
+    extra = every.total_bytes - base.total_bytes - (every.dedup_bytes - base.dedup_bytes)
     return {
-        "rows": [asdict(m) | {"per_run": m.per_run} for m in (base, five, every, full)],
+        "rows": [asdict(m) | {"per_run": m.per_run} for m in (base, five, every, full, structured)],
         "per_run_base": base.per_run,
         "per_kept_checkpoint": extra / max(every.kept - base.kept, 1),
-        "per_window_id": per_id,
+        "per_foreign_id": per_id,
         "per_run_full_window": full.per_run,
+        "per_run_full_window_structured": structured.per_run,
+        "dedup_per_run_full_window_structured": structured.dedup_bytes / structured.runs,
     }
 
 

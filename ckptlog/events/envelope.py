@@ -9,6 +9,7 @@ because the hot path builds ~3 envelopes per input event; tests hold it to the d
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -47,6 +48,18 @@ def encode_json(value: Any) -> bytes:
 def output_id(topic: str, partition: int, offset: int, sequence: int) -> str:
     """Replay-stable: the same input record always yields the same output ids."""
     return f"ckptlog:{topic}:{partition}:{offset}:{sequence}"
+
+
+_NUMBER = "(0|[1-9][0-9]{0,17})"
+_OUTPUT_ID = re.compile(rf"ckptlog:([0-9A-Za-z._-]{{1,249}}):{_NUMBER}:{_NUMBER}:{_NUMBER}")
+
+
+def parse_output_id(event_id: str) -> tuple[str, int, int, int] | None:
+    """(topic, partition, offset, sequence) of an id `output_id` made, or None for any other id."""
+    match = _OUTPUT_ID.fullmatch(event_id)
+    if match is None:
+        return None
+    return match[1], int(match[2]), int(match[3]), int(match[4])
 
 
 def restore_id(topic: str, partition: int, restored_at: int, run_id: str) -> str:

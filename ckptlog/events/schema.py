@@ -65,8 +65,8 @@ _SNAPSHOT_BODY: dict[str, Any] = {
         "retired": {
             "type": "object",
             "additionalProperties": {"type": "object"},
-            "description": "Schema 6: run id -> the state (as in `runs`, without its dedup window) of each "
-            "finished run of `finished` that may be reopened.",
+            "description": "Schema 6: run id -> the state (as in `runs`; its `dedup` without foreign ids from "
+            "schema 7, an empty `seen` in 6) of each finished run of `finished` that may be reopened.",
         },
     },
 }
@@ -104,9 +104,9 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
             "properties": {
                 "format": {"const": "ckptlog.snapshot"},
                 "schema_version": {
-                    "enum": [3, 4, 5, 6],
-                    "description": "6 is written; 3 (no finished runs), 4 (no bound on them) and 5 (no state of "
-                    "retired runs) are read",
+                    "enum": [3, 4, 5, 6, 7],
+                    "description": "7 is written; 3 (no finished runs), 4 (no bound on them), 5 (no state of "
+                    "retired runs) and 6 (each run's dedup window as the list `seen`) are read",
                 },
                 "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
                 "snapshot": _SNAPSHOT_BODY,
@@ -117,7 +117,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
             "required": ["format", "schema_version", "checksum", "delta"],
             "properties": {
                 "format": {"const": "ckptlog.snapshot.delta"},
-                "schema_version": {"enum": [6], "description": "Its base's: deltas exist from schema 6 on."},
+                "schema_version": {"enum": [6, 7], "description": "Its base's: deltas exist from schema 6 on."},
                 "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
                 "delta": _DELTA_BODY,
             },

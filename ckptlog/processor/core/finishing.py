@@ -5,8 +5,8 @@ A finished run stays a full `RunState` while it owes deletions (so a restore re-
 deleter's check still finds them, contract §9); once `outstanding` is empty it is retired: its
 state leaves `Fold.runs`, `Fold.finished[run_id] = root` records it, whose root stays registered so
 no later run can claim a root equal to, above or below it, and `Fold.retired[run_id]` keeps its
-state without its dedup window, encoded (snapshot.retired_state), for a reopen
-(ckptlog/processor/core/reopening.py; a forgotten run keeps none). Retirement happens in the event
+state with its structured ids' ranges and without its foreign ids, encoded (snapshot.retired_state),
+for a reopen (ckptlog/processor/core/reopening.py; a forgotten run keeps none). Retirement happens in the event
 that settles the last deletion (or in run_finished itself when nothing is owed), so it is a
 function of the log alone: a replay retires the same runs at the same offsets.
 
@@ -88,7 +88,7 @@ def _keep_best(fold: Fold, run: RunState) -> tuple[list[Output], list[Deletion]]
 
 def retire_if_settled(fold: Fold, run: RunState, *, reopenable: bool = True) -> None:
     """A finished run that owes no deletion leaves the hot state, its root still registered; its
-    state, `reopenable`, stays in `retired` without its dedup window (contract §3 "Reopened runs")."""
+    state, `reopenable`, stays in `retired` without its foreign ids (contract §3 "Reopened runs")."""
     if run.finished is None or run.outstanding:
         return
     push, run_id, runs = fold.journal.push, run.run_id, fold.runs
@@ -97,7 +97,7 @@ def retire_if_settled(fold: Fold, run: RunState, *, reopenable: bool = True) -> 
     del runs[run_id]
     push((undo.NEW, fold.finished, run_id))
     fold.finished[run_id] = run.root if run.storage_root is not None else ""
-    if reopenable:  # its state as the snapshot writes it, without the 4096 ids of its dedup window
+    if reopenable:  # its state as the snapshot writes it, without the up to 4096 foreign ids it remembers
         push((undo.NEW, fold.retired, run_id))
         fold.retired[run_id] = retired_state(run)
     fold.leaving[run_id] = run

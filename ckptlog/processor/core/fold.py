@@ -163,7 +163,7 @@ class Fold:
                 return finishing.after_retired(subject, event)
             if self.symlinked and subject in self.symlinked:
                 return linked_roots.after_symlinked(subject, self.symlinked[subject], event)
-        elif event.id in run.seen_set:
+        elif run.seen.known(event.id, subject):
             return DUPLICATE
         elif run.finished is not None and event.__class__ not in _AFTER_FINISH:
             return rejected(finishing.finished_rejection(subject, event.type))
@@ -177,24 +177,16 @@ class Fold:
         journal.begin(run)
         try:
             effects = self._handlers[type(event)](event, run)
+            if effects.rejection is None:
+                run = runs.get(subject)  # the handler may have created or replaced it
+                # remember the id (contract §3 "Deduplication"); a completion naming its evictions needs not
+                if run is not None and (event.__class__ is not DeletionCompleted or not lifecycle.idempotent(event)):
+                    run.seen.remember(event.id, subject, self._window, journal.push)
         except Exception as exc:  # any fault while applying one record: all or nothing (contract §7)
             journal.rollback()
             return rejected(internal_error(subject, event.type, exc))
-        if effects.rejection is None:
-            run = runs.get(subject)  # the handler may have created or replaced it
-            if run is not None:  # remember the id in the run's bounded dedup window
-                seen, event_id = run.seen, event.id
-                seen.append(event_id)
-                run.seen_set.add(event_id)
-                forgotten: list[str] | tuple[()] = ()  # no list per event until the window is full
-                if len(seen) > self._window:
-                    forgotten = []
-                    while len(seen) > self._window:
-                        forgotten.append(seen.popleft())
-                        run.seen_set.discard(forgotten[-1])
-                journal.push((undo.SEEN, run, event_id, forgotten))
-            if effects.outputs and not self.emit:  # the rare events build theirs anyway
-                return _new(Effects, ((), effects.deletions, None, False))
+        if effects.outputs and effects.rejection is None and not self.emit:  # the rare events build theirs anyway
+            return _new(Effects, ((), effects.deletions, None, False))
         return effects
 
     def rollback_last(self) -> None:

@@ -31,7 +31,7 @@ DROPPED = 3  # (DROPPED, record): removed from the kept list
 FIELDS = 4  # (FIELDS, record, status, metrics, sort_key): a record's mutable fields before
 RUN = 5  # (RUN, runs, run_id, run or None): the run object runs[run_id] was
 CALL = 6  # (CALL, function, argument): call to undo (e.g. a registry entry)
-SEEN = 7  # (SEEN, run, event id, ids forgotten): the dedup window remembered the id
+SEEN = 7  # (SEEN, seen, ...): the run's dedup state changed (ckptlog/processor/core/dedup.py undoes it)
 
 SCALARS = (
     "report_count",
@@ -87,7 +87,7 @@ class Journal:
             elif kind == CALL:
                 entry[1](entry[2])
             elif kind == SEEN:
-                _forget(*entry[1:])
+                entry[1].undo(entry)
         if run is None or self.saved is None:
             return
         for name, value in zip(SCALARS, self.saved, strict=True):
@@ -108,15 +108,6 @@ def put_at(entry: tuple[dict[Any, Any], int, Any, Any]) -> None:
     table.update(items[:at])
     table[key] = value
     table.update(items[at:])
-
-
-def _forget(run: RunState, event_id: str, forgotten: list[str] | tuple[()]) -> None:
-    """Undo the dedup window's update: drop the id, take back the ids it pushed out."""
-    if run.seen and run.seen[-1] == event_id:
-        run.seen.pop()
-        run.seen_set.discard(event_id)
-    run.seen.extendleft(reversed(forgotten))
-    run.seen_set.update(forgotten)
 
 
 def _undo_kept(checkpoints: SortedRecords, kind: int, record: Any) -> bool:

@@ -133,7 +133,7 @@ def run_started(fold: Fold, event: RunStarted, run: RunState | None) -> Effects:
     if run is not None:  # implicitly created by metric-only reports or a restart
         fresh.report_count, fresh.generation = run.report_count, run.generation
         fresh.index_in_generation = run.index_in_generation
-        fresh.seen, fresh.seen_set = run.seen, run.seen_set
+        fresh.seen = run.seen
         if run.storage_root is not None:  # its implicit root is free again
             fold.journal.push((undo.CALL, lambda r: fold.roots.add(r, run_id), run.root))
             fold.roots.remove(run.root)
@@ -208,6 +208,15 @@ def deletion_completed(fold: Fold, event: DeletionCompleted, run: RunState | Non
             outputs.append(deletion_refused(run.run_id, entry.checkpoint_path, entry.reason))
     finishing.retire_if_settled(fold, run)  # a finished run leaves once nothing is owed
     return Effects(outputs) if outputs else NOTHING
+
+
+def idempotent(event: DeletionCompleted) -> bool:
+    """A completion naming the eviction of every entry (all the processor writes now) settles only
+    those evictions, each numbered once in the run: applied again it changes nothing and says
+    nothing, so the run need not remember its id (contract §3 "Deduplication"). One of v1/v2
+    (upcast with no number) would settle a later eviction of a reused path: its id is remembered."""
+    data = event.data
+    return all(e.eviction is not None for e in data.deleted) and all(e.eviction is not None for e in data.refused)
 
 
 def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:

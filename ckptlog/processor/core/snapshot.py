@@ -36,19 +36,27 @@ Schema version 6 added two tables beside `runs`, `refused` and `finished`:
   none: its build did not know the `root_refused` fact (it refused it as `unknown_type`), so its log
   refused no run for a link;
 - reopened runs (contract §3 "Reopened runs"): each run's `reopened` (its reopen count) and `retired`
-  (run id -> the state of a retired run whose record is kept, without its dedup window; a subset of
+  (run id -> the state of a retired run whose record is kept, with an empty `seen`; a subset of
   `finished`, in its order). The fold holds those states as their encoding here (`retired_state`: a
   fraction of a `RunState`'s memory, and a snapshot writes them without encoding them again) and
   decodes one only as its run is reopened (`reopened_state`). A version 3 to 5 snapshot is restored
   as is: its retired runs kept no state, so a reopen of one is refused (`not_reopenable`), and its
   runs have never been reopened (the type was `unknown_type` to the builds writing them).
+
+Schema version 7 stores each run's deduplication state (contract §3 "Deduplication") as `dedup`
+(`Seen.data`: the count of applications, each producer's mark, the foreign ids) instead of `seen`,
+the list of the last `dedup_window` ids. A version 3 to 6 snapshot's list is read into the new
+state as if each of its ids, oldest first, were applied again (`Seen.of_ids`): every id it held
+stays known (a deletion completion's id too, which a fold under schema 7 would not remember; it
+ages out with the foreign ids). A retired run's kept state (`retired_state`) holds its structured
+ranges and no foreign ids; a version 6 snapshot's retired states, written with `"seen": []`, are
+read as such a state with nothing remembered (`_retired_in`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -61,6 +69,7 @@ from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.retention_rules import RULE_STATES as _RULE_STATES
 from ckptlog.processor.core.chain import Chain
+from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.scoring import score
 from ckptlog.processor.core.state import (
     CheckpointRecord,
@@ -76,10 +85,10 @@ if TYPE_CHECKING:
 
 FORMAT = "ckptlog.snapshot"
 DELTA_FORMAT = "ckptlog.snapshot.delta"  # what changed since the previous object of a chain (core/delta.py)
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without symlinked
-# runs and the retired runs' state
-RESTORABLE = (3, 4, 5, 6)
+# runs and the retired runs' state, 6 is 7 with the dedup window as a list of ids
+RESTORABLE = (3, 4, 5, 6, 7)
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
@@ -355,7 +364,7 @@ def run_out(run: RunState) -> dict[str, Any]:
         "report_count": run.report_count,
         "generation": run.generation,
         "index_in_generation": run.index_in_generation,
-        "seen": list(run.seen),
+        "dedup": run.seen.data(),
         "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
         "evictions": run.evictions,
         **{name: run.rule_state.get(name) for name in _RULE_STATES},
@@ -365,9 +374,10 @@ def run_out(run: RunState) -> dict[str, Any]:
 
 
 def retired_state(run: RunState) -> bytes:
-    """A retired run's state as the fold keeps it for a reopen: its snapshot entry without its dedup
-    window, encoded (canonical, so a snapshot can write it as it is)."""
-    return canonical({**run_out(run), "seen": []})
+    """A retired run's state as the fold keeps it for a reopen: its snapshot entry with the structured
+    part of its dedup state and no foreign ids (contract §3 "Reopened runs"), encoded (canonical, so
+    a snapshot can write it as it is)."""
+    return canonical({**run_out(run), "dedup": run.seen.data(foreign=False)})
 
 
 def reopened_state(run_id: str, state: bytes) -> RunState:
@@ -375,7 +385,8 @@ def reopened_state(run_id: str, state: bytes) -> RunState:
     return _run_in(run_id, json.loads(state))
 
 
-def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION) -> RunState:
+def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION, window: int = 0) -> RunState:
+    """One run's entry; `window`: the fold's dedup window, which a version 3 to 6 entry's ids are read into."""
     config = _in(d["config"], CheckpointConfig)
     root = d["storage_root"]
     started = _in(d["started"], RunStartedData) if d["started"] is not None else None
@@ -402,8 +413,7 @@ def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION) -> Ru
     run.pending = {key: run.by_key[key] for key in d["pending"]}
     run.report_count, run.generation = d["report_count"], d["generation"]
     run.index_in_generation = d["index_in_generation"]
-    run.seen = deque(d["seen"])
-    run.seen_set = set(run.seen)
+    run.seen = Seen.of_data(d["dedup"], run_id) if version >= 7 else Seen.of_ids(d["seen"], run_id, window)
     run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
     run.evictions = int(d["evictions"])
     run.rule_state = {name: d[name] for name in _RULE_STATES if d.get(name) is not None}
@@ -430,20 +440,34 @@ def _in(data: Any, kind: type[_S]) -> _S:
     return msgspec.convert(data, kind)
 
 
-def _retired_in(table: Any, finished: dict[str, str]) -> dict[str, bytes]:
-    """The retired states, encoded again as the fold holds them (decoded only as one is reopened)."""
+def _retired_in(table: Any, finished: dict[str, str], version: int) -> dict[str, bytes]:
+    """The retired states, encoded again as the fold holds them (decoded only as one is reopened); a
+    version 6 state's `seen` (written empty) becomes `dedup` in its place, as `retired_state` writes it."""
     if not isinstance(table, dict):
         raise ValueError("retired must map run ids to states")
     out = {}
     for run_id, state in table.items():
         if run_id not in finished or not isinstance(state, dict) or state.get("finished") not in ("kept", "best"):
             raise ValueError(f"retired holds run {run_id!r} with no finished record, or not finished")
+        if version < 7:
+            state = _dedup_in_place(run_id, state)
         out[run_id] = canonical(state)
     return out
 
 
+def _dedup_in_place(run_id: str, state: dict[str, Any]) -> dict[str, Any]:
+    """A version 6 retired state with `dedup` (its `seen` ids read, foreign ones dropped) where `seen` was."""
+    ids = state["seen"]
+    if not isinstance(ids, list):
+        raise ValueError(f"retired run {run_id!r}: seen is {ids!r}, not a list of ids")
+    kept = Seen.of_ids(ids, run_id, len(ids)).data(foreign=False)
+    return {("dedup" if key == "seen" else key): (kept if key == "seen" else value) for key, value in state.items()}
+
+
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
-    runs = {run_id: _run_in(run_id, d, version) for run_id, d in body["runs"].items()}
+    settings = _settings_in(body["settings"], version)
+    window = settings.dedup_window
+    runs = {run_id: _run_in(run_id, d, version, window) for run_id, d in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")
@@ -453,12 +477,12 @@ def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     symlinked = body.get("symlinked", {})  # absent before schema 6
     if not isinstance(symlinked, dict) or not all(isinstance(v, str) and v for v in symlinked.values()):
         raise ValueError("symlinked must map run ids to roots")
-    retired = _retired_in(body["retired"], finished) if version >= 6 else {}
+    retired = _retired_in(body["retired"], finished, version) if version >= 6 else {}
     return Snapshot(
         body["topic"],
         int(body["partition"]),
         int(body["next_offset"]),
-        _settings_in(body["settings"], version),
+        settings,
         runs,
         body["processor_version"],
         dict(refused),

@@ -6,7 +6,6 @@ carried (ckptlog/events/decoded.py): immutable, so the state shares them with th
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -15,6 +14,7 @@ from ckptlog.events.codec import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.paths import UnsafePath, canonical_below, child, key_of, parse_url
 from ckptlog.events.retention_rules import RetentionRule, active
+from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.nesting import Nesting
 from ckptlog.processor.core.ordering import SortedRecords
 from ckptlog.processor.core.scoring import SortKey
@@ -87,8 +87,7 @@ class RunState:
     report_count: int = 0
     generation: int = 0
     index_in_generation: int = 0
-    seen: deque[str] = field(default_factory=deque)
-    seen_set: set[str] = field(default_factory=set)
+    seen: Seen = field(default_factory=Seen)  # the ids it applied (contract §3 "Deduplication")
     # normalised key -> eviction not yet settled, in eviction order (additions only ever append)
     outstanding: dict[str, Evicted] = field(default_factory=dict)
     evictions: int = 0  # evictions so far: the next one's number

@@ -13,14 +13,38 @@ from ckptlog.client import ids
 from ckptlog.client.bodies import as_url, encode_checked, envelope, validation_body
 from ckptlog.client.errors import InvalidEvent
 from ckptlog.events.codec import decode_event
+from ckptlog.events.event_ids import parse
 from ckptlog.events.models import ValidationSpec
 from ckptlog.events.rejections import Rejection
 
 
-def test_ids_are_uuid5_and_stable() -> None:
+def test_sequenced_ids_are_structured_and_stable() -> None:
+    """Events that come in a sequence get a structured id the processor reads back as (producer,
+    sequence) of their run (contract §3 "Deduplication"); the others stay UUIDv5 of their name."""
     a = ids.report_id("run", None, 3)
-    assert a == ids.report_id("run", None, 3) == ids.report_id("run", 0, 3)
-    assert uuid.UUID(a).version == 5
+    assert a == ids.report_id("run", None, 3) == ids.report_id("run", 0, 3) == "ck1:r:0:3:run"
+    assert parse(a, "run") == ("r:0", 3) and parse(a, "other") is None
+    made = {
+        ids.attempt_report_id("run", "0f" * 16, 2, 7): ("a:" + "0f" * 16 + ":2", 7),
+        ids.adopted_report_id("run", 5): ("ad", 5),
+        ids.restart_id("run", 4): ("g", 4),
+        ids.validation_result_id("run", "ckptlog:ckptlog.events:3:120:1"): ("v:ckptlog.events:3:1", 120),
+    }
+    assert {event_id: parse(event_id, "run") for event_id in made} == made
+    assert uuid.UUID(ids.run_started_id("run", {})).version == 5
+
+
+@pytest.mark.parametrize(
+    ("made", "name"),
+    [
+        (ids.report_id("run", None, -1), ("report", 0, -1)),
+        (ids.attempt_report_id("run", "not:a token", 0, 1), ("report", "not:a token", 0, 1)),
+        (ids.validation_result_id("run", "req-1"), ("validation_result", "req-1")),
+        (ids.adopted_report_id("run", 10**18), ("adopted_report", 10**18)),
+    ],
+)
+def test_values_outside_the_grammar_keep_the_uuid_of_their_name(made: str, name: tuple[object, ...]) -> None:
+    assert made == str(uuid.uuid5(ids.NAMESPACE, "\n".join(str(p) for p in ("run", *name))))
 
 
 @pytest.mark.parametrize("other", [("run", 1, 3), ("run", None, 4), ("run2", None, 3)])
@@ -31,7 +55,7 @@ def test_report_ids_differ_by_run_generation_and_index(other: tuple[str, int | N
 def test_an_id_is_the_uuid5_of_its_newline_joined_name() -> None:
     """The names are on the wire already: a change of spelling would make every retry a new event."""
     named = {
-        ids.report_id("r", None, 3): "r\nreport\n0\n3",
+        ids.report_id("r", None, -3): "r\nreport\n0\n-3",  # outside the structured grammar
         ids.finished_id("r"): "r\nrun_finished",
         ids.finished_id("r", 2): "r\nrun_finished\n2",
         ids.reopened_id("r", 1): "r\nrun_reopened\n1",

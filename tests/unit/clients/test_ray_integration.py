@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from ckptlog.events.event_ids import parse
+
 ray_integration = pytest.importorskip("ckptlog.integrations.ray", reason="the ray extra is installed by make venv")
 CkptlogCallback = ray_integration.CkptlogCallback
 Outbox = ray_integration.Outbox
@@ -156,6 +158,12 @@ def test_a_resumed_run_goes_on_as_a_new_worker_group_with_ids_of_its_own() -> No
     assert second_calls[1] == ("restart", 1, 3)  # the VIEW's generation + 1
     assert [c[-1] for c in second_calls[2:]] == [3, 3]
     assert len(set(first_ids + second_ids)) == 4, "no report id of the second job repeats one of the first's"
+    # structured (contract §3 "Deduplication"): producer a:{attempt}:{generation}, numbered by index
+    parsed = [[parse(event_id, "r") for event_id in job] for job in (first_ids, second_ids)]
+    assert all(key is not None for job in parsed for key in job)
+    (one, two), (three, four) = parsed
+    assert one[0] == two[0] != three[0] == four[0] and [one[1], two[1], three[1], four[1]] == [0, 1, 0, 1]
+    assert one[0].startswith("a:") and one[0].endswith(":0") and three[0].endswith(":3")
 
 
 def test_a_finished_run_is_reopened_first_and_goes_on_finishing_in_its_new_epoch() -> None:

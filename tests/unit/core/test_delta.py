@@ -40,8 +40,8 @@ def lives(draw: Any) -> list[bytes]:
             out.append(f.started(run, f"{ROOT}/{draw(st.sampled_from(RUNS))}/in", event_id=f"s{n}"))
         elif kind == "ckpt":
             out.append(f.report(run, {"acc": draw(st.integers(0, 9))}, f"{ROOT}/{run}/c{n}", event_id=f"e{n}"))
-        elif kind == "metrics":
-            out.append(f.report(run, {"loss": n}, event_id=f"e{n}"))
+        elif kind == "metrics":  # a foreign id, or a structured one (a mark in the run's dedup state)
+            out.append(f.report(run, {"loss": n}, event_id=draw(st.sampled_from([f"e{n}", f"ck1:r:0:{n}:{run}"]))))
         elif kind == "settle":
             target = draw(st.integers(0, n))
             out.append(f.settled(run, deleted=[(f"{ROOT}/{run}/c{target}", draw(st.integers(0, 3)))], event_id=f"e{n}"))

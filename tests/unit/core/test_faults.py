@@ -3,8 +3,8 @@ rolled back, the event is rejected as `internal_error`, and the fold goes on exa
 fold of the log without that event.
 
 Faults are injected into the functions an event's application calls (scoring, the kept list,
-the nesting index, retention's bookkeeping, the outputs), on their n-th call, at a random event
-of a random log (tests/unit/core/test_fold_properties.py's `logs`).
+the nesting index, retention's bookkeeping, the outputs, remembering its id), on their n-th call,
+at a random event of a random log (tests/unit/core/test_fold_properties.py's `logs`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ckptlog.events.rejections import Reason
+from ckptlog.processor.core import dedup, lifecycle, retention
 from ckptlog.processor.core import fold as fold_module
-from ckptlog.processor.core import lifecycle, retention
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.nesting import Nesting
 from ckptlog.processor.core.ordering import SortedRecords
@@ -43,6 +43,11 @@ SITES: list[tuple[Any, str]] = [
     (SortedRecords, "pop"),
     (Nesting, "add"),
     (Nesting, "discard"),
+    (dedup, "render"),  # after the fast path moved the mark
+    (dedup.Seen, "_absorb"),
+    (dedup.Seen, "_insert"),
+    (dedup.Seen, "_foreign"),
+    (dedup.Seen, "_drop_stale"),
 ]
 
 

@@ -142,7 +142,7 @@ def test_a_schema_4_snapshot_with_more_records_restores_with_the_newest() -> Non
     assert not back.retired and list(straight.retired) == ["b", "c"]  # schema 4 kept no state to reopen
     straight.retired.clear()
     assert state(back) == state(straight)
-    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 6
+    assert json.loads(state(back))["schema_version"] == SCHEMA_VERSION == 7
 
 
 # -- properties -----------------------------------------------------------------------------

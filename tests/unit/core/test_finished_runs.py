@@ -151,12 +151,13 @@ def test_finish_is_all_or_nothing_on_a_fault() -> None:
 def test_schema_3_snapshot_restores_and_older_is_refused() -> None:
     fold = fold_of(*five(keep=2))
     doc = json.loads(encode(of_fold(fold, "t", 0, 0)))
-    assert doc["schema_version"] == SCHEMA_VERSION == 6
+    assert doc["schema_version"] == SCHEMA_VERSION == 7
     body = doc["snapshot"]
     del body["settings"]["finished_runs_kept"]  # schema 5 added it
     del body["finished"], body["retired"]
     for run in body["runs"].values():
         del run["finished"], run["reopened"]
+        run["seen"] = run.pop("dedup")["foreign"]  # schema 7 replaced the list of ids (all foreign here)
     old = _reencode(body, 3)
     back = decode(old)
     assert back.finished == {} and back.runs["a"].finished is None
@@ -240,9 +241,9 @@ def test_finished_runs_never_delete_what_they_keep_and_change_only_by_settlement
             assert other.finished is None or other.outstanding
         for run_id, root in fold.finished.items():
             assert run_id not in fold.runs and (not root or fold.roots.owners[root] == run_id)
-        for run_id, kept in fold.retired.items():  # reopenable: finished, recorded, no window
+        for run_id, kept in fold.retired.items():  # reopenable: finished, recorded, no foreign ids
             state = json.loads(kept)
-            assert run_id in fold.finished and state["finished"] is not None and not state["seen"]
+            assert run_id in fold.finished and state["finished"] is not None and not state["dedup"]["foreign"]
             assert not state["outstanding"]
 
 

@@ -20,6 +20,23 @@ SCORES = st.one_of(
 )
 
 
+def event_id(draw: Any, run: str, counter: int) -> str:
+    """A new id for the `counter`-th event, of run `run`: foreign, or structured (contract §3
+    "Deduplication") for its run in order, far ahead, for another producer, or for another run."""
+    return draw(
+        st.sampled_from(
+            [
+                f"e{counter}",
+                f"ck1:r:0:{counter}:{run}",
+                f"ck1:r:0:{counter}:{run}",
+                f"ck1:a:job:1:{10**17 + counter}:{run}",
+                f"ck1:g:{counter}:{run}",
+                f"ck1:r:0:{counter}:other",
+            ]
+        )
+    )
+
+
 @st.composite
 def logs(draw: Any, runs: tuple[str, ...] = ("a", "b")) -> list[bytes]:
     """A random but well-formed log over a few runs, with duplicates and stray results."""
@@ -44,25 +61,37 @@ def logs(draw: Any, runs: tuple[str, ...] = ("a", "b")) -> list[bytes]:
             metrics = {} if value is None else {"acc": value}
             out.append(
                 f.report(
-                    run, metrics, f"{ROOT}/{run}/c{counter}", validation=draw(st.booleans()), event_id=f"e{counter}"
+                    run,
+                    metrics,
+                    f"{ROOT}/{run}/c{counter}",
+                    validation=draw(st.booleans()),
+                    event_id=event_id(draw, run, counter),
                 )
             )
         elif kind == "metrics":
-            out.append(f.report(run, {"loss": 1}, event_id=f"e{counter}"))
+            out.append(f.report(run, {"loss": 1}, event_id=event_id(draw, run, counter)))
         elif kind == "result":
             target = draw(st.integers(0, counter))
             status = draw(st.sampled_from(["VALIDATED", "VALIDATION_FAILED", "VALIDATION_TIMEOUT"]))
             out.append(
-                f.result(run, f"{ROOT}/{run}/c{target}", status, {"acc": draw(SCORES) or 0}, event_id=f"e{counter}")
+                f.result(
+                    run,
+                    f"{ROOT}/{run}/c{target}",
+                    status,
+                    {"acc": draw(SCORES) or 0},
+                    event_id=event_id(draw, run, counter),
+                )
             )
         elif kind == "restart":
-            out.append(f.restart(run, event_id=f"e{counter}"))
+            out.append(f.restart(run, event_id=event_id(draw, run, counter)))
         elif kind == "done":  # a deletion completion, naming an eviction that may or may not be the one
             target, eviction = draw(st.integers(0, counter)), draw(st.integers(0, 3))
-            out.append(f.settled(run, deleted=[(f"{ROOT}/{run}/c{target}", eviction)], event_id=f"e{counter}"))
+            out.append(
+                f.settled(run, deleted=[(f"{ROOT}/{run}/c{target}", eviction)], event_id=event_id(draw, run, counter))
+            )
         elif kind == "again":  # an earlier path reported again (rejected while live, else reused)
             target = draw(st.integers(0, counter))
-            out.append(f.report(run, {"acc": 1}, f"{ROOT}/{run}/c{target}", event_id=f"e{counter}"))
+            out.append(f.report(run, {"acc": 1}, f"{ROOT}/{run}/c{target}", event_id=event_id(draw, run, counter)))
         elif out:
             out.append(draw(st.sampled_from(out)))  # an exact redelivery
     return out

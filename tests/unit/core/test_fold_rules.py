@@ -303,7 +303,7 @@ def test_dedup_window_is_bounded() -> None:
     settings = FoldSettings(default_root=ROOT, dedup_window=3)
     fold, _ = play(*[f.report(event_id=f"id{i}") for i in range(10)], settings=settings)
     run = fold.runs["r"]
-    assert list(run.seen) == ["id7", "id8", "id9"] and run.seen_set == {"id7", "id8", "id9"}
+    assert run.seen.foreign_ids() == ["id7", "id8", "id9"] and run.seen.foreign_set == {"id7", "id8", "id9"}
     fold.apply(f.event(f.report(event_id="id0")))  # fell out of the window: applied again
     assert run.report_count == 11
 

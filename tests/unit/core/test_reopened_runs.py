@@ -16,7 +16,7 @@ from ckptlog.client import ids
 from ckptlog.events.rejections import Reason
 from ckptlog.events.view import RunView
 from ckptlog.processor.core import Fold, run_view
-from ckptlog.processor.core.snapshot import canonical, decode, reopened_state, run_out
+from ckptlog.processor.core.snapshot import SCHEMA_VERSION, canonical, decode, reopened_state, run_out
 from tests import factories as f
 from tests.unit.core.test_finished_runs import A, _reencode, _run, five, fold_of, restored, state
 from tests.unit.core.test_fold_properties import PROFILE, ROOT, SETTINGS
@@ -149,13 +149,56 @@ def test_a_reopen_is_all_or_nothing() -> None:
         assert state(fold) == before and list(fold.finished) == finished and list(fold.retired) == retired
 
 
-def test_a_retired_run_keeps_its_state_encoded_without_its_dedup_window() -> None:
+def test_a_retired_run_keeps_its_state_encoded_without_its_foreign_ids() -> None:
     fold = retired_five()
-    kept = fold.retired["a"]
-    assert isinstance(kept, bytes) and json.loads(kept)["seen"] == [] and json.loads(kept)["finished"] == "kept"
-    assert kept == canonical({**run_out(fold.leaving.get("a") or reopened_state("a", kept)), "seen": []})
+    kept, run = fold.retired["a"], fold.leaving["a"]
+    assert isinstance(kept, bytes) and json.loads(kept)["finished"] == "kept"
+    assert json.loads(kept)["dedup"] == {"applied": run.seen.applied, "marks": [], "foreign": []}
+    assert kept == canonical({**run_out(run), "dedup": {**run.seen.data(), "foreign": []}})
     reopen(fold)
-    assert list(fold.runs["a"].seen) == [ids.reopened_id("a", 1)]
+    assert fold.runs["a"].seen.foreign_ids() == [ids.reopened_id("a", 1)]
+
+
+def test_a_reopened_run_still_knows_its_structured_ids_and_forgot_its_foreign_ones() -> None:
+    """contract §3 "Reopened runs": a retired run keeps its producers' ranges and out-of-order
+    numbers, through a snapshot too; a retry of a report its Reporter numbered is a duplicate
+    after the reopen, one of an event with a foreign id is applied again."""
+    reports = [f.report("a", {"acc": i}, f"{A}/c{i}", event_id=ids.report_id("a", None, i)) for i in range(5)]
+    late = f.report("a", {"acc": 9}, f"{A}/c9", event_id=ids.report_id("a", None, 9))  # out of order
+    metrics = f.report("a", {"loss": 1}, event_id="foreign-1")
+    fold = fold_of(f.started("a", A, keep=2, attr="acc", event_id="start"), *reports, late, metrics)
+    fold_of(f.settled("a", deleted=[(d.path, d.eviction) for d in fold.owed()]), f.finished("a"), fold=fold)
+    assert "a" in fold.retired
+    marks = json.loads(fold.retired["a"])["dedup"]["marks"]
+    assert [m[:3] for m in marks] == [["r:0", 0, 4]] and marks[0][5][::2] == [9]
+    for back in (fold, restored(fold)):
+        assert reopen(back).rejection is None
+        assert all(back.apply(f.event(raw)).duplicate for raw in (*reports, late))
+        count = back.runs["a"].report_count
+        assert not back.apply(f.event(metrics)).duplicate and back.runs["a"].report_count == count + 1
+        fifth = f.report("a", {"acc": 1}, f"{A}/c5", event_id=ids.report_id("a", None, 5))
+        assert not back.apply(f.event(fifth)).duplicate  # the next number: new
+
+
+def test_a_schema_6_snapshot_restores_its_retired_states_with_nothing_remembered() -> None:
+    """Schema 6 wrote a retired state with `"seen": []` and each hot run's last ids in `seen`: read
+    as the state schema 7 writes (`dedup` in the place of `seen`), the run reopens and recognises
+    none of its earlier events, as under the build that retired it; a hot run's ids stay known."""
+    fold = retired_five()
+    fold_of(f.started("b", f"{ROOT}/b", event_id="sb"), f.report("b", {"loss": 1}, event_id="rb"), fold=fold)
+    body = json.loads(state(fold))["snapshot"]
+    body["runs"]["b"]["seen"] = body["runs"]["b"].pop("dedup")["foreign"]  # the list's place: at the end
+    retired = json.loads(fold.retired["a"])
+    old = {key: [] if key == "dedup" else value for key, value in retired.items()}
+    body["retired"]["a"] = {("seen" if key == "dedup" else key): value for key, value in old.items()}
+    snap = decode(_reencode(body, 6))
+    nothing = {"applied": 0, "marks": [], "foreign": []}
+    assert snap.retired["a"] == canonical({**retired, "dedup": nothing})  # dedup where seen was
+    back = Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, retired=snap.retired)
+    assert back.apply(f.event(f.report("b", {"loss": 1}, event_id="rb"))).duplicate
+    assert reopen(back).rejection is None and back.runs["a"].seen.foreign_ids() == [ids.reopened_id("a", 1)]
+    assert not back.apply(f.event(f.report("a", {"loss": 1}, event_id="r0"))).duplicate
+    assert json.loads(state(back))["schema_version"] == 7
 
 
 def test_a_snapshot_of_a_finished_and_kept_run_round_trips_and_reopens_alike() -> None:
@@ -163,7 +206,7 @@ def test_a_snapshot_of_a_finished_and_kept_run_round_trips_and_reopens_alike() -
     data = state(fold)
     back = restored(fold)
     assert state(back) == data and list(back.retired) == ["a"]
-    assert json.loads(data)["snapshot"]["retired"]["a"]["seen"] == []
+    assert json.loads(data)["snapshot"]["retired"]["a"]["dedup"]["foreign"] == []
     lines = [f.reopened("a", event_id="ro"), f.report("a", {"acc": 7}, f"{A}/c9", event_id="r9")]
     assert _run(lines, back) == _run(lines, fold)
     assert state(back) == state(fold) and back.runs["a"].reopened == 1
@@ -195,11 +238,11 @@ def test_a_snapshot_with_a_bad_reopen_count_is_corrupt(field: str) -> None:
     body = json.loads(state(fold))["snapshot"]
     body["runs"]["a"][field] = -1
     with pytest.raises(SnapshotCorrupt, match="reopened"):
-        decode(_reencode(body, 6))
+        decode(_reencode(body, SCHEMA_VERSION))
     body["runs"]["a"][field] = 1
     body["retired"] = {"ghost": body["runs"]["a"]}  # a state with no finished record
     with pytest.raises(SnapshotCorrupt, match="retired"):
-        decode(_reencode(body, 6))
+        decode(_reencode(body, SCHEMA_VERSION))
 
 
 @pytest.mark.parametrize("site", ["watermark", "reopened_state"])

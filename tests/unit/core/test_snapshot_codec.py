@@ -46,7 +46,7 @@ def test_round_trip_is_exact() -> None:
     assert run.latest is not None and run.latest.path == "file:///d/r/d"
     assert list(run.pending) == ["file:///d/r/a"] and run.generation == 1
     assert run.outstanding  # b was evicted and not yet confirmed deleted
-    assert run.seen_set == set(run.seen) and len(run.seen) == 6
+    assert run.seen.foreign_set == set(run.seen.foreign) and len(run.seen.foreign) == 6
     assert back.refused == snap.refused and list(back.refused) == ["bad"]  # a refused run stays refused
     assert (back.settings.max_payload_bytes, back.settings.max_depth) == (4096, 9)
     assert back.runs["implicit"].storage_root == "file:///d/implicit"
@@ -153,7 +153,7 @@ PINNED: dict[str, Any] = {
             "finished": None,
             "reopened": 0,
             "report_count": 2,
-            "seen": ["s", "a", "b"],
+            "dedup": {"applied": 3, "marks": [], "foreign": ["s", "a", "b"]},
             "started": {
                 "checkpoint_config": {
                     "checkpoint_score_attribute": "acc",
