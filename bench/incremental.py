@@ -39,6 +39,7 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.settings_codec import settings_out
 from ckptlog.processor.core.snapshot import (
     Raw,
     canonical,
@@ -47,7 +48,6 @@ from ckptlog.processor.core.snapshot import (
     opened,
     run_out,
     seal,
-    settings_out,
     snapshot_in,
 )
 from ckptlog.processor.core.state import FoldSettings
