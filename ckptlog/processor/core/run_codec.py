@@ -181,15 +181,17 @@ def run_in(run_id: str, entry: RunEntry, version: int, window: int = 0) -> RunSt
         checkpoints=SortedRecords.loaded(records),
         by_key=by_key,
         latest=by_key[entry.latest] if entry.latest is not None else None,
-        pending={key: by_key[key] for key in entry.pending},
+        pending={key: by_key[key] for key in entry.pending} if entry.pending else {},
         report_count=entry.report_count,
         generation=entry.generation,
         index_in_generation=entry.index_in_generation,
         seen=seen,
-        outstanding={key: Evicted(path, eviction) for key, path, eviction in entry.outstanding},
+        outstanding={key: Evicted(path, eviction) for key, path, eviction in entry.outstanding}
+        if entry.outstanding
+        else {},
         evictions=int(entry.evictions),
         rule_state=_rule_state(entry),
-        preserved_count=sum(1 for record in by_key.values() if record.preserved is not None),
+        preserved_count=len(by_key) - [record.preserved for record in by_key.values()].count(None),
         finished=finished,
         reopened=reopened,
     )
