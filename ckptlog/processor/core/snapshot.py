@@ -302,10 +302,11 @@ def _typed(data: bytes, typed: type[msgspec.Struct], key: str) -> dict[str, Any]
         outer = msgspec.json.decode(data, type=typed)
     except msgspec.DecodeError:  # malformed, NaN literals, lone surrogates, a field of another type
         return None
-    body = getattr(outer, key)
-    if body is msgspec.UNSET or not _as_written(data, outer.checksum, key):  # type: ignore[attr-defined]
+    envelope = _fields(outer)
+    body = envelope.get(key)  # none in an envelope typed for another key
+    if not isinstance(body, msgspec.Struct) or not _as_written(data, envelope.get("checksum"), key):
         return None
-    return {**_fields(outer), key: _fields(body)}
+    return {**envelope, key: _fields(body)}
 
 
 def _fields(struct: msgspec.Struct) -> dict[str, Any]:
