@@ -17,6 +17,9 @@
    the CPU time (of this process, the cyclic GC paused as a restore pauses it) from its bytes to a Fold
    ready, in parts: open (parse and verify the checksum), run states (every run entry turned into a
    RunState), fold (the restored Fold built: every run's root registered); median and best of `--repeats`.
+   It imports only what older trees have too, so the same measurement runs on one for a before/after:
+   `git archive REV | tar -x -C DIR && cp bench/incremental.py DIR/bench/ && cd DIR && python -m
+   bench.incremental --only restore`.
 
 The broker-backed figures (restore of 100,000 runs, latency while snapshots are written) are
 bench/incremental_broker.py.
@@ -39,7 +42,6 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.settings_codec import settings_out
 from ckptlog.processor.core.snapshot import (
     Raw,
     canonical,
@@ -182,6 +184,8 @@ async def _folding(fold: Fold, runs: int, stop: asyncio.Event, step: int) -> Non
 
 def before(fold: Fold, store: SnapshotStore, offset: int) -> Any:
     """As before issue 39: the whole state encoded in one call on the loop, then written by a thread."""
+    from ckptlog.processor.core.settings_codec import settings_out  # here: `--only restore` runs on older trees
+
     snapshot = of_fold(fold, PID.topic, PID.partition, offset)
     body = {
         "processor_version": snapshot.processor_version,
