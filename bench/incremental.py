@@ -12,6 +12,15 @@
    and as now (`SnapshotScheduler`: slices of at most 4 ms, copy on write), a base and a delta.
    Target: at most 20 ms.
 
+3. restore (`--only restore`): `--restore-runs` (100,000) fresh runs (run_started and one report with
+   a checkpoint each, default settings: the broker bench's restore workload), their base snapshot, then
+   the CPU time (of this process, the cyclic GC paused as a restore pauses it) from its bytes to a Fold
+   ready, in parts: open (parse and verify the checksum), run states (every run entry turned into a
+   RunState), fold (the restored Fold built: every run's root registered); median and best of `--repeats`.
+   It imports only what older trees have too, so the same measurement runs on one for a before/after:
+   `git archive REV | tar -x -C DIR && cp bench/incremental.py DIR/bench/ && cd DIR && python -m
+   bench.incremental --only restore`.
+
 The broker-backed figures (restore of 100,000 runs, latency while snapshots are written) are
 bench/incremental_broker.py.
 """
@@ -21,9 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +42,19 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.snapshot import Raw, canonical, encode, of_fold, run_out, seal, settings_out
+from ckptlog.processor.core.snapshot import (
+    Raw,
+    canonical,
+    encode,
+    of_fold,
+    opened,
+    run_out,
+    seal,
+    snapshot_in,
+)
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.service.processor import tune_gc
+from ckptlog.processor.service.restore import paused_gc, restored_fold
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
@@ -66,6 +86,19 @@ def report(run: str, step: int, root: str = ROOT) -> bytes:
     metrics = {"val": {"acc": round(((step * 7919) % 1000) / 1000, 3)}, "loss": 1 / (step + 1), "step": step}
     data = {"metrics": metrics, "checkpoint": {"path": f"{root}/{run}/ckpt-{step:06d}"}}
     return _line(f"{run}/r{step}", "report", run, data)
+
+
+def fresh(runs: int, root: str) -> list[bytes]:
+    """Every run's run_started (keep 5) and one report with a checkpoint."""
+    config = {"num_to_keep": 5, "checkpoint_score_attribute": "acc"}
+    lines = []
+    for n in range(runs):
+        run = f"new-{n:07d}"
+        started = {"storage_path": f"{root}/{run}", "checkpoint_config": config}
+        lines.append(_line(f"{run}/s", "run_started", run, started))
+    for n in range(runs):
+        lines.append(report(f"new-{n:07d}", 0, root))
+    return lines
 
 
 def apply(fold: Fold, line: bytes) -> None:
@@ -151,6 +184,8 @@ async def _folding(fold: Fold, runs: int, stop: asyncio.Event, step: int) -> Non
 
 def before(fold: Fold, store: SnapshotStore, offset: int) -> Any:
     """As before issue 39: the whole state encoded in one call on the loop, then written by a thread."""
+    from ckptlog.processor.core.settings_codec import settings_out  # here: `--only restore` runs on older trees
+
     snapshot = of_fold(fold, PID.topic, PID.partition, offset)
     body = {
         "processor_version": snapshot.processor_version,
@@ -206,13 +241,59 @@ async def stalls(fold: Fold, runs: int) -> dict[str, Any]:
     return out
 
 
+def _cpu(parts: dict[str, list[float]], part: str, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`work(*args, **kwargs)`, its CPU time appended to `parts[part]`, the cyclic GC paused (as a restore decodes)."""
+    with paused_gc():
+        started = time.process_time()
+        out = work(*args, **kwargs)
+        parts.setdefault(part, []).append(time.process_time() - started)
+        return out
+
+
+def _restored(data: bytes, parts: dict[str, list[float]]) -> Fold:
+    version, body = _cpu(parts, "open", opened, data, name="bench")
+    snapshot = _cpu(parts, "run states", snapshot_in, body, version)
+    fold: Fold = _cpu(parts, "fold", restored_fold, snapshot, snapshot.settings, track=True)
+    return fold
+
+
+def restore_parts(runs: int, repeats: int) -> dict[str, Any]:
+    """A base snapshot of `runs` fresh runs, back to a Fold ready: the CPU time of each part."""
+    fold = Fold(FoldSettings(), track_changes=True)
+    for line in fresh(runs, ROOT):
+        apply(fold, line)
+    data = encode(of_fold(fold, PID.topic, PID.partition, 2 * runs))
+    del fold
+    tune_gc()
+    parts: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        restored = _restored(data, parts)
+        assert len(restored.runs) == runs, len(restored.runs)
+        del restored
+    totals = [sum(times) for times in zip(*parts.values(), strict=True)]
+    medians = {name: statistics.median(times) for name, times in parts.items()}
+    shown = ", ".join(f"{name} {seconds:.3f} s" for name, seconds in medians.items())
+    print(
+        f"restore: {runs:,} runs, base {len(data):,} B ({len(data) / runs:,.0f} B a run) -> Fold ready: "
+        f"{statistics.median(totals):.3f} s CPU (median of {repeats}; best {min(totals):.3f} s) = {shown}",
+        flush=True,
+    )
+    return {"bytes": len(data), "total": statistics.median(totals), **medians}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--reports", type=int, default=20, help="reports per run before the snapshots")
     parser.add_argument("--changed", type=int, default=100, help="runs changed between the two snapshots")
     parser.add_argument("--only", default="bytes,stall")
+    parser.add_argument("--restore-runs", type=int, default=100_000, help="restore: fresh runs in the base")
+    parser.add_argument("--repeats", type=int, default=3, help="restore: decodes timed")
     args = parser.parse_args()
+    if "restore" in args.only:
+        restore_parts(args.restore_runs, args.repeats)
+    if "bytes" not in args.only and "stall" not in args.only:
+        return
     started = time.perf_counter()
     fold = fleet_fold(args.runs, args.reports)
     tune_gc()

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.incremental import _line, fleet, report
+from bench.incremental import fleet, fresh, report
 from bench.processor import (
     _send_at_rate,
     _wait_committed,
@@ -53,19 +53,6 @@ from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
 OUTER = "file:///bench"  # --storage-root: the fleet's roots and bench.workload's (the reports sent) below it
-
-
-def fresh(runs: int, root: str) -> list[bytes]:
-    """Every run's run_started (keep 5) and one report with a checkpoint."""
-    config = {"num_to_keep": 5, "checkpoint_score_attribute": "acc"}
-    lines = []
-    for n in range(runs):
-        run = f"new-{n:07d}"
-        started = {"storage_path": f"{root}/{run}", "checkpoint_config": config}
-        lines.append(_line(f"{run}/s", "run_started", run, started))
-    for n in range(runs):
-        lines.append(report(f"new-{n:07d}", 0, root))
-    return lines
 
 
 def tail(runs: int, changed: int, reports: int, root: str) -> list[bytes]:

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from types import GenericAlias
 from typing import TYPE_CHECKING, Any
 
 from ckptlog.errors import SnapshotCorrupt
 from ckptlog.processor.core.chain import Chain
+from ckptlog.processor.core.run_codec import ENTRIES
+from ckptlog.processor.core.settings_codec import settings_out
 from ckptlog.processor.core.snapshot import (
     DELTA_FORMAT,
     FORMAT,
@@ -44,8 +47,8 @@ from ckptlog.processor.core.snapshot import (
     retired_entries,
     run_entry,
     seal,
-    settings_out,
     snapshot_in,
+    typed_envelope,
 )
 from ckptlog.processor.core.state import RunState
 
@@ -58,6 +61,24 @@ writes them whole and a delta writes their changes."""
 
 HELD_ENCODED = {"retired": retired_entries}
 """The tables whose values the fold holds encoded already (bytes): written as they are, not again."""
+
+DELTA_ENVELOPE = typed_envelope(
+    "delta",
+    (
+        "processor_version",
+        "topic",
+        "partition",
+        "next_offset",
+        "base",
+        "previous",
+        "sequence",
+        "settings",
+        "runs",
+        *TABLES,
+    ),
+    GenericAlias(dict, (str, ENTRIES | list[Any])),  # {"drop": [run ids], "put": {run id: entry}}
+)
+"""A delta as `opened` decodes it in one pass (`_delta_fields` writes it): its changed runs typed."""
 
 
 def tables_of(fold: Fold) -> dict[str, dict[str, Any]]:
@@ -189,7 +210,7 @@ def decode_chain(objects: Sequence[bytes], *, name: str = "snapshot") -> Snapsho
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
     for number, data in enumerate(objects[1:], 1):
         label = f"{name}, delta {number} of {len(objects) - 1}"
-        delta_version, delta = opened(data, name=label, form=DELTA_FORMAT, key="delta")
+        delta_version, delta = opened(data, name=label, form=DELTA_FORMAT, key="delta", typed=DELTA_ENVELOPE)
         try:
             problem = _link_problem(delta, delta_version, chain, body)
             if problem is None:

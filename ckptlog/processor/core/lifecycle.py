@@ -56,9 +56,13 @@ class Roots:
         self.nesting = Nesting()
         self.history: list[tuple[str, str]] | None = [] if history else None
         self.fresh: list[tuple[str, str]] | None = None  # set to a list: roots added since `claimed()`
-        for run in runs:
-            if run.storage_root is not None:
-                self.add(run.root, run.run_id)
+        registered = [(run.root, run.run_id) for run in runs if run.storage_root is not None]
+        if self.history is not None:
+            for root, run_id in registered:
+                self.add(root, run_id)
+            return
+        self.owners.update(registered)  # what `add` of each does, in bulk (a restore of 100,000 runs)
+        self.nesting.add_all(root for root, _ in registered)
 
     def add(self, root: str, run_id: str) -> None:
         self.owners[root] = run_id

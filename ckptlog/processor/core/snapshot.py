@@ -27,7 +27,7 @@ has no finished run, and every rule for the runs it holds is unchanged.
 Schema version 5 bounded the finished records (contract §3 "Finished runs", *Expiry*): the
 settings gained `finished_runs_kept`, and the order of `finished` is data (retirement order, the
 oldest first: the next to expire). A version 3 or 4 snapshot is restored with that setting at its
-default (`_ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
+default (core/settings_codec.py `ADDED_IN`); a 4 whose table holds more records than the bound loses its oldest at once
 (`Fold`), as a fold under the bound would have held only the newest.
 
 Schema version 6 added two tables beside `runs`, `refused` and `finished`:
@@ -58,27 +58,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import pydantic_core
 
 from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
-from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
-from ckptlog.events.retention_rules import RULE_STATES as _RULE_STATES
 from ckptlog.processor.core.chain import Chain
 from ckptlog.processor.core.dedup import Seen
-from ckptlog.processor.core.scoring import score
-from ckptlog.processor.core.state import (
-    CheckpointRecord,
-    Evicted,
-    FoldSettings,
-    RunState,
-    new_checkpoint_list,
-    root_prefix,
-)
+from ckptlog.processor.core.run_codec import ENTRIES, decoded_entry, entry_of, run_in
+from ckptlog.processor.core.run_codec import run_out as run_out
+from ckptlog.processor.core.settings_codec import settings_in, settings_out
+from ckptlog.processor.core.state import FoldSettings, RunState
 
 if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
@@ -89,7 +82,6 @@ SCHEMA_VERSION = 7
 # the versions decode reads: 3 is 4 without finished runs, 4 is 5 without their bound, 5 is 6 without symlinked
 # runs and the retired runs' state, 6 is 7 with the dedup window as a list of ids
 RESTORABLE = (3, 4, 5, 6, 7)
-_S = TypeVar("_S", bound=msgspec.Struct)
 
 
 @dataclass(slots=True)
@@ -135,17 +127,20 @@ def _dumps(value: Any, *, sort_keys: bool = False) -> bytes:
 
 
 def _checksum_ok(data: bytes, checksum: object, body: dict[str, Any], key: str) -> bool:
-    """Whether `checksum` is the digest of the body as written (the encoder's layout: the body
-    last, after `,"{key}":`), else of the body encoded again: canonically (a snapshot reformatted by
-    hand) or by `json.dumps` (ckptlog 0.2 and earlier, whose float spelling differs: `1.5e-07`)."""
+    """Whether `checksum` is the digest of the body as written (`_as_written`), else of the body
+    encoded again: canonically (a snapshot reformatted by hand) or by `json.dumps` (ckptlog 0.2 and
+    earlier, whose float spelling differs: `1.5e-07`)."""
+    return _as_written(data, checksum, key) or checksum in (_sha256(canonical(body)), _sha256(_dumps(body)))
+
+
+def _as_written(data: bytes, checksum: object, key: str) -> bool:
+    """Whether `checksum` is the digest of the body in the encoder's layout: last, after `,"{key}":`."""
     body_at = b',"' + key.encode() + b'":'
     at = data.find(body_at)
-    if at >= 0 and data.endswith(b"}") and checksum == _sha256(data[at + len(body_at) : -1]):
-        return True
-    return checksum in (_sha256(canonical(body)), _sha256(_dumps(body)))
+    return at >= 0 and data.endswith(b"}") and checksum == _sha256(memoryview(data)[at + len(body_at) : -1])
 
 
-def _sha256(data: bytes) -> str:
+def _sha256(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -244,13 +239,37 @@ def parsed(data: bytes) -> Any:
         return json.loads(data)
 
 
-def opened(data: bytes, *, name: str, form: str = FORMAT, key: str = "snapshot") -> tuple[int, dict[str, Any]]:
+def typed_envelope(key: str, fields: Iterable[str], runs: Any) -> type[msgspec.Struct]:
+    """An envelope as `opened` decodes it in one pass: its body's `fields` (the ones its reader reads),
+    `runs` (run id -> a run's entry, typed: core/run_codec.py) of type `runs` and every other as the JSON
+    value it holds. Every field is optional, so a body lacking one decodes to a dict lacking it."""
+    body = [(name, runs if name == "runs" else Any, msgspec.UNSET) for name in fields]
+    outer = [(name, Any, msgspec.UNSET) for name in ("checksum", "format", "schema_version")]
+    kinds = msgspec.defstruct(f"{key}_body", body, kw_only=True)
+    return msgspec.defstruct(f"{key}_envelope", [*outer, (key, kinds, msgspec.UNSET)], kw_only=True)
+
+
+BASE_ENVELOPE = typed_envelope(
+    "snapshot", (name for name, _ in body_fields(Snapshot("", 0, 0, FoldSettings()), Raw([]))), ENTRIES
+)
+
+
+def opened(
+    data: bytes, *, name: str, form: str = FORMAT, key: str = "snapshot", typed: type[msgspec.Struct] = BASE_ENVELOPE
+) -> tuple[int, dict[str, Any]]:
     """The schema version and body of an envelope, verified: SnapshotCorrupt for a damaged one,
-    SnapshotVersionError for one this build cannot restore."""
-    try:
-        outer = parsed(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SnapshotCorrupt(f"{name}: not valid JSON ({exc}); it was truncated or damaged — skipping it") from None
+    SnapshotVersionError for one this build cannot restore. Decoded as `typed` (its runs typed) when
+    it decodes so and its checksum is of the body as written; else as plain JSON data (`parsed`), its
+    damage named, its checksum checked against the body encoded again too (`_checksum_ok`)."""
+    outer = _typed(data, typed, key)
+    written = outer is not None
+    if outer is None:
+        try:
+            outer = parsed(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SnapshotCorrupt(
+                f"{name}: not valid JSON ({exc}); it was truncated or damaged — skipping it"
+            ) from None
     if not isinstance(outer, dict) or outer.get("format") != form:
         raise SnapshotCorrupt(f"{name}: not a ckptlog snapshot ({form!r} expected in its format field); skipping it")
     version = outer.get("schema_version")
@@ -271,9 +290,28 @@ def opened(data: bytes, *, name: str, form: str = FORMAT, key: str = "snapshot")
     body = outer.get(key)
     if not isinstance(body, dict):
         raise SnapshotCorrupt(f"{name}: no {key} body; skipping it")
-    if not _checksum_ok(data, outer.get("checksum"), body, key):
+    if not (written or _checksum_ok(data, outer.get("checksum"), body, key)):
         raise SnapshotCorrupt(f"{name}: checksum mismatch; the object is damaged — skipping it")
     return version, body
+
+
+def _typed(data: bytes, typed: type[msgspec.Struct], key: str) -> dict[str, Any] | None:
+    """The envelope decoded as `typed`, as dicts, if it decodes so, has a body and its checksum is of
+    that body as written; else None (the slow path decides what is wrong, or reads it otherwise)."""
+    try:
+        outer = msgspec.json.decode(data, type=typed)
+    except msgspec.DecodeError:  # malformed, NaN literals, lone surrogates, a field of another type
+        return None
+    envelope = _fields(outer)
+    body = envelope.get(key)  # none in an envelope typed for another key
+    if not isinstance(body, msgspec.Struct) or not _as_written(data, envelope.get("checksum"), key):
+        return None
+    return {**envelope, key: _fields(body)}
+
+
+def _fields(struct: msgspec.Struct) -> dict[str, Any]:
+    """A Struct's fields as a dict: those its JSON object had."""
+    return {f: v for f in struct.__struct_fields__ if (v := getattr(struct, f)) is not msgspec.UNSET}
 
 
 def snapshot_in(body: dict[str, Any], version: int, *, name: str = "snapshot") -> Snapshot:
@@ -303,74 +341,9 @@ def decode_settings(data: bytes, *, name: str = "snapshot") -> FoldSettings:
         body = {FORMAT: outer.snapshot, DELTA_FORMAT: outer.delta}.get(outer.format)
         if body is None or outer.schema_version not in RESTORABLE:
             raise ValueError(f"format {outer.format!r}, schema version {outer.schema_version}")
-        return _settings_in(body.settings, outer.schema_version)
+        return settings_in(body.settings, outer.schema_version)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: its settings cannot be read ({exc}); skipping it") from None
-
-
-_ADDED_IN: dict[str, int] = {"finished_runs_kept": 5}
-"""FoldSettings fields a snapshot of an older schema lacks (their default then), with the version adding them."""
-
-_STRUCTS: dict[str, type[msgspec.Struct]] = {"default_config": CheckpointConfig, "default_validation": ValidationSpec}
-"""The FoldSettings fields that are Structs; every other field is a JSON scalar."""
-
-
-def settings_out(s: FoldSettings) -> dict[str, Any]:
-    """Every field of the settings, in declaration order (a new fold setting needs nothing here)."""
-    out: dict[str, Any] = {}
-    for f in fields(s):
-        value = getattr(s, f.name)
-        out[f.name] = _out(value) if f.name in _STRUCTS else value
-    return out
-
-
-def _settings_in(d: dict[str, Any], version: int = SCHEMA_VERSION) -> FoldSettings:
-    values: dict[str, Any] = {}
-    for f in fields(FoldSettings):
-        if version < _ADDED_IN.get(f.name, 0):
-            continue  # an older schema's snapshot lacks it: the field's default
-        value = d[f.name]
-        if f.name in _STRUCTS:
-            value = _in(value, _STRUCTS[f.name])
-        elif isinstance(value, bool) or not isinstance(value, int | str | None):
-            raise ValueError(f"setting {f.name} is {value!r}")
-        elif f.name in _ADDED_IN and (not isinstance(value, int) or value < 0):
-            raise ValueError(f"setting {f.name} is {value!r}, not an int >= 0")
-        values[f.name] = value
-    return FoldSettings(**values)
-
-
-def run_out(run: RunState) -> dict[str, Any]:
-    """One run's state as JSON-ready data (also what `fold --state` dumps)."""
-    return {
-        "config": _out(run.config),
-        "storage_root": run.storage_root,
-        "default_validation": _out(run.default_validation),
-        "started": _out(run.started) if run.started is not None else None,
-        "checkpoints": [
-            {
-                "path": r.path,
-                "key": r.key,
-                "metrics": r.metrics,
-                "report_index": r.report_index,
-                "status": r.status,
-                "validation": _out(r.validation) if r.validation is not None else None,
-                "preserved": r.preserved,
-            }
-            for r in run.checkpoints
-        ],
-        "latest": run.latest.key if run.latest is not None else None,
-        "pending": list(run.pending),
-        "report_count": run.report_count,
-        "generation": run.generation,
-        "index_in_generation": run.index_in_generation,
-        "dedup": run.seen.data(),
-        "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
-        "evictions": run.evictions,
-        **{name: run.rule_state.get(name) for name in _RULE_STATES},
-        "finished": run.finished,
-        "reopened": run.reopened,
-    }
 
 
 def retired_state(run: RunState) -> bytes:
@@ -382,62 +355,7 @@ def retired_state(run: RunState) -> bytes:
 
 def reopened_state(run_id: str, state: bytes) -> RunState:
     """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt)."""
-    return _run_in(run_id, json.loads(state))
-
-
-def _run_in(run_id: str, d: dict[str, Any], version: int = SCHEMA_VERSION, window: int = 0) -> RunState:
-    """One run's entry; `window`: the fold's dedup window, which a version 3 to 6 entry's ids are read into."""
-    config = _in(d["config"], CheckpointConfig)
-    root = d["storage_root"]
-    started = _in(d["started"], RunStartedData) if d["started"] is not None else None
-    run = RunState(
-        run_id, config, root, root_prefix(root), _in(d["default_validation"], ValidationSpec), started=started
-    )
-    run.checkpoints = new_checkpoint_list()
-    for c in d["checkpoints"]:
-        has, value, _ = score(c["metrics"], config.checkpoint_score_attribute, config.checkpoint_score_order)
-        spec = _in(c["validation"], ValidationSpec) if c["validation"] is not None else None
-        record = CheckpointRecord(
-            c["path"],
-            c["key"],
-            c["metrics"],
-            c["report_index"],
-            c["status"],
-            spec,
-            (has, value, c["report_index"]),
-            c.get("preserved"),
-        )
-        run.checkpoints.add(record)
-        run.by_key[record.key] = record
-    run.latest = run.by_key[d["latest"]] if d["latest"] is not None else None
-    run.pending = {key: run.by_key[key] for key in d["pending"]}
-    run.report_count, run.generation = d["report_count"], d["generation"]
-    run.index_in_generation = d["index_in_generation"]
-    run.seen = Seen.of_data(d["dedup"], run_id) if version >= 7 else Seen.of_ids(d["seen"], run_id, window)
-    run.outstanding = {key: Evicted(path, eviction) for key, path, eviction in d["outstanding"]}
-    run.evictions = int(d["evictions"])
-    run.rule_state = {name: d[name] for name in _RULE_STATES if d.get(name) is not None}
-    finished = d.get("finished")  # absent in schema 3
-    if finished not in (None, "kept", "best"):
-        raise ValueError(f"run {run_id!r}: finished is {finished!r}")
-    run.finished = finished
-    reopened = d["reopened"] if version >= 6 else 0
-    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
-        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
-    run.reopened = reopened
-    run.preserved_count = sum(1 for record in run.by_key.values() if record.preserved is not None)
-    run.rebuild_nesting()
-    return run
-
-
-def _out(struct: msgspec.Struct) -> Any:
-    """A Struct as JSON-ready data: every field, as `model_dump()` wrote it before (same bytes)."""
-    return msgspec.to_builtins(struct)
-
-
-def _in(data: Any, kind: type[_S]) -> _S:
-    """A Struct from snapshot data; its constraints are checked (ValueError: a corrupt snapshot)."""
-    return msgspec.convert(data, kind)
+    return run_in(run_id, decoded_entry(state), SCHEMA_VERSION)
 
 
 def _retired_in(table: Any, finished: dict[str, str], version: int) -> dict[str, bytes]:
@@ -465,9 +383,9 @@ def _dedup_in_place(run_id: str, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
-    settings = _settings_in(body["settings"], version)
+    settings = settings_in(body["settings"], version)
     window = settings.dedup_window
-    runs = {run_id: _run_in(run_id, d, version, window) for run_id, d in body["runs"].items()}
+    runs = {run_id: run_in(run_id, entry_of(entry), version, window) for run_id, entry in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")

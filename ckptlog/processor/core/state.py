@@ -106,7 +106,7 @@ class RunState:
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
         self.score_attribute = self.config.checkpoint_score_attribute
-        self.rules = active(self.config)
+        self.rules = _rules_of(self.config)
         self.preserving = bool(self.rules)
         self.is_own_key = canonical_below(self.root_prefix)
         self.rebuild_nesting()
@@ -142,6 +142,19 @@ class RunState:
         if self.pending:
             return next(iter(self.pending.values())).report_index
         return self.report_count
+
+
+_RULES_OF: dict[CheckpointConfig, tuple[RetentionRule, ...]] = {}
+"""`active(config)` of the configs seen: a restore of 100,000 runs, most sharing a config, asks it for each."""
+
+
+def _rules_of(config: CheckpointConfig) -> tuple[RetentionRule, ...]:
+    rules = _RULES_OF.get(config)
+    if rules is None:
+        if len(_RULES_OF) >= 4096:
+            _RULES_OF.clear()
+        rules = _RULES_OF[config] = active(config)
+    return rules
 
 
 def root_prefix(root: str | None) -> str:
