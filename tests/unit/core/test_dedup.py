@@ -186,7 +186,7 @@ def test_out_of_order_ids_are_dropped_only_once_older_than_the_window(monkeypatc
     mark = seen.marks["v:ckptlog.events:0:1"]
     assert mark.blocks is not None and all(b.ids.typecode == "I" and b.ids.itemsize == 4 for b in mark.blocks)
     assert parse(model.applied[0], RUN) == ("v:ckptlog.events:0:1", 0) and seen.known(model.applied[0], RUN)
-    assert not seen.known(model.applied[500], RUN)  # swept: older than the last W applications
+    assert not seen.known(model.applied[500], RUN)  # dropped: older than the last W applications
 
 
 def test_foreign_ids_keep_the_last_window() -> None:
