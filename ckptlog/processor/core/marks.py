@@ -104,6 +104,8 @@ def insert(owner: object, mark: Mark, seq: int, applied: int, window: int, push:
         push((SEEN, owner, _EXPIRED, mark, blocks[0]))
         del blocks[0]
     if not blocks or len(blocks[-1].ids) >= BLOCK:
+        if blocks:  # full: a copy of its exact size (an array grows ~6% ahead); same numbers, no undo
+            blocks[-1].ids = array(blocks[-1].ids.typecode, blocks[-1].ids)
         push((SEEN, owner, _OPENED, mark))
         blocks.append(Block([seq], applied))
         return
