@@ -49,7 +49,7 @@ class Block:
 
     def __init__(self, seqs: Sequence[int], stamp: int) -> None:
         self.stamp = stamp
-        if not seqs or seqs[-1] - seqs[0] >= _SPAN:
+        if not seqs or seqs[-1] - seqs[0] >= _SPAN - 1:  # centred below: an odd span of 2**32 - 1 would not fit
             self.base, self.ids = 0, array("q", seqs)
         else:  # centred: a number up to 2**31 either side of the first fits
             self.base = (seqs[0] + seqs[-1]) // 2 - _SPAN // 2

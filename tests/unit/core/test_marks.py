@@ -138,3 +138,15 @@ def test_a_gap_closing_takes_numbers_from_every_block_into_the_range(monkeypatch
     for entry in reversed(journal):
         seen.undo(entry)
     assert layout(seen) == before
+
+
+@pytest.mark.parametrize("span", [0, 1, 2**32 - 3, 2**32 - 2, 2**32 - 1, 2**32, 10**18 - 5])
+def test_a_restored_block_holds_its_numbers_whatever_they_span(span: int) -> None:
+    """A snapshot's block is laid out anew: offsets from a centred base while they fit in 4 bytes."""
+    numbers = sorted({0, span // 3, span})
+    seen = Seen.of_data(
+        {"applied": 2, "marks": [["r:0", 10**18 - 3, 10**18 - 3, 2, [[1, numbers]]]], "foreign": []}, RUN
+    )
+    block = (seen.marks["r:0"].blocks or [])[0]
+    assert block.numbers() == numbers and block.ids.itemsize == (4 if span < 2**32 - 1 else 8)
+    assert all(seen.known(f"ck1:r:0:{n}:{RUN}", RUN) for n in numbers)
