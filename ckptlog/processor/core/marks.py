@@ -106,8 +106,9 @@ def insert(owner: object, mark: Mark, seq: int, applied: int, window: int, push:
     if not blocks or len(blocks[-1].ids) >= BLOCK:
         if blocks:  # full: a copy of its exact size (an array grows ~6% ahead); same numbers, no undo
             blocks[-1].ids = array(blocks[-1].ids.typecode, blocks[-1].ids)
+        opened = Block([seq], applied)  # made before its inverse is pushed: undo pops only what was appended
         push((SEEN, owner, _OPENED, mark))
-        blocks.append(Block([seq], applied))
+        blocks.append(opened)
         return
     block = blocks[-1]
     if block.ids.typecode == "I" and not 0 <= seq - block.base < _SPAN:

@@ -150,3 +150,44 @@ def test_a_restored_block_holds_its_numbers_whatever_they_span(span: int) -> Non
     block = (seen.marks["r:0"].blocks or [])[0]
     assert block.numbers() == numbers and block.ids.itemsize == (4 if span < 2**32 - 1 else 8)
     assert all(seen.known(f"ck1:r:0:{n}:{RUN}", RUN) for n in numbers)
+
+
+@pytest.mark.parametrize(
+    ("site", "seqs"),
+    [
+        *[(site, (0, 1, 4, 6, 3, 5, 8, 2)) for site in ("bisect_right", "Block", "array", "bisect_left")],
+        *[(site, (0, 2, 4, 6, 8, 10)) for site in ("Block", "array", "bisect_left")],  # opening, trimming
+        *[(site, (0, 5, 2**40, 2**41)) for site in ("Block", "array", "bisect_left")],  # widening
+    ],
+)
+def test_a_fault_part_way_is_undone_from_the_journal(
+    monkeypatch: pytest.MonkeyPatch, site: str, seqs: tuple[int, ...]
+) -> None:
+    """A fault at any call of `site` while a number is remembered (absorbing across blocks, opening,
+    widening or trimming one, inserting): what was pushed, undone, leaves the layout as before."""
+    monkeypatch.setattr(marks, "BLOCK", 2)
+    real, faults = getattr(marks, site), 0
+    for n in range(1, 8):
+        seen, calls = Seen(), [0]
+
+        def faulty(*args: Any, calls: list[int] = calls, n: int = n) -> Any:
+            calls[0] += 1
+            if calls[0] == n:
+                raise RuntimeError("injected")
+            return real(*args)
+
+        for seq in seqs:
+            event_id, journal = f"ck1:r:0:{seq}:{RUN}", list[tuple[Any, ...]]()
+            before = layout(seen), seen.applied, seen.expect
+            monkeypatch.setattr(marks, site, faulty)
+            try:
+                seen.remember(event_id, RUN, 3, journal.append)
+            except RuntimeError:
+                faults, calls[0] = faults + 1, -100  # one fault per stream
+                for entry in reversed(journal):
+                    seen.undo(entry)
+                assert (layout(seen), seen.applied, seen.expect) == before
+                monkeypatch.setattr(marks, site, real)
+                seen.remember(event_id, RUN, 3, [].append)
+            monkeypatch.setattr(marks, site, real)
+    assert faults
