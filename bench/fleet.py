@@ -96,13 +96,15 @@ def _applied(fold: Fold, event: Any) -> Any:
 
 
 def dedup_bytes(seen: Seen) -> int:
-    """What one run's dedup state holds: the object, its marks and their arrays, the foreign ids."""
-    marks = sum(
-        sys.getsizeof(p) + sys.getsizeof(m) + sys.getsizeof(m.seqs) + sys.getsizeof(m.stamps)
-        for p, m in seen.marks.items()
+    """What one run's dedup state holds: the object, its marks and their blocks, the foreign ids."""
+    marks = sum(sys.getsizeof(p) + sys.getsizeof(m) + sys.getsizeof(m.blocks) for p, m in seen.marks.items())
+    blocks = sum(
+        sys.getsizeof(b) + sys.getsizeof(b.ids) + sys.getsizeof(b.base) + sys.getsizeof(b.stamp)
+        for m in seen.marks.values()
+        for b in m.blocks or ()
     )
     foreign = sys.getsizeof(seen.foreign) + sys.getsizeof(seen.foreign_set) + sum(map(sys.getsizeof, seen.foreign))
-    return sys.getsizeof(seen) + sys.getsizeof(seen.marks) + marks + foreign + sys.getsizeof(seen.expect)
+    return sys.getsizeof(seen) + sys.getsizeof(seen.marks) + marks + blocks + foreign + sys.getsizeof(seen.expect)
 
 
 def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: bool = False) -> dict[str, Any]:

@@ -5,14 +5,15 @@ taken for a repeat), and every id among the run's last W applied ids (W: the fol
 `dedup_window`) is known, as the plain window of W ids before it did. What it costs:
 
 - *Structured ids* (ckptlog/events/event_ids.py: a producer and a sequence number): per producer
-  a `Mark`, the range [lo, hi] of sequence numbers that were all applied, which grows only by
-  one at either end (so a forged huge sequence number covers nothing but itself), plus the
-  applied numbers outside the range, each with the application that applied it (`seqs`,
-  `stamps`: two int64 arrays, 16 bytes an id). In-order producers (every report of a Reporter
-  or a trainer) cost a range each; out-of-order numbers are dropped once older than W
-  applications (swept when their count has doubled), or taken into the range when the gap fills.
-  A run keeps at most `MARKS` producers; a new one takes the place of one untouched for W
-  applications, else its ids are remembered as foreign ones.
+  a `Mark` (ckptlog/processor/core/marks.py), the range [lo, hi] of sequence numbers that were all
+  applied, which grows only by one at either end (so a forged huge sequence number covers nothing
+  but itself), plus the applied numbers outside the range in blocks of up to 256 in application
+  order, one stamp a block, 4 bytes a number (8 when a block spans 2**32 or more), a block dropped
+  once no application of the last W added to it. In-order producers (every report of a Reporter
+  or a trainer) cost a range each; out-of-order ones (an Evaluator's results) 4 bytes a number
+  among the last W applications, plus at most one older block. A run keeps at most `MARKS`
+  producers; a new one takes the place of one untouched for W applications, else its ids are
+  remembered as foreign ones.
 - *Foreign ids*: the last W of them, as strings: a list used as a ring in application order (a
   deque's first block alone is 624 bytes, a third of a fresh run's state) and a set.
 
@@ -23,54 +24,24 @@ nothing (contract §7). `expect` is the id that extends the producer extended la
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
-from collections.abc import Callable, Iterable
-from itertools import pairwise
+from collections.abc import Iterable
 from typing import Any
 
 from ckptlog.events.event_ids import PREFIX, is_producer, parse, render
+from ckptlog.processor.core import marks
 from ckptlog.processor.core.journal import SEEN
+from ckptlog.processor.core.marks import Mark, Push, absorb, count, mark_data, mark_of
 
 MARKS = 32
 """Producers a run keeps a mark for."""
-SWEEP_AT = 32
-"""A mark's out-of-order ids are swept once at least this many and twice as many as the last sweep left."""
 
-Push = Callable[[tuple[Any, ...]], None]
-
-# undo entries: (SEEN, seen, op, ...)
+# undo entries: (SEEN, seen, op, ...); a mark's own from marks.FIRST_OP
 _UP = 0  # mark, lo, hi, stamp, applied, expect: the fast path (the expected id extended its mark)
 _STATE = 1  # applied, expect, expect_producer, expect_mark
 _FIELDS = 2  # mark, lo, hi, stamp
-_INSERTED = 3  # mark, index: an out-of-order id was inserted there
-_ABSORBED = 4  # mark, index, seqs, stamps: out-of-order ids taken into the range from there
-_ARRAYS = 5  # mark, seqs, stamps, swept: a sweep replaced the arrays
 _ADDED = 6  # producer: a new mark
 _DROPPED = 7  # producer, mark, position: a mark untouched for W applications gave its place
 _FOREIGN = 8  # event id, the id it took the place of in the full ring (or None), at
-
-
-class Mark:
-    """Every sequence number in [lo, hi] was applied, and so was each of `seqs` (sorted, outside
-    the range), at application `stamps[i]`; `stamp`: the last application that touched the mark."""
-
-    __slots__ = ("hi", "lo", "seqs", "stamp", "stamps", "swept")
-
-    def __init__(self, lo: int, hi: int, stamp: int) -> None:
-        self.lo, self.hi, self.stamp = lo, hi, stamp
-        self.seqs: array[int] | None = None
-        self.stamps: array[int] | None = None
-        self.swept = 0  # len(seqs) after the last sweep
-
-    def __contains__(self, seq: int) -> bool:
-        if self.lo <= seq <= self.hi:
-            return True
-        seqs = self.seqs
-        if not seqs:
-            return False
-        at = bisect_left(seqs, seq)
-        return at < len(seqs) and seqs[at] == seq
 
 
 class Seen:
@@ -109,8 +80,8 @@ class Seen:
             self.applied += 1
             mark.hi += 1
             mark.stamp = self.applied
-            if mark.seqs:
-                self._absorb(mark, push)
+            if mark.blocks:
+                absorb(self, mark, push)
             self.expect = render(self.expect_producer, mark.hi + 1, run_id)
             return
         push((SEEN, self, _STATE, self.applied, self.expect, self.expect_producer, self.expect_mark))
@@ -132,47 +103,13 @@ class Seen:
             mark.stamp = self.applied
             if seq == mark.hi + 1 or seq == mark.lo - 1:
                 mark.lo, mark.hi = min(mark.lo, seq), max(mark.hi, seq)
-                if mark.seqs:
-                    self._absorb(mark, push)
+                if mark.blocks:
+                    absorb(self, mark, push)
             else:
-                self._insert(mark, seq, window, push)
+                marks.insert(self, mark, seq, self.applied, window, push)
                 return True
         self.expect, self.expect_producer, self.expect_mark = render(producer, mark.hi + 1, run_id), producer, mark
         return True
-
-    def _absorb(self, mark: Mark, push: Push) -> None:
-        """Take the out-of-order ids adjacent to the range into it (below lo and above hi)."""
-        seqs, stamps = mark.seqs, mark.stamps
-        assert seqs is not None and stamps is not None
-        above = bisect_left(seqs, mark.hi)
-        end = above
-        while end < len(seqs) and seqs[end] == mark.hi + 1 + end - above:
-            end += 1
-        below = start = above
-        while start > 0 and seqs[start - 1] == mark.lo - 1 - (below - start):
-            start -= 1
-        if start == end:
-            return
-        push((SEEN, self, _ABSORBED, mark, start, seqs[start:end], stamps[start:end]))
-        mark.lo -= below - start
-        mark.hi += end - above
-        del seqs[start:end]
-        del stamps[start:end]
-
-    def _insert(self, mark: Mark, seq: int, window: int, push: Push) -> None:
-        """An id outside the range and not adjacent to it, kept with its application number."""
-        if mark.seqs is None or mark.stamps is None:
-            mark.seqs, mark.stamps = array("q"), array("q")
-        at = bisect_left(mark.seqs, seq)
-        push((SEEN, self, _INSERTED, mark, at))
-        mark.seqs.insert(at, seq)
-        mark.stamps.insert(at, self.applied)
-        if len(mark.seqs) >= max(SWEEP_AT, 2 * mark.swept):
-            push((SEEN, self, _ARRAYS, mark, mark.seqs, mark.stamps, mark.swept))
-            oldest = self.applied - window  # applications up to it are older than the last `window`
-            kept = [(s, t) for s, t in zip(mark.seqs, mark.stamps, strict=True) if t > oldest]
-            mark.seqs, mark.stamps = array("q", [s for s, _ in kept]), array("q", [t for _, t in kept])
-            mark.swept = len(kept)
 
     def _drop_stale(self, window: int, push: Push) -> bool:
         """Give the place of the mark touched longest ago to a new producer, if that was more than
@@ -211,10 +148,8 @@ class Seen:
             self.applied, self.expect, self.expect_producer, self.expect_mark = args
         elif op == _FIELDS:
             mark, mark.lo, mark.hi, mark.stamp = args
-        elif op in (_INSERTED, _ABSORBED):
-            _restore_arrays(op == _INSERTED, *args)
-        elif op == _ARRAYS:
-            mark, mark.seqs, mark.stamps, mark.swept = args
+        elif op >= marks.FIRST_OP:
+            marks.undo(op, args)
         elif op == _ADDED:
             del self.marks[args[0]]
         elif op == _DROPPED:
@@ -236,19 +171,24 @@ class Seen:
     # -- snapshots (contract §6) ----------------------------------------------------------
 
     def data(self, *, foreign: bool = True) -> dict[str, Any]:
-        """JSON-ready: `applied`, each mark as [producer, lo, hi, stamp, swept, [seq, stamp, ...]]
-        in the order the marks were made, and the foreign ids oldest first (none if not `foreign`:
-        a retired run's kept state, contract §3 "Reopened runs")."""
-        marks = [[p, m.lo, m.hi, m.stamp, m.swept, _pairs(m)] for p, m in self.marks.items()]
-        return {"applied": self.applied, "marks": marks, "foreign": self.foreign_ids() if foreign else []}
+        """JSON-ready: `applied`, each mark as [producer, lo, hi, stamp, [[stamp, [seq, ...]], ...]]
+        (`marks.mark_data`) in the order the marks were made, and the foreign ids oldest first
+        (none if not `foreign`: a retired run's kept state, contract §3 "Reopened runs")."""
+        produced = [mark_data(p, m) for p, m in self.marks.items()]
+        return {"applied": self.applied, "marks": produced, "foreign": self.foreign_ids() if foreign else []}
 
     @classmethod
     def of_data(cls, data: dict[str, Any], run_id: str) -> Seen:
         """What `data()` wrote; ValueError when it is not a state `remember` could have made."""
         seen = cls()
-        seen.applied = _count(data["applied"])
-        for producer, lo, hi, stamp, swept, pairs in data["marks"]:
-            seen.marks[producer] = _mark_of(producer, lo, hi, stamp, swept, pairs, seen.applied)
+        seen.applied = count(data["applied"])
+        for fields in data["marks"]:
+            if not isinstance(fields, list) or len(fields) != 5:
+                raise ValueError(f"dedup state: mark {fields!r} is not [producer, lo, hi, stamp, blocks]")
+            producer, lo, hi, stamp, blocks = fields
+            if not isinstance(producer, str) or not is_producer(producer):
+                raise ValueError(f"dedup state: {producer!r} is not a producer")
+            seen.marks[producer] = mark_of(producer, lo, hi, stamp, blocks, seen.applied)
         foreign = data["foreign"]
         if not isinstance(foreign, list) or not all(isinstance(i, str) for i in foreign):
             raise ValueError(f"run {run_id!r}: the foreign ids are not a list of strings")
@@ -273,46 +213,3 @@ class Seen:
                 seen.remember(event_id, run_id, window, journal.append)
                 journal.clear()
         return seen
-
-
-def _restore_arrays(inserted: bool, mark: Mark, at: int, *removed: array[int]) -> None:
-    """Undo an insertion at `at`, or put back the ids absorbed from `at`."""
-    seqs, stamps = mark.seqs, mark.stamps
-    assert seqs is not None and stamps is not None
-    if inserted:
-        del seqs[at], stamps[at]
-    else:
-        seqs[at:at] = removed[0]
-        stamps[at:at] = removed[1]
-
-
-def _pairs(mark: Mark) -> list[int]:
-    if not mark.seqs or mark.stamps is None:
-        return []
-    return [value for pair in zip(mark.seqs, mark.stamps, strict=True) for value in pair]
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-        raise ValueError(f"dedup state: {value!r} is not a count")
-    return value
-
-
-def _mark_of(producer: Any, lo: Any, hi: Any, stamp: Any, swept: Any, pairs: Any, applied: int) -> Mark:
-    """One mark of a snapshot, checked: a known producer, lo <= hi, stamps up to `applied`, and
-    out-of-order ids sorted, outside the range and not next to it (`remember` takes those in),
-    with their stamps."""
-    if not isinstance(producer, str) or not is_producer(producer):
-        raise ValueError(f"dedup state: {producer!r} is not a producer")
-    mark = Mark(_count(lo), _count(hi), _count(stamp))
-    mark.swept = _count(swept)
-    if mark.lo > mark.hi or mark.stamp > applied or not isinstance(pairs, list) or len(pairs) % 2:
-        raise ValueError(f"dedup state: mark {producer!r} is not a range with (seq, stamp) pairs")
-    seqs, stamps = array("q", map(_count, pairs[::2])), array("q", map(_count, pairs[1::2]))
-    if any(a >= b for a, b in pairwise(seqs)) or any(mark.lo - 1 <= s <= mark.hi + 1 for s in seqs):
-        raise ValueError(f"dedup state: mark {producer!r} has unsorted ids or ids inside or next to its range")
-    if any(t > mark.stamp for t in stamps):
-        raise ValueError(f"dedup state: mark {producer!r} has ids applied after it was last touched")
-    if seqs:
-        mark.seqs, mark.stamps = seqs, stamps
-    return mark

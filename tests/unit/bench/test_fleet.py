@@ -15,12 +15,14 @@ def test_structured_ids_keep_a_range_and_foreign_ids_a_window() -> None:
 
 
 def test_validated_runs_remember_their_results_as_out_of_order_numbers() -> None:
-    """An Evaluator's result ids number the request's offset: sparse, 16 B each among the run's last W
+    """An Evaluator's result ids number the request's offset: sparse, 4 B each among the run's last W
     applications (contract §3), against a string each for foreign ones."""
     plain = fleet.build(runs=2, reports=60, keep=5, ids="structured")
     structured = fleet.build(runs=2, reports=60, keep=5, ids="structured", validated=True)
     foreign = fleet.build(runs=2, reports=60, keep=5, ids="foreign", validated=True)
     assert structured["validated"] and structured["kept"] == foreign["kept"] == 10
     assert plain["outstanding"] == structured["outstanding"] == foreign["outstanding"] == 0
-    # 60 out-of-order numbers at 16 B (two arrays) over the plain run's state, far below 60 strings
-    assert plain["dedup_per_run_b"] + 60 * 16 <= structured["dedup_per_run_b"] < foreign["dedup_per_run_b"] / 3
+    # the first result starts the producer's range; 59 out-of-order numbers at 4 B in one block, plus
+    # that mark and block (under 512 B), over the plain run's state: far below 60 strings
+    assert plain["dedup_per_run_b"] + 59 * 4 <= structured["dedup_per_run_b"] < plain["dedup_per_run_b"] + 59 * 4 + 512
+    assert structured["dedup_per_run_b"] < foreign["dedup_per_run_b"] / 5

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckptlog.events.event_ids import parse
-from ckptlog.processor.core import dedup
+from ckptlog.processor.core import dedup, marks
 from ckptlog.processor.core.dedup import Seen
 
 RUN = "r"
@@ -95,11 +95,11 @@ def restored(seen: Seen) -> Seen:
     return Seen.of_data(json.loads(json.dumps(seen.data())), RUN)
 
 
-def play(steps: list[tuple[str | int, bool, str]], window: int, sweep_at: int = dedup.SWEEP_AT) -> None:
-    """Drive one run's Seen through `steps`, checking the model at every one; a twin that is never
-    undone nor restored must answer the same."""
+def play(steps: list[tuple[str | int, bool, str]], window: int, block: int = marks.BLOCK) -> None:
+    """Drive one run's Seen through `steps` (out-of-order numbers in blocks of `block`), checking the
+    model at every one; a twin that is never undone nor restored must answer the same."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dedup, "SWEEP_AT", sweep_at)
+        patch.setattr(marks, "BLOCK", block)
         _play(steps, window)
 
 
@@ -129,11 +129,11 @@ def _play(steps: list[tuple[str | int, bool, str]], window: int) -> None:
 
 
 @PROFILE
-@given(STEPS, st.integers(1, 8), st.sampled_from([1, 2, 4, dedup.SWEEP_AT]))
+@given(STEPS, st.integers(1, 8), st.sampled_from([1, 2, 4, marks.BLOCK]))
 def test_hostile_streams_are_exact_and_as_strong_as_the_window(
-    steps: list[tuple[str | int, bool, str]], window: int, sweep_at: int
+    steps: list[tuple[str | int, bool, str]], window: int, block: int
 ) -> None:
-    play(steps, window, sweep_at)
+    play(steps, window, block)
 
 
 @PROFILE
@@ -142,7 +142,7 @@ def test_more_producers_than_marks(steps: list[tuple[str | int, bool, str]], win
     """With room for fewer marks than producers, marks give their place or ids spill to the foreign window."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dedup, "MARKS", marks)
-        play(steps, window, sweep_at=2)
+        play(steps, window, block=2)
 
 
 @PROFILE
@@ -150,7 +150,7 @@ def test_more_producers_than_marks(steps: list[tuple[str | int, bool, str]], win
 def test_reordered_sequences_are_exact(order: list[int], then: list[str], window: int) -> None:
     """Out-of-order numbers fill the range as gaps close (and a rollback opens them again); nothing
     unapplied is ever inside it."""
-    play([(f"ck1:r:0:{n}:{RUN}", False, after) for n, after in zip(order, then, strict=True)], window, sweep_at=2)
+    play([(f"ck1:r:0:{n}:{RUN}", False, after) for n, after in zip(order, then, strict=True)], window, block=2)
 
 
 def test_an_in_order_producer_is_known_far_beyond_the_window() -> None:
@@ -159,7 +159,7 @@ def test_an_in_order_producer_is_known_far_beyond_the_window() -> None:
         model.apply(seen, f"ck1:a:job:3:{n}:{RUN}")
     assert all(seen.known(f"ck1:a:job:3:{n}:{RUN}", RUN) for n in range(10_000))
     assert not seen.known(f"ck1:a:job:3:10000:{RUN}", RUN) and not seen.known(f"ck1:a:job:4:0:{RUN}", RUN)
-    assert len(seen.marks) == 1 and not seen.foreign and seen.marks["a:job:3"].seqs is None
+    assert len(seen.marks) == 1 and not seen.foreign and seen.marks["a:job:3"].blocks is None
 
 
 def test_a_forged_huge_sequence_covers_only_itself() -> None:
@@ -173,17 +173,20 @@ def test_a_forged_huge_sequence_covers_only_itself() -> None:
     assert model.check(seen, f"ck1:r:0:{10**18 - 1}:{RUN}") and not model.check(seen, f"ck1:r:0:{10**18 - 2}:{RUN}")
 
 
-def test_out_of_order_ids_are_swept_only_once_older_than_the_window() -> None:
-    """Sparse numbers (an evaluator's results: the requests' offsets) cost 16 bytes each while they
-    are among the last W applications, and are dropped after."""
+def test_out_of_order_ids_are_dropped_only_once_older_than_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sparse numbers (an evaluator's results: the requests' offsets) cost 4 bytes each while they
+    are among the last W applications, and are dropped after, a block at a time."""
+    monkeypatch.setattr(marks, "BLOCK", 16)
     window, model, seen = 64, Model(64), Seen()
     for n in range(1000):
         model.apply(seen, f"ck1:v:ckptlog.events:0:1:{10 * n}:{RUN}")
         assert all(model.check(seen, i) for i in model.applied[-window:])
+        held = seen.marks["v:ckptlog.events:0:1"].numbers()
+        assert min(n, window) <= len(held) < window + 16  # the last W, and at most one older block
     mark = seen.marks["v:ckptlog.events:0:1"]
-    assert mark.seqs is not None and window <= len(mark.seqs) <= 2 * window
+    assert mark.blocks is not None and all(b.ids.typecode == "I" and b.ids.itemsize == 4 for b in mark.blocks)
     assert parse(model.applied[0], RUN) == ("v:ckptlog.events:0:1", 0) and seen.known(model.applied[0], RUN)
-    assert not seen.known(model.applied[500], RUN)  # swept: older than the last W applications
+    assert not seen.known(model.applied[500], RUN)  # dropped: older than the last W applications
 
 
 def test_foreign_ids_keep_the_last_window() -> None:
@@ -212,17 +215,24 @@ def test_a_new_producer_takes_the_place_of_a_stale_mark_only(monkeypatch: pytest
 @pytest.mark.parametrize(
     "data",
     [
-        {"applied": 1, "marks": [["r:0", 2, 1, 1, 0, []]], "foreign": []},  # lo > hi
-        {"applied": 1, "marks": [["r:0", 0, 1, 2, 0, []]], "foreign": []},  # touched after the last application
-        {"applied": 3, "marks": [["r:0", 0, 1, 3, 0, [5, 1, 4, 2]]], "foreign": []},  # unsorted
-        {"applied": 3, "marks": [["r:0", 0, 5, 3, 0, [4, 1]]], "foreign": []},  # inside the range
-        {"applied": 3, "marks": [["r:0", 2, 5, 3, 0, [6, 1]]], "foreign": []},  # next to it: hi + 1 is applied
-        {"applied": 3, "marks": [["r:0", 2, 5, 3, 0, [1, 1]]], "foreign": []},
-        {"applied": 3, "marks": [["r:0", 0, 1, 3, 0, [5]]], "foreign": []},  # a number without its stamp
-        {"applied": 3, "marks": [["r:0", 0, 1, 2, 0, [5, 3]]], "foreign": []},  # stamped after the mark
-        {"applied": 1, "marks": [["nope", 0, 0, 1, 0, []]], "foreign": []},  # not a producer
-        {"applied": 1, "marks": [["r:0", 0, 0, 1, 0, []], ["r:0", 1, 1, 1, 0, []]], "foreign": []},  # twice
-        {"applied": 1, "marks": [["r:0", -1, 0, 1, 0, []]], "foreign": []},
+        {"applied": 1, "marks": [["r:0", 2, 1, 1, []]], "foreign": []},  # lo > hi
+        {"applied": 1, "marks": [["r:0", 0, 1, 2, []]], "foreign": []},  # touched after the last application
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[2, [5, 4]]]]], "foreign": []},  # unsorted
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[2, [5, 5]]]]], "foreign": []},  # repeated
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[1, [5]], [2, [5]]]]], "foreign": []},  # in two blocks
+        {"applied": 3, "marks": [["r:0", 0, 5, 3, [[1, [4]]]]], "foreign": []},  # inside the range
+        {"applied": 3, "marks": [["r:0", 2, 5, 3, [[1, [6]]]]], "foreign": []},  # next to it: hi + 1 is applied
+        {"applied": 3, "marks": [["r:0", 2, 5, 3, [[1, [1]]]]], "foreign": []},
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[5]]]], "foreign": []},  # a block without its stamp
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [5]]], "foreign": []},
+        {"applied": 3, "marks": [["r:0", 0, 1, 2, [[3, [5]]]]], "foreign": []},  # stamped after the mark
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[2, [5]], [1, [7]]]]], "foreign": []},  # out of order
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[2, [5]], [2, [7]]]]], "foreign": []},
+        {"applied": 3, "marks": [["r:0", 0, 1, 3, [[2, list(range(3, 3 + 2 * 257, 2))]]]], "foreign": []},  # > BLOCK
+        {"applied": 1, "marks": [["r:0", 0, 0, 1, 0, []]], "foreign": []},  # schema 7's old shape
+        {"applied": 1, "marks": [["nope", 0, 0, 1, []]], "foreign": []},  # not a producer
+        {"applied": 1, "marks": [["r:0", 0, 0, 1, []], ["r:0", 1, 1, 1, []]], "foreign": []},  # twice
+        {"applied": 1, "marks": [["r:0", -1, 0, 1, []]], "foreign": []},
         {"applied": True, "marks": [], "foreign": []},
         {"applied": 2, "marks": [], "foreign": ["a", "a"]},
         {"applied": 2, "marks": [], "foreign": [1]},

@@ -162,7 +162,7 @@ def test_a_long_run_remembers_its_reports_in_a_mark() -> None:
             fold.apply(f.event(f.settled(RUN, [(done.path, done.eviction)], event_id=f"deleted:{n}")))
     seen = fold.runs[RUN].seen
     assert seen.foreign_ids() == ["start"] and list(seen.marks) == ["r:0"] and seen.applied == 5001
-    assert (seen.marks["r:0"].lo, seen.marks["r:0"].hi, seen.marks["r:0"].seqs) == (0, 4999, None)
+    assert (seen.marks["r:0"].lo, seen.marks["r:0"].hi, seen.marks["r:0"].blocks) == (0, 4999, None)
     again = fold.apply(f.event(f.report(RUN, {"acc": 0}, f"{ROOT}/{RUN}/c0", event_id=f"ck1:r:0:0:{RUN}")))
     assert again.duplicate and fold.runs[RUN].report_count == 5000
 
@@ -204,7 +204,7 @@ def test_a_snapshot_with_marks_and_out_of_order_ids_round_trips_to_the_same_byte
     assert body["schema_version"] == SCHEMA_VERSION == 7
     assert body["snapshot"]["runs"][RUN]["dedup"] == {
         "applied": 6,
-        "marks": [["r:0", 0, 1, 4, 0, [5, 4]], ["g", 1, 1, 5, 0, []]],
+        "marks": [["r:0", 0, 1, 4, [[4, [5]]]], ["g", 1, 1, 5, []]],
         "foreign": ["s", "x"],
     }
     assert encode(decode(data)) == data
@@ -213,7 +213,7 @@ def test_a_snapshot_with_marks_and_out_of_order_ids_round_trips_to_the_same_byte
 @pytest.mark.parametrize(
     "dedup",
     [
-        {"applied": 1, "marks": [["r:0", 3, 1, 1, 0, []]], "foreign": []},
+        {"applied": 1, "marks": [["r:0", 3, 1, 1, []]], "foreign": []},
         {"applied": 1, "marks": [], "foreign": [["not", "a", "string"]]},
         {"applied": "1", "marks": [], "foreign": []},
         {"marks": [], "foreign": []},

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ckptlog.events.rejections import Reason
-from ckptlog.processor.core import dedup, lifecycle, retention
+from ckptlog.processor.core import dedup, lifecycle, marks, retention
 from ckptlog.processor.core import fold as fold_module
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.nesting import Nesting
@@ -44,8 +44,11 @@ SITES: list[tuple[Any, str]] = [
     (Nesting, "add"),
     (Nesting, "discard"),
     (dedup, "render"),  # after the fast path moved the mark
-    (dedup.Seen, "_absorb"),
-    (dedup.Seen, "_insert"),
+    (dedup, "absorb"),
+    (marks, "insert"),
+    (marks, "Block"),  # a new block, after older ones were dropped
+    (marks, "array"),  # a block widened to 8-byte numbers, or a full one trimmed
+    (marks, "bisect_right"),  # absorbing, after earlier blocks gave numbers to the range
     (dedup.Seen, "_foreign"),
     (dedup.Seen, "_drop_stale"),
 ]

@@ -100,9 +100,9 @@ def test_the_ranges_go_on_and_the_next_snapshot_is_a_schema_7_base() -> None:
     assert snap.chain is not None and not snap.chain.takes_delta(32, SCHEMA_VERSION)
     fold = fold_of(snap)
     mark = fold.runs["a"].seen.marks["r:0"]
-    assert (mark.lo, mark.hi, list(mark.seqs or [])) == (10, 12, [14])  # the delta's list: 10-12, then 14 apart
+    assert (mark.lo, mark.hi, mark.numbers()) == (10, 12, [14])  # the delta's list: 10-12, then 14 apart
     assert fold.apply(f.event(f.report("a", {"acc": 13}, f"{ROOT}/a/c13", event_id="ck1:r:0:13:a"))).outputs
-    assert (mark.lo, mark.hi) == (10, 14) and not mark.seqs  # 13 closed the gap: 14 taken into the range
+    assert (mark.lo, mark.hi) == (10, 14) and not mark.numbers()  # 13 closed the gap: 14 taken into the range
     assert fold.apply(f.event(f.report("a", {}, event_id="ck1:r:0:14:a"))).duplicate
     capture = Capture(fold, "t", 0, len(LOG) + 2, None)  # what the processor writes: a base
     while capture.step():
