@@ -47,6 +47,7 @@ from ckptlog.processor.service.errors import ServiceError
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.linked import refuse_linked
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
+from ckptlog.processor.service.ports import ClaimSink
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
@@ -61,21 +62,6 @@ class DeletionSink(Protocol):
     """The deleter, as a partition's pipeline uses it; `source` names the input partition."""
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
-
-
-class ClaimSink(Protocol):
-    """The claim writer (ckptlog/processor/storage/claim_writer.py), as a partition's pipeline uses it;
-    `source` names the input partition."""
-
-    def claim_many(
-        self,
-        claims: Iterable[tuple[str, str]],
-        source: str | None = None,
-        *,
-        retired: bool = False,
-        reopened: bool = False,
-        at: int | None = None,
-    ) -> int: ...
 
 
 @dataclass(slots=True)

@@ -107,9 +107,9 @@ class DeletionService(Protocol):
     async def close(self) -> None: ...
 
 
-class ClaimService(PendingClaims, Protocol):
-    """The processor's claim writer (ckptlog.processor.storage.claim_writer.ClaimWriter). The deleter
-    asks it (`holds`) which paths wait for a retired claim still being written or removed."""
+class ClaimSink(Protocol):
+    """The claim writer (ckptlog/processor/storage/claim_writer.py), as a partition's pipeline uses it;
+    `source` names the input partition."""
 
     def claim_many(
         self,
@@ -123,5 +123,11 @@ class ClaimService(PendingClaims, Protocol):
         """Write each (canonical run root, run id)'s ownership claim in the background (contract §9);
         `retired`/`reopened`: write or remove the run's retired claim, as of input offset `at`."""
         ...
+
+
+class ClaimService(PendingClaims, ClaimSink, Protocol):
+    """The processor's claim writer (ckptlog.processor.storage.claim_writer.ClaimWriter): a partition's
+    pipeline queues claims (`claim_many`, ClaimSink), the deleter asks it (`holds`) which paths wait
+    for a retired claim still being written or removed."""
 
     async def close(self) -> None: ...
