@@ -99,9 +99,8 @@ async def committed_at_end(settings: ServiceSettings, end: int, timeout_s: float
         await consumer.stop()
 
 
-async def processor_side(settings: ServiceSettings, tmp: Path, runs: int, kept: int, ids: str) -> dict[str, Any]:
-    """The two phases through one `ckptlog run`, its RSS after each."""
-    log = tmp / "run.log"
+async def processor_side(settings: ServiceSettings, log: Path, runs: int, kept: int, ids: str) -> dict[str, Any]:
+    """The two phases through one `ckptlog run` (its log to `log`), its RSS after each."""
     with log.open("wb") as out:
         proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -160,13 +159,15 @@ def readers(settings: ServiceSettings, runs: int, repeat: int) -> dict[str, Any]
     return out
 
 
-async def measure(bootstrap: str, runs: int, kept: int, repeat: int, keep_topics: bool, ids: str) -> dict[str, Any]:
+async def measure(
+    bootstrap: str, runs: int, kept: int, repeat: int, keep_topics: bool, ids: str, log: Path | None = None
+) -> dict[str, Any]:
     created: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             names = await topics(bootstrap, f"many-{uuid.uuid4().hex[:6]}", created)
             settings = settings_for(bootstrap, names, Path(tmp), root=ROOT)
-            side = await processor_side(settings, Path(tmp), runs, kept, ids)
+            side = await processor_side(settings, log or Path(tmp) / "run.log", runs, kept, ids)
             found = {"processor": side, "readers": readers(settings, runs, repeat) if repeat else "not run"}
             return {"runs": runs, "kept": kept, "ids": ids, **found, "topics": created if keep_topics else "deleted"}
     finally:
@@ -182,9 +183,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each reader command (the best; 0: none)")
     parser.add_argument("--ids", choices=("foreign", "structured"), default="foreign", help="the reports' event ids")
     parser.add_argument("--keep-topics", action="store_true", help="leave the topics (to profile a reader)")
+    parser.add_argument("--log", type=Path, help="write the processor's log here (default: a temporary file)")
     args = parser.parse_args()
     bootstrap = args.bootstrap_servers or ensure_bootstrap(None)
-    found = asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat, args.keep_topics, args.ids))
+    found = asyncio.run(measure(bootstrap, args.runs, args.kept, args.repeat, args.keep_topics, args.ids, args.log))
     print(json.dumps(found, indent=1))
 
 
