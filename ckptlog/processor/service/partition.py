@@ -33,7 +33,7 @@ from ckptlog.processor.service.ports import ClaimSink
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
-from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.service.snapshotting import SLICE_S, SnapshotScheduler
 
 log = logging.getLogger(__name__)
 
@@ -286,20 +286,33 @@ class PartitionTask:
         crash_point("restore.redriven")
 
     async def _check_kept(self, kept: dict[str, list[str]], restored_at: int) -> None:
+        """Flag the kept checkpoints found missing, in slices of at most SLICE_S: flagging 100,000
+        runs in one go (an ERROR line and a record each) held the event loop for 10 s, past the
+        group's session timeout, so the member was dropped and the partition restored again."""
         missing = await find_missing(kept, self._options)
+        deadline = time.perf_counter() + SLICE_S
         for run_id, paths in sorted(missing.items()):
-            run = self.fold.runs.get(run_id)
-            still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
-            if not still or not self.pipeline.usable:
-                continue
-            log.error(
-                "event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
-                self.pid,
-                run_id,
-                still,
-            )
-            self.pipeline.extra.append(self.pipeline.factory.checkpoints_missing(run_id, still, restored_at))
-            self.metrics.extra_outputs(CHECKPOINTS_MISSING.name, 1)
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + SLICE_S
+            if not self.pipeline.usable:
+                return
+            self._flag_missing(run_id, paths, restored_at)
+
+    def _flag_missing(self, run_id: str, paths: list[str], restored_at: int) -> None:
+        """The run's paths its state still keeps, flagged on the checkpoints topic with the next commit."""
+        run = self.fold.runs.get(run_id)
+        still = [p for p in paths if run is not None and any(r.path == p for r in run.checkpoints)]
+        if not still:
+            return
+        log.error(
+            "event=checkpoints_missing partition=%s run=%s missing=%s; flagged on the checkpoints topic",
+            self.pid,
+            run_id,
+            still,
+        )
+        self.pipeline.extra.append(self.pipeline.factory.checkpoints_missing(run_id, still, restored_at))
+        self.metrics.extra_outputs(CHECKPOINTS_MISSING.name, 1)
 
     def deletions_settled(
         self, done: Iterable[tuple[str, str]], refused: Iterable[tuple[tuple[str, str], str]] = ()

@@ -327,3 +327,32 @@ async def test_a_retirement_asks_for_its_retired_claim_and_a_restore_asks_again_
     assert again.retired == [("file:///sr/done", "done")]
     assert again.claimed == [("file:///sr/open", "open")]
     await task.close(graceful=False)
+
+
+async def test_flagging_missing_checkpoints_after_a_restore_lets_the_loop_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench.many found it: a restore of 100,000 runs whose kept checkpoints were all gone flagged
+    them in one go, holding the event loop for 10 s, past the session timeout (the member was dropped
+    and the partition restored again). The flags go out in slices (SLICE_S), every run still flagged."""
+    monkeypatch.setattr("ckptlog.processor.service.partition.SLICE_S", 0.0)  # a slice per run
+    runs = 40
+    lines = workload("file:///nowhere/r", runs=runs, reports=2 * runs, keep=1, validation_share=0.0)
+    seed, _, _, _ = make_task(tmp_path)
+    await seed.process(records(lines))
+    await idle(seed)
+    n = len(lines)
+    task, _, _, _ = make_task(tmp_path / "again", start=n, publish_from=n, fold=seed.fold)
+    seen: list[int] = []
+
+    async def watch() -> None:  # another task on the loop: what it sees of the flagging between its turns
+        while len(task.pipeline.extra) < runs:
+            seen.append(len(task.pipeline.extra))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    await idle(task)  # caught up: the existence check starts in the background
+    await asyncio.wait_for(watcher, timeout=30)
+    assert len({count for count in seen if 0 < count < runs}) >= runs // 2, f"flagged in one go: {sorted(set(seen))}"
+    assert sorted(o.key for o in task.pipeline.extra) == sorted(f"run-{r}".encode() for r in range(runs))
+    assert all(b"checkpoints_missing" in (o.value or b"") for o in task.pipeline.extra)
