@@ -354,5 +354,5 @@ async def test_flagging_missing_checkpoints_after_a_restore_lets_the_loop_run(
     await idle(task)  # caught up: the existence check starts in the background
     await asyncio.wait_for(watcher, timeout=30)
     assert len({count for count in seen if 0 < count < runs}) >= runs // 2, f"flagged in one go: {sorted(set(seen))}"
-    assert sorted(o.key for o in task.pipeline.extra) == sorted(f"run-{r}".encode() for r in range(runs))
+    assert sorted(o.key or b"" for o in task.pipeline.extra) == sorted(f"run-{r}".encode() for r in range(runs))
     assert all(b"checkpoints_missing" in (o.value or b"") for o in task.pipeline.extra)
