@@ -9,9 +9,10 @@ partition with exactly one `PartitionTask`, publish, snapshot, delete evicted ch
 
 Each assigned partition's life is one state machine (lifecycle.py: restoring, retrying,
 replaying, live, broken, closed); this module drives its transitions. Rebalances: revocation
-closes a partition gracefully (final snapshot); assignment restores it (snapshot + replay:
-tasks.py, restore.py). A fenced producer means another instance owns the partition: its task is
-dropped and the group rejoined. Any other failed commit rebuilds the partition in place.
+closes a partition gracefully (final snapshot); assignment pauses it and restores it (snapshot +
+replay: tasks.py, restore.py) in a background job (restore_jobs.py), outside aiokafka's callback.
+A fenced producer means another instance owns the partition: its task is dropped and the group
+rejoined. Any other failed commit rebuilds the partition in place.
 
 Kafka clients come from a `KafkaClients` factory (ports.py): by default
 `ckptlog.kafka.BrokerClients` over the configured (or embedded) broker; tests pass fakes.
