@@ -156,8 +156,12 @@ class Partitions:
     def revoke(self, pids: list[PartitionId]) -> list[Partition]:
         """A rebalance: the epoch moves on (every restore in flight is void) and the revoked
         partitions leave the table; they are returned for closing."""
-        self.epoch += 1
+        self.void_restores()
         return [p for pid in pids if (p := self._current.pop(pid, None)) is not None]
+
+    def void_restores(self) -> None:
+        """Every restore in flight is void from now on (a rebalance; the processor stopping)."""
+        self.epoch += 1
 
     def current(self, partition: Partition) -> bool:
         """Whether a restore begun for `partition` may take effect: still the table's, no rebalance since."""

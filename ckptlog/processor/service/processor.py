@@ -9,9 +9,10 @@ partition with exactly one `PartitionTask`, publish, snapshot, delete evicted ch
 
 Each assigned partition's life is one state machine (lifecycle.py: restoring, retrying,
 replaying, live, broken, closed); this module drives its transitions. Rebalances: revocation
-closes a partition gracefully (final snapshot); assignment restores it (snapshot + replay:
-tasks.py, restore.py). A fenced producer means another instance owns the partition: its task is
-dropped and the group rejoined. Any other failed commit rebuilds the partition in place.
+closes a partition gracefully (final snapshot); assignment pauses it and restores it (snapshot +
+replay: tasks.py, restore.py) in a background job (restore_jobs.py), outside aiokafka's callback.
+A fenced producer means another instance owns the partition: its task is dropped and the group
+rejoined. Any other failed commit rebuilds the partition in place.
 
 Kafka clients come from a `KafkaClients` factory (ports.py): by default
 `ckptlog.kafka.BrokerClients` over the configured (or embedded) broker; tests pass fakes.
@@ -44,6 +45,7 @@ from ckptlog.processor.service.observe import observed
 from ckptlog.processor.service.partition import PartitionTask, TaskStats, run_of
 from ckptlog.processor.service.ports import ClaimService, DeletionService, InputConsumer, KafkaClients, SharedProducer
 from ckptlog.processor.service.records import TopicNames
+from ckptlog.processor.service.restore_jobs import RestoreJobs
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.service.tasks import TaskFactory
 from ckptlog.processor.storage.claim_writer import ClaimWriter
@@ -125,6 +127,7 @@ class Processor:
         self._deleter: DeletionService | None = None
         self._claims: ClaimService | None = None
         self._factory: TaskFactory | None = None
+        self._restores = RestoreJobs(self._fail)  # the assignments' restores, beside the poll loop
 
     # -- public API ----------------------------------------------------------------
 
@@ -270,6 +273,7 @@ class Processor:
             if self._deleter is not None and time.monotonic() - last_retry > RETRY_FAILED_DELETIONS_S:
                 last_retry = time.monotonic()
                 self._deleter.retry_failed()
+        self._raise_fatal()  # a restore beside the loop (or a retry in it) failed for good
         log.info("event=stopping reason=stop_requested")
 
     def _task_for(self, pid: PartitionId, records: Sequence[InputRecord]) -> PartitionTask | None:
@@ -328,12 +332,28 @@ class Processor:
         await asyncio.gather(*(self._close(partition, graceful=True) for partition in revoked))
 
     async def partitions_assigned(self, partitions: list[PartitionId]) -> None:
+        """Start restoring the new partitions and return at once: aiokafka sends no heartbeats until
+        this callback returns, and a restore may outlast the session timeout (restore_jobs.py). The
+        new partitions stay paused — nothing fetched for them — until `_activate` seeks them."""
         log.info("event=partitions_assigned partitions=%s", ",".join(map(str, partitions)) or "-")
         if not partitions:
             log.warning(idle_message(self.settings))
         fresh = [self.partitions.assign(pid) for pid in partitions if pid not in self.partitions]
+        if fresh:
+            assert self._consumer is not None
+            self._consumer.pause([p.pid for p in fresh])
+        if not fresh and not self._restores:
+            self.ready.set()
+            return
+        epoch, names = self.partitions.epoch, ",".join(str(p.pid) for p in fresh) or "-"
+        self._restores.start(lambda: self._restore_assigned(fresh, epoch), name=f"restore {names}")
+
+    async def _restore_assigned(self, fresh: Sequence[Partition], epoch: int) -> None:
+        """An assignment's restores; `ready` once they are done, unless a rebalance overtook them
+        (the next assignment's job sets it then)."""
         await self._restore(fresh)
-        self.ready.set()
+        if self.partitions.epoch == epoch:
+            self.ready.set()
 
     async def _restore(self, partitions: Sequence[Partition]) -> None:
         """The restore step of each partition's lifecycle (tasks.py), then what its outcome means:
@@ -350,13 +370,17 @@ class Processor:
                 assert isinstance(result, CkptlogError)
                 self._retry_later(partition, result)
             elif isinstance(result, BaseException):
-                if not isinstance(result, CkptlogError):
-                    log.exception("event=open_failed partition=%s", partition.pid, exc_info=result)
-                    result = ServiceError(f"{partition.pid}: unexpected error while restoring: {result!r}; see the log")
-                self._fatal = self._fatal or result
-                self._stopping.set()
+                self._fail(result, str(partition.pid))
             else:
                 self._activate(partition, result)
+
+    def _fail(self, error: BaseException, where: str) -> None:
+        """A restore that cannot go on: the processor stops, and `run()` raises the error."""
+        if not isinstance(error, CkptlogError):
+            log.exception("event=open_failed partition=%s", where, exc_info=error)
+            error = ServiceError(f"{where}: unexpected error while restoring: {error!r}; see the log")
+        self._fatal = self._fatal or error
+        self._stopping.set()
 
     async def _void(self, partition: Partition, result: PartitionTask | BaseException) -> None:
         """A restore a rebalance overtook: its outcome, success or failure, is void — it read offsets
@@ -371,7 +395,7 @@ class Processor:
             await result.close(graceful=False)
         elif task is not None:
             await task.close(graceful=False)
-        if still:
+        if still and not self._stopping.is_set():
             await self._restore([self.partitions.assign(partition.pid)])
 
     def _retry_later(self, partition: Partition, error: CkptlogError) -> None:
@@ -458,6 +482,9 @@ class Processor:
         return owner.still_owed(*key)
 
     async def _shutdown(self) -> None:
+        self._stopping.set()
+        self.partitions.void_restores()  # a restore still running drops what it built (`_void`)
+        await self._restores.settle()
         if self._deleter is not None and self._fatal is None:
             # the in-flight commits hand their evictions over; delete them while the partitions are ours
             await asyncio.gather(*(task.wait_committed() for task in list(self.tasks.values())))

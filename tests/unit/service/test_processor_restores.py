@@ -1,0 +1,132 @@
+"""Restores run beside the poll loop, not inside the assignment callback (aiokafka sends no heartbeats
+while that runs: a restore longer than the session timeout lost the partitions and restored them
+again, in a loop). A slow restore must not hold the callback; the partitions stay paused until their
+seek; a rebalance or a stop during it voids it; a fatal error still stops the processor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptlog.errors import CkptlogError
+from ckptlog.processor.service.harness import expected_views
+from ckptlog.processor.service.lifecycle import Phase
+from ckptlog.processor.service.processor import Processor
+from tests.unit.service.fakes import FakeClaims, FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
+from tests.unit.service.test_processor import LINES, P0, P1, produce, settings, settled, until, views
+
+
+class SlowCommitted:
+    """Makes the next restore of P0 wait on `gate` (or raise `error`) where it reads the committed offset."""
+
+    def __init__(self, monkeypatch: Any, error: BaseException | None = None) -> None:
+        self.gate, self.blocked, self.armed, self.error = asyncio.Event(), asyncio.Event(), True, error
+        real = FakeConsumer.committed
+
+        async def committed(consumer: FakeConsumer, pid: Any) -> int | None:
+            if pid == P0 and self.armed:
+                self.armed = False
+                self.blocked.set()
+                if self.error is not None:
+                    raise self.error
+                await self.gate.wait()
+            return await real(consumer, pid)
+
+        monkeypatch.setattr(FakeConsumer, "committed", committed)
+
+
+def processor_on(kafka: FakeKafka, tmp_path: Path) -> tuple[Processor, asyncio.Task[None]]:
+    processor = Processor(
+        settings(tmp_path),
+        clients=kafka,
+        deleter_factory=lambda **kw: FakeDeleter(kafka, kw["on_done"]),
+        claims_factory=FakeClaims,
+    )
+    return processor, asyncio.create_task(processor.run())
+
+
+def open_producers(kafka: FakeKafka) -> list[FakeTransactional]:
+    return [p for p in kafka.producers if isinstance(p, FakeTransactional) and not p.stopped]
+
+
+async def test_a_slow_restore_does_not_hold_the_callback_and_a_revocation_voids_it(
+    tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    slow = SlowCommitted(monkeypatch)
+    processor, run = processor_on(kafka, tmp_path)
+    await asyncio.wait_for(slow.blocked.wait(), 5)
+    (consumer,) = kafka.consumers
+    polled = processor.last_poll
+    await until(lambda: processor.last_poll > polled, run)  # the callback returned: the loop polls on
+    restoring = processor.partitions.get(P0)
+    assert restoring is not None and restoring.phase is Phase.RESTORING and not processor.tasks
+    assert {P0, P1} <= consumer.paused and not processor.ready.is_set()  # nothing fetched before the seek
+
+    kafka.assignable = [P1]  # the group moves P0 elsewhere while its restore is in flight
+    consumer.rebalance = True
+    await until(lambda: processor.assigned == {P1} and restoring.phase is Phase.CLOSED, run)
+    assert not processor.ready.is_set()  # the new assignment's restore waits for the void one
+    with caplog.at_level(logging.INFO, "ckptlog.processor.service.processor"):
+        slow.gate.set()
+        await until(settled(kafka, processor), run)
+    assert processor.ready.is_set() and processor.assignment == [P1]
+    assert P0 not in consumer.positions  # the void restore never seeked a partition no longer ours
+    assert "event=restore_dropped partition=ckptlog.events[0]" in caplog.text
+    assert [p.pid for p in open_producers(kafka)] == [P1]  # every void restore's producer closed
+    assert processor.rebuilds == 0 and restoring.task is None
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
+
+
+async def test_a_stop_during_a_background_restore_drops_it(tmp_path: Path, monkeypatch: Any) -> None:
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    slow = SlowCommitted(monkeypatch)
+    processor, run = processor_on(kafka, tmp_path)
+    await asyncio.wait_for(slow.blocked.wait(), 5)
+    processor.stop()
+    await asyncio.sleep(0.05)
+    assert not run.done()  # the shutdown waits for the restore in flight
+    slow.gate.set()
+    await asyncio.wait_for(run, 5)
+    assert not processor.tasks and not open_producers(kafka) and not kafka.commits
+
+
+async def test_a_fatal_background_restore_error_stops_the_processor(tmp_path: Path, monkeypatch: Any) -> None:
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    SlowCommitted(monkeypatch, error=RuntimeError("injected: a bug in the restore"))
+    processor, run = processor_on(kafka, tmp_path)
+    with pytest.raises(CkptlogError, match=r"ckptlog.events\[0\]: unexpected error while restoring"):
+        await asyncio.wait_for(run, 5)
+    assert not processor.tasks and not open_producers(kafka)
+
+
+async def test_a_rebalance_that_keeps_the_partitions_restores_them_after_the_void_restore(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Eager rebalance: everything revoked and assigned again while P0 restores. The new restore runs
+    only after the void one (two at once would fence each other's producer), and the fold is whole."""
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    slow = SlowCommitted(monkeypatch)
+    processor, run = processor_on(kafka, tmp_path)
+    await asyncio.wait_for(slow.blocked.wait(), 5)
+    first = processor.partitions.get(P0)
+    kafka.consumers[0].rebalance = True
+    await until(lambda: processor.partitions.get(P0) is not first, run)
+    produce(kafka, LINES[150:])
+    slow.gate.set()
+    await until(settled(kafka, processor), run)
+    assert processor.assignment == [P0, P1] and not kafka.fail_commits
+    assert views(kafka) == expected_views(LINES, settings(tmp_path))
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
