@@ -28,8 +28,8 @@ from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.checks import find_missing
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
-from ckptlog.processor.service.pipeline import DeletionSink, Pipeline, TaskStats, run_of
-from ckptlog.processor.service.ports import ClaimSink
+from ckptlog.processor.service.pipeline import Pipeline, TaskStats, run_of
+from ckptlog.processor.service.ports import ClaimSink, DeletionSink
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored

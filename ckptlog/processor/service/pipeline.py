@@ -33,21 +33,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Protocol
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
-from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.errors import ServiceError
 from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.linked import refuse_linked
 from ckptlog.processor.service.metrics import NO_METRICS, ServiceMetrics
-from ckptlog.processor.service.ports import ClaimSink
+from ckptlog.processor.service.ports import ClaimSink, DeletionSink
 from ckptlog.processor.service.publish import Publisher
 from ckptlog.processor.service.records import RecordFactory
 from ckptlog.processor.service.restore import Restored
@@ -56,12 +54,6 @@ from ckptlog.processor.service.snapshotting import SnapshotScheduler
 log = logging.getLogger(__name__)
 
 run_of = itemgetter(0)  # Deletion.run_id, or a (run id, path) key's run id: what evictions and completions group by
-
-
-class DeletionSink(Protocol):
-    """The deleter, as a partition's pipeline uses it; `source` names the input partition."""
-
-    def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int: ...
 
 
 @dataclass(slots=True)

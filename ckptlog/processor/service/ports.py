@@ -92,13 +92,17 @@ class KafkaClients(Protocol):
     def shared_producer(self) -> SharedProducer: ...
 
 
-class DeletionService(Protocol):
-    """The processor's deleter (ckptlog.processor.storage.deletion.Deleter): it only deletes; the run
-    roots' claims are the `ClaimService`'s."""
+class DeletionSink(Protocol):
+    """The deleter, as a partition's pipeline uses it; `source` names the input partition."""
 
     def submit_many(self, requests: Iterable[Deletion], source: str | None = None) -> int:
         """Delete each request's path, for runs folded by input partition `source`."""
         ...
+
+
+class DeletionService(DeletionSink, Protocol):
+    """The processor's deleter (ckptlog.processor.storage.deletion.Deleter): it only deletes; the run
+    roots' claims are the `ClaimService`'s."""
 
     def retry_failed(self) -> int: ...
 
