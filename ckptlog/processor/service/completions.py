@@ -6,16 +6,24 @@ keeping our own records out of the input partition's transactions means the proc
 holds back its own input (a read_committed consumer cannot read past an open transaction's
 first record). Queued completions are sent every `interval_s`; a failed send is logged and
 retried with the next flush; at worst (a crash) the deletion is resubmitted after restore.
+
+`DeletionOutcomes` holds the deleter's callbacks: what it confirmed or refused for good goes to the
+task of the partition whose state holds the run, and becomes completion events on that partition;
+its last-moment re-check (contract §9) asks that task too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable, Sequence
+from itertools import groupby
+from typing import Protocol
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import OutRecord
 from ckptlog.processor.failpoints import crash_point
+from ckptlog.processor.service.pipeline import run_of
 from ckptlog.processor.service.ports import SharedProducer
 
 log = logging.getLogger(__name__)
@@ -63,3 +71,58 @@ class CompletionWriter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await self.flush()
+
+
+class RunOwner(Protocol):
+    """A partition's task (partition.py `PartitionTask`), as the deleter's outcomes reach it."""
+
+    def owns(self, run_id: str) -> bool: ...
+
+    def deletions_settled(
+        self, done: Sequence[tuple[str, str]], refused: Sequence[tuple[tuple[str, str], str]] = ()
+    ) -> list[OutRecord]: ...
+
+    def still_owed(self, run_id: str, path: str) -> str | None: ...
+
+
+class DeletionOutcomes:
+    """The deleter's `on_done`, `on_refused` and `recheck` (see the module docstring); `tasks` gives the
+    tasks of this instance's partitions, `writer` is set once the shared producer has started."""
+
+    def __init__(self, tasks: Callable[[], Iterable[RunOwner]]) -> None:
+        self._tasks = tasks
+        self.writer: CompletionWriter | None = None
+
+    def _owner(self, run_id: str) -> RunOwner | None:
+        """The task of the partition whose state holds the run (None: not this instance's)."""
+        return next((task for task in self._tasks() if task.owns(run_id)), None)
+
+    def done(self, done: Sequence[tuple[str, str]]) -> None:
+        """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.
+
+        A job's keys come grouped by run (a batch's evictions are submitted sorted by run), so the
+        owner is looked up once per run and the keys are moved in slices, not one by one."""
+        if self.writer is None:
+            return
+        by_owner: dict[int, tuple[RunOwner, list[tuple[str, str]]]] = {}
+        for run_id, keys in groupby(done, run_of):
+            owner = self._owner(run_id)
+            if owner is not None:
+                by_owner.setdefault(id(owner), (owner, []))[1].extend(keys)
+        for owner, owned in by_owner.values():
+            self.writer.extend(owner.deletions_settled(owned))
+
+    def refused(self, refused: Sequence[tuple[tuple[str, str], str]]) -> None:
+        """Deletions the deleter will never carry out (contract §9) are settled too, so the run's state
+        says so (a `deletion_refused` warning) instead of owing them forever."""
+        for key, why in refused:
+            owner = self._owner(key[0])
+            if owner is not None and self.writer is not None:
+                self.writer.extend(owner.deletions_settled((), [(key, why)]))
+
+    def still_owed(self, key: tuple[str, str]) -> str | None:
+        """The deleter's last-moment re-check (contract §9): why not to delete now, or None."""
+        owner = self._owner(key[0])
+        if owner is None:
+            return "its partition is not owned by this instance any more (the new owner re-drives it)"
+        return owner.still_owed(*key)

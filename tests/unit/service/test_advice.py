@@ -18,7 +18,7 @@ async def test_an_instance_without_partitions_says_it_is_idle(caplog: pytest.Log
     """A second processor on a 1-partition topic sat idle without a word."""
     processor = Processor(load_settings(None, bootstrap_servers="unused:9092", group_id="g1"))
     with caplog.at_level(logging.INFO, "ckptlog.processor.service.processor"):
-        await processor.partitions_assigned([])
+        await processor.driver.partitions_assigned([])
     idle = [r for r in caplog.records if "event=idle" in r.getMessage()]
     assert idle and idle[0].levelno == logging.WARNING
     assert "group=g1 topic=ckptlog.events" in idle[0].getMessage() and "--topic-partitions" in idle[0].getMessage()

@@ -306,8 +306,8 @@ async def test_confirmed_deletions_go_to_the_partition_owning_each_run() -> None
     processor.partitions.assign(PartitionId("in", 0)).task = first  # type: ignore[assignment]
     processor.partitions.assign(PartitionId("in", 1)).task = second  # type: ignore[assignment]
     written: list[OutRecord] = []
-    processor._completions = SimpleNamespace(extend=written.extend)  # type: ignore[assignment]
-    processor._deletions_done([("a", "p1"), ("b", "p2"), ("gone", "p3"), ("a", "p4")])
+    processor.deletions.writer = SimpleNamespace(extend=written.extend)  # type: ignore[assignment]
+    processor.deletions.done([("a", "p1"), ("b", "p2"), ("gone", "p3"), ("a", "p4")])
     assert first.seen == [[("a", "p1"), ("a", "p4")]] and second.seen == [[("b", "p2")]]
     assert sorted(r.value for r in written) == [b"p1", b"p2", b"p4"]  # a run no task owns: nothing to write
 

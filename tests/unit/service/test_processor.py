@@ -265,7 +265,7 @@ async def test_a_restore_finishing_between_a_revocation_and_the_next_assignment_
         shutil.rmtree(tmp_path / "snaps")  # no snapshot: the restore starts at 0, far behind the committed offset
         assert kafka.committed[P0] > 0 and not snapshots(tmp_path, P0)
         assert P0 not in processor.partitions  # revoked: a rebuild begun before is of the last epoch
-        await processor._restore([Partition(P0, processor.partitions.epoch - 1)])
+        await processor.driver.restore([Partition(P0, processor.partitions.epoch - 1)])
         consumer.between = None
 
     consumer.between = rebuild_in_the_window
@@ -455,10 +455,10 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     produce(kafka, LINES[150:220])
     await asyncio.wait_for(blocked.wait(), 5)  # _recover -> _open_all([P0]) is in flight
     state["fail"] = True
-    await processor.partitions_revoked(list(consumer.assigned))  # what aiokafka's coordinator does meanwhile
+    await processor.driver.partitions_revoked(list(consumer.assigned))  # what aiokafka's coordinator does meanwhile
     consumer.positions = {pid: kafka.committed.get(pid, 0) for pid in consumer.assigned}
     consumer.paused.clear()
-    await processor.partitions_assigned(list(consumer.assigned))  # restores in the background
+    await processor.driver.partitions_assigned(list(consumer.assigned))  # restores in the background
     await until(lambda: getattr(processor.partitions.get(P0), "phase", None) is Phase.RETRYING, run)
     assert P0 not in processor.tasks  # the assignment's restore failed: retried
     gate.set()
