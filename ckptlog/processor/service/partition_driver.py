@@ -7,6 +7,11 @@ live and fetching (`_activate`), retried later (transient), fatal (the processor
 (a rebalance overtook it: `_void`). Each poll-loop round (`housekeeping`) retries the restores due
 again and recovers a broken partition: a fenced producer means another instance owns it (its task
 is dropped and the group rejoined); any other failed commit rebuilds it in place.
+
+Every restore — an assignment's, a retry, a rebuild — runs as a background job (restore_jobs.py),
+never awaited by the poll loop or a callback: a restore of a big partition takes seconds, and the
+loop must go on folding the other partitions' batches meanwhile (issue 39). The partition stays
+paused until its restore seeks it, and a rebalance voids a job's outcome (`Partitions.current`).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class PartitionDriver:
         for partition in due:
             partition.retry(self.partitions.epoch)
         if due:
-            await self.restore(due)
+            self.jobs.start(lambda: self.restore(due), name=f"retry {','.join(str(p.pid) for p in due)}")
         for partition in self.partitions:
             if partition.phase is Phase.BROKEN:
                 await self._recover(consumer, partition)
@@ -93,8 +98,13 @@ class PartitionDriver:
         log.warning("event=rebuild partition=%s reason=%r", pid, error)
         self.rebuilds += 1
         task = partition.rebuild(self.partitions.epoch)
-        if task is not None:
-            await self.close_task(task, graceful=False)
+        consumer.pause([pid])  # nothing fetched for it until its restore seeks it
+        self.jobs.start(lambda: self._rebuild(partition, task), name=f"rebuild {pid}")
+
+    async def _rebuild(self, partition: Partition, broken: PartitionTask | None) -> None:
+        """Close the broken task (its last snapshot write may take a while), then restore again."""
+        if broken is not None:
+            await self.close_task(broken, graceful=False)
         await self.restore([partition])
 
     # -- rebalance listener ----------------------------------------------------------

@@ -426,9 +426,10 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A rebuild's slow restore of P0 is overtaken by a rebalance whose own restore of P0 fails
-    transiently (scheduled for a retry). When the rebuild's restore then finishes, its outcome is
-    void: it must neither register a task nor cancel that retry (found by review: the partition
-    stayed assigned and paused, with no task and no retry, until the next rebalance)."""
+    transiently (scheduled for a retry). The rebuild's restore finishes first (restores run one
+    after the other, restore_jobs.py); its outcome is void: it must neither register a task nor
+    cancel the retry of the assignment's (found by review: the partition stayed assigned and
+    paused, with no task and no retry, until the next rebalance)."""
     monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
     kafka = FakeKafka()
     produce(kafka, LINES[:150])
@@ -453,17 +454,20 @@ async def test_a_restore_a_rebalance_overtook_leaves_the_retry_of_the_next_one_a
     state["slow"] = True
     kafka.fail_commits[P0] = 1
     produce(kafka, LINES[150:220])
-    await asyncio.wait_for(blocked.wait(), 5)  # _recover -> _open_all([P0]) is in flight
+    await asyncio.wait_for(blocked.wait(), 5)  # the rebuild's restore of P0 is in flight (a background job)
     state["fail"] = True
     await processor.driver.partitions_revoked(list(consumer.assigned))  # what aiokafka's coordinator does meanwhile
     consumer.positions = {pid: kafka.committed.get(pid, 0) for pid in consumer.assigned}
     consumer.paused.clear()
     await processor.driver.partitions_assigned(list(consumer.assigned))  # restores in the background
-    await until(lambda: getattr(processor.partitions.get(P0), "phase", None) is Phase.RETRYING, run)
-    assert P0 not in processor.tasks  # the assignment's restore failed: retried
+    assigned = processor.partitions.get(P0)
     gate.set()
+    await until(lambda: not state["fail"], run)  # the assignment's restore of P0 ran and failed...
+    assert assigned is not None and processor.partitions.get(P0) is assigned
     produce(kafka, LINES[220:])
-    await until(lambda: P0 in processor.tasks and settled(kafka, processor)(), run)
+    await until(lambda: P0 in processor.tasks and settled(kafka, processor)(), run)  # ...and was retried
+    assert processor.tasks[P0].life is assigned  # the void restore registered no task of its own
+    assert processor.metrics.registry.get_sample_value("ckptlog_restores_dropped_total") == 1  # type: ignore[attr-defined]
     assert views(kafka) == expected_views(LINES, config)
     processor.stop()
     await run

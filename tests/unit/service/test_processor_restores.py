@@ -1,23 +1,26 @@
 """Restores run beside the poll loop, not inside the assignment callback (aiokafka sends no heartbeats
 while that runs: a restore longer than the session timeout lost the partitions and restored them
 again, in a loop). A slow restore must not hold the callback; the partitions stay paused until their
-seek; a rebalance or a stop during it voids it; a fatal error still stops the processor."""
+seek; a rebalance or a stop during it voids it; a fatal error still stops the processor. Retries and
+rebuilds run beside the loop too: a slow one must not stall the other partitions' batches."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ckptlog.errors import CkptlogError
+from ckptlog.kafka.errors import KafkaIOError
 from ckptlog.processor.service.harness import expected_views
 from ckptlog.processor.service.lifecycle import Phase
 from ckptlog.processor.service.processor import Processor
 from tests.unit.service.fakes import FakeClaims, FakeConsumer, FakeDeleter, FakeKafka, FakeTransactional
-from tests.unit.service.test_processor import LINES, P0, P1, produce, settings, settled, until, views
+from tests.unit.service.test_processor import LINES, P0, P1, produce, settings, settled, started, until, views
 
 
 class SlowCommitted:
@@ -127,6 +130,87 @@ async def test_a_rebalance_that_keeps_the_partitions_restores_them_after_the_voi
     await until(settled(kafka, processor), run)
     assert processor.assignment == [P0, P1] and not kafka.fail_commits
     assert views(kafka) == expected_views(LINES, settings(tmp_path))
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
+
+
+class ScriptedCommitted:
+    """P0's reads of its committed offset follow `steps` while any are left: "fail" raises a transient
+    Kafka error, "block" waits on `gate` (slow storage or broker); then the real read."""
+
+    def __init__(self, monkeypatch: Any, steps: list[str]) -> None:
+        self.steps, self.gate, self.blocked = steps, asyncio.Event(), asyncio.Event()
+        real = FakeConsumer.committed
+
+        async def committed(consumer: FakeConsumer, pid: Any) -> int | None:
+            if pid == P0 and self.steps:
+                if self.steps.pop(0) == "fail":
+                    raise KafkaIOError(f"{pid}: reading the committed offset failed: injected; retry")
+                self.blocked.set()
+                await self.gate.wait()
+            return await real(consumer, pid)
+
+        monkeypatch.setattr(FakeConsumer, "committed", committed)
+
+
+def caught_up(kafka: FakeKafka, processor: Processor, pid: Any) -> Callable[[], bool]:
+    """`pid`'s task folded and committed everything its log holds."""
+
+    def check() -> bool:
+        task = processor.tasks.get(pid)
+        end = kafka.end(pid)
+        return task is not None and task.pipeline.folded_offset == end and kafka.committed.get(pid) == end
+
+    return check
+
+
+async def test_a_slow_retried_restore_does_not_stall_the_other_partitions_batches(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 39: the retry of a restore that failed for a transient reason ran inside the poll loop,
+    so while it was slow no other partition's batch was folded or committed. It runs beside the
+    loop now, like an assignment's restore, with its partition paused until its seek."""
+    monkeypatch.setattr("ckptlog.processor.service.lifecycle.RETRY_FIRST_S", 0.01)
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    script = ScriptedCommitted(monkeypatch, ["fail", "block"])
+    processor, run = processor_on(kafka, tmp_path)
+    await asyncio.wait_for(script.blocked.wait(), 5)  # the assignment's restore of P0 failed; its retry hangs
+    (consumer,) = kafka.consumers
+    produce(kafka, LINES[150:])  # live batches for both partitions
+    await until(caught_up(kafka, processor, P1), run, timeout=5)  # P1 goes on meanwhile
+    retrying = processor.partitions.get(P0)
+    assert retrying is not None and retrying.phase is Phase.RESTORING and retrying.attempts == 1
+    assert P0 in consumer.paused and P0 not in processor.tasks and kafka.committed.get(P0, 0) < kafka.end(P0)
+    script.gate.set()
+    await until(settled(kafka, processor), run)
+    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, settings(tmp_path))
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
+
+
+async def test_a_slow_rebuild_does_not_stall_the_other_partitions_batches(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 39: a partition whose commit failed was restored again inside the poll loop; while that
+    restore was slow, no other partition's batch was folded or committed. The rebuild runs beside
+    the loop now: the broken task closed and the partition restored in a background job."""
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    processor, run = await started(settings(tmp_path), kafka)
+    (consumer,) = kafka.consumers
+    script = ScriptedCommitted(monkeypatch, ["block"])
+    kafka.fail_commits[P0] = 1
+    produce(kafka, LINES[150:220])
+    await asyncio.wait_for(script.blocked.wait(), 5)  # P0's commit failed; its rebuild's restore hangs
+    produce(kafka, LINES[220:])
+    await until(caught_up(kafka, processor, P1), run, timeout=5)  # P1 goes on meanwhile
+    rebuilding = processor.partitions.get(P0)
+    assert rebuilding is not None and rebuilding.phase is Phase.RESTORING and processor.rebuilds == 1
+    assert P0 in consumer.paused and P0 not in processor.tasks
+    script.gate.set()
+    await until(settled(kafka, processor), run)
+    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, settings(tmp_path))
     processor.stop()
     await run
     assert not open_producers(kafka)
