@@ -97,8 +97,11 @@ def encode(payload: str, version: int = 1) -> bytes:
     return body + b"#" + hashlib.sha256(body).hexdigest()[:8].encode()
 
 
-def decode(objects: Sequence[bytes]) -> str:
-    """A chain of test objects (a base, then its deltas): each verified; their payloads joined by '+'."""
+def decode(objects: Sequence[bytes], sha256s: Sequence[str] | None = None) -> str:
+    """A chain of test objects (a base, then its deltas): each verified; their payloads joined by '+'.
+    `sha256s`, as a store passes them: each must be the SHA-256 of its object."""
+    if sha256s is not None:
+        assert list(sha256s) == [hashlib.sha256(data).hexdigest() for data in objects]
     payloads = []
     for data in objects:
         body, sep, checksum = data.rpartition(b"#")

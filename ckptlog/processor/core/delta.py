@@ -199,13 +199,18 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def decode_chain(objects: Sequence[bytes], *, name: str = "snapshot") -> Snapshot:
+def decode_chain(objects: Sequence[bytes], sha256s: Sequence[str] | None = None, *, name: str = "snapshot") -> Snapshot:
     """The state a base and its deltas (oldest first) hold, every link verified; its `chain` is set.
     SnapshotCorrupt when any object is damaged or does not follow its predecessor (restore then
-    tries an older one), SnapshotVersionError for a schema this build cannot restore."""
+    tries an older one), SnapshotVersionError for a schema this build cannot restore. `sha256s`:
+    each object's SHA-256 (hex), when its reader hashed it already (the snapshot store does, to
+    verify it against its name: storage/snapshots.py `Decoder`); else each is hashed here."""
+    digests = list(sha256s) if sha256s is not None else [sha256_hex(data) for data in objects]
+    if len(digests) != len(objects):
+        raise ValueError(f"{len(objects)} objects but {len(digests)} digests")
     version, body = opened(objects[0], name=name, form=FORMAT)
     try:
-        chain = Chain.based(_offset(body["next_offset"]), sha256_hex(objects[0]), len(objects[0]), version)
+        chain = Chain.based(_offset(body["next_offset"]), digests[0], len(objects[0]), version)
     except (KeyError, ValueError) as exc:
         raise SnapshotCorrupt(f"{name}: checksum ok but content invalid ({exc!r}); skipping it") from None
     for number, data in enumerate(objects[1:], 1):
@@ -215,7 +220,7 @@ def decode_chain(objects: Sequence[bytes], *, name: str = "snapshot") -> Snapsho
             problem = _link_problem(delta, delta_version, chain, body)
             if problem is None:
                 _merge(body, delta)
-                chain = chain.extended(_offset(delta["next_offset"]), sha256_hex(data), len(data))
+                chain = chain.extended(_offset(delta["next_offset"]), digests[number], len(data))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"checksum ok but content invalid ({exc!r})"
         if problem is not None:

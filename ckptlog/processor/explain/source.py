@@ -119,7 +119,7 @@ async def replay_runs(
     return Replayed(pid, replay, at or 0, replay.position, at, split)
 
 
-def _settings_of(chain: list[bytes]) -> FoldSettings:
+def _settings_of(chain: list[bytes], _sha256s: list[str]) -> FoldSettings:
     return decode_settings(chain[-1])  # a delta holds its chain's settings too
 
 

@@ -75,6 +75,12 @@ def content_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:_HASH_CHARS]
 
 
+Decoder = Callable[[list[bytes], list[str]], T]
+"""Decodes a chain's objects (the base first), given the SHA-256 (hex) of each, which the store
+computed to verify it against its name: a decoder that needs the digests (the chain's links,
+core/delta.py `decode_chain`) takes them instead of hashing ~100 MB again."""
+
+
 class SnapshotStore:
     """Snapshots of (topic, partition) under a base URL; `write` keeps the newest `keep`."""
 
@@ -178,9 +184,9 @@ class SnapshotStore:
         """The next offsets of the stored restore points (bases and deltas), oldest first."""
         return [s.next_offset for s in self._snapshots()]
 
-    def load_latest(self, decode: Callable[[list[bytes]], T], max_offset: int | None = None) -> T | None:
+    def load_latest(self, decode: Decoder[T], max_offset: int | None = None) -> T | None:
         """The newest restore point (at most at `max_offset`) whose chain is whole, verifies and
-        decodes, or None. `decode` gets the chain's objects, the base first.
+        decodes, or None. `decode` gets the chain's objects, the base first, and their SHA-256.
 
         A missing link, a hash mismatch (truncated or altered object) or `SnapshotCorrupt` from
         `decode` skips to the next older restore point with a WARNING; `SnapshotVersionError`
@@ -197,11 +203,11 @@ class SnapshotStore:
                 log.warning("a snapshot under %s vanished while it was read (%s); listing again", self.url, exc)
         return self._load_newest(decode, max_offset)
 
-    def _load_newest(self, decode: Callable[[list[bytes]], T], max_offset: int | None) -> T | None:
+    def _load_newest(self, decode: Decoder[T], max_offset: int | None) -> T | None:
         names = self._snapshots()
         chains = self._chains(names)
         candidates = [s for s in names if max_offset is None or s.next_offset <= max_offset]
-        read: dict[SnapshotName, bytes] = {}  # objects the chains share are read once
+        read: dict[SnapshotName, tuple[bytes, str]] = {}  # objects the chains share are read (and hashed) once
         for snap in reversed(candidates):
             url, chain = self.url_of(snap), chains[snap]
             if chain is None:
@@ -212,20 +218,21 @@ class SnapshotStore:
                 )
                 continue
             try:
-                return decode([read.get(part) or read.setdefault(part, self._verified(part)) for part in chain])
+                objects = [read.get(part) or read.setdefault(part, self._verified(part)) for part in chain]
+                return decode([data for data, _ in objects], [sha256 for _, sha256 in objects])
             except SnapshotCorrupt as exc:
                 log.warning("skipping corrupt snapshot %s (%s); trying the next older one", url, exc)
         if candidates:
             log.warning("no valid snapshot among %d under %s; starting from empty state", len(candidates), self.url)
         return None
 
-    def _verified(self, name: SnapshotName) -> bytes:
-        """The object's bytes, if they still hash to the digest in its name."""
+    def _verified(self, name: SnapshotName) -> tuple[bytes, str]:
+        """The object's bytes, if they still hash to the digest in its name, and their SHA-256 (hex)."""
         data = self._objects.get(self._prefix + name.filename)
-        actual = content_digest(data)
-        if actual != name.digest:
+        sha256 = hashlib.sha256(data).hexdigest()
+        if sha256[:_HASH_CHARS] != name.digest:
             raise SnapshotCorrupt(
-                f"{name.filename}: content hash {actual} does not match the name ({len(data)} bytes; truncated "
-                "or altered)"
+                f"{name.filename}: content hash {sha256[:_HASH_CHARS]} does not match the name ({len(data)} bytes; "
+                "truncated or altered)"
             )
-        return data
+        return data, sha256

@@ -135,9 +135,9 @@ def test_hash_mismatch_is_skipped_without_calling_decode(tmp_path: Path) -> None
     ObjectStore(str(tmp_path)).put_immutable(f"t/0/{name}", encode("other"))
     seen: list[bytes] = []
 
-    def counting_decode(chain: list[bytes]) -> str:
+    def counting_decode(chain: list[bytes], sha256s: list[str]) -> str:
         seen.extend(chain)
-        return decode(chain)
+        return decode(chain, sha256s)
 
     assert snaps.load_latest(counting_decode) == "good"
     assert seen == [encode("good")]
@@ -158,3 +158,36 @@ def test_temp_files_of_writers_killed_mid_write_are_swept(tmp_path: Path) -> Non
     assert snaps.list_offsets() == [1, 2]
     assert ObjectStore(str(tmp_path)).sweep_temp("t/0", older_than_s=0) == 1
     assert not fresh.exists()
+
+
+def test_a_restore_hashes_each_object_of_its_chain_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: each object was hashed whole twice at restore — by the store, against its name, and by
+    the codec, for the chain's links (~0.08 s per 110 MB each). The codec now takes the store's
+    digests; the links it checks (contract §6: a torn or lost delta) are the same SHA-256."""
+    import hashlib
+
+    from ckptlog.processor.core.delta import decode_chain
+    from ckptlog.processor.core.snapshot import encode as encode_snapshot
+    from tests.storage_contract import chain_of
+
+    snaps = SnapshotStore(str(tmp_path), "t", 0, keep=5)
+    written = chain_of(2)
+    for w in written:
+        snaps.write(w.data, w.next_offset, w.on)
+    real, whole = hashlib.sha256, {w.data: 0 for w in written}
+
+    def counting(data: bytes = b"") -> hashlib._Hash:
+        if isinstance(data, bytes) and data in whole:
+            whole[data] += 1
+        return real(data)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)
+    restored = snaps.load_latest(decode_chain)
+    monkeypatch.undo()
+    assert restored is not None and encode_snapshot(restored) == written[-1].expected
+    assert list(whole.values()) == [1, 1, 1]
+    assert restored.chain is not None and restored.chain.deltas == 2
+    assert (restored.chain.base_sha256, restored.chain.tip_sha256) == (
+        real(written[0].data).hexdigest(),
+        real(written[-1].data).hexdigest(),
+    )
