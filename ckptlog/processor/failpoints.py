@@ -44,7 +44,7 @@ POINTS: dict[str, str] = {
     "snapshot.before_prune": "the new snapshot is durable, older ones not yet pruned",
     "snapshot.pruned_one": "one old snapshot was pruned, maybe more to go",
     "snapshot.written": "the snapshot write returned; the schedule not yet told",
-    # restore (ckptlog/processor/service/processor.py, restore.py, partition.py)
+    # restore (ckptlog/processor/service/partition_driver.py, restore.py, partition.py)
     "restore.after_fence": "the partition's producer started (exactly_once: previous owner fenced)",
     "restore.snapshot_loaded": "the newest valid snapshot was loaded (or none), the log not yet read",
     "restore.before_seek": "the partition's task is registered, the consumer not yet seeked",

@@ -1,10 +1,12 @@
-"""The restores an assignment starts, run beside the poll loop instead of inside the assignment callback.
+"""The processor's restores (an assignment's, a retry, a rebuild), run beside the poll loop instead of
+inside the assignment callback or the loop.
 
 aiokafka sends no heartbeats while its `on_partitions_assigned` callback runs, so a restore awaited
 there that outlasts the session timeout cost the member its partitions, and the next assignment
 restored them again, in a loop (docs/processor.md, "Restores run beside the group's heartbeats").
-The callback now starts a job here and returns; the partitions stay paused until the processor
-seeks them (`Processor._activate`).
+The callback now starts a job here and returns; the partitions stay paused until the driver
+seeks them (`PartitionDriver._activate`). A retry or a rebuild awaited in the poll loop stalled
+every other partition's batches while it ran; they are jobs here too.
 
 Jobs run one after the other: a job waits for the ones started before it, so two restores of one
 partition (a void one a rebalance overtook, and the new assignment's) never run side by side — under

@@ -5,7 +5,7 @@ exactly_once that fences the previous owner before anything is read), restores i
 the newest snapshot plus the plan of ckptlog/processor/service/restore.py, and builds the task with every
 part it works with. The partition stays RESTORING: whether the restore takes effect is the
 processor's to decide (`Partitions.current`), and only once the consumer has been placed at the
-task's offset does the partition become REPLAYING (`Processor._activate`). A task visible any
+task's offset does the partition become REPLAYING (`PartitionDriver._activate`). A task visible any
 sooner would see the consumer still at the group's committed offset, take that for the end of
 its replay, and go live on a state that never folded the records before it.
 """
@@ -81,7 +81,7 @@ class TaskFactory:
         )
         task = PartitionTask(partition, restored, parts)
         self.metrics.restored(time.monotonic() - started)
-        return task  # the processor activates it (processor.py `_activate`): seek, then REPLAYING
+        return task  # the driver activates it (partition_driver.py `_activate`): seek, then REPLAYING
 
     def publisher(self, pid: PartitionId) -> Publisher:
         if self.settings.guarantee == "exactly_once":
