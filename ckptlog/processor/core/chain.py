@@ -14,6 +14,9 @@ DELTA_WEIGHT = 0.5
 """A new base is due once a chain's deltas weigh this much of its base: a restore then reads at most
 (1 + DELTA_WEIGHT) times a full snapshot's bytes."""
 
+FINAL_STRETCH = 2
+"""A final snapshot (revocation, stop) is a delta on a chain of up to this many times `max_deltas`."""
+
 
 @dataclass(frozen=True, slots=True)
 class Chain:
@@ -37,11 +40,16 @@ class Chain:
             self, tip_offset=offset, tip_sha256=sha256, deltas=self.deltas + 1, delta_bytes=self.delta_bytes + size
         )
 
-    def takes_delta(self, max_deltas: int, schema_version: int) -> bool:
+    def takes_delta(self, max_deltas: int, schema_version: int, *, final: bool = False) -> bool:
         """Whether the next snapshot may be a delta on this chain: its base is of this build's schema,
-        it holds fewer than `max_deltas` deltas, and they weigh less than `DELTA_WEIGHT` of the base."""
-        return (
-            self.schema_version == schema_version
-            and self.deltas < max_deltas
-            and self.delta_bytes < DELTA_WEIGHT * self.base_bytes
-        )
+        it holds fewer than `max_deltas` deltas, and they weigh less than `DELTA_WEIGHT` of the base.
+
+        `final` (a revocation's or a stop's last snapshot, written while the group waits): compaction
+        is never urgent then — the next owner's first snapshot is a base once the chain is past its
+        bounds — so the weight does not count and the chain may hold up to `FINAL_STRETCH` times
+        `max_deltas` (a process restarted again and again still compacts now and then)."""
+        if self.schema_version != schema_version:
+            return False
+        if final:
+            return self.deltas < FINAL_STRETCH * max_deltas
+        return self.deltas < max_deltas and self.delta_bytes < DELTA_WEIGHT * self.base_bytes

@@ -286,7 +286,7 @@ class Pipeline(BatchFolder):
         if not self._due(final) or (drain and not (await self.settle() and self._due(final))):
             return  # after draining, that commit's own stage 6 may have taken it already
         if self.folded_offset == self.next_offset:
-            self.snapshots.start(self.fold, self.next_offset)
+            self.snapshots.start(self.fold, self.next_offset, final=final)
             if final:
                 await self.snapshots.wait()
 

@@ -81,15 +81,21 @@ class SnapshotScheduler:
     def writing(self) -> bool:
         return self._inflight is not None and not self._inflight.done()
 
-    def start(self, fold: Fold, next_offset: int) -> bool:
+    def start(self, fold: Fold, next_offset: int, *, final: bool = False) -> bool:
         """Take the snapshot of this moment and encode and write it in the background; False while the
-        previous one is still being written."""
+        previous one is still being written. `final` (revocation, stop): a delta whenever the chain
+        can take one at all (`Chain.takes_delta`): a base of a big partition takes seconds, while
+        the group waits for the revocation callback."""
         if self.writing:
             return False
         self._since_events = 0
         self._last_time = self._clock()
         chain = self.chain
-        delta = fold.changed is not None and chain is not None and chain.takes_delta(self.max_deltas, SCHEMA_VERSION)
+        delta = (
+            fold.changed is not None
+            and chain is not None
+            and chain.takes_delta(self.max_deltas, SCHEMA_VERSION, final=final)
+        )
         capture = Capture(fold, self.pid.topic, self.pid.partition, next_offset, chain if delta else None)
         self._inflight = asyncio.get_running_loop().create_task(self._take(capture, time.perf_counter()))
         return True

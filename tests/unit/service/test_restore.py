@@ -193,6 +193,29 @@ async def test_a_restore_from_a_chain_hands_it_on_and_the_next_snapshot_is_a_del
     assert encode(of_fold(again.fold, PID.topic, 0, 31)) == encode(of_fold(restored.fold, PID.topic, 0, 31))
 
 
+async def test_a_final_snapshot_is_a_delta_on_a_chain_a_scheduled_one_would_compact(tmp_path: Path) -> None:
+    """A revocation's or a stop's snapshot (`final`) goes on the chain even when it is at its bound,
+    where a scheduled one writes a base; the next owner restores the longer chain exactly, and its
+    own first scheduled snapshot compacts."""
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition, keep=10)
+    _written_chain(store, 2)
+    restored = await restore(PID, Offsets(0, 50, 35), store, SETTINGS, False)
+    assert restored.chain is not None and not restored.chain.takes_delta(2, SCHEMA_VERSION)
+    restored.fold.apply(f.event(f.report("b", {"n": 9}, event_id="b9")))
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, 30, chain=restored.chain, max_deltas=2)
+    assert scheduler.start(restored.fold, 31, final=True)
+    await scheduler.wait()
+    assert scheduler.chain is not None and scheduler.chain.deltas == 3 and scheduler.chain.base_offset == 10
+    again = await restore(PID, Offsets(0, 50, 31), store, SETTINGS, False)
+    assert again.chain == scheduler.chain
+    assert encode(of_fold(again.fold, PID.topic, 0, 31)) == encode(of_fold(restored.fold, PID.topic, 0, 31))
+    again.fold.apply(f.event(f.report("a", {"n": 10}, event_id="a10")))
+    next_owner = SnapshotScheduler(PID, store, 1, 3600, 31, chain=again.chain, max_deltas=2)
+    assert next_owner.start(again.fold, 32)
+    await next_owner.wait()
+    assert next_owner.chain is not None and next_owner.chain.deltas == 0 and next_owner.chain.base_offset == 32
+
+
 async def test_a_snapshot_of_an_older_schema_is_restored_and_followed_by_a_new_base(tmp_path: Path) -> None:
     """A chain is only ever built on a base of this build's schema: deltas hold this build's run records."""
     outer = json.loads(encode(Snapshot(PID.topic, PID.partition, 25, SETTINGS, {})))
