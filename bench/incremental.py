@@ -19,7 +19,9 @@
    RunState), fold (the restored Fold built: every run's root registered); median and best of `--repeats`.
    It imports only what older trees have too, so the same measurement runs on one for a before/after:
    `git archive REV | tar -x -C DIR && cp bench/incremental.py DIR/bench/ && cd DIR && python -m
-   bench.incremental --only restore`.
+   bench.incremental --only restore`. With `restore,store`, also that base read back through a
+   `SnapshotStore` in a temporary directory, `load_latest(decode_chain)` as a restore reads it (read,
+   hashed against its name, opened, its chain's links): its CPU time, median and best of `--repeats`.
 
 The broker-backed figures (restore of 100,000 runs, latency while snapshots are written) are
 bench/incremental_broker.py.
@@ -257,7 +259,24 @@ def _restored(data: bytes, parts: dict[str, list[float]]) -> Fold:
     return fold
 
 
-def restore_parts(runs: int, repeats: int) -> dict[str, Any]:
+def load_latest(data: bytes, runs: int, repeats: int) -> None:
+    """`data` as a stored base, read back as a restore reads it: its CPU time (the cyclic GC paused)."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = SnapshotStore(directory, PID.topic, PID.partition)
+        store.write(data, 2 * runs)
+        times: list[float] = []
+        for _ in range(repeats):
+            snapshot = _cpu({"load": times}, "load", store.load_latest, decode_chain)
+            assert snapshot is not None and len(snapshot.runs) == runs
+            del snapshot
+    print(
+        f"store: load_latest(decode_chain) of that base: {statistics.median(times):.3f} s CPU "
+        f"(median of {repeats}; best {min(times):.3f} s)",
+        flush=True,
+    )
+
+
+def restore_parts(runs: int, repeats: int, store: bool = False) -> dict[str, Any]:
     """A base snapshot of `runs` fresh runs, back to a Fold ready: the CPU time of each part."""
     fold = Fold(FoldSettings(), track_changes=True)
     for line in fresh(runs, ROOT):
@@ -270,6 +289,8 @@ def restore_parts(runs: int, repeats: int) -> dict[str, Any]:
         restored = _restored(data, parts)
         assert len(restored.runs) == runs, len(restored.runs)
         del restored
+    if store:
+        load_latest(data, runs, repeats)
     totals = [sum(times) for times in zip(*parts.values(), strict=True)]
     medians = {name: statistics.median(times) for name, times in parts.items()}
     shown = ", ".join(f"{name} {seconds:.3f} s" for name, seconds in medians.items())
@@ -291,7 +312,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="restore: decodes timed")
     args = parser.parse_args()
     if "restore" in args.only:
-        restore_parts(args.restore_runs, args.repeats)
+        restore_parts(args.restore_runs, args.repeats, store="store" in args.only)
     if "bytes" not in args.only and "stall" not in args.only:
         return
     started = time.perf_counter()

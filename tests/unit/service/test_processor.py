@@ -18,7 +18,7 @@ from ckptlog.kafka.errors import KafkaIOError
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.foldfile import fold_lines
 from ckptlog.processor.service.harness import expected_views, workload
-from ckptlog.processor.service.lifecycle import Partition, Phase
+from ckptlog.processor.service.lifecycle import Partition
 from ckptlog.processor.service.partition import PartitionTask
 from ckptlog.processor.service.processor import Processor
 from ckptlog.processor.service.settings import ServiceSettings, load_settings
