@@ -15,7 +15,7 @@ DELTA_WEIGHT = 0.5
 (1 + DELTA_WEIGHT) times a full snapshot's bytes."""
 
 FINAL_STRETCH = 2
-"""A final snapshot (revocation, stop) is a delta on a chain of up to this many times `max_deltas`."""
+"""A final snapshot (revocation, stop) is a delta on a chain up to this many times the bounds above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +45,10 @@ class Chain:
         it holds fewer than `max_deltas` deltas, and they weigh less than `DELTA_WEIGHT` of the base.
 
         `final` (a revocation's or a stop's last snapshot, written while the group waits): compaction
-        is never urgent then — the next owner's first snapshot is a base once the chain is past its
-        bounds — so the weight does not count and the chain may hold up to `FINAL_STRETCH` times
-        `max_deltas` (a process restarted again and again still compacts now and then)."""
+        is not urgent then — the next owner's first snapshot is a base once the chain is past its
+        bounds — so both bounds are stretched `FINAL_STRETCH` times; a chain restarted again and
+        again still compacts, and a restore still reads at most ~(1 + 2 * DELTA_WEIGHT) bases."""
         if self.schema_version != schema_version:
             return False
-        if final:
-            return self.deltas < FINAL_STRETCH * max_deltas
-        return self.deltas < max_deltas and self.delta_bytes < DELTA_WEIGHT * self.base_bytes
+        stretch = FINAL_STRETCH if final else 1
+        return self.deltas < stretch * max_deltas and self.delta_bytes < stretch * DELTA_WEIGHT * self.base_bytes

@@ -253,11 +253,13 @@ def test_a_chain_takes_deltas_until_it_is_long_heavy_or_of_an_older_schema() -> 
 def test_a_final_snapshot_goes_on_a_chain_past_its_bounds_but_not_without_end() -> None:
     """A revocation's or a stop's snapshot is a delta whenever the chain can take one: compaction can
     wait for the next owner (a base of 100,000 runs took 4.1 s at a stop). Not on a chain of another
-    schema, not with deltas off, and a chain stops at FINAL_STRETCH times the bound."""
+    schema, not with deltas off, and a chain stops at FINAL_STRETCH times either bound."""
     from ckptlog.processor.core.chain import FINAL_STRETCH
 
     heavy = Chain.based(10, "a" * 64, 1000, SCHEMA_VERSION).extended(20, "b" * 64, 900)
     assert not heavy.takes_delta(8, SCHEMA_VERSION) and heavy.takes_delta(8, SCHEMA_VERSION, final=True)
+    heavier = heavy.extended(30, "c" * 64, 100)  # deltas weigh the base: a restore would read it twice
+    assert not heavier.takes_delta(8, SCHEMA_VERSION, final=True)
     long = Chain.based(10, "a" * 64, 1000, SCHEMA_VERSION)
     for n in range(FINAL_STRETCH * 2):
         assert long.takes_delta(2, SCHEMA_VERSION, final=True), n
