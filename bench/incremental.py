@@ -23,6 +23,12 @@
    `SnapshotStore` in a temporary directory, `load_latest(decode_chain)` as a restore reads it (read,
    hashed against its name, opened, its chain's links): its CPU time, median and best of `--repeats`.
 
+4. final (`--only final`): the last snapshot of a revocation or a stop, of `--restore-runs` runs
+   (run_started and one report each) whose chain is at its bound (`max_deltas` 1: a base and one
+   delta) when `--changed` runs have reported since: wall time of `SnapshotScheduler.start` to the
+   object written to a local directory, scheduled (a base: the chain is full) and final (a delta:
+   compaction waits for the next owner), from the same state.
+
 The broker-backed figures (restore of 100,000 runs, latency while snapshots are written) are
 bench/incremental_broker.py.
 """
@@ -276,6 +282,34 @@ def load_latest(data: bytes, runs: int, repeats: int) -> None:
     )
 
 
+async def final_parts(runs: int, changed: int) -> None:
+    """A chain at its bound and `changed` runs changed since: the next snapshot scheduled, and final."""
+    fold = fleet_fold(runs, 1)
+    tune_gc()
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as directory:
+        store = SnapshotStore(directory, PID.topic, PID.partition, keep=10)
+        scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=1)
+        for offset in (1, 2):  # a base, then a delta on it: the chain is full
+            change(fold, runs, changed, offset + 1)
+            assert scheduler.start(fold, offset)
+            await scheduler.wait()
+        change(fold, runs, changed, 9)
+        full, since = scheduler.chain, dict(fold.changed or {})
+        for kind, final in (("scheduled", False), ("final", True)):
+            scheduler.chain, fold.changed = full, dict(since)
+            started = time.perf_counter()
+            assert scheduler.start(fold, 3 if final else 4, final=final)
+            await scheduler.wait()
+            seconds[kind] = time.perf_counter() - started
+            assert scheduler.chain is not None and (scheduler.chain.deltas > 0) == final, scheduler.chain
+    print(
+        f"final: {runs:,} runs, {changed} changed since a full chain: scheduled (a base) "
+        f"{seconds['scheduled']:.2f} s, final (a delta) {seconds['final']:.3f} s (wall, written locally)",
+        flush=True,
+    )
+
+
 def restore_parts(runs: int, repeats: int, store: bool = False) -> dict[str, Any]:
     """A base snapshot of `runs` fresh runs, back to a Fold ready: the CPU time of each part."""
     fold = Fold(FoldSettings(), track_changes=True)
@@ -313,6 +347,8 @@ def main() -> None:
     args = parser.parse_args()
     if "restore" in args.only:
         restore_parts(args.restore_runs, args.repeats, store="store" in args.only)
+    if "final" in args.only:
+        asyncio.run(final_parts(args.restore_runs, args.changed))
     if "bytes" not in args.only and "stall" not in args.only:
         return
     started = time.perf_counter()
