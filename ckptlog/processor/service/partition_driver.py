@@ -147,9 +147,14 @@ class PartitionDriver:
             return
         assert self.factory is not None
         factory = self.factory
-        results = await asyncio.gather(*(factory.open(p) for p in partitions), return_exceptions=True)
-        for partition, result in zip(partitions, results, strict=True):
-            if not self.partitions.current(partition):
+        # A job queued behind another may find its partitions revoked already: those open nothing (under
+        # exactly_once, opening starts the partition's transactional producer and fences its new owner's).
+        begun = [p for p in partitions if self.partitions.current(p)]
+        opened = await asyncio.gather(*(factory.open(p) for p in begun), return_exceptions=True)
+        outcome: dict[int, PartitionTask | BaseException] = {id(p): r for p, r in zip(begun, opened, strict=True)}
+        for partition in partitions:
+            result = outcome.get(id(partition))
+            if result is None or not self.partitions.current(partition):
                 await self._void(partition, result)
             elif isinstance(result, BaseException) and _transient(result):
                 assert isinstance(result, CkptlogError)
@@ -159,8 +164,9 @@ class PartitionDriver:
             else:
                 self._activate(partition, result)
 
-    async def _void(self, partition: Partition, result: PartitionTask | BaseException) -> None:
-        """A restore a rebalance overtook: its outcome, success or failure, is void — it read offsets
+    async def _void(self, partition: Partition, result: PartitionTask | BaseException | None) -> None:
+        """A restore a rebalance overtook (`result` None: before it began, so nothing was opened): its
+        outcome, success or failure, is void — it read offsets
         another owner may have moved since, and its seek would land on another assignment. The
         assignment since restores the partition on its own; one still assigned (a rebalance that
         kept it) is restored again here."""

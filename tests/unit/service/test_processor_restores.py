@@ -214,3 +214,40 @@ async def test_a_slow_rebuild_does_not_stall_the_other_partitions_batches(tmp_pa
     processor.stop()
     await run
     assert not open_producers(kafka)
+
+
+async def test_a_queued_restore_whose_partitions_were_revoked_before_it_ran_opens_no_producer(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Restores run one after the other: an assignment's job queued behind a slow one may find its
+    partitions revoked by a later rebalance before it begins. It must open nothing: under exactly_once
+    opening starts the partition's transactional producer, which fences the new owner's."""
+    kafka = FakeKafka()
+    produce(kafka, LINES[:150])
+    slow = SlowCommitted(monkeypatch)
+    processor, run = processor_on(kafka, tmp_path)
+    await asyncio.wait_for(slow.blocked.wait(), 5)  # the first job: P0 (blocked) and P1
+    (consumer,) = kafka.consumers
+    first = processor.partitions.get(P0)
+    consumer.rebalance = True  # a second job queued behind the first, for P0 and P1 again
+    await until(lambda: processor.partitions.get(P0) is not first, run)
+    second = processor.partitions.get(P0)
+    kafka.assignable = [P0]  # and before it runs, P1 goes elsewhere: the second job's partitions are void
+    consumer.rebalance = True
+    await until(lambda: processor.partitions.get(P0) is not second and P1 not in processor.partitions, run)
+    opened_before = {P0: 0, P1: 0}
+    for producer in kafka.producers:
+        if isinstance(producer, FakeTransactional):
+            opened_before[producer.pid] += 1
+    slow.gate.set()
+    await until(settled(kafka, processor), run)
+    opened = {P0: 0, P1: 0}
+    for producer in kafka.producers:
+        if isinstance(producer, FakeTransactional):
+            opened[producer.pid] += 1
+    assert opened[P1] == opened_before[P1]  # the second job opened nothing for P1 (no longer ours)
+    assert opened[P0] == opened_before[P0] + 1  # only the third job, the current assignment's
+    assert processor.assignment == [P0] and [p.pid for p in open_producers(kafka)] == [P0]
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
