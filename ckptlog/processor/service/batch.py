@@ -170,7 +170,8 @@ class BatchFolder:
             coalesced = outputs[last][0] == _WATERMARK  # the fold puts an event's watermark last
             published = outputs[:last] if coalesced else outputs
             try:
-                self.factory.outputs(subject, offset, published, out)
+                if published:  # a report without a checkpoint has its watermark alone
+                    self.factory.outputs(subject, offset, published, out)
                 # None: an event that warns about a run it did not create; `leaving`: a run it retired
                 run = fold.runs.get(subject) or fold.leaving.get(subject)
                 if run is not None:
