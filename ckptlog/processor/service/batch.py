@@ -165,28 +165,17 @@ class BatchFolder:
         subject, fold = event.subject, self.fold
         outputs = effects.outputs
         if outputs:
-            out, offset, last = batch.records, record.offset, len(outputs) - 1
-            mark = len(out)
+            offset, last = record.offset, len(outputs) - 1
             coalesced = outputs[last][0] == _WATERMARK  # the fold puts an event's watermark last
+            # None: an event that warns about a run it did not create; `leaving`: a run it retired
+            run = fold.runs.get(subject) or fold.leaving.get(subject)
             published = outputs[:last] if coalesced else outputs
-            try:
-                if published:  # a report without a checkpoint has its watermark alone
-                    self.factory.outputs(subject, offset, published, out)
-                # None: an event that warns about a run it did not create; `leaving`: a run it retired
-                run = fold.runs.get(subject) or fold.leaving.get(subject)
-                if run is not None:
-                    self.pager.note(run, outputs)
-            except Exception as exc:  # the outputs cannot be written: the event is not applied either
-                del out[mark:]
-                self._unapply(batch, record, event, exc)
+            if published and not self._published(batch, record, event, published, run):
                 return
             if run is not None:
                 batch.changed[subject] = run
             if coalesced:  # replaces the run's earlier one of this batch: the last change's values
                 batch.marks[subject] = (offset, last, outputs[last])
-            counts = batch.outputs
-            for name, _ in published:
-                counts[name] = counts.get(name, 0) + 1
         if effects.deletions:
             batch.deletions.extend(effects.deletions)
         if fold.leaving:
@@ -196,6 +185,27 @@ class BatchFolder:
         kind = event.__class__
         if kind in _NOTED:
             self._noted(kind, subject, record, batch)
+
+    def _published(
+        self, batch: Batch, record: InputRecord, event: DecodedEvent, published: Sequence[Output], run: RunState | None
+    ) -> bool:
+        """An event's outputs but its coalesced watermark (a report without a checkpoint has none) as
+        records, counted, and noted for its run's VIEW pages; False when they cannot be built: the
+        event is undone and dead-lettered instead (contract §7)."""
+        out = batch.records
+        mark = len(out)
+        try:
+            self.factory.outputs(event.subject, record.offset, published, out)
+            if run is not None:
+                self.pager.note(run, published)
+        except Exception as exc:  # the outputs cannot be written: the event is not applied either
+            del out[mark:]
+            self._unapply(batch, record, event, exc)
+            return False
+        counts = batch.outputs
+        for name, _ in published:
+            counts[name] = counts.get(name, 0) + 1
+        return True
 
     def seal(self, batch: Batch) -> None:
         """Stage 3 for the batch as a whole, after its last record: the roots it registered (claimed
