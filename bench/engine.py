@@ -1,10 +1,12 @@
 """The processor engine without a broker, for instruction counts: `python -m bench.engine [N] [flags]`.
 
 A `PartitionTask` folds N preloaded events (`--workload`, bench.processor's: dense by default,
-every report evicts one checkpoint; sparse, every 10th report saves one) in batches of `--batch` records, publishing through the real `Batcher`
-into aiokafka's compiled batch builders (the bytes are built, nothing is sent), deleting through
-the real `Deleter` (the paths do not exist: unlink says so) and folding the deletion_completed
-events back in, as they would come back from the input partition. Seconds here are noisy; count
+every report evicts one checkpoint; sparse, every 10th report saves one) in batches of `--batch`
+records, publishing through the real `Batcher` into aiokafka's compiled batch builders (the bytes
+are built, nothing is sent), deleting through the real `Deleter` (the paths do not exist: unlink
+says so; with sparse, add `--stub-deleter`: /bench/runs may hold other runs' claims on a shared
+host, and each refusal is logged) and folding the deletion_completed events back in, as they
+would come back from the input partition. Seconds here are noisy; count
 instructions instead, which repeat exactly:
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/e.out python -m bench.engine 20000
