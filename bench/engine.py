@@ -1,10 +1,12 @@
 """The processor engine without a broker, for instruction counts: `python -m bench.engine [N] [flags]`.
 
-A `PartitionTask` folds N preloaded dense events (bench.processor.dense_events: every report
-evicts one checkpoint) in batches of `--batch` records, publishing through the real `Batcher`
-into aiokafka's compiled batch builders (the bytes are built, nothing is sent), deleting through
-the real `Deleter` (the paths do not exist: unlink says so) and folding the deletion_completed
-events back in, as they would come back from the input partition. Seconds here are noisy; count
+A `PartitionTask` folds N preloaded events (`--workload`, bench.processor's: dense by default,
+every report evicts one checkpoint; sparse, every 10th report saves one) in batches of `--batch`
+records, publishing through the real `Batcher` into aiokafka's compiled batch builders (the bytes
+are built, nothing is sent), deleting through the real `Deleter` (the paths do not exist: unlink
+says so; with sparse, add `--stub-deleter`: /bench/runs may hold other runs' claims on a shared
+host, and each refusal is logged) and folding the deletion_completed events back in, as they
+would come back from the input partition. Seconds here are noisy; count
 instructions instead, which repeat exactly:
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/e.out python -m bench.engine 20000
@@ -29,7 +31,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
-from bench.processor import NullClaims, NullDeleter, dense_events
+from bench.processor import WORKLOADS, NullClaims, NullDeleter
 from ckptlog.events.codec import decode_event
 from ckptlog.kafka.producers import Batcher
 from ckptlog.kafka.records import OutRecord, PartitionId
@@ -178,11 +180,12 @@ def main() -> None:
     parser.add_argument("events", type=int, nargs="?", default=20_000)
     parser.add_argument("--batch", type=int, default=5000, help="records per batch (one transaction)")
     parser.add_argument("--concurrency", type=int, default=8, help="Deleter jobs at a time")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="dense", help="bench.processor's workloads")
     for flag in ("setup-only", "core-only", "stub-deleter", "no-foldback", "no-publish", "metrics"):
         parser.add_argument(f"--{flag}", action="store_true")
     args = parser.parse_args()
     tune_gc()
-    inputs = [(json.loads(line)["subject"].encode(), line) for line in dense_events(args.events)]
+    inputs = [(json.loads(line)["subject"].encode(), line) for line in WORKLOADS[args.workload][1](args.events)]
     asyncio.run(engine(args, inputs))
 
 

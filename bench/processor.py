@@ -316,7 +316,7 @@ async def throughput(
         bare, bare_cpu = await bare_loop(bootstrap, names["input"], [names["dlq"]], count)
         print(f"throughput, {count:,} events, 10 runs, 1 partition; {title}:")
         print(
-            f"  bare aiokafka consume->produce loop               {bare:>9,.0f} events/s  {bare_cpu:.0f} µs CPU/event"
+            f"  bare aiokafka consume->produce loop               {bare:>9,.0f} events/s  {bare_cpu:.1f} µs CPU/event"
         )
         cpu_us = {"bare": bare_cpu}  # this process's CPU per timed event, by row label: steadier than rates
         row: dict[str, Any] = {"workload": workload, "events": count, "bare": bare, "cpu_us": cpu_us}
@@ -335,7 +335,7 @@ async def throughput(
             left = "" if "deleter_factory" in kwargs or not files else f"; {made - on_disk(tree):,} of {made:,} deleted"
             print(
                 f"  processor {label:<40}{measured.rate:>9,.0f} events/s  ({measured.rate / bare:.0%} of bare), "
-                f"{measured.cpu_us:.0f} µs CPU/event{left}, the last {measured.deletions_s:.2f}s after caught up",
+                f"{measured.cpu_us:.1f} µs CPU/event{left}, the last {measured.deletions_s:.2f}s after caught up",
                 flush=True,
             )
         copies = round(fanout)
@@ -346,7 +346,7 @@ async def throughput(
             same, same_cpu = await bare_loop(bootstrap, names["input"], sinks, count)
             print(
                 f"  bare loop writing {copies} copies per record (the processor wrote {fanout:.1f} records per "
-                f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare), {same_cpu:.0f} µs CPU/event",
+                f"input)  {same:>9,.0f} events/s  ({same / bare:.0%} of bare), {same_cpu:.1f} µs CPU/event",
                 flush=True,
             )
             row[f"bare, {copies} copies"], cpu_us[f"bare, {copies} copies"] = same, same_cpu

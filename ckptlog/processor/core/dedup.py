@@ -41,7 +41,7 @@ _STATE = 1  # applied, expect, expect_producer, expect_mark
 _FIELDS = 2  # mark, lo, hi, stamp
 _ADDED = 6  # producer: a new mark
 _DROPPED = 7  # producer, mark, position: a mark untouched for W applications gave its place
-_FOREIGN = 8  # event id, the id it took the place of in the full ring (or None), at
+_FOREIGN = 8  # event id, the id it took the place of in the full ring (or None), at, applied
 
 
 class Seen:
@@ -84,9 +84,13 @@ class Seen:
                 absorb(self, mark, push)
             self.expect = render(self.expect_producer, mark.hi + 1, run_id)
             return
+        if not event_id.startswith(PREFIX):  # foreign: its one undo entry restores `applied` too
+            self._foreign(event_id, window, push)
+            self.applied += 1
+            return
         push((SEEN, self, _STATE, self.applied, self.expect, self.expect_producer, self.expect_mark))
         self.applied += 1
-        key = parse(event_id, run_id) if event_id.startswith(PREFIX) else None
+        key = parse(event_id, run_id)
         if key is None or not self._structured(*key, run_id, window, push):
             self._foreign(event_id, window, push)
 
@@ -127,10 +131,10 @@ class Seen:
         ring, at = self.foreign, self.head
         self.foreign_set.add(event_id)
         if len(ring) < window:
-            push((SEEN, self, _FOREIGN, event_id, None, at))
+            push((SEEN, self, _FOREIGN, event_id, None, at, self.applied))
             ring.append(event_id)
             return
-        push((SEEN, self, _FOREIGN, event_id, ring[at], at))
+        push((SEEN, self, _FOREIGN, event_id, ring[at], at, self.applied))
         self.foreign_set.discard(ring[at])
         ring[at] = event_id
         self.head = at + 1 if at + 1 < len(ring) else 0
@@ -159,7 +163,8 @@ class Seen:
         elif op == _FOREIGN:
             self._unforeign(*args)
 
-    def _unforeign(self, event_id: str, replaced: str | None, at: int) -> None:
+    def _unforeign(self, event_id: str, replaced: str | None, at: int, applied: int) -> None:
+        self.applied = applied
         self.foreign_set.discard(event_id)
         if replaced is None:
             self.foreign.pop()

@@ -229,7 +229,7 @@ class Fold:
             if data.validation is not False:
                 return rejected(validation_without_checkpoint(run_id))
             run = run or self.run_of(run_id)
-            outputs = lifecycle.implicit_restart(self, run, generation)
+            outputs = [] if generation is None else lifecycle.implicit_restart(self, run, generation)
             run.report_count += 1
             run.index_in_generation += 1
             if self.emit:

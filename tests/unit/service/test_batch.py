@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import Header, PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.state import FoldSettings
-from ckptlog.processor.service.batch import BatchFolder
+from ckptlog.processor.core.view import run_view
+from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.harness import workload
 from ckptlog.processor.service.records import RecordFactory, TopicNames
 
@@ -127,3 +129,55 @@ def test_a_forgotten_run_gets_tombstones_not_a_view() -> None:
     keys = [r.key for r in batch.records if r.topic == "state"]
     assert keys[-1] == b"q" and len(keys) == 11 and all(r.value is None for r in batch.records if r.topic == "state")
     assert "q" not in f.pager._index
+
+
+def stage_by_stage(f: BatchFolder, recs: list[Rec], publish_from: int) -> Batch:
+    """`fold_records` as its docstring spells it: each stage method called on its own, then seal."""
+    batch = Batch(consumed=len(recs), live=recs[-1].offset >= publish_from, end=recs[-1].offset + 1)
+    for record in recs:
+        live = record.offset >= publish_from
+        event = f.decode(record)
+        if isinstance(event, Rejection):
+            f._reject(batch, record, event, "decode", live)
+            continue
+        effects = f.apply(batch, event)
+        if effects.rejection is not None:
+            f._reject(batch, record, effects.rejection, "fold", live)
+        elif live and not effects.duplicate:
+            f.emit(batch, record, event, effects)
+    f.seal(batch)
+    return batch
+
+
+def comparable(batch: Batch) -> dict[str, object]:
+    """The batch's fields, its runs by id (RunState compares by identity)."""
+    fields = {name: getattr(batch, name) for name in Batch.__dataclass_fields__}
+    fields["changed"], fields["forgotten"] = list(batch.changed), list(batch.forgotten)
+    return fields
+
+
+def test_the_inlined_walk_equals_the_stages_called_one_by_one() -> None:
+    """fold_records decodes and applies inline: records, counts and state match the stage methods'
+    over reports with and without checkpoints, duplicates, rejections and records below publish_from."""
+    lines = workload("file:///r", runs=3, reports=40, keep=2, validation_share=0.3)
+    sparse = [
+        json.dumps({**json.loads(line), "id": f"m-{i}", "data": {"metrics": {"loss": i}}}).encode()
+        for i, line in enumerate(lines[3:20])
+    ]
+    recs = records(lines[:25] + sparse + lines[5:9] + lines[25:])
+    recs[7] = Rec(7, None)
+    recs[11] = Rec(11, b"{", b"run-0")
+    total = Batch()
+    for publish_from in (0, 30):
+        inline, staged = folder(), folder()
+        for start in range(0, len(recs), 16):
+            got, want = (
+                inline.fold_records(recs[start : start + 16], publish_from),
+                stage_by_stage(staged, recs[start : start + 16], publish_from),
+            )
+            assert comparable(got) == comparable(want)
+            total.merge(want)
+        assert {k: run_view(r) for k, r in inline.fold.runs.items()} == {
+            k: run_view(r) for k, r in staged.fold.runs.items()
+        }
+    assert total.applied and total.duplicates and total.rejected and total.dead and total.outputs
