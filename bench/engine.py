@@ -4,9 +4,9 @@ A `PartitionTask` folds N preloaded events (`--workload`, bench.processor's: den
 every report evicts one checkpoint; sparse, every 10th report saves one) in batches of `--batch`
 records, publishing through the real `Batcher` into aiokafka's compiled batch builders (the bytes
 are built, nothing is sent), deleting through the real `Deleter` (the paths do not exist: unlink
-says so; with sparse, add `--stub-deleter`: /bench/runs may hold other runs' claims on a shared
-host, and each refusal is logged) and folding the deletion_completed events back in, as they
-would come back from the input partition. Seconds here are noisy; count
+says so; the runs' roots and their claims are made in a fresh temporary directory, `--root` names
+another) and folding the deletion_completed events back in, as they would come back from the
+input partition. Seconds here are noisy; count
 instructions instead, which repeat exactly:
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/e.out python -m bench.engine 20000
@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -114,7 +116,7 @@ def core_only(settings: ServiceSettings, inputs: list[tuple[bytes, bytes]]) -> N
 
 
 async def engine(args: argparse.Namespace, inputs: list[tuple[bytes, bytes]]) -> None:
-    settings = load_settings(None, storage_root="file:///bench/runs")
+    settings = load_settings(None, storage_root=args.root)
     producer = BuildingProducer()  # created (not started) in every mode: same fixed cost
     try:
         if args.core_only:
@@ -137,11 +139,11 @@ async def run_task(
         if not args.no_foldback:
             completions.extend(tasks[0].deletions_settled(keys))
 
-    claims: Any = NullClaims() if args.stub_deleter else ClaimWriter(outer_root="file:///bench/runs")
+    claims: Any = NullClaims() if args.stub_deleter else ClaimWriter(outer_root=args.root)
     deleter: Any = (
         NullDeleter()
         if args.stub_deleter
-        else Deleter(outer_root="file:///bench/runs", on_done=on_done, concurrency=args.concurrency, claims=claims)
+        else Deleter(outer_root=args.root, on_done=on_done, concurrency=args.concurrency, claims=claims)
     )
     store = SnapshotStore(tempfile.mkdtemp(), PID.topic, PID.partition)
     metrics = PrometheusMetrics() if args.metrics else NO_METRICS
@@ -181,12 +183,24 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=5000, help="records per batch (one transaction)")
     parser.add_argument("--concurrency", type=int, default=8, help="Deleter jobs at a time")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="dense", help="bench.processor's workloads")
+    parser.add_argument(
+        "--root",
+        help="the runs' storage root (default: a fresh temporary directory; a root another process claimed "
+        "runs in refuses every deletion, each logged)",
+    )
     for flag in ("setup-only", "core-only", "stub-deleter", "no-foldback", "no-publish", "metrics"):
         parser.add_argument(f"--{flag}", action="store_true")
     args = parser.parse_args()
+    made = None if args.root else tempfile.mkdtemp(prefix="bench-engine-")
+    args.root = args.root or Path(made or "", "runs").as_uri()
     tune_gc()
-    inputs = [(json.loads(line)["subject"].encode(), line) for line in WORKLOADS[args.workload][1](args.events)]
-    asyncio.run(engine(args, inputs))
+    events = WORKLOADS[args.workload][1](args.events, root=args.root)
+    inputs = [(json.loads(line)["subject"].encode(), line) for line in events]
+    try:
+        asyncio.run(engine(args, inputs))
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 if __name__ == "__main__":

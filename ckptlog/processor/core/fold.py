@@ -365,7 +365,7 @@ class Fold:
         }
         if data.error is not None:
             changed["error"] = data.error
-        outputs = [Output(_CHANGED, changed)]
+        outputs = [_new(Output, (_CHANGED, changed))]
         cfg = run.config
         if cfg.checkpoint_score_attribute is not None:  # the registration left the warning to us
             problem = score(record.metrics, cfg.checkpoint_score_attribute, cfg.checkpoint_score_order)[2]

@@ -223,12 +223,23 @@ def idempotent(event: DeletionCompleted) -> bool:
     return all(e.eviction is not None for e in data.deleted) and all(e.eviction is not None for e in data.refused)
 
 
+def owed_key(run: RunState, path: str) -> str | None:
+    """The run's key of an evicted `path` as a completion or the deleter names it (None: unsafe). The
+    processor writes the key itself (the canonical spelling), so an outstanding key is looked up as it
+    is: no pattern match or parse per settled path (a key is canonical, and normalising it gives it back)."""
+    if path in run.outstanding or run.is_own_key(path):
+        return path
+    try:
+        return normalize(path)
+    except UnsafePath:
+        return None
+
+
 def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
     """Drop one outstanding eviction when the completion names it; False when it does not
     (already settled, a retried completion, or an older eviction of the same path)."""
-    try:
-        key = path if run.is_own_key(path) else normalize(path)  # the processor writes the canonical spelling
-    except UnsafePath:
+    key = owed_key(run, path)
+    if key is None:
         return False
     evicted = run.outstanding.get(key)
     if evicted is None or (eviction is not None and evicted.eviction != eviction):
@@ -247,7 +258,7 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
     if run is None:
         return "the run is not in this partition's state"
     try:
-        key = path if run.is_own_key(path) else normalize(path)
+        key = path if path in run.outstanding or run.is_own_key(path) else normalize(path)
     except UnsafePath as exc:
         return f"unsafe path: {exc}"
     if key in run.by_key:

@@ -88,26 +88,27 @@ def evicted(
     """contract §5: a `checkpoint_evicted` with its reason. Built only when a checkpoint is evicted:
     the rule (`num_to_keep`, or a finished run's `best`), the order it ranked by, its rank then,
     its score and that of the worst checkpoint the rule keeps (null without a score)."""
-    order = "score" if run.score_attribute is not None else "report"
+    scored = run.score_attribute is not None
+    maximise = run.config.checkpoint_score_order == "max"
     reason = {
         "rule": rule,
-        "order": order,
+        "order": "score" if scored else "report",
         "rank": rank,
         "num_to_keep": keep,
-        "score": _score(run, record),
-        "worst_kept_score": None if worst_kept is None else _score(run, worst_kept),
+        "score": _score(record, scored, maximise),
+        "worst_kept_score": None if worst_kept is None else _score(worst_kept, scored, maximise),
         "not_exempt": list(_NOT_EXEMPT),  # neither the latest, nor pending, nor preserved: what §9 exempts
     }
     data = {"checkpoint_path": record.path, "report_index": record.report_index, "reason": reason}
     return _new(Output, (_EVICTED, data))
 
 
-def _score(run: RunState, record: CheckpointRecord) -> float | None:
+def _score(record: CheckpointRecord, scored: bool, maximise: bool) -> float | None:
     """The record's score as reported (the sort key holds it signed by the order), or None."""
     has, value, _ = record.sort_key
-    if not has or run.score_attribute is None:
+    if not has or not scored:
         return None
-    return value if run.config.checkpoint_score_order == "max" else -value
+    return value if maximise else -value
 
 
 def warning(code: str, message: str, checkpoint_path: str | None = None) -> Output:

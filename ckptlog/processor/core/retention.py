@@ -28,7 +28,7 @@ class Preservation(NamedTuple):
     problems: tuple[tuple[str, str], ...]
 
 
-_new = tuple.__new__  # builds `Retained` without its Python-level __new__ (one per eviction)
+_new = tuple.__new__  # builds `Retained` and `Evicted` without their Python-level __new__ (one per eviction)
 
 
 def preservation(
@@ -103,7 +103,7 @@ def _evict(
         del by_key[key]
         push((undo.NEW, outstanding, key))
         eviction = run.evictions
-        outstanding[key] = Evicted(record.path, eviction)
+        outstanding[key] = _new(Evicted, (record.path, eviction))
         run.evictions = eviction + 1
         evicted.append((record, eviction, rank))
     return evicted

@@ -128,7 +128,10 @@ class RunState:
         """A live key equal to, above or below `key` (contract §9 `nested_checkpoint_path`)."""
         if key in self.by_key or key in self.outstanding:  # is_live, inline: once per checkpoint report
             return key
-        return self.nesting.around(key, self.is_live, self.live_keys)
+        nesting = self.nesting
+        if key.find("/", nesting.start) < 0 and key not in nesting.below:  # the common checkpoint: directly
+            return None  # below the root (no directory of its own to be inside of) and nothing registered below it
+        return nesting.around(key, self.is_live, self.live_keys)
 
     def rebuild_nesting(self) -> None:
         """The nesting index anew from the live keys (after a restore or a rollback)."""

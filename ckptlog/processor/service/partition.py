@@ -19,10 +19,9 @@ from typing import Any, Protocol
 
 from ckptlog.errors import CkptlogError, OffsetOutOfRange
 from ckptlog.events.outputs import CHECKPOINTS_MISSING
-from ckptlog.events.paths import UnsafePath, normalize
 from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.lifecycle import deletion_problem
+from ckptlog.processor.core.lifecycle import deletion_problem, owed_key
 from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.checks import find_missing
@@ -58,13 +57,6 @@ RESUBMIT_CHUNK = 500
 COMPLETED_PER_EVENT = 200
 """Paths per deletion_completed event: one event per run per Deleter job (≤ 100 paths) in
 practice; the cap keeps an event far below the payload limit for long paths too."""
-
-
-def _canonical(path: str) -> str:
-    try:
-        return normalize(path)
-    except UnsafePath:
-        return path
 
 
 class PositionControl(Protocol):
@@ -327,7 +319,7 @@ class PartitionTask:
         by_run: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int, str]]]] = {}
         for (run_id, path), why in [*((key, None) for key in done), *refused]:
             run = self.fold.runs.get(run_id)
-            evicted = None if run is None else run.outstanding.get(path if run.is_own_key(path) else _canonical(path))
+            evicted = None if run is None else run.outstanding.get(owed_key(run, path) or path)
             if evicted is None:
                 continue  # not this partition's run, or settled meanwhile (a retried confirmation)
             deleted, refusals = by_run.setdefault(run_id, ([], []))

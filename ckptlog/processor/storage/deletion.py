@@ -164,6 +164,7 @@ class Deleter:
             )
         accepted = 0
         check, outstanding, failed, ready = self._checks.confinement, self._outstanding, self._failed, self._ready
+        claimants: dict[str, Claimant] = {}  # one per run (requests come grouped by run), not one per path
         for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
@@ -174,7 +175,10 @@ class Deleter:
                 self._refuse([(key, refused.reason)])
                 continue
             accepted += 1
-            outstanding[key] = (url, root, Claimant(key[0], source))
+            me = claimants.get(key[0])
+            if me is None:
+                me = claimants[key[0]] = Claimant(key[0], source)
+            outstanding[key] = (url, root, me)
             if failed:
                 failed.pop(key, None)
             ready.append(key)

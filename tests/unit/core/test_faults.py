@@ -37,7 +37,7 @@ SITES: list[tuple[Any, str]] = [
     (fold_module, "score"),
     (fold_module, "watermark"),
     (lifecycle, "watermark"),
-    (retention, "Evicted"),
+    (retention, "_new"),  # an eviction half done (its outstanding entry, then the result built)
     (SortedRecords, "add"),
     (SortedRecords, "remove"),
     (SortedRecords, "pop"),
