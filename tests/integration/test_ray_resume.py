@@ -168,12 +168,12 @@ async def test_a_run_its_first_job_finished_is_reopened_by_the_next_job_and_goes
     run_dir = tmp_path / "ray" / "resumed"
     async with running(settings):
         first = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)  # finish=True
-        view = await view_of(settings, "resumed", PER_JOB)
+        view = await view_of(settings, "resumed", PER_JOB, finished=True)
         assert view.get("finished") is True and "reopened" not in view
         kept_first = {c["path"] for c in view["checkpoints"]}
         assert await disk_settles(run_dir, kept_first) == kept_first
         second = await asyncio.to_thread(fit, settings, tmp_path / "ray", ray_keep=None, keep=2)
-        view = await view_of(settings, "resumed", 2 * PER_JOB)
+        view = await view_of(settings, "resumed", 2 * PER_JOB, finished=True)
         kept = [c["path"] for c in view["checkpoints"]]
         on_disk = await disk_settles(run_dir, set(kept))
         registered = await outputs_of(settings, "ckptlog.checkpoint_registered.v1")

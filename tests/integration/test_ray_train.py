@@ -112,12 +112,17 @@ def fit(settings: ServiceSettings, storage: Path, name: str, config: dict[str, A
     return trainer.fit()
 
 
-async def view_of(settings: ServiceSettings, run_id: str, reports: int, timeout_s: float = 60.0) -> dict[str, Any]:
-    """The run's VIEW once every report and validation is in."""
+async def view_of(
+    settings: ServiceSettings, run_id: str, reports: int, timeout_s: float = 60.0, finished: bool = False
+) -> dict[str, Any]:
+    """The run's VIEW once every report and validation is in (and, with `finished`, the run's finish:
+    it is folded in a batch of its own after the last report's, so a VIEW may show every report first)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         view = (await read_views(conn_of(settings), settings.state_topic, [run_id])).get(run_id)
-        if view is not None and view["committed"] >= reports and view["validated"] >= reports:
+        done = view is not None and view["committed"] >= reports and view["validated"] >= reports
+        if done and (not finished or view.get("finished") is True):
+            assert view is not None
             return view
         assert asyncio.get_running_loop().time() < deadline, f"the view never caught up: {view}"
         await asyncio.sleep(0.5)
