@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.errors import KafkaIOError
+from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.service.harness import expected_views
 from ckptlog.processor.service.lifecycle import Phase
 from ckptlog.processor.service.processor import Processor
@@ -54,6 +56,24 @@ def processor_on(kafka: FakeKafka, tmp_path: Path) -> tuple[Processor, asyncio.T
 
 def open_producers(kafka: FakeKafka) -> list[FakeTransactional]:
     return [p for p in kafka.producers if isinstance(p, FakeTransactional) and not p.stopped]
+
+
+def opened_by_partition(kafka: FakeKafka) -> Counter[PartitionId]:
+    """Transactional producers ever started, per partition."""
+    return Counter(p.pid for p in kafka.producers if isinstance(p, FakeTransactional))
+
+
+async def released_whole_and_stopped(
+    gate: asyncio.Event, kafka: FakeKafka, processor: Processor, run: asyncio.Task[None], tmp_path: Path
+) -> None:
+    """Let the held restore go on: once settled both partitions are ours and every VIEW is whole; the
+    stop then closes every producer."""
+    gate.set()
+    await until(settled(kafka, processor), run)
+    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, settings(tmp_path))
+    processor.stop()
+    await run
+    assert not open_producers(kafka)
 
 
 async def test_a_slow_restore_does_not_hold_the_callback_and_a_revocation_voids_it(
@@ -126,13 +146,8 @@ async def test_a_rebalance_that_keeps_the_partitions_restores_them_after_the_voi
     kafka.consumers[0].rebalance = True
     await until(lambda: processor.partitions.get(P0) is not first, run)
     produce(kafka, LINES[150:])
-    slow.gate.set()
-    await until(settled(kafka, processor), run)
-    assert processor.assignment == [P0, P1] and not kafka.fail_commits
-    assert views(kafka) == expected_views(LINES, settings(tmp_path))
-    processor.stop()
-    await run
-    assert not open_producers(kafka)
+    await released_whole_and_stopped(slow.gate, kafka, processor, run, tmp_path)
+    assert not kafka.fail_commits
 
 
 class ScriptedCommitted:
@@ -183,12 +198,7 @@ async def test_a_slow_retried_restore_does_not_stall_the_other_partitions_batche
     retrying = processor.partitions.get(P0)
     assert retrying is not None and retrying.phase is Phase.RESTORING and retrying.attempts == 1
     assert P0 in consumer.paused and P0 not in processor.tasks and kafka.committed.get(P0, 0) < kafka.end(P0)
-    script.gate.set()
-    await until(settled(kafka, processor), run)
-    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, settings(tmp_path))
-    processor.stop()
-    await run
-    assert not open_producers(kafka)
+    await released_whole_and_stopped(script.gate, kafka, processor, run, tmp_path)
 
 
 async def test_a_slow_rebuild_does_not_stall_the_other_partitions_batches(tmp_path: Path, monkeypatch: Any) -> None:
@@ -208,12 +218,7 @@ async def test_a_slow_rebuild_does_not_stall_the_other_partitions_batches(tmp_pa
     rebuilding = processor.partitions.get(P0)
     assert rebuilding is not None and rebuilding.phase is Phase.RESTORING and processor.rebuilds == 1
     assert P0 in consumer.paused and P0 not in processor.tasks
-    script.gate.set()
-    await until(settled(kafka, processor), run)
-    assert processor.assignment == [P0, P1] and views(kafka) == expected_views(LINES, settings(tmp_path))
-    processor.stop()
-    await run
-    assert not open_producers(kafka)
+    await released_whole_and_stopped(script.gate, kafka, processor, run, tmp_path)
 
 
 async def test_a_queued_restore_whose_partitions_were_revoked_before_it_ran_opens_no_producer(
@@ -235,16 +240,10 @@ async def test_a_queued_restore_whose_partitions_were_revoked_before_it_ran_open
     kafka.assignable = [P0]  # and before it runs, P1 goes elsewhere: the second job's partitions are void
     consumer.rebalance = True
     await until(lambda: processor.partitions.get(P0) is not second and P1 not in processor.partitions, run)
-    opened_before = {P0: 0, P1: 0}
-    for producer in kafka.producers:
-        if isinstance(producer, FakeTransactional):
-            opened_before[producer.pid] += 1
+    opened_before = opened_by_partition(kafka)
     slow.gate.set()
     await until(settled(kafka, processor), run)
-    opened = {P0: 0, P1: 0}
-    for producer in kafka.producers:
-        if isinstance(producer, FakeTransactional):
-            opened[producer.pid] += 1
+    opened = opened_by_partition(kafka)
     assert opened[P1] == opened_before[P1]  # the second job opened nothing for P1 (no longer ours)
     assert opened[P0] == opened_before[P0] + 1  # only the third job, the current assignment's
     assert processor.assignment == [P0] and [p.pid for p in open_producers(kafka)] == [P0]
