@@ -223,14 +223,17 @@ def idempotent(event: DeletionCompleted) -> bool:
     return all(e.eviction is not None for e in data.deleted) and all(e.eviction is not None for e in data.refused)
 
 
-def owed_key(run: RunState, path: str) -> str | None:
-    """The run's key of an evicted `path` as a completion or the deleter names it (None: unsafe). The
+def _key_of(run: RunState, path: str) -> str:
+    """The run's key of `path` as a completion or the deleter names it (raises UnsafePath). The
     processor writes the key itself (the canonical spelling), so an outstanding key is looked up as it
     is: no pattern match or parse per settled path (a key is canonical, and normalising it gives it back)."""
-    if path in run.outstanding or run.is_own_key(path):
-        return path
+    return path if path in run.outstanding or run.is_own_key(path) else normalize(path)
+
+
+def owed_key(run: RunState, path: str) -> str | None:
+    """`_key_of`, None for an unsafe path."""
     try:
-        return normalize(path)
+        return _key_of(run, path)
     except UnsafePath:
         return None
 
@@ -258,7 +261,7 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
     if run is None:
         return "the run is not in this partition's state"
     try:
-        key = path if path in run.outstanding or run.is_own_key(path) else normalize(path)
+        key = _key_of(run, path)
     except UnsafePath as exc:
         return f"unsafe path: {exc}"
     if key in run.by_key:
