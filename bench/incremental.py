@@ -10,7 +10,12 @@
    (one `await` between batches, as the processor folds): with no snapshot (the fold's own share),
    encoded as before issue 39 (the whole state in one call on the loop, then written by a thread),
    and as now (`SnapshotScheduler`: slices of at most 4 ms, copy on write), a base and a delta.
-   Target: at most 20 ms.
+   Target: at most 20 ms. `rebase`: a base on a scheduler that took one just before, the fold going on
+   meanwhile to `--changed` runs only (the runs unchanged since are written from their bytes kept).
+
+5. base (`--only base`): the event loop's total CPU time (its thread's, nothing else on the loop) to
+   take and write a base of the `--runs` fleet: cold (the scheduler's first snapshot: every run
+   encoded) and warm (a base right after another snapshot, `--changed` runs changed since).
 
 3. restore (`--only restore`): `--restore-runs` (100,000) fresh runs (run_started and one report with
    a checkpoint each, default settings: the broker bench's restore workload), their base snapshot, then
@@ -209,15 +214,37 @@ def before(fold: Fold, store: SnapshotStore, offset: int) -> Any:
     return asyncio.to_thread(store.write, data, offset)
 
 
-async def stall(fold: Fold, runs: int, directory: Path, mode: str, offset: int) -> tuple[float, float, float]:
+async def base_cpu(fold: Fold, runs: int, changed: int) -> dict[str, float]:
+    """The loop thread's CPU time to take and write a base, cold and warm (module docstring, part 5)."""
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        scheduler = SnapshotScheduler(PID, SnapshotStore(tmp, PID.topic, PID.partition, keep=10), 1, 3600, None)
+        for offset, kind in enumerate(("cold", "warm"), 1):
+            change(fold, runs, changed, 20_000 + offset)
+            cpu = time.thread_time()
+            assert scheduler.start(fold, offset)
+            await scheduler.wait()
+            out[kind] = time.thread_time() - cpu
+            assert scheduler.chain is not None and scheduler.chain.deltas == 0, scheduler.chain
+    print(
+        f"base: {runs:,} runs, loop CPU to take and write a base: cold {out['cold'] * 1e3:.0f} ms, "
+        f"warm ({changed} runs changed since the previous snapshot) {out['warm'] * 1e3:.1f} ms",
+        flush=True,
+    )
+    return out
+
+
+async def stall(fold: Fold, runs: int, directory: Path, mode: str, offset: int, changed: int) -> tuple[float, float, float]:
     """The worst loop lag (wall, CPU) while one snapshot (`mode`) is taken and written, and how long that took."""
     store = SnapshotStore(str(directory / mode), PID.topic, PID.partition, keep=100)
     scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=8)
-    if mode == "delta":  # a base first, written before measuring
+    if mode in ("delta", "rebase"):  # a base first, written before measuring
+        scheduler.max_deltas = 0 if mode == "rebase" else 8
         scheduler.start(fold, offset - 1)
         await scheduler.wait()
     probe, stop = Probe(), asyncio.Event()
-    tasks = [asyncio.create_task(probe.run()), asyncio.create_task(_folding(fold, runs, stop, 10_000 + offset))]
+    folded = changed if mode == "rebase" else runs
+    tasks = [asyncio.create_task(probe.run()), asyncio.create_task(_folding(fold, folded, stop, 10_000 + offset))]
     await asyncio.sleep(0.2)  # settle: the fold's own lag is in every row
     probe.reset()
     started = time.perf_counter()
@@ -235,11 +262,11 @@ async def stall(fold: Fold, runs: int, directory: Path, mode: str, offset: int) 
     return worst, worst_cpu, elapsed
 
 
-async def stalls(fold: Fold, runs: int) -> dict[str, Any]:
+async def stalls(fold: Fold, runs: int, changed: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for offset, mode in enumerate(("none", "before", "base", "delta"), 10):
-            worst, worst_cpu, elapsed = await stall(fold, runs, Path(tmp), mode, offset * 10)
+        for offset, mode in enumerate(("none", "before", "base", "delta", "rebase"), 10):
+            worst, worst_cpu, elapsed = await stall(fold, runs, Path(tmp), mode, offset * 10, changed)
             out[mode] = {"stall_ms": worst * 1e3, "stall_cpu_ms": worst_cpu * 1e3, "seconds": elapsed}
             print(
                 f"stall: {mode:<6} longest loop stall {worst * 1e3:6.1f} ms wall, {worst_cpu * 1e3:6.1f} ms of the "
@@ -349,7 +376,7 @@ def main() -> None:
         restore_parts(args.restore_runs, args.repeats, store="store" in args.only)
     if "final" in args.only:
         asyncio.run(final_parts(args.restore_runs, args.changed))
-    if "bytes" not in args.only and "stall" not in args.only:
+    if not {"bytes", "stall", "base"} & set(args.only.split(",")):
         return
     started = time.perf_counter()
     fold = fleet_fold(args.runs, args.reports)
@@ -358,7 +385,9 @@ def main() -> None:
     if "bytes" in args.only:
         sizes(fold, args.runs, args.changed, args.reports)
     if "stall" in args.only:
-        asyncio.run(stalls(fold, args.runs))
+        asyncio.run(stalls(fold, args.runs, args.changed))
+    if "base" in args.only:
+        asyncio.run(base_cpu(fold, args.runs, args.changed))
 
 
 if __name__ == "__main__":
