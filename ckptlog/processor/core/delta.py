@@ -22,6 +22,11 @@ expires from `finished` and `retired` (finishing.py `expire`) or a restore drops
 A `Capture` takes the state of one moment: the changed (or, for a base, every) run and the tables'
 entries, then encodes one run per `step` while the fold goes on. Before the fold changes a run not
 yet encoded it calls `Fold.watch`, and the capture encodes that run first: copy on write, per run.
+
+A base encodes only what a delta would: the runs changed since the previous snapshot. The others'
+entries are the bytes the previous snapshots encoded them to, kept in `Encodings` (contract §6
+*Encodings kept*): an entry kept equals `run_entry` of its run's current state unless the run is in
+`Fold.changed`, the rule a delta's correctness rests on already.
 """
 
 from __future__ import annotations
@@ -99,35 +104,85 @@ def changes(table: dict[str, Any], changed: dict[str, None]) -> tuple[list[str],
     return drop, [key for key in changed if key in table and key not in moved] + tail
 
 
+class Encodings:
+    """The entries (`run_entry`) the runs of one fold were last encoded to by its snapshots, for the
+    next base to write as they are (contract §6 *Encodings kept*).
+
+    Rule: an entry held equals `run_entry` of its run's state now unless the run is in `fold.changed`;
+    so a capture `take`s them less the runs changed, and `keep`s back the ones it holds once its runs
+    are encoded (each of the moment it was taken: what changed since is in `fold.changed` again).
+    Entries are of one fold, one that tracks its changes (without `Fold.changed` nothing says which
+    are stale): another fold takes none. Until a capture keeps them back, the next takes none."""
+
+    def __init__(self) -> None:
+        self._fold: Fold | None = None
+        self._entries: dict[str, bytes] = {}
+
+    def take(self, fold: Fold, changed: dict[str, None]) -> dict[str, bytes]:
+        """The entries still equal to their runs' state: none for another fold, none of a run in `changed`."""
+        entries, self._entries = self._entries, {}
+        if fold is not self._fold or fold.changed is None:
+            return {}
+        for run_id in changed:
+            entries.pop(run_id, None)
+        return entries
+
+    def keep(self, fold: Fold, entries: dict[str, bytes]) -> None:
+        if fold.changed is not None:
+            self._fold, self._entries = fold, entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class Capture:
     """One snapshot of `fold` at this moment: a base (`on` None) or a delta on the chain `on`.
 
     Every run to write is encoded by `step` (one at a time) or, if the fold is about to change it
-    first, by `before_change` (installed as `Fold.watch` until the last run is encoded)."""
+    first, by `before_change` (installed as `Fold.watch` until the last run is encoded); a base takes
+    the entries of the runs unchanged since the previous snapshot from `kept`, as they are."""
 
-    def __init__(self, fold: Fold, topic: str, partition: int, next_offset: int, on: Chain | None) -> None:
+    def __init__(
+        self,
+        fold: Fold,
+        topic: str,
+        partition: int,
+        next_offset: int,
+        on: Chain | None,
+        kept: Encodings | None = None,
+    ) -> None:
         if on is not None and fold.changed is None:
             raise ValueError("a delta needs a fold that tracks its changes (Fold(track_changes=True))")
         self.changed = fold.changed or {}
+        self.kept, self._known = kept, ({} if kept is None else kept.take(fold, self.changed))
         if fold.changed is not None:
             fold.changed = {}  # from now on: what the next snapshot writes
         self.on, self.fold = on, fold
         self.head = Snapshot(topic, partition, next_offset, fold.settings)
         self.drop: list[str] = []
         self.tables: dict[str, tuple[list[str], dict[str, Any]]] = {}
-        if on is None:  # every run: copies made in C (a few ms at 100,000 runs), not by a Python loop
-            self._pending: dict[str, RunState] = dict(fold.runs)
-            self.order = list(self._pending)
-            self.tables = {name: ([], dict(table)) for name, table in tables_of(fold).items()}
+        self.pieces: dict[str, bytes] = {}
+        if on is None:
+            self._base(fold)
         else:
             self.drop, self.order = changes(fold.runs, self.changed)
             for name, table in tables_of(fold).items():
                 drop, put = changes(table, self.changed)
                 self.tables[name] = (drop, {key: table[key] for key in put})
             self._pending = {run_id: fold.runs[run_id] for run_id in self.order}
-        self._next = iter(self.order)
-        self.pieces: dict[str, bytes] = {}
+        self._next = iter(list(self._pending))
         fold.watch = self.before_change
+
+    def _base(self, fold: Fold) -> None:
+        """Every run: those kept taken as they are, the others to encode; copies made in C (a few ms at
+        100,000 runs), not by a Python loop over every run."""
+        self.order = list(fold.runs)
+        self.pieces, known = self._known, self._known
+        if known:
+            self._pending = {run_id: fold.runs[run_id] for run_id in fold.runs.keys() - known.keys()}
+        else:
+            self._pending = dict(fold.runs)
+        self.tables = {name: ([], dict(table)) for name, table in tables_of(fold).items()}
 
     @property
     def is_delta(self) -> bool:
@@ -152,6 +207,18 @@ class Capture:
         """Stop watching the fold (done, or abandoned)."""
         if self.fold.watch == self.before_change:
             self.fold.watch = None
+
+    def keep(self) -> None:
+        """Hand the entries this capture holds to `kept` for the next snapshot: once its runs are encoded
+        and sealed (nothing reads them after), or as it is abandoned (each entry encoded is of the moment
+        the capture was taken, every change since is in `fold.changed`); once."""
+        if self.kept is None:
+            return
+        entries = self._known
+        if self.on is not None:
+            entries.update(self.pieces)
+        self.kept.keep(self.fold, entries)
+        self.kept = None
 
     def give_back(self) -> None:
         """The snapshot was not written: the next one must carry these changes too."""

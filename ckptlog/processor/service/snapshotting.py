@@ -4,8 +4,9 @@ delta on the current chain, or a new base), and the background work.
 A snapshot is taken at one moment, when the fold equals the committed state (`Pipeline.snapshot_if_due`,
 pipeline.py, decides when, in one place: after a batch's commit, stage 6, or before the next batch
 folds): `Capture` (ckptlog/processor/core/delta.py) notes which runs to write (the changed ones for a
-delta, all for a base) and copies the small tables. Its runs are then encoded on the event loop in
-slices of at most `SLICE_S` while the fold goes on between them: a run the fold is about to change is
+delta, all for a base) and copies the small tables. The runs changed since the previous snapshot (a
+delta's runs; a base's too, whose other runs' entries are the bytes kept from the snapshots before,
+`Encodings`) are then encoded on the event loop in slices of at most `SLICE_S` while the fold goes on between them: a run the fold is about to change is
 encoded first (copy on write), so the bytes are those of the moment. The object is then sealed
 (joined, checksummed) and written by a worker thread, one snapshot at a time per partition, so the
 fold keeps going while storage is slow. A new base is due when the chain is long (`--snapshot-deltas`)
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import PartitionId
 from ckptlog.processor.core.chain import Chain
-from ckptlog.processor.core.delta import Capture, sha256_hex
+from ckptlog.processor.core.delta import Capture, Encodings, sha256_hex
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.snapshot import SCHEMA_VERSION
 from ckptlog.processor.failpoints import crash_point
@@ -65,6 +66,7 @@ class SnapshotScheduler:
         self._since_events = 0
         self._last_time = clock()
         self._inflight: asyncio.Task[None] | None = None
+        self.encodings = Encodings()  # the runs' entries as last encoded: a base encodes only the changed ones
 
     def count(self, events: int) -> None:
         self._since_events += events
@@ -99,7 +101,9 @@ class SnapshotScheduler:
             and chain is not None
             and chain.takes_delta(self.max_deltas, SCHEMA_VERSION, final=final)
         )
-        capture = Capture(fold, self.pid.topic, self.pid.partition, next_offset, chain if delta else None)
+        capture = Capture(
+            fold, self.pid.topic, self.pid.partition, next_offset, chain if delta else None, self.encodings
+        )
         self._inflight = asyncio.get_running_loop().create_task(self._take(capture, time.perf_counter()))
         return True
 
@@ -113,11 +117,13 @@ class SnapshotScheduler:
         except BaseException:
             capture.release()
             capture.give_back()
+            capture.keep()
             raise
         crash_point("snapshot.encoded")
         if capture.on is None and self.chain is not None:
             crash_point("snapshot.compacting")
         data, digest = await asyncio.to_thread(_sealed, capture)
+        capture.keep()  # sealed: the next snapshot may take its entries (not before: the worker read them)
         log.debug(
             "event=snapshot_encoded partition=%s next_offset=%d kind=%s bytes=%d runs=%d seconds=%.3f",
             self.pid,
