@@ -1,0 +1,52 @@
+"""The scheduler's bases take the entries kept from its previous snapshots (contract §6 *Encodings
+kept*): written to a real local directory, each base is byte for byte the full snapshot of its moment,
+through a write that fails (the directory replaced by a file) and the one after it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ckptlog.kafka.records import PartitionId
+from ckptlog.processor.core import Fold
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.service.snapshotting import SnapshotScheduler
+from ckptlog.processor.storage.snapshots import SnapshotStore
+from tests import factories as f
+from tests.unit.core.test_fold_properties import ROOT, SETTINGS
+
+PID = PartitionId("events", 0)
+
+
+def written(directory: Path, next_offset: int) -> bytes:
+    names = [n for n in os.listdir(directory) if n.startswith(f"snapshot-{next_offset:020d}-")]
+    assert len(names) == 1, os.listdir(directory)
+    return (directory / names[0]).read_bytes()
+
+
+async def test_bases_from_kept_entries_through_a_failed_write(tmp_path: Path) -> None:
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition, keep=10)
+    fold = Fold(SETTINGS, track_changes=True)
+    for run in ("a", "b", "c"):
+        fold.apply(f.event(f.started(run, f"{ROOT}/{run}", event_id=f"s-{run}")))
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=0)  # every snapshot a base
+    assert scheduler.start(fold, 3)
+    await scheduler.wait()
+    directory = tmp_path / PID.topic / "0"
+    assert written(directory, 3) == encode(of_fold(fold, PID.topic, 0, 3)) and len(scheduler.encodings) == 3
+    fold.apply(f.event(f.report("b", {"x": 1}, f"{ROOT}/b/c1", event_id="r-b")))
+    shutil.move(directory, tmp_path / "aside")
+    directory.write_bytes(b"")  # the next write fails: the partition's directory is a file
+    assert scheduler.start(fold, 4)
+    await scheduler.wait()
+    assert scheduler.last_offset == 3 and fold.changed == {"b": None}  # given back: the next one writes b again
+    directory.unlink()
+    shutil.move(tmp_path / "aside", directory)
+    fold.apply(f.event(f.report("c", {"x": 2}, f"{ROOT}/c/c2", event_id="r-c")))
+    fold.apply(f.event(f.finished("a", event_id="f-a")))  # a leaves the hot state: its entry is not written
+    assert scheduler.start(fold, 6)
+    await scheduler.wait()
+    data = written(directory, 6)
+    assert scheduler.last_offset == 6 and data == encode(of_fold(fold, PID.topic, 0, 6))
+    assert sorted(decode(data).runs) == ["b", "c"] and len(scheduler.encodings) == 2
