@@ -234,7 +234,9 @@ async def base_cpu(fold: Fold, runs: int, changed: int) -> dict[str, float]:
     return out
 
 
-async def stall(fold: Fold, runs: int, directory: Path, mode: str, offset: int, changed: int) -> tuple[float, float, float]:
+async def stall(
+    fold: Fold, runs: int, directory: Path, mode: str, offset: int, changed: int
+) -> tuple[float, float, float]:
     """The worst loop lag (wall, CPU) while one snapshot (`mode`) is taken and written, and how long that took."""
     store = SnapshotStore(str(directory / mode), PID.topic, PID.partition, keep=100)
     scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=8)

@@ -162,6 +162,7 @@ class Capture:
         self.drop: list[str] = []
         self.tables: dict[str, tuple[list[str], dict[str, Any]]] = {}
         self.pieces: dict[str, bytes] = {}
+        self._pending: dict[str, RunState]
         if on is None:
             self._base(fold)
         else:

@@ -5,9 +5,10 @@ A snapshot is taken at one moment, when the fold equals the committed state (`Pi
 pipeline.py, decides when, in one place: after a batch's commit, stage 6, or before the next batch
 folds): `Capture` (ckptlog/processor/core/delta.py) notes which runs to write (the changed ones for a
 delta, all for a base) and copies the small tables. The runs changed since the previous snapshot (a
-delta's runs; a base's too, whose other runs' entries are the bytes kept from the snapshots before,
-`Encodings`) are then encoded on the event loop in slices of at most `SLICE_S` while the fold goes on between them: a run the fold is about to change is
-encoded first (copy on write), so the bytes are those of the moment. The object is then sealed
+delta's runs; a base's too: its other runs' entries are the bytes the snapshots before encoded them
+to, kept in `Encodings`) are then encoded on the event loop in slices of at most `SLICE_S` while the
+fold goes on between them: a run the fold is about to change is encoded first (copy on write), so the
+bytes are those of the moment. The object is then sealed
 (joined, checksummed) and written by a worker thread, one snapshot at a time per partition, so the
 fold keeps going while storage is slow. A new base is due when the chain is long (`--snapshot-deltas`)
 or its deltas weigh half as much as its base (`Chain.takes_delta`): that is the compaction, the same
