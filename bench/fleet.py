@@ -15,6 +15,10 @@ or foreign (`val-{n}-{i}`).
 Prints, once the state is built and a gc has run, the process's VmRSS and peak (VmHWM), the
 growth over the process before the fold, per run, and what the runs' dedup state holds
 (`Seen`: sys.getsizeof of its objects). `--reports 1` is a fresh run (its start and one report).
+`--base`: then a base snapshot is taken as the processor takes one (`Capture`, its runs' entries kept
+for the next base: core/delta.py `Encodings`), its bytes dropped, and VmRSS measured again: what
+the kept entries cost (`kept_mib`; `kept_objects_mib`: their objects' sizes, as RSS may reuse memory
+freed before), with the base's size.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ckptlog.events.decoded import (
     ValidationResultData,
 )
 from ckptlog.processor.core.dedup import Seen
+from ckptlog.processor.core.delta import Capture, Encodings
 from ckptlog.processor.core.fold import Fold
 
 ROOT = "file:///bench/fleet"
@@ -107,10 +112,35 @@ def dedup_bytes(seen: Seen) -> int:
     return sys.getsizeof(seen) + sys.getsizeof(seen.marks) + marks + blocks + foreign + sys.getsizeof(seen.expect)
 
 
-def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: bool = False) -> dict[str, Any]:
+def kept_cost(fold: Fold, rss: int) -> dict[str, Any]:
+    """A base taken with its entries kept (`--base`): its size, the peak while taken, VmRSS after."""
+    kept = Encodings()
+    capture = Capture(fold, "bench", 0, 1, None, kept)
+    while capture.step():
+        pass
+    size = len(capture.encoded())
+    capture.keep()
+    del capture
+    gc.collect()
+    after = status("VmRSS")
+    entries = kept.take(fold, {})
+    held = sys.getsizeof(entries) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in entries.items())
+    kept.keep(fold, entries)
+    assert len(kept) == len(fold.runs)
+    return {
+        "base_mib": size / 2**20,
+        "kept_objects_mib": held / 2**20,  # sys.getsizeof of the entries kept and their dict
+        "rss_kept_mib": after / 2**20,
+        "kept_mib": (after - rss) / 2**20,
+    }
+
+
+def build(
+    runs: int, reports: int, keep: int | None, ids: str, *, validated: bool = False, base: bool = False
+) -> dict[str, Any]:
     gc.collect()
     idle, started = status("VmRSS"), time.perf_counter()
-    fold = Fold(emit=False)
+    fold = Fold(emit=False, track_changes=base)
     gc.disable()  # as the processor tunes its gc (rare full passes); collected once at the end
     start(fold, runs, keep)
     for i in range(reports):
@@ -122,6 +152,8 @@ def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: boo
     gc.collect()
     rss = status("VmRSS")
     states = fold.runs.values()
+    seconds = time.perf_counter() - started
+    kept = kept_cost(fold, rss) if base else {}
     return {
         "runs": runs,
         "reports_per_run": reports,
@@ -135,7 +167,8 @@ def build(runs: int, reports: int, keep: int | None, ids: str, *, validated: boo
         "idle_mib": idle / 2**20,
         "per_run_kib": (rss - idle) / runs / 1024,
         "dedup_per_run_b": sum(dedup_bytes(r.seen) for r in states) / runs,
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
+        **kept,
     }
 
 
@@ -146,8 +179,10 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=5, help="num_to_keep (0: keep every checkpoint)")
     parser.add_argument("--ids", choices=("structured", "foreign"), default="structured")
     parser.add_argument("--validated", action="store_true", help="an Evaluator's result after every report")
+    parser.add_argument("--base", action="store_true", help="then a base, its entries kept: their RSS")
     args = parser.parse_args()
-    print(json.dumps(build(args.runs, args.reports, args.keep or None, args.ids, validated=args.validated)), flush=True)
+    built = build(args.runs, args.reports, args.keep or None, args.ids, validated=args.validated, base=args.base)
+    print(json.dumps(built), flush=True)
 
 
 if __name__ == "__main__":
