@@ -123,7 +123,11 @@ class SnapshotScheduler:
         crash_point("snapshot.encoded")
         if capture.on is None and self.chain is not None:
             crash_point("snapshot.compacting")
-        data, digest = await asyncio.to_thread(_sealed, capture)
+        try:
+            data, digest = await asyncio.to_thread(_sealed, capture)
+        except BaseException:  # cancelled or a bug: the chain's tip stays, so must the changes; the
+            capture.give_back()  # entries are not kept (a cancelled worker may still be reading them)
+            raise
         capture.keep()  # sealed: the next snapshot may take its entries (not before: the worker read them)
         log.debug(
             "event=snapshot_encoded partition=%s next_offset=%d kind=%s bytes=%d runs=%d seconds=%.3f",
@@ -141,8 +145,10 @@ class SnapshotScheduler:
         link = None if on is None else (on.tip_offset, on.tip_sha256[:12])
         try:
             url = await asyncio.to_thread(self.store.write, data, next_offset, link)
-        except CkptlogError as exc:
+        except BaseException as exc:
             capture.give_back()  # the next snapshot carries these changes too
+            if not isinstance(exc, CkptlogError):
+                raise  # cancelled, or a bug: the chain's tip did not move, the next delta writes these runs
             if isinstance(exc, ChainBroken):
                 self.chain, self._since_events = None, self.every  # a base, at the next chance
                 log.warning("event=snapshot_chain_broken at=%s@%d error=%s", self.pid, next_offset, exc)

@@ -50,3 +50,39 @@ async def test_bases_from_kept_entries_through_a_failed_write(tmp_path: Path) ->
     data = written(directory, 6)
     assert scheduler.last_offset == 6 and data == encode(of_fold(fold, PID.topic, 0, 6))
     assert sorted(decode(data).runs) == ["b", "c"] and len(scheduler.encodings) == 2
+
+
+RUN = "given-back-run"
+
+
+async def test_a_write_that_raises_something_unexpected_gives_its_changes_back(tmp_path: Path) -> None:
+    """Not a CkptlogError (a bug, a cancellation): the chain's tip did not move, so the next delta must
+    write the runs the failed one held."""
+    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition, keep=10)
+    fold = Fold(SETTINGS, track_changes=True)
+    fold.apply(f.event(f.started(RUN, f"{ROOT}/{RUN}", event_id="s-a")))
+    scheduler = SnapshotScheduler(PID, store, 1, 3600, None, max_deltas=8)
+    assert scheduler.start(fold, 1)
+    await scheduler.wait()
+    fold.apply(f.event(f.report(RUN, {"x": 1}, f"{ROOT}/{RUN}/c1", event_id="r-a")))
+    real_write = store.write
+
+    def broken(*args: object) -> str:
+        raise RuntimeError("a bug in the store")
+
+    store.write = broken  # type: ignore[method-assign]
+    assert scheduler.start(fold, 2)
+    try:
+        await scheduler.wait()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the write's error was swallowed")
+    assert scheduler.last_offset == 1 and fold.changed == {RUN: None}
+    store.write = real_write  # type: ignore[method-assign]
+    assert scheduler.start(fold, 3)
+    await scheduler.wait()
+    directory = tmp_path / PID.topic / "0"
+    names = [n for n in os.listdir(directory) if n.startswith(f"delta-{3:020d}-")]
+    assert len(names) == 1 and scheduler.last_offset == 3  # a delta on the base at 1, holding the run
+    assert RUN.encode() in (directory / names[0]).read_bytes()
