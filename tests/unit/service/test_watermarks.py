@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.outputs import DEFERRED_MARK
-from ckptlog.processor.core.outputs import DEFERRED_MARK
 from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.harness import workload
 from ckptlog.processor.service.records import RecordFactory
