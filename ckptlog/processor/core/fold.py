@@ -42,6 +42,7 @@ from ckptlog.events.rules import validation_without_checkpoint
 from ckptlog.processor.core import finishing, lifecycle, linked_roots
 from ckptlog.processor.core import journal as undo
 from ckptlog.processor.core.outputs import (
+    DEFERRED_MARK,
     DUPLICATE,
     Deletion,
     Effects,
@@ -101,6 +102,9 @@ class Fold:
     ) -> None:
         self.settings = settings or FoldSettings()
         self.emit = emit
+        # reports and validation results put DEFERRED_MARK in their watermark's place (core/outputs.py): for the
+        # batch folder, which builds one watermark per run per batch (service/batch.py sets it)
+        self.defer_marks = False
         # incremental snapshots (core/delta.py): the run ids whose run, refused or finished entry may have
         # changed since the last snapshot (None: not tracked), and who to tell before an event changes a run
         self.changed: dict[str, None] | None = {} if track_changes else None
@@ -233,7 +237,7 @@ class Fold:
             run.report_count += 1
             run.index_in_generation += 1
             if self.emit:
-                outputs.append(watermark(run))
+                outputs.append(DEFERRED_MARK if self.defer_marks else watermark(run))
             return _new(Effects, (outputs, (), None, False))
         path = checkpoint.path
         if run is not None and run.is_own_key(path) and run.nested(path) is None:
@@ -318,7 +322,7 @@ class Fold:
         size -= run.preserved_count  # preserved checkpoints do not count against num_to_keep
         if keep is None or size <= keep:
             if emit:
-                outputs.append(watermark(run))
+                outputs.append(DEFERRED_MARK if self.defer_marks else watermark(run))
             return _new(Effects, (outputs, (), None, False))
         deletions = []
         run_id, root = run.run_id, run.storage_root or ""
@@ -329,7 +333,7 @@ class Fold:
                 outputs.append(evicted(run, record, rank, retained.worst_kept, "num_to_keep", keep))
             deletions.append(_new(Deletion, (run_id, path, root, eviction)))
         if emit:
-            outputs.append(watermark(run))
+            outputs.append(DEFERRED_MARK if self.defer_marks else watermark(run))
         return _new(Effects, (outputs, deletions, None, False))
 
     # -- validation_result ---------------------------------------------------------

@@ -241,14 +241,15 @@ def owed_key(run: RunState, path: str) -> str | None:
 def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
     """Drop one outstanding eviction when the completion names it; False when it does not
     (already settled, a retried completion, or an older eviction of the same path)."""
-    key = owed_key(run, path)
+    outstanding = run.outstanding
+    key = path if path in outstanding else owed_key(run, path)  # `_key_of`'s first test, without its two calls
     if key is None:
         return False
-    evicted = run.outstanding.get(key)
+    evicted = outstanding.get(key)
     if evicted is None or (eviction is not None and evicted.eviction != eviction):
         return False
-    fold.journal.push((undo.OLD, run.outstanding, key, evicted))
-    del run.outstanding[key]
+    fold.journal.push((undo.OLD, outstanding, key, evicted))
+    del outstanding[key]
     run.nesting.discard(key)
     return True
 

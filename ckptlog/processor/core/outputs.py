@@ -79,6 +79,17 @@ def watermark(run: RunState) -> Output:
     return _new(Output, (_WATERMARK, data))
 
 
+DEFERRED_MARK: Output = _new(Output, (_WATERMARK, {}))
+"""The watermark of a report or validation result in a fold whose marks are deferred (`Fold.defer_marks`,
+set by the batch folder, service/batch.py): a placeholder in the watermark's place (last, contract §4),
+built from the run once per run per batch (`BatchFolder.seal`) instead of once per event and dropped
+by the batch's coalescing. That gives the same values because every change of a watermark's four
+fields (`report_count`, `validated`: the run's pending records, `generation`, `index_in_generation`)
+emits a watermark in the same event: a later event of the batch that changes one of them replaces
+the run's placeholder with its own (tests/unit/service/test_watermarks.py holds the two equal). Never
+mutated, never published."""
+
+
 _NOT_EXEMPT = ["not_latest", "not_pending", "not_preserved"]
 
 

@@ -34,7 +34,7 @@ from ckptlog.events.rejections import Reason, Rejection
 from ckptlog.events.state import H_INPUT_OFFSET
 from ckptlog.kafka.records import InputRecord, OutRecord
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.outputs import Deletion, Effects, Output
+from ckptlog.processor.core.outputs import DEFERRED_MARK, Deletion, Effects, Output, watermark
 from ckptlog.processor.core.rejections import internal_error
 from ckptlog.processor.core.state import RunState
 from ckptlog.processor.service.pages import ViewPager
@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 K = TypeVar("K")
 _WATERMARK = WATERMARK.name
 _NOTED = frozenset({RunStarted, RunForgotten, RootRefused})  # the applied events the batch notes beyond their outputs
-Marks = dict[str, tuple[int, int, Output]]
-"""Run id -> the batch's last watermark of the run: (input offset, sequence, output) (contract §4)."""
+Marks = dict[str, tuple[int, int, Output, RunState | None]]
+"""Run id -> the batch's last watermark of the run: (input offset, sequence, output, the run), the output
+`DEFERRED_MARK` for a report's or a validation result's, built from the run at `seal` (contract §4)."""
 _TOMBSTONE = Rejection(
     Reason.INVALID_ENVELOPE, "record has no value (a tombstone); input records must be CloudEvents JSON objects"
 )
@@ -113,6 +114,7 @@ class BatchFolder:
         # the decode limits are fold settings: they decide which records are applied (contract §6)
         self.max_bytes, self.max_depth = fold.settings.max_payload_bytes, fold.settings.max_depth
         fold.roots.fresh = []  # the roots each batch registers, for their claims
+        fold.defer_marks = True  # a report's watermark built once per run per batch, at seal (core/outputs.py)
         self.pager = ViewPager(factory.names.state)  # each changed run's VIEW, bounded in size
 
     def fold_records(self, records: Sequence[InputRecord], publish_from: int) -> Batch:
@@ -191,7 +193,7 @@ class BatchFolder:
             if run is not None:
                 batch.changed[subject] = run
             if coalesced:  # replaces the run's earlier one of this batch: the last change's values
-                batch.marks[subject] = (offset, last, outputs[last])
+                batch.marks[subject] = (offset, last, outputs[last], run)
         if effects.deletions:
             batch.deletions.extend(effects.deletions)
         if fold.leaving:
@@ -271,7 +273,9 @@ class BatchFolder:
         made, with that input record's output id (contract §5), so a replay of the same batches gives
         the same records and any batching gives ids that each name one and the same watermark."""
         output, out, marks = self.factory.outputs, batch.records, batch.marks
-        for run_id, (offset, sequence, mark) in marks.items():
+        for run_id, (offset, sequence, mark, run) in marks.items():
+            if mark is DEFERRED_MARK and run is not None:  # a report's or result's: the run's values now
+                mark = watermark(run)
             output(run_id, offset, (mark,), out, sequence)
         batch.outputs[_WATERMARK] = batch.outputs.get(_WATERMARK, 0) + len(marks)
 

@@ -95,7 +95,10 @@ class DeletionOutcomes:
 
     def _owner(self, run_id: str) -> RunOwner | None:
         """The task of the partition whose state holds the run (None: not this instance's)."""
-        return next((task for task in self._tasks() if task.owns(run_id)), None)
+        for task in self._tasks():  # per path (the re-check): a loop, not a generator made per call
+            if task.owns(run_id):
+                return task
+        return None
 
     def done(self, done: Sequence[tuple[str, str]]) -> None:
         """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, Protocol
 
 from ckptlog.errors import CkptlogError, OffsetOutOfRange
@@ -317,16 +318,24 @@ class PartitionTask:
         if not self.pipeline.usable:
             return []
         by_run: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int, str]]]] = {}
-        for (run_id, path), why in [*((key, None) for key in done), *refused]:
-            run = self.fold.runs.get(run_id)
-            evicted = None if run is None else run.outstanding.get(owed_key(run, path) or path)
-            if evicted is None:
-                continue  # not this partition's run, or settled meanwhile (a retried confirmation)
-            deleted, refusals = by_run.setdefault(run_id, ([], []))
-            if why is None:
+        runs = self.fold.runs
+        for run_id, keys in groupby(done, run_of):  # a job's keys come grouped by run: each run looked up once
+            run = runs.get(run_id)
+            if run is None:
+                continue  # not this partition's run
+            outstanding, deleted = run.outstanding, None
+            for _, path in keys:  # the key as the deleter has it is the outstanding one (lifecycle.owed_key)
+                evicted = outstanding.get(path) or outstanding.get(owed_key(run, path) or path)
+                if evicted is None:
+                    continue  # settled meanwhile (a retried confirmation)
+                if deleted is None:
+                    deleted = by_run.setdefault(run_id, ([], []))[0]
                 deleted.append((path, evicted.eviction))
-            else:
-                refusals.append((path, evicted.eviction, why))
+        for (run_id, path), why in refused:
+            run = runs.get(run_id)
+            evicted = None if run is None else run.outstanding.get(owed_key(run, path) or path)
+            if evicted is not None:
+                by_run.setdefault(run_id, ([], []))[1].append((path, evicted.eviction, why))
         completed = self.pipeline.factory.deletion_completed
         return [
             completed(run_id, deleted[at : at + COMPLETED_PER_EVENT], refusals[at : at + COMPLETED_PER_EVENT])

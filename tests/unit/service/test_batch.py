@@ -153,6 +153,7 @@ def comparable(batch: Batch) -> dict[str, object]:
     """The batch's fields, its runs by id (RunState compares by identity)."""
     fields = {name: getattr(batch, name) for name in Batch.__dataclass_fields__}
     fields["changed"], fields["forgotten"] = list(batch.changed), list(batch.forgotten)
+    fields["marks"] = {run_id: (*mark[:3], mark[3] and mark[3].run_id) for run_id, mark in batch.marks.items()}
     return fields
 
 

@@ -179,6 +179,28 @@ async def test_completion_records_go_back_to_the_same_input_partition(tmp_path: 
     assert task.deletions_settled([("run-0", evicted.path)]) == []
 
 
+async def test_completions_name_each_runs_owed_evictions_whatever_the_keys_order_and_spelling(tmp_path: Path) -> None:
+    """Keys of two runs interleaved, a path spelled otherwise than its key, a path confirmed twice, a
+    refusal beside confirmations: one completion per run, in the order the runs first settle something,
+    each naming the evictions owed, in the order confirmed."""
+    task, _, _, _ = make_task(tmp_path)
+    await task.process(records(LINES[:12]))
+    await idle(task)
+    owed = {run: list(task.fold.runs[run].outstanding.values()) for run in ("run-0", "run-1")}
+    assert all(len(evicted) >= 2 for evicted in owed.values())
+    (a1, a2), (b1, b2) = owed["run-0"][:2], owed["run-1"][:2]
+    respelled = a2.path.replace("file:///", "file:////") + "/"  # the same key, parsed to it
+    done = [("run-1", b2.path), ("run-0", a1.path), ("run-1", b1.path), ("run-0", respelled), ("run-0", a1.path)]
+    records_ = task.deletions_settled(done, [(("run-1", "file:///elsewhere/x"), "not owed"), (("run-0", a2.path), "x")])
+    bodies = [decode_event(r.value, r.key) for r in records_]
+    got = [(e.subject, [(d.checkpoint_path, d.eviction) for d in e.data.deleted], len(e.data.refused)) for e in bodies]  # type: ignore[union-attr]
+    assert got == [
+        ("run-1", [(b2.path, b2.eviction), (b1.path, b1.eviction)], 0),
+        ("run-0", [(a1.path, a1.eviction), (respelled, a2.eviction), (a1.path, a1.eviction)], 1),
+    ]
+    await task.close(graceful=True)
+
+
 async def test_extra_outputs_are_flushed_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("ckptlog.processor.service.partition.IDLE_FLUSH_S", 0.0)
     task, publisher, _, _ = make_task(tmp_path)

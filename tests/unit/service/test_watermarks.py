@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ckptlog.kafka.records import OutRecord
-from ckptlog.processor.service.batch import Batch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ckptlog.kafka.records import OutRecord, PartitionId
+from ckptlog.processor.core.fold import Fold
+from ckptlog.processor.core.outputs import DEFERRED_MARK
+from ckptlog.processor.service.batch import Batch, BatchFolder
 from ckptlog.processor.service.harness import workload
-from tests.unit.service.test_batch import folder, records
+from ckptlog.processor.service.records import RecordFactory
+from tests import factories as fx
+from tests.unit.core.test_fold_properties import SETTINGS, logs
+from tests.unit.service.test_batch import NAMES, folder, records
 
 ONE_RUN = workload("file:///r", runs=1, reports=40, keep=2, validation_share=0.0)
 TWO_RUNS = workload("file:///r", runs=2, reports=30, keep=3, validation_share=0.3)
@@ -103,7 +111,6 @@ def _event(n: int, kind: str, run: str, data: dict[str, Any]) -> bytes:
 def test_the_fold_makes_at_most_one_watermark_per_event_and_puts_it_last() -> None:
     """What the batch folder relies on to coalesce without scanning every event's outputs."""
     from ckptlog.events.codec import decode_event
-    from ckptlog.processor.core.fold import Fold
     from ckptlog.processor.core.state import FoldSettings
 
     extra = [
@@ -122,3 +129,52 @@ def test_the_fold_makes_at_most_one_watermark_per_event_and_puts_it_last() -> No
         assert "watermark" not in names[:-1], names
         seen += names[-1:] == ["watermark"]
     assert seen == len(TWO_RUNS) + 4  # every event but the two warnings made one
+
+
+@st.composite
+def lifecycle_logs(draw: Any) -> list[bytes]:
+    """test_fold_properties' logs with finishes (both keeps), forgets, reopens and generation reports
+    inserted: events that change a run's watermark fields without being a plain report or a result."""
+    out = draw(logs())
+    for n in range(draw(st.integers(0, 6))):
+        run = draw(st.sampled_from(["a", "b"]))
+        extra = draw(
+            st.sampled_from(
+                [
+                    fx.finished(run, event_id=f"fin-{n}"),
+                    fx.finished(run, "best", event_id=f"best-{n}"),
+                    fx.forgotten(run, event_id=f"forget-{n}"),
+                    fx.reopened(run, event_id=f"reopen-{n}"),
+                    fx.report(run, {"loss": 1}, generation=n + 2, event_id=f"gen-{n}"),
+                ]
+            )
+        )
+        out.insert(draw(st.integers(0, len(out))), extra)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=lifecycle_logs(), size=st.integers(1, 12))
+def test_deferred_watermarks_equal_the_ones_each_event_built(lines: list[bytes], size: int) -> None:
+    """The batch folder defers a report's and a result's watermark to `seal` (core/outputs.py
+    DEFERRED_MARK), built from the run then: every record, byte for byte, is the one a fold building
+    each event's watermark gives, over any log and any batching (the invariant: every change of a
+    watermark's fields emits one in the same event)."""
+    outputs = []
+    for defer in (True, False):
+        f = BatchFolder(Fold(SETTINGS), RecordFactory(NAMES, PartitionId("in", 0)))
+        f.fold.defer_marks = defer
+        recs, out = records(lines), []
+        for start in range(0, len(recs), size):
+            out += f.fold_records(recs[start : start + size], publish_from=0).records
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+
+
+def test_the_batch_folder_defers_a_reports_watermark_and_seal_builds_it() -> None:
+    """What the property above compares: the folder's fold puts the placeholder in a report's outputs."""
+    f = folder()
+    recs = records(ONE_RUN)
+    f.fold_records(recs[:1], publish_from=0)
+    effects = f.fold.apply(fx.event(ONE_RUN[1]))
+    assert f.fold.defer_marks and effects.outputs[-1] is DEFERRED_MARK
