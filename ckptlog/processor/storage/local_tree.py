@@ -14,6 +14,7 @@ stalls a worker thread), its first CLAIM_BYTES only; anything else in a claim di
 another run's. A claim is written as a temporary file, then hard-linked into place, which fails if
 the name exists (taken as written).
 """
+
 from __future__ import annotations
 
 import errno
