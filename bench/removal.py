@@ -10,8 +10,10 @@ The command uses only `remove_all`, so a before/after is one checkout apart
 calls and instructions repeat:
 
     strace -f -o /tmp/s.txt python -m bench.removal 2000 --repeat 1 && python -m bench.removal --syscalls /tmp/s.txt
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/c.out python -m bench.removal 2000 --repeat 1 --leave
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/s.out python -m bench.removal 2000 --repeat 1 --leave --setup-only
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/c.out \
+        python -m bench.removal 2000 --repeat 1 --leave
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/s.out \
+        python -m bench.removal 2000 --repeat 1 --leave --setup-only
     rm -rf /tmp/bench-removal-*    # (total - setup-only) / N: instructions per deleted checkpoint
 """
 
@@ -96,7 +98,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--setup-only", action="store_true", help="make the trees, delete nothing")
     parser.add_argument("--leave", action="store_true", help="leave the temporary tree (its removal not counted)")
-    parser.add_argument("--syscalls", metavar="STRACE_LOG", help="count an `strace -f -o` log's calls between the marks")
+    parser.add_argument("--syscalls", metavar="STRACE_LOG", help="count an strace -f -o log between the marks")
     args = parser.parse_args()
     if args.syscalls:
         print_syscalls(Path(args.syscalls), args.n)
