@@ -242,6 +242,7 @@ class _Seen:
     name: str
     rel: str
     fd: int | None  # open while the walk holds it (None: closed, reopened by name to remove it)
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of one closed: reopened, it must be the same
     others: list[str] = field(default_factory=list)  # all but directories: files, links, FIFOs, ... (unlinked)
     dirs: list[_Seen] = field(default_factory=list)
 
@@ -305,7 +306,8 @@ class _Scan:
             if self.hold > 0:
                 self.hold -= 1
             else:
-                below.fd = None
+                seen_as = os.fstat(opened_fd)
+                below.fd, below.identity = None, (seen_as.st_dev, seen_as.st_ino)
                 os.close(opened_fd)
 
 
@@ -318,6 +320,9 @@ def _remove_seen(parent: int, seen: _Seen, url: str) -> None:
                 seen.fd = os.open(seen.name, _DIR, dir_fd=parent)  # ELOOP: swapped for a link, retried
             except FileNotFoundError:
                 return  # gone since the scan, with all below it
+            now = os.fstat(seen.fd)
+            if (now.st_dev, now.st_ino) != seen.identity:
+                raise OSError(errno.ESTALE, "replaced by another directory after its tree was checked")
         for name in seen.others:
             with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=seen.fd)
@@ -338,8 +343,8 @@ def _not_removed(url: str, rel: str, exc: OSError) -> StorageError:
             "runs' claims; nothing unchecked is removed, so the deletion is retried (checked again first)"
         )
     return StorageError(
-        f"could not delete {rel} of {url}: {exc.strerror}; check the storage's permissions "
-        "(the deletion is retried, checked again first)"
+        f"could not delete {rel} of {url}: {exc.strerror}; the deletion is retried, checked again first "
+        "(if it keeps failing, check the storage's permissions)"
     )
 
 

@@ -182,6 +182,37 @@ def test_wide_trees_beyond_the_held_descriptors_are_reopened_without_following_a
     assert remove(base) is None and tree(base) == without(before, "runs/r1/ckpt")
 
 
+def test_a_reopened_directory_replaced_by_another_runs_root_loses_nothing(
+    base: Path, between: Callable[[Callable[[], None]], None]
+) -> None:
+    """A directory the walk closed (beyond its held descriptors) and renamed away, another run's
+    root holding a file of the same name renamed into its place: the walk reopens a different
+    directory, sees it is not the one it checked, and removes nothing in it."""
+    ckpt = base / "runs/r1/ckpt"
+    shards = [ckpt / f"shard-{i:02d}" for i in range(2 * local_tree._Scan.HOLD)]
+    for shard in shards:
+        shard.mkdir(parents=True)
+        (shard / "model.bin").write_bytes(b"mine")
+    reopened = [ckpt / name for name in os.listdir(ckpt)][local_tree._Scan.HOLD :]
+    planted = base / "outside/b-root"
+
+    def swap() -> None:
+        for at, shard in enumerate(reopened):
+            shard.rename(base / "outside" / f"moved-{at}")
+            (planted / str(at)).mkdir(parents=True)
+            claim(planted / str(at), OTHER)
+            (planted / str(at) / "model.bin").write_bytes(b"b's")
+            (planted / str(at)).rename(shard)
+
+    between(swap)
+    outcome = remove(base)
+    assert isinstance(outcome, str) and "replaced by another directory" in outcome
+    for shard in reopened:
+        assert (shard / "model.bin").read_bytes() == b"b's" and (shard / CLAIM_DIR).is_dir()
+    again = remove(base)
+    assert isinstance(again, Refused) and "'b'" in again.reason
+
+
 def test_an_entry_added_after_the_scan_is_left_and_the_path_retried(
     base: Path, between: Callable[[Callable[[], None]], None]
 ) -> None:
