@@ -253,7 +253,8 @@ class _Scan:
     `nesting`, refused deeper than MAX_TREE_DEPTH; OSError (retried) where a directory cannot be
     read, never a skipped subtree. `record`: what it saw is kept in the `_Seen` tree for
     `_remove_seen`, with the descriptors of its first HOLD directories left open (bounded: a wide
-    tree must not exhaust the process's descriptors; the rest are reopened, never through a link)."""
+    tree must not exhaust the process's descriptors; the rest are reopened, never through a link, and
+    must be the very directory it checked)."""
 
     HOLD = 8
 
