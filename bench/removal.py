@@ -4,7 +4,7 @@ Makes N checkpoint directories shaped as the dense workload makes them (`{run}/c
 256 bytes; bench.processor `materialize`) over 10 claimed run roots below a temporary
 `--storage-root`, then deletes them with `tree.remove_all` in batches of B, as the Deleter's
 worker thread does (one thread, no event loop). Prints per deleted checkpoint the wall time and
-the process's CPU (user + system) of the `remove_all` calls only, best and median of R rounds.
+the process's user and system CPU of the `remove_all` calls only, best and median of R rounds.
 The command uses only `remove_all`, so a before/after is one checkout apart
 (`PYTHONPATH=<checkout> python -m bench.removal`). Seconds are noisy on a shared host; system
 calls and instructions repeat:
@@ -52,23 +52,23 @@ def make(base: Path, n: int) -> list[tuple[str, str, Claimant]]:
     return items
 
 
-def one_round(n: int, batch: int, setup_only: bool, leave: bool) -> tuple[float, float]:
+def one_round(n: int, batch: int, setup_only: bool, leave: bool) -> tuple[float, float, float]:
     tmp = tempfile.mkdtemp(prefix="bench-removal-")
     try:
         base = Path(tmp) / "runs"
         items = make(base, n)
         outer = normalize(f"file://{base}")
         if setup_only:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         os.path.lexists(MARK + "start")
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = time.perf_counter(), os.times()
         for at in range(0, n, batch):
             outcomes = remove_all(items[at : at + batch], {}, outer)
             assert outcomes == [None] * len(outcomes), outcomes[:3]
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, user, system = time.perf_counter() - wall, os.times().user - cpu.user, os.times().system - cpu.system
         os.path.lexists(MARK + "end")
         assert not any(base.glob("*/ckpt-*")), "every checkpoint is gone"
-        return wall / n * 1e6, cpu / n * 1e6
+        return wall / n * 1e6, user / n * 1e6, system / n * 1e6
     finally:
         if not leave:
             shutil.rmtree(tmp)
@@ -104,12 +104,10 @@ def main() -> None:
         print_syscalls(Path(args.syscalls), args.n)
         return
     rounds = [one_round(args.n, args.batch, args.setup_only, args.leave) for _ in range(args.repeat)]
-    walls, cpus = [w for w, _ in rounds], [c for _, c in rounds]
-    print(
-        f"remove_all of {args.n} dense checkpoints, batches of {args.batch}, pid {os.getpid()}: "
-        f"wall {min(walls):.1f} us/path best, {statistics.median(walls):.1f} median; "
-        f"CPU {min(cpus):.1f} us/path best, {statistics.median(cpus):.1f} median"
-    )
+    print(f"remove_all of {args.n} dense checkpoints, batches of {args.batch}, pid {os.getpid()}, us per path:")
+    for at, what in enumerate(("wall", "user CPU", "system CPU")):
+        values = [round_[at] for round_ in rounds]
+        print(f"  {what:<10} best {min(values):7.1f}  median {statistics.median(values):7.1f}")
 
 
 if __name__ == "__main__":
