@@ -2,14 +2,17 @@
 
 Every directory below the start (the resolved `--storage-root`, or a run root trusted without one)
 is opened with `O_NOFOLLOW` relative to its parent's descriptor: a link at any depth is never
-followed, also one swapped in between a check and the removal (the kernel says ELOOP). A checkpoint
-that is a link is unlinked, a directory removed by `shutil.rmtree(dir_fd=…)`, which follows no link.
+followed, also one swapped in between a check and the removal (the kernel says ELOOP or ENOTDIR).
+A checkpoint that is a link or a file is unlinked. A directory is removed by one walk (`_Scan`):
+its whole tree is read once and checked for other runs' claims, refused deeper than MAX_TREE_DEPTH,
+failed (retried) at a directory it cannot open for any reason but "gone" or "a link", never
+skipping it; only then is exactly what it saw removed, bottom-up, through the descriptors it
+opened (`_remove_seen`). An entry that appeared since makes its directory's rmdir fail (retried,
+checked again first), nothing is removed unseen, and the top's rmdir is the confirmation.
 A claim is read only if it is a regular file, opened without blocking (a FIFO planted there never
 stalls a worker thread), its first CLAIM_BYTES only; anything else in a claim directory counts as
-another run's. The walk through a checkpoint's tree holds one descriptor per level, refuses a tree
-deeper than MAX_TREE_DEPTH, and fails (retried) at a directory it cannot open for any reason but
-"gone" or "a link", never skipping it. A claim is written as a temporary file, then hard-linked
-into place, which fails if the name exists (taken as written).
+another run's. A claim is written as a temporary file, then hard-linked into place, which fails if
+the name exists (taken as written).
 """
 
 from __future__ import annotations
@@ -17,11 +20,10 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ckptlog.errors import StorageError
 from ckptlog.events.paths import CLAIM_DIR
@@ -109,24 +111,26 @@ class LocalDir:
         inside = (_claims_below(self.fd, n, me) for n in os.listdir(self.fd) if n != CLAIM_DIR)
         return next(filter(None, inside), None)
 
-    def remove(self, name: str, url: str) -> None:
-        """Unlink a file or link, rmtree a real directory (fd-based: links are not followed)."""
+    def remove_checked(self, name: str, url: str, me: Claimant | None) -> Refused | None:
+        """One walk (`_Scan`): the whole tree checked first, then exactly what it saw removed bottom-up;
+        a file or a link is unlinked. Gone counts as removed; the top's rmdir is the confirmation."""
         try:
-            mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
-            return
+            top = _Seen(name, name, os.open(name, _DIR, dir_fd=self.fd))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            with suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=self.fd)  # a link or a file (a directory again: EISDIR, retried)
+            return None
         try:
-            if stat.S_ISDIR(mode):
-                shutil.rmtree(name, dir_fd=self.fd)
-            else:
-                os.unlink(name, dir_fd=self.fd)
-        except FileNotFoundError:
-            pass  # removed meanwhile: confirmed below
-        try:
-            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return
-        raise still_exists(url)
+            refused = _Scan(me, record=True).into(top, 1)
+            if refused is None:
+                _remove_seen(self.fd, top, url)
+            return refused
+        finally:
+            _close_all(top)
 
     def write_claim(self, me: Claimant, root: str) -> bool:
         """Unless a file has its name (local claims are never written over)."""
@@ -218,59 +222,136 @@ def _read_claim(claims_fd: int, name: str) -> Claimant:
 
 
 def _claims_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | None:
-    """Depth first, links never followed, one open directory per level; OSError when a directory
-    cannot be read (retried). Not a directory (a file, a link) or gone: it holds nothing."""
+    """`_Scan` of `name` that keeps nothing; not a directory (a file, a link) or gone: it holds nothing."""
     try:
-        top = os.open(name, _DIR, dir_fd=parent_fd)
+        top = _Seen(name, name, os.open(name, _DIR, dir_fd=parent_fd))
     except OSError as exc:
         if exc.errno in _GONE:
             return None
         raise
-    stack: list[tuple[int, str, Iterator[str] | None]] = [(top, name, None)]
     try:
-        while stack:
-            fd, rel, children = stack[-1]
-            if children is None:
-                listed = _listed(fd, rel, me)
-                if isinstance(listed, Refused):
-                    return listed
-                children = iter(listed)
-                stack[-1] = (fd, rel, children)
-            child = next(children, None)
-            if child is None:
-                os.close(stack.pop()[0])
-                continue
-            if len(stack) >= MAX_TREE_DEPTH:
-                return Refused(
-                    f"{rel} is more than {MAX_TREE_DEPTH} directories deep: too deep to check for other runs' "
-                    "roots and to remove safely; delete it by hand"
-                )
-            try:
-                stack.append((os.open(child, _DIR, dir_fd=fd), f"{rel}/{child}", None))
-            except OSError as exc:
-                if exc.errno not in _GONE:
-                    raise
-        return None
+        return _Scan(me, record=False).into(top, 1)
     finally:
-        for fd, _, _ in stack:
-            os.close(fd)
+        _close_all(top)
 
 
-def _listed(fd: int, rel: str, me: Claimant | None) -> list[str] | Refused:
-    """The subdirectories of `fd`, or Refused when it holds another claimant's claim."""
-    dirs = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.name == CLAIM_DIR:
-                refused = nesting(rel, _claimants(fd), me)
-                if refused is not None:
-                    return refused
-            elif entry.is_dir(follow_symlinks=False):
-                dirs.append(entry.name)
-    return dirs
+@dataclass(slots=True)
+class _Seen:
+    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent."""
+
+    name: str
+    rel: str
+    fd: int | None  # open while the walk holds it (None: closed, reopened by name to remove it)
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of one closed: reopened, it must be the same
+    others: list[str] = field(default_factory=list)  # all but directories: files, links, FIFOs, ... (unlinked)
+    dirs: list[_Seen] = field(default_factory=list)
 
 
-def still_exists(url: str) -> StorageError:
+class _Scan:
+    """One depth-first look through a directory's tree: each directory opened with `O_NOFOLLOW`
+    below its parent's descriptor (a link is never followed), its claim directory judged by
+    `nesting`, refused deeper than MAX_TREE_DEPTH; OSError (retried) where a directory cannot be
+    read, never a skipped subtree. `record`: what it saw is kept in the `_Seen` tree for
+    `_remove_seen`, with the descriptors of its first HOLD directories left open (bounded: a wide
+    tree must not exhaust the process's descriptors; the rest are reopened, never through a link, and
+    must be the very directory it checked)."""
+
+    HOLD = 8
+
+    def __init__(self, me: Claimant | None, record: bool) -> None:
+        self.me, self.record, self.hold = me, record, self.HOLD if record else 0
+
+    def into(self, seen: _Seen, depth: int) -> Refused | None:
+        fd = seen.fd
+        assert fd is not None
+        subdirs = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.name == CLAIM_DIR:
+                    refused = nesting(seen.rel, _claimants(fd), self.me)
+                    if refused is not None:
+                        return refused
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                elif self.record:
+                    seen.others.append(entry.name)
+        if subdirs and depth >= MAX_TREE_DEPTH:
+            return Refused(
+                f"{seen.rel} is more than {MAX_TREE_DEPTH} directories deep: too deep to check for other runs' "
+                "roots and to remove safely; delete it by hand"
+            )
+        for name in subdirs:  # a loop, not a generator: two frames per level, MAX_TREE_DEPTH levels
+            refused = self._child(seen, fd, name, depth)
+            if refused is not None:
+                return refused
+        return None
+
+    def _child(self, seen: _Seen, fd: int, name: str, depth: int) -> Refused | None:
+        try:
+            opened_fd = os.open(name, _DIR, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None  # gone since it was listed, with all below it
+            if exc.errno not in _GONE:
+                exc.filename = f"{seen.rel}/{name}"
+                raise
+            if self.record:
+                seen.others.append(name)  # swapped for a link or a file since it was listed: unlinked
+            return None
+        below = _Seen(name, f"{seen.rel}/{name}", opened_fd)
+        if self.record:
+            seen.dirs.append(below)  # before the look: `_close_all` closes it whatever happens
+        try:
+            return self.into(below, depth + 1)
+        finally:
+            if self.hold > 0:
+                self.hold -= 1
+            else:
+                seen_as = os.fstat(opened_fd)
+                below.fd, below.identity = None, (seen_as.st_dev, seen_as.st_ino)
+                os.close(opened_fd)
+
+
+def _remove_seen(parent: int, seen: _Seen, url: str) -> None:
+    """Bottom-up, what the scan saw in `seen`, then `seen` itself by name in `parent`: rmdir fails
+    (ENOTEMPTY) on anything added since, ENOTDIR on a link swapped in; the path fails and is retried."""
+    try:
+        if seen.fd is None:
+            try:
+                seen.fd = os.open(seen.name, _DIR, dir_fd=parent)  # ELOOP: swapped for a link, retried
+            except FileNotFoundError:
+                return  # gone since the scan, with all below it
+            now = os.fstat(seen.fd)
+            if (now.st_dev, now.st_ino) != seen.identity:
+                raise OSError(errno.ESTALE, "replaced by another directory after its tree was checked")
+        for name in seen.others:
+            with suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=seen.fd)
+        for below in seen.dirs:
+            _remove_seen(seen.fd, below, url)
+        fd, seen.fd = seen.fd, None
+        os.close(fd)
+        with suppress(FileNotFoundError):
+            os.rmdir(seen.name, dir_fd=parent)
+    except OSError as exc:
+        raise _not_removed(url, seen.rel, exc) from None
+
+
+def _not_removed(url: str, rel: str, exc: OSError) -> StorageError:
+    if exc.errno == errno.ENOTEMPTY:
+        return StorageError(
+            f"{url} is not deleted yet: {rel} holds entries that appeared after its tree was checked for other "
+            "runs' claims; nothing unchecked is removed, so the deletion is retried (checked again first)"
+        )
     return StorageError(
-        f"{url} still exists after deleting it; check the storage's permissions and whether something re-creates it"
+        f"could not delete {rel} of {url}: {exc.strerror}; the deletion is retried, checked again first "
+        "(if it keeps failing, check the storage's permissions)"
     )
+
+
+def _close_all(seen: _Seen) -> None:
+    if seen.fd is not None:
+        os.close(seen.fd)
+        seen.fd = None
+    for below in seen.dirs:
+        _close_all(below)

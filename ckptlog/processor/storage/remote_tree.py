@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import fsspec
 
+from ckptlog.errors import StorageError
 from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage.claims import (
     CLAIM_BYTES,
@@ -27,7 +28,6 @@ from ckptlog.processor.storage.claims import (
     claimant_in,
     named,
 )
-from ckptlog.processor.storage.local_tree import still_exists
 from ckptlog.processor.storage.safety import Refused, nesting
 
 
@@ -79,7 +79,14 @@ class RemoteDir:
                 return refused
         return None
 
-    def remove(self, name: str, url: str) -> None:
+    def remove_checked(self, name: str, url: str, me: Claimant) -> Refused | None:
+        """Two steps: one listing of the tree for claims, then `rm` and a fresh `exists`."""
+        inside = self.claims_below(name, me)
+        if inside is None:
+            self._remove(name, url)
+        return inside
+
+    def _remove(self, name: str, url: str) -> None:
         path = f"{self.path}/{name}"
         with suppress(FileNotFoundError):
             self.fs.rm(path, recursive=True)
@@ -105,3 +112,9 @@ class RemoteDir:
 
     def close(self) -> None:
         pass
+
+
+def still_exists(url: str) -> StorageError:
+    return StorageError(
+        f"{url} still exists after deleting it; check the storage's permissions and whether something re-creates it"
+    )

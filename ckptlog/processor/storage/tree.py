@@ -44,8 +44,10 @@ class Directory(Protocol):
     def claims_below(self, name: str | None, me: Claimant | None) -> Refused | None:
         """Another claimant's claim at or anywhere below `name` (None: below this directory)."""
 
-    def remove(self, name: str, url: str) -> None:
-        """Remove `name` and all below it, and confirm it is gone (StorageError if not)."""
+    def remove_checked(self, name: str, url: str, me: Claimant) -> Refused | None:
+        """Look for another claimant's claim anywhere at or below `name` (or a tree too deep to
+        check); none: remove `name` and all below it and confirm it is gone (StorageError if not).
+        Refused: nothing was removed."""
 
     def write_claim(self, me: Claimant, root: str) -> bool:
         """Write `me`'s claim into its claim directory unless it is in place; True when written now."""
@@ -148,7 +150,7 @@ def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str 
 
 def _remove_below(root_dir: Directory, url: str, root: str, me: Claimant) -> None:
     """Down from the root to the checkpoint's parent, each directory on the way checked for
-    another run's claim (its root), then the checkpoint's tree, then the removal."""
+    another run's claim (its root), then the checkpoint's tree checked whole and removed."""
     names = url[len(root) + 1 :].split("/")
     here = root_dir
     try:
@@ -157,10 +159,9 @@ def _remove_below(root_dir: Directory, url: str, root: str, me: Claimant) -> Non
             if above is not root_dir:
                 above.close()
             judged(nesting(f"{root}/{'/'.join(names[: at + 1])}", here.claimants(), me))
-        inside = here.claims_below(names[-1], me)  # another run's root inside, or too deep to check
+        inside = here.remove_checked(names[-1], url, me)  # another run's root inside, or too deep to check
         if inside is not None:
             raise Stop(Refused(f"in {url}: {inside.reason}", inside.retry))
-        here.remove(names[-1], url)
     finally:
         if here is not root_dir:
             here.close()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ckptlog.processor.storage import local_tree
 from ckptlog.processor.storage.claim_writer import ClaimWriter
 from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.safety import Refused
@@ -126,28 +128,28 @@ def test_a_parent_that_is_a_file_or_a_missing_root_is_handled_per_path(base: Pat
 def test_a_directory_swapped_for_a_link_after_the_walk_began_is_not_followed(
     base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The race: `ckpt` is a real directory when it is looked at, a link to `outside` when removed.
-    rmtree(dir_fd=…) opens it with O_NOFOLLOW semantics and compares what it opened, so the
-    swap makes the removal fail (retried later) instead of deleting the target."""
+    """The race: `ckpt` is a real directory when its tree is checked, a link to `outside` when it
+    is removed. The removal goes through what the check opened and removes the top by name
+    (rmdir of a link: ENOTDIR), so the swap makes it fail (retried later) instead of deleting the target."""
     ckpt = base / "runs/r1/ckpt"
     ckpt.mkdir()
-    real_stat = os.stat
+    real_remove = local_tree._remove_seen
 
-    def swapping_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
-        result = real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
-        if path == "ckpt" and ckpt.is_dir() and not ckpt.is_symlink():
-            ckpt.rmdir()
-            ckpt.symlink_to(base / "outside", target_is_directory=True)
-        return result
+    def swapping_remove(parent: int, seen: Any, url: str) -> None:
+        ckpt.rmdir()
+        ckpt.symlink_to(base / "outside", target_is_directory=True)
+        real_remove(parent, seen, url)
 
-    monkeypatch.setattr(os, "stat", swapping_stat)
+    monkeypatch.setattr(local_tree, "_remove_seen", swapping_remove)
     before = {k: v for k, v in tree(base).items() if k != "runs/r1/ckpt"}
     outcome = remove_all([(f"file://{ckpt}", f"file://{base}/runs/r1", "r1")], {})[0]
     monkeypatch.undo()
     after = {k: v for k, v in tree(base).items() if k != "runs/r1/ckpt"}
     assert after == before and (base / "outside/victim/model.bin").read_bytes() == b"precious"
     assert ckpt.is_symlink(), "the swap happened"
-    assert outcome is not None  # not confirmed: the link is still there, a retry unlinks it
+    assert isinstance(outcome, str) and str(ckpt) in outcome  # not confirmed: a retry unlinks the link
+    assert remove_all([(f"file://{ckpt}", f"file://{base}/runs/r1", "r1")], {}) == [None]
+    assert not ckpt.is_symlink() and tree(base) == before
 
 
 @pytest.mark.parametrize("via", ["link", "a/link"])
