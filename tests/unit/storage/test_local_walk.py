@@ -308,10 +308,19 @@ def as_nobody(base: Path) -> Outcome:
     return Refused(decoded[1]) if isinstance(decoded, list) else decoded  # type: ignore[no-any-return]
 
 
+def _searchable_by_all() -> str:
+    """A temporary directory every user can reach: $TMPDIR may be private (.ci/run's is, mode 0700)."""
+    for candidate in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        path = Path(candidate).resolve()
+        if path.is_dir() and all(p.stat().st_mode & 0o001 for p in (path, *path.parents)):
+            return str(path)
+    raise AssertionError("no temporary directory every user can search; set TMPDIR to one")
+
+
 @pytest.fixture
 def shared_base() -> Iterator[Path]:
     """`base` in a directory the unprivileged child can reach (pytest's own is root's, mode 0700)."""
-    with tempfile.TemporaryDirectory(prefix="ckptlog-walk-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ckptlog-walk-", dir=_searchable_by_all()) as tmp:
         made = Path(tmp)
         made.chmod(0o755)
         (made / "outside/victim").mkdir(parents=True)
