@@ -53,7 +53,9 @@ def test_a_moved_out_directory_beyond_the_held_descriptors_keeps_every_entry_too
     between(move_all)
     before = outside_of(base)
     assert remove(base) is None  # the checkpoint itself is gone (emptied by the moves)
-    assert outside_of(base) == before and not ckpt.exists()
+    moved = {f"outside/moved-{at:02d}": "dir" for at in range(len(names))}
+    moved |= {f"outside/moved-{at:02d}/part.bin": b"x" for at in range(len(names))}
+    assert outside_of(base) == before | moved and not ckpt.exists()
 
 
 def test_a_moved_out_directory_replaced_by_a_same_named_one_inside_removes_only_the_new_seen_names(
