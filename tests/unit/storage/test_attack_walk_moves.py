@@ -11,12 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from ckptlog.events.envelope import deletion_completed_data, encode_json
+from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage import local_tree
+from ckptlog.processor.storage.claims import Claimant, claim_body, claim_name
+from ckptlog.processor.storage.safety import Refused
 
 from .test_deletion_symlinks import tree
 from .test_local_walk import base, between, nested, remove
 
 __all__ = ["base", "between"]
+
+OTHER = Claimant("b", "t[1]")
 
 
 def outside_of(base: Path) -> dict[str, bytes | str]:
@@ -76,3 +82,22 @@ def test_a_moved_out_directory_replaced_by_a_same_named_one_inside_removes_only_
     assert (moved / "part.bin").read_bytes() == b"1" and (moved / "d2/part.bin").read_bytes() == b"2"
     assert remove(base) is None and not (base / "runs/r1/ckpt").exists()
     assert (moved / "part.bin").read_bytes() == b"1"
+
+
+@pytest.mark.parametrize("claim_name_bytes", [None, b"\xff\xfe-claim"])
+def test_a_refusal_naming_a_non_utf8_directory_can_be_written_back_as_a_completion(
+    base: Path, claim_name_bytes: bytes | None
+) -> None:
+    """The reason travels in the run's `deletion_completed` (records.py): it must be UTF-8 JSON, or
+    the refusal never reaches the run's state (owed forever, a logged exception each time)."""
+    ckpt = base / "runs/r1/ckpt"
+    hostile = os.path.join(os.fsencode(ckpt), b"shard-\xff\xfe")
+    claims = os.path.join(hostile, os.fsencode(CLAIM_DIR))
+    os.makedirs(claims)
+    name = claim_name_bytes or os.fsencode(claim_name(OTHER))
+    with open(os.path.join(claims, name), "wb") as out:
+        out.write(claim_body(OTHER))
+    outcome = remove(base)
+    assert isinstance(outcome, Refused) and "shard-" in outcome.reason
+    encoded = encode_json(deletion_completed_data((), [(f"file://{ckpt}", 1, outcome.reason)]))
+    assert b"shard-\\\\xff\\\\xfe" in encoded and os.path.exists(claims)  # spelled escaped; nothing removed
