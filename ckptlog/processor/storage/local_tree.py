@@ -240,7 +240,7 @@ def _claims_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | N
 
 @dataclass(slots=True)
 class _Seen:
-    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent."""
+    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent (`spelled`)."""
 
     name: str
     rel: str
@@ -296,12 +296,12 @@ class _Scan:
             if exc.errno == errno.ENOENT:
                 return None  # gone since it was listed, with all below it
             if exc.errno not in _GONE:
-                exc.filename = f"{seen.rel}/{name}"
+                exc.filename = f"{seen.rel}/{spelled(name)}"
                 raise
             if self.record:
                 seen.others.append(name)  # swapped for a link or a file since it was listed: unlinked
             return None
-        below = _Seen(name, f"{seen.rel}/{name}", opened_fd)
+        below = _Seen(name, f"{seen.rel}/{spelled(name)}", opened_fd)
         if self.record:
             seen.dirs.append(below)  # before the look: `_close_all` closes it whatever happens
             below.identity = _identity(os.fstat(opened_fd))
@@ -313,6 +313,12 @@ class _Scan:
             else:
                 below.fd = None
                 os.close(opened_fd)
+
+
+def spelled(name: str) -> str:
+    """A name as messages give it: bytes that are no UTF-8 (surrogates, as `os` lists them) escaped
+    (`\\xff`), so a refusal naming it can travel in a UTF-8 record (a `deletion_completed`)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _identity(seen_as: os.stat_result) -> tuple[int, int]:
