@@ -16,13 +16,14 @@ from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage import local_tree
 from ckptlog.processor.storage.claims import Claimant, claim_body, claim_name
 from ckptlog.processor.storage.safety import Refused
+from ckptlog.processor.storage.tree import remove_all as local_remove_all
 
 from .test_deletion_symlinks import tree
 from .test_local_walk import base, between, nested, remove
 
 __all__ = ["base", "between"]
 
-OTHER = Claimant("b", "t[1]")
+ME, OTHER = Claimant("r1", "t[0]"), Claimant("b", "t[1]")
 
 
 def outside_of(base: Path) -> dict[str, bytes | str]:
@@ -101,3 +102,65 @@ def test_a_refusal_naming_a_non_utf8_directory_can_be_written_back_as_a_completi
     assert isinstance(outcome, Refused) and "shard-" in outcome.reason
     encoded = encode_json(deletion_completed_data((), [(f"file://{ckpt}", 1, outcome.reason)]))
     assert b"shard-\\\\xff\\\\xfe" in encoded and os.path.exists(claims)  # spelled escaped; nothing removed
+
+
+def test_a_hard_link_to_a_file_outside_loses_only_its_name_inside(base: Path) -> None:
+    ckpt = base / "runs/r1/ckpt/deep/er"
+    ckpt.mkdir(parents=True)
+    os.link(base / "outside/file.bin", ckpt / "model.bin")
+    os.link(base / "outside/victim/model.bin", base / "runs/r1/ckpt/top.bin")
+    before = outside_of(base)
+    assert remove(base) is None and not (base / "runs/r1/ckpt").exists()
+    assert outside_of(base) == before and (base / "outside/file.bin").stat().st_nlink == 1
+
+
+@pytest.mark.parametrize("rel", ["", ".", "ckpt/..", "./", "..", "../r1", "kept/../..", "/", "//"])
+def test_a_checkpoint_spelled_as_the_run_root_or_above_is_refused_and_nothing_goes(base: Path, rel: str) -> None:
+    (base / "runs/r1/ckpt").mkdir()
+    before = tree(base)
+    url = f"file://{base}/runs/r1" + (f"/{rel}" if rel else "")
+    (outcome,) = local_remove_all([(url, f"file://{base}/runs/r1", ME)], {})
+    assert outcome is not None and tree(base) == before
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_claim_written_after_the_scan_keeps_its_directory_and_the_retry_refuses(
+    base: Path, between: Callable[[Callable[[], None]], None], held: bool
+) -> None:
+    ckpt = base / "runs/r1/ckpt"
+    shards = [ckpt / f"shard-{i:02d}" for i in range(2 * local_tree._Scan.HOLD)]
+    for shard in shards:
+        shard.mkdir(parents=True)
+        (shard / "part.bin").write_bytes(b"x")
+    order = [ckpt / name for name in os.listdir(ckpt)]
+    target = order[0] if held else order[-1]
+
+    def claim_it() -> None:
+        (target / CLAIM_DIR).mkdir()
+        (target / CLAIM_DIR / claim_name(OTHER)).write_bytes(claim_body(OTHER))
+
+    between(claim_it)
+    assert isinstance(remove(base), str)
+    assert (target / CLAIM_DIR / claim_name(OTHER)).exists()
+    assert isinstance(remove(base), Refused) and (target / CLAIM_DIR / claim_name(OTHER)).exists()
+
+
+def test_a_crash_mid_removal_leaves_the_path_outstanding_and_the_retry_finishes_it(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = nested(base / "runs/r1/ckpt", 5)
+    real, calls = os.rmdir, []
+
+    def crashing(path: str, *, dir_fd: int | None = None) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")  # the process dies here: half the tree is gone
+        real(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(local_tree.os, "rmdir", crashing)
+    before = outside_of(base)
+    outcome = remove(base)
+    assert isinstance(outcome, str) and dirs[0].exists() and not dirs[4].exists()
+    monkeypatch.setattr(local_tree.os, "rmdir", real)
+    assert remove(base) is None and not dirs[0].exists() and outside_of(base) == before
+    assert (base / "runs/r1/kept/model.bin").read_bytes() == b"kept"
