@@ -117,7 +117,7 @@ class LocalDir:
         """One walk (`_Scan`): the whole tree checked first, then exactly what it saw removed bottom-up;
         a file or a link is unlinked. Gone counts as removed; the top's rmdir is the confirmation."""
         try:
-            top = _Seen(name, name, os.open(name, _DIR, dir_fd=self.fd))
+            fd = os.open(name, _DIR, dir_fd=self.fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return None
@@ -126,8 +126,9 @@ class LocalDir:
             with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=self.fd)  # a link or a file (a directory again: EISDIR, retried)
             return None
+        top = _Seen(name, name, fd)
         try:
-            top.identity = _identity(os.fstat(top.fd))
+            top.identity = _identity(os.fstat(fd))
             refused = _Scan(me, record=True).into(top, 1)
             if refused is None:
                 _remove_seen(self.fd, top, url)
