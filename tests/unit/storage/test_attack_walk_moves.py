@@ -164,3 +164,31 @@ def test_a_crash_mid_removal_leaves_the_path_outstanding_and_the_retry_finishes_
     monkeypatch.setattr(local_tree.os, "rmdir", real)
     assert remove(base) is None and not dirs[0].exists() and outside_of(base) == before
     assert (base / "runs/r1/kept/model.bin").read_bytes() == b"kept"
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_wide_and_deep_tree_goes_whole_and_no_descriptor_leaks(
+    base: Path, between: Callable[[Callable[[], None]], None], fails: bool
+) -> None:
+    """> 1000 entries, > HOLD directories, > 8 levels; a late entry deep down fails it (retried)."""
+    ckpt = base / "runs/r1/ckpt"
+    dirs = nested(ckpt / "chain", 3 * local_tree._Scan.HOLD)
+    for at in range(40):
+        shard = ckpt / f"shard-{at:02d}"
+        shard.mkdir()
+        for part in range(30):
+            (shard / f"p{part}").write_bytes(b"x")
+    if fails:
+        between(lambda: (dirs[-1] / "late.bin").write_bytes(b"late"))
+    before, outside = open_fds(), outside_of(base)
+    outcome = remove(base)
+    assert open_fds() == before and outside_of(base) == outside
+    if fails:
+        assert isinstance(outcome, str) and (dirs[-1] / "late.bin").exists()
+        assert remove(base) is None
+    assert outcome is None or fails
+    assert not ckpt.exists() and (base / "runs/r1/kept/model.bin").read_bytes() == b"kept"
