@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from ckptlog.events.envelope import deletion_completed_data, encode_json
 from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage import local_tree
 from ckptlog.processor.storage.claims import Claimant, claim_body, claim_name
+from ckptlog.processor.storage.deletion import Deleter, RetryPolicy
 from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.tree import remove_all as local_remove_all
 
@@ -192,3 +194,33 @@ def test_a_wide_and_deep_tree_goes_whole_and_no_descriptor_leaks(
         assert remove(base) is None
     assert outcome is None or fails
     assert not ckpt.exists() and (base / "runs/r1/kept/model.bin").read_bytes() == b"kept"
+
+
+async def test_a_writer_that_never_stops_keeps_the_deletion_failing_reported_and_outstanding(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job still writing into an evicted checkpoint: every attempt meets an entry its scan did
+    not see (ENOTEMPTY); each is retried with backoff, then the path waits in `failed`, outstanding
+    and named, never confirmed and never dropped; once the writer stops, a retry removes it."""
+    ckpt = base / "runs/r1/ckpt"
+    ckpt.mkdir()
+    (ckpt / "part.bin").write_bytes(b"x")
+    real, writes = local_tree._remove_seen, [0]
+
+    def writer_then_remove(parent: int, seen: Any, url: str) -> None:
+        writes[0] += 1
+        (ckpt / f"late-{writes[0]}.bin").write_bytes(b"late")
+        real(parent, seen, url)
+
+    monkeypatch.setattr(local_tree, "_remove_seen", writer_then_remove)
+    done: list[tuple[str, str]] = []
+    deleter = Deleter(retry=RetryPolicy(max_attempts=3, base_delay=0.01), on_done=done.extend)
+    key = ("r1", f"file://{ckpt}")
+    assert deleter.submit(*key, f"file://{base}/runs/r1")
+    assert not await deleter.drain(timeout=10)
+    assert writes[0] == 3 and deleter.outstanding == set(deleter.failed) == {key} and done == []
+    assert "appeared after its tree was checked" in deleter.failed[key] and ckpt.exists()
+    monkeypatch.setattr(local_tree, "_remove_seen", real)
+    assert deleter.retry_failed() == 1 and await deleter.drain(timeout=10)
+    assert done == [key] and not ckpt.exists() and deleter.outstanding == frozenset()
+    await deleter.close()
