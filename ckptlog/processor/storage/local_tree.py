@@ -8,7 +8,9 @@ its whole tree is read once and checked for other runs' claims, refused deeper t
 failed (retried) at a directory it cannot open for any reason but "gone" or "a link", never
 skipping it; only then is exactly what it saw removed, bottom-up, through the descriptors it
 opened (`_remove_seen`). An entry that appeared since makes its directory's rmdir fail (retried,
-checked again first), nothing is removed unseen, and the top's rmdir is the confirmation.
+checked again first), nothing is removed unseen, and the top's rmdir is the confirmation. A
+directory moved away since (perhaps out of the run's root: a held descriptor follows it) is left
+whole: it must still be at its name, the same directory, right before its entries go (`_still_there`).
 A claim is read only if it is a regular file, opened without blocking (a FIFO planted there never
 stalls a worker thread), its first CLAIM_BYTES only; anything else in a claim directory counts as
 another run's. A claim is written as a temporary file, then hard-linked into place, which fails if
@@ -115,7 +117,7 @@ class LocalDir:
         """One walk (`_Scan`): the whole tree checked first, then exactly what it saw removed bottom-up;
         a file or a link is unlinked. Gone counts as removed; the top's rmdir is the confirmation."""
         try:
-            top = _Seen(name, name, os.open(name, _DIR, dir_fd=self.fd))
+            fd = os.open(name, _DIR, dir_fd=self.fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return None
@@ -124,7 +126,9 @@ class LocalDir:
             with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=self.fd)  # a link or a file (a directory again: EISDIR, retried)
             return None
+        top = _Seen(name, name, fd)
         try:
+            top.identity = _identity(os.fstat(fd))
             refused = _Scan(me, record=True).into(top, 1)
             if refused is None:
                 _remove_seen(self.fd, top, url)
@@ -237,12 +241,12 @@ def _claims_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | N
 
 @dataclass(slots=True)
 class _Seen:
-    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent."""
+    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent (`spelled`)."""
 
     name: str
     rel: str
     fd: int | None  # open while the walk holds it (None: closed, reopened by name to remove it)
-    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of one closed: reopened, it must be the same
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) as scanned: still there by name, or left
     others: list[str] = field(default_factory=list)  # all but directories: files, links, FIFOs, ... (unlinked)
     dirs: list[_Seen] = field(default_factory=list)
 
@@ -293,23 +297,47 @@ class _Scan:
             if exc.errno == errno.ENOENT:
                 return None  # gone since it was listed, with all below it
             if exc.errno not in _GONE:
-                exc.filename = f"{seen.rel}/{name}"
+                exc.filename = f"{seen.rel}/{spelled(name)}"
                 raise
             if self.record:
                 seen.others.append(name)  # swapped for a link or a file since it was listed: unlinked
             return None
-        below = _Seen(name, f"{seen.rel}/{name}", opened_fd)
+        below = _Seen(name, f"{seen.rel}/{spelled(name)}", opened_fd)
         if self.record:
             seen.dirs.append(below)  # before the look: `_close_all` closes it whatever happens
+            below.identity = _identity(os.fstat(opened_fd))
         try:
             return self.into(below, depth + 1)
         finally:
             if self.hold > 0:
                 self.hold -= 1
             else:
-                seen_as = os.fstat(opened_fd)
-                below.fd, below.identity = None, (seen_as.st_dev, seen_as.st_ino)
+                below.fd = None
                 os.close(opened_fd)
+
+
+def spelled(name: str) -> str:
+    """A name as messages give it: bytes that are no UTF-8 (surrogates, as `os` lists them) escaped
+    (`\\xff`), so a refusal naming it can travel in a UTF-8 record (a `deletion_completed`)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _identity(seen_as: os.stat_result) -> tuple[int, int]:
+    return seen_as.st_dev, seen_as.st_ino
+
+
+def _still_there(parent: int, seen: _Seen) -> bool:
+    """Is `seen.name` in `parent` still the directory the scan checked? Gone (moved away, perhaps out
+    of the run's root, or removed): False, and nothing in it is touched; another directory or a
+    link there: ESTALE (retried, checked again first). Held descriptors follow a directory wherever
+    it is moved, so this is asked right before its entries are unlinked, never only at the scan."""
+    try:
+        now = os.stat(seen.name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if _identity(now) != seen.identity:
+        raise OSError(errno.ESTALE, "replaced by another directory or a link after its tree was checked")
+    return True
 
 
 def _remove_seen(parent: int, seen: _Seen, url: str) -> None:
@@ -321,9 +349,8 @@ def _remove_seen(parent: int, seen: _Seen, url: str) -> None:
                 seen.fd = os.open(seen.name, _DIR, dir_fd=parent)  # ELOOP: swapped for a link, retried
             except FileNotFoundError:
                 return  # gone since the scan, with all below it
-            now = os.fstat(seen.fd)
-            if (now.st_dev, now.st_ino) != seen.identity:
-                raise OSError(errno.ESTALE, "replaced by another directory after its tree was checked")
+        if not _still_there(parent, seen):
+            return  # moved away since the scan (perhaps outside the run's root): not this deletion's
         for name in seen.others:
             with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=seen.fd)

@@ -148,10 +148,17 @@ def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str 
         return f"{type(exc).__name__}: {exc}"
 
 
+NOT_WALKED = frozenset(("", ".", ".."))
+"""Names no walk goes down by (the caller's check 1 refuses them first; the walk does not rely on it:
+`.` would remove the directory it is in, `..` would climb out of the run's root)."""
+
+
 def _remove_below(root_dir: Directory, url: str, root: str, me: Claimant) -> None:
     """Down from the root to the checkpoint's parent, each directory on the way checked for
     another run's claim (its root), then the checkpoint's tree checked whole and removed."""
     names = url[len(root) + 1 :].split("/")
+    if url[len(root) : len(root) + 1] != "/" or not NOT_WALKED.isdisjoint(names):
+        raise Stop(Refused(f"{url} is not spelled as a path strictly under its run's root {root}; nothing was deleted"))
     here = root_dir
     try:
         for at, name in enumerate(names[:-1]):
