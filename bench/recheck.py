@@ -51,9 +51,7 @@ class _Task:
     """A partition task as the deleter's outcomes reach it: `PartitionTask`'s own methods over a fold."""
 
     owns = PartitionTask.owns
-    still_owed = PartitionTask.still_owed
-    if hasattr(PartitionTask, "still_owed_many"):  # the batch form (absent on a base before it)
-        still_owed_many = PartitionTask.still_owed_many
+    still_owed_many = PartitionTask.still_owed_many
 
     def __init__(self, fold: Fold) -> None:
         self.fold, self.pipeline, self.pid = fold, _Usable(), PID
@@ -70,9 +68,7 @@ class _NoneHeld:
 
 def _deleter(outcomes: DeletionOutcomes, outer: str) -> Deleter:
     """Wired as the processor wires it (service/processor.py)."""
-    many = getattr(outcomes, "still_owed_many", None)
-    recheck: dict[str, Any] = {"recheck_many": many} if many is not None else {"recheck": outcomes.still_owed}
-    return Deleter(outer_root=outer, claims=_NoneHeld(), **recheck)
+    return Deleter(outer_root=outer, claims=_NoneHeld(), recheck_many=outcomes.still_owed_many)
 
 
 async def run(events: int, upto: str, root: str, outer: str) -> tuple[int, int, Counter[str]]:
@@ -86,7 +82,8 @@ async def run(events: int, upto: str, root: str, outer: str) -> tuple[int, int, 
     for start in range(0, len(records), BATCH):
         batch = folder.fold_records(records[start : start + BATCH], 0)
         if stage >= 1:
-            submitted += deleter.submit_many(sorted(batch.deletions, key=run_of), str(PID))
+            evicted = sorted(batch.deletions, key=run_of)  # as the processor hands them over
+            submitted += deleter.submit_many(evicted, str(PID))
         if stage >= 2:
             ready, deleter._ready = deleter._ready, []
             for at in range(0, len(ready), JOB):
