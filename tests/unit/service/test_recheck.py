@@ -21,7 +21,7 @@ from ckptlog.processor.service.records import RecordFactory, TopicNames
 from ckptlog.processor.service.restore import Restored
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.deletion import Deleter, Key, RetryPolicy
-from ckptlog.processor.storage.safety import Checks, Dropped
+from ckptlog.processor.storage.safety import Checks
 from ckptlog.processor.storage.snapshots import SnapshotStore
 from tests import factories as f
 from tests.unit.service.test_batch import records
@@ -121,7 +121,8 @@ async def test_a_job_deletes_only_what_is_still_owed_when_paths_turn_live_and_pa
     settled = f.settled("run-1", deleted=[(again.path, again.eviction)])  # another instance's completion
     await a.process(records([settled], start=1000))
     await idle(a)
-    assert deletion_problem(a.fold.runs["run-1"], again.path) == "the run no longer owes this deletion (already settled)"
+    why = deletion_problem(a.fold.runs["run-1"], again.path)
+    assert why == "the run no longer owes this deletion (already settled)"
     await b.close(graceful=True)
     before = tree(base)
     done: list[Key] = []
@@ -138,6 +139,7 @@ async def test_a_job_deletes_only_what_is_still_owed_when_paths_turn_live_and_pa
     assert deleter.counts.dropped == len(submitted) - len(gone) == 1 + len(b.fold.owed())
     left = tree(base)
     assert all(not os.path.lexists(p.removeprefix("file://")) for p in gone)
-    assert left == {name: data for name, data in before.items() if f"file://{base}/{name}".rsplit("/", 1)[0] not in gone}
+    kept = {name: data for name, data in before.items() if f"file://{base}/{name}".rsplit("/", 1)[0] not in gone}
+    assert left == kept and "outside/keep.bin" in left
     assert left[str(Path(again.path.removeprefix("file://"), "model.bin").relative_to(base))] == again.path.encode()
     await a.close(graceful=True)
