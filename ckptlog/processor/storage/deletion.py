@@ -175,16 +175,16 @@ class Deleter:
                 "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
             )
         accepted = 0
-        check, outstanding, failed, ready = self._checks.confinement, self._outstanding, self._failed, self._ready
+        check, outstanding, failed, ready = self._checks.confined, self._outstanding, self._failed, self._ready
         claimants: dict[str, Claimant] = {}  # one per run (requests come grouped by run), not one per path
         for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
                 accepted += 1
                 continue
-            refused, url, root = check(request.path, request.root)
-            if refused is not None:
-                self._refuse([(key, refused.reason)])
+            problem, url, root = check(request.path, request.root)  # check 1 (safety.Checks.confinement)
+            if problem is not None:
+                self._refuse([(key, problem)])
                 continue
             accepted += 1
             me = claimants.get(key[0])

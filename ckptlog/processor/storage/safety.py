@@ -105,7 +105,9 @@ class Checks:
         recheck_many: RecheckMany | None = None,
     ) -> None:
         self._confinement = Confinement(outer_root)
-        self._check = self._confinement.check
+        self.confined = self._confinement.check
+        """Check 1 as `confinement` asks it, the problem a plain string (None: through): the deleter's
+        per-path form, one call and no verdict object per accepted path."""
         self.claims, self._recheck, self._recheck_many = claims, recheck, recheck_many
 
     @property
@@ -115,7 +117,7 @@ class Checks:
 
     def confinement(self, path: str, root: str) -> tuple[Refused | None, str, str]:
         """Check 1, as the path is submitted: the verdict, the path's canonical URL and its root's."""
-        problem, url, key = self._check(path, root)
+        problem, url, key = self.confined(path, root)
         return (None if problem is None else Refused(problem)), url, key
 
     def before_removal(self, key: Key, url: str) -> Held | Dropped | None:
