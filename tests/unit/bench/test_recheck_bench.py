@@ -12,5 +12,5 @@ from bench.recheck import run
 def test_every_evicted_path_is_submitted_and_cleared_as_still_owed(tmp_path: Path) -> None:
     outer = (tmp_path / "runs").as_uri()
     submitted, cleared, dropped = asyncio.run(run(400, "recheck", outer, outer))
-    assert submitted == cleared > 300 and dropped["dropped"] == 0
+    assert submitted == cleared > 250 and dropped["dropped"] == 0
     assert asyncio.run(run(400, "submit", outer, outer))[:2] == (submitted, 0)
