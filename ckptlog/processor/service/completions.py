@@ -73,6 +73,10 @@ class CompletionWriter:
         await self.flush()
 
 
+NOT_OWNED = "its partition is not owned by this instance any more (the new owner re-drives it)"
+"""Why a path of a run no partition of this instance holds is not deleted now."""
+
+
 class RunOwner(Protocol):
     """A partition's task (partition.py `PartitionTask`), as the deleter's outcomes reach it."""
 
@@ -82,7 +86,7 @@ class RunOwner(Protocol):
         self, done: Sequence[tuple[str, str]], refused: Sequence[tuple[tuple[str, str], str]] = ()
     ) -> list[OutRecord]: ...
 
-    def still_owed(self, run_id: str, path: str) -> str | None: ...
+    def still_owed_many(self, run_id: str, paths: Sequence[str]) -> list[str | None]: ...
 
 
 class DeletionOutcomes:
@@ -95,7 +99,7 @@ class DeletionOutcomes:
 
     def _owner(self, run_id: str) -> RunOwner | None:
         """The task of the partition whose state holds the run (None: not this instance's)."""
-        for task in self._tasks():  # per path (the re-check): a loop, not a generator made per call
+        for task in self._tasks():  # per run of a job: a loop, not a generator made per call
             if task.owns(run_id):
                 return task
         return None
@@ -125,7 +129,14 @@ class DeletionOutcomes:
 
     def still_owed(self, key: tuple[str, str]) -> str | None:
         """The deleter's last-moment re-check (contract §9): why not to delete now, or None."""
-        owner = self._owner(key[0])
-        if owner is None:
-            return "its partition is not owned by this instance any more (the new owner re-drives it)"
-        return owner.still_owed(*key)
+        return self.still_owed_many([key])[0]
+
+    def still_owed_many(self, keys: Sequence[tuple[str, str]]) -> list[str | None]:
+        """`still_owed` for one Deleter job's keys, in order: the owner looked up once per run (a job's
+        keys come grouped by run) and asked once for that run's paths."""
+        whys: list[str | None] = []
+        for run_id, group in groupby(keys, run_of):
+            paths = [path for _, path in group]
+            owner = self._owner(run_id)
+            whys += owner.still_owed_many(run_id, paths) if owner is not None else [NOT_OWNED] * len(paths)
+        return whys

@@ -343,11 +343,13 @@ class PartitionTask:
             for at in range(0, max(len(deleted), len(refusals)), COMPLETED_PER_EVENT)
         ]
 
-    def still_owed(self, run_id: str, path: str) -> str | None:
-        """Why this partition's current state does not owe deleting `path` now (None: it does)."""
+    def still_owed_many(self, run_id: str, paths: Sequence[str]) -> list[str | None]:
+        """Why this partition's current state does not owe deleting each of `paths` of run `run_id`
+        now (None: it does), in order (the run looked up once)."""
         if not self.pipeline.usable:
-            return f"{self.pid} is closed here; its next owner re-drives what is still owed"
-        return deletion_problem(self.fold.runs.get(run_id), path)
+            return [f"{self.pid} is closed here; its next owner re-drives what is still owed"] * len(paths)
+        run = self.fold.runs.get(run_id)
+        return [deletion_problem(run, path) for path in paths]
 
     def owns(self, run_id: str) -> bool:
         return run_id in self.fold.runs

@@ -78,8 +78,8 @@ def topic_specs(settings: ServiceSettings) -> list[TopicSpec]:
 
 DeleterFactory = Callable[..., DeletionService]
 """Builds the deleter: keyword arguments outer_root, on_done (called with a batch of confirmed (run id, path)
-keys), on_refused (with (key, why) of deletions refused for good), recheck (asked for each key right before
-it is deleted: why not, or None), claims (the claim writer, asked which paths wait), concurrency,
+keys), on_refused (with (key, why) of deletions refused for good), recheck_many (asked for a job's keys right
+before they are deleted: why not, or None, per key), claims (the claim writer, asked which paths wait), concurrency,
 storage_options."""
 
 ClaimsFactory = Callable[..., ClaimService]
@@ -192,7 +192,7 @@ class Processor:
             outer_root=storage_root,
             on_done=self.deletions.done,
             on_refused=self.deletions.refused,
-            recheck=self.deletions.still_owed,
+            recheck_many=self.deletions.still_owed_many,  # check 3, once per job
             claims=self._claims,  # a deletion in, at or around a root whose retired claim is pending waits
             concurrency=self.settings.deletion_concurrency,
             storage_options=options,

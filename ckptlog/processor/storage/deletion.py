@@ -27,7 +27,17 @@ from ckptlog.errors import StorageError
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.confinement import confinement_problem
-from ckptlog.processor.storage.safety import HOLD_S, Checks, Held, Key, Outcome, PendingClaims, Recheck, Refused
+from ckptlog.processor.storage.safety import (
+    HOLD_S,
+    Checks,
+    Held,
+    Key,
+    Outcome,
+    PendingClaims,
+    Recheck,
+    RecheckMany,
+    Refused,
+)
 from ckptlog.processor.storage.tree import remove_all
 
 log = logging.getLogger(__name__)
@@ -83,7 +93,8 @@ class Deleter:
     `storage_options` maps a protocol (`"s3"`) to the fsspec options for URLs of that
     protocol, since one processor serves runs on different backends. `claims`: the writer of the
     run roots' claims (claim_writer.ClaimWriter), asked which paths wait for a retired claim
-    (None: no claim writer runs beside it, as in `ckptlog fold --apply`: nothing waits). Use it
+    (None: no claim writer runs beside it, as in `ckptlog fold --apply`: nothing waits). `recheck` is
+    check 3 asked per path; `recheck_many` its batch form, asked once per job (used when given). Use it
     from the event loop: jobs are tasks on the running loop.
     """
 
@@ -97,6 +108,7 @@ class Deleter:
         storage_options: Mapping[str, Mapping[str, Any]] | None = None,
         batch_size: int = 100,
         recheck: Recheck | None = None,
+        recheck_many: RecheckMany | None = None,
         on_refused: OnRefused | None = None,
         claims: PendingClaims | None = None,
     ) -> None:
@@ -121,7 +133,7 @@ class Deleter:
         self._pump_scheduled = False
         self._closed = False
         self.counts = DeletionCounts()
-        self._checks = Checks(outer_root, claims, recheck)
+        self._checks = Checks(outer_root, claims, recheck, recheck_many)
 
     @property
     def backlog(self) -> int:
@@ -163,16 +175,16 @@ class Deleter:
                 "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
             )
         accepted = 0
-        check, outstanding, failed, ready = self._checks.confinement, self._outstanding, self._failed, self._ready
+        check, outstanding, failed, ready = self._checks.confined, self._outstanding, self._failed, self._ready
         claimants: dict[str, Claimant] = {}  # one per run (requests come grouped by run), not one per path
         for request in requests:  # hot: one per eviction
             key = (request.run_id, request.path)
             if key in outstanding and key not in failed:  # queued, in a job or backing off: once is enough
                 accepted += 1
                 continue
-            refused, url, root = check(request.path, request.root)
-            if refused is not None:
-                self._refuse([(key, refused.reason)])
+            problem, url, root = check(request.path, request.root)  # check 1 (safety.Checks.confinement)
+            if problem is not None:
+                self._refuse([(key, problem)])
                 continue
             accepted += 1
             me = claimants.get(key[0])
@@ -303,9 +315,9 @@ class Deleter:
         """The keys checks 2 and 3 (safety.Checks) let through. A held one waits HOLD_S: a later run in
         a finished run's root, or reusing its id, must meet that claim first. A dropped one leaves this
         deleter untouched (its partition's owner re-drives it if it is still owed)."""
-        check, outstanding, go = self._checks.before_removal, self._outstanding, []
-        for key in keys:
-            verdict = check(key, outstanding[key][0])
+        outstanding, go = self._outstanding, []
+        verdicts = self._checks.before_removal_many(keys, [outstanding[key][0] for key in keys])
+        for key, verdict in zip(keys, verdicts, strict=True):
             if verdict is None:
                 go.append(key)
             elif isinstance(verdict, Held):

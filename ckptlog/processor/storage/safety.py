@@ -12,6 +12,10 @@ and nothing is touched:
    (ckptlog/processor/storage/claim_writer.py) waits for it. `Held`: looked at again after HOLD_S.
 3. **still owed** (as its job starts, `Checks.before_removal`): the run's current state is asked
    again; a path live again, no longer owed, or of a partition this instance lost is `Dropped`.
+
+Checks 2 and 3 are asked for a whole job at once (`Checks.before_removal_many`, the deleter's
+`recheck_many`: one call per job, grouped by run and owner inside), with the same verdict per path
+as one path at a time: check 2 first for every path, check 3 only for those it let through.
 4. **nesting** (in the walk, `nesting`): another claimant's claim above the run's root, between the
    root and the checkpoint, or anywhere inside the checkpoint. `Refused` (a claim still being
    written: retried).
@@ -42,6 +46,9 @@ Key = tuple[str, str]
 Recheck = Callable[[Key], str | None]
 """Why a deletion must not run now (the path is live again, its partition is no longer owned),
 or None to go ahead; asked on the event loop immediately before the deletion."""
+
+RecheckMany = Callable[[Sequence[Key]], Sequence[str | None]]
+"""`Recheck` for a job's keys at once (one call per job, not per path): one answer per key, in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +98,17 @@ class Checks:
     """Checks 1–3 of one deleter (see the module docstring); 4 and 5 run in its walks."""
 
     def __init__(
-        self, outer_root: str | None = None, claims: PendingClaims | None = None, recheck: Recheck | None = None
+        self,
+        outer_root: str | None = None,
+        claims: PendingClaims | None = None,
+        recheck: Recheck | None = None,
+        recheck_many: RecheckMany | None = None,
     ) -> None:
         self._confinement = Confinement(outer_root)
-        self._check = self._confinement.check
-        self.claims, self._recheck = claims, recheck
+        self.confined = self._confinement.check
+        """Check 1 as `confinement` asks it, the problem a plain string (None: through): the deleter's
+        per-path form, one call and no verdict object per accepted path."""
+        self.claims, self._recheck, self._recheck_many = claims, recheck, recheck_many
 
     @property
     def outer_key(self) -> str | None:
@@ -104,16 +117,37 @@ class Checks:
 
     def confinement(self, path: str, root: str) -> tuple[Refused | None, str, str]:
         """Check 1, as the path is submitted: the verdict, the path's canonical URL and its root's."""
-        problem, url, key = self._check(path, root)
+        problem, url, key = self.confined(path, root)
         return (None if problem is None else Refused(problem)), url, key
 
     def before_removal(self, key: Key, url: str) -> Held | Dropped | None:
         """Checks 2 and 3, in order, for a path about to be removed (`url`: canonical)."""
+        return self.before_removal_many([key], [url])[0]
+
+    def before_removal_many(self, keys: Sequence[Key], urls: Sequence[str]) -> list[Held | Dropped | None]:
+        """`before_removal` for each of a job's keys (`urls`: their canonical URLs), the same verdict per
+        key: check 2 for each; check 3 for the keys check 2 let through, asked once for them all (nothing
+        runs between the answers: the event loop does not switch inside this call)."""
+        verdicts: list[Held | Dropped | None] = [None] * len(keys)
+        asked: Sequence[int] = range(len(keys))
         claims = self.claims
-        if claims is not None and claims.held and claims.holds(url):
-            return Held("a retired claim at, in or around its root is still being written or removed")
-        why = self._recheck(key) if self._recheck is not None else None
-        return None if why is None else Dropped(why)
+        if claims is not None and claims.held:
+            held = Held("a retired claim at, in or around its root is still being written or removed")
+            asked = [at for at, url in enumerate(urls) if not claims.holds(url)]
+            for at in set(range(len(keys))).difference(asked):
+                verdicts[at] = held
+        if not asked:
+            return verdicts
+        if self._recheck_many is not None:
+            whys = self._recheck_many(keys if len(asked) == len(keys) else [keys[at] for at in asked])
+        elif self._recheck is not None:
+            whys = [self._recheck(keys[at]) for at in asked]
+        else:
+            return verdicts
+        for at, why in zip(asked, whys, strict=True):
+            if why is not None:
+                verdicts[at] = Dropped(why)
+        return verdicts
 
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,37 @@ def test_the_still_owed_recheck_is_asked_for_each_path_with_its_key() -> None:
     assert checks.before_removal(("a", f"{ROOT}/c1"), f"{ROOT}/c1") == Dropped("no longer owed")
     assert asked == [("a", f"{ROOT}/c0"), ("a", f"{ROOT}/c1")]
     assert Checks(OUTER).before_removal(("a", f"{ROOT}/c1"), f"{ROOT}/c1") is None  # offline: no recheck
+
+
+async def test_a_job_is_checked_in_one_call_held_paths_first_the_rest_asked_once_in_order(tmp_path: Path) -> None:
+    """`before_removal_many`: check 2 for every path, check 3 asked once for those it let through (a
+    held path is never asked), each verdict the one `before_removal` gives that path alone."""
+    claims = ClaimWriter(outer_root=None)
+    held_root, free_root = normalize(f"file://{tmp_path}/a"), normalize(f"file://{tmp_path}/b")
+    claims.claim_many([(held_root, "a")], "t[0]", retired=True)
+    keys = [("b", f"{free_root}/c0"), ("a", f"{held_root}/c0"), ("b", f"{free_root}/c1"), ("a", f"{held_root}/c1")]
+    calls: list[list[tuple[str, str]]] = []
+
+    def recheck_many(asked: Sequence[tuple[str, str]]) -> list[str | None]:
+        calls.append(list(asked))
+        return [None if key[1].endswith("c0") else "no longer owed" for key in calls[-1]]
+
+    def recheck(key: tuple[str, str]) -> str | None:
+        return recheck_many([key])[0]
+
+    verdicts = Checks(None, claims, recheck_many=recheck_many).before_removal_many(keys, [k[1] for k in keys])
+    assert calls == [[keys[0], keys[2]]]
+    assert verdicts[0] is None and verdicts[2] == Dropped("no longer owed")
+    assert all(isinstance(verdicts[at], Held) for at in (1, 3))
+    one_by_one = Checks(None, claims, recheck)
+    assert verdicts == [one_by_one.before_removal(key, key[1]) for key in keys]
+    assert Checks(None, claims, recheck_many=recheck_many).before_removal_many([], []) == []
+    assert await claims.drain(timeout=10)  # written: nothing held, every path asked, in one call
+    calls.clear()
+    again = Checks(None, claims, recheck_many=recheck_many).before_removal_many(keys, [k[1] for k in keys])
+    assert again == [None, None, Dropped("no longer owed"), Dropped("no longer owed")]
+    assert calls == [keys]
+    await claims.close()
 
 
 ME = Claimant("a", "t[0]")
