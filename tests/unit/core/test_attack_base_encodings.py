@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import factories as f
-from tests.unit.core.test_base_encodings import Partition, assert_kept_is_current, full
+from tests.unit.core.test_base_encodings import Partition, full
 from tests.unit.core.test_delta import lives
 from tests.unit.core.test_fold_properties import SETTINGS
 
@@ -55,17 +55,7 @@ def test_duplicates_refusals_and_rolled_back_events_never_leave_a_stale_entry(
             raw = partition.log[pick % len(partition.log)]
             partition.fold.apply(f.event(raw))
             partition.log.append(raw)
-        elif action == "snap":
-            partition.snap(max_deltas)
-        elif action == "step" and partition.capture is not None:
-            partition.capture[0].step()
-        elif action in ("write", "fail") and partition.capture is not None:
-            partition.finish(written=action == "write")
-        elif action == "abandon" and partition.capture is not None:
-            partition.abandon()
-        elif action == "restore":
-            partition.restore(same_kept=pick % 2 == 0)
-        assert_kept_is_current(partition.kept, partition.fold)
+        partition.act(action, max_deltas, same_kept=pick % 2 == 0)  # "dup", "unapply": the rule checked only
     if partition.capture is not None:
         partition.finish(written=True)
     base = partition.snap(None)

@@ -111,6 +111,20 @@ class Partition:
         if not same_kept:
             self.kept = Encodings()
 
+    def act(self, action: str, max_deltas: int, same_kept: bool) -> None:
+        """One snapshot step of a generated scenario (unknown actions: none), then the rule checked."""
+        if action == "snap":
+            self.snap(max_deltas)
+        elif action == "step" and self.capture is not None:
+            self.capture[0].step()
+        elif action in ("write", "fail") and self.capture is not None:
+            self.finish(written=action == "write")
+        elif action == "abandon" and self.capture is not None:
+            self.abandon()
+        elif action.startswith("restore"):
+            self.restore(same_kept=same_kept)
+        assert_kept_is_current(self.kept, self.fold)
+
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -129,17 +143,7 @@ def test_a_base_from_kept_entries_is_the_base_encoded_from_scratch(
         if raw is not None:
             partition.fold.apply(f.event(raw))
             partition.log.append(raw)
-        if action == "snap":
-            partition.snap(max_deltas)
-        elif action == "step" and partition.capture is not None:
-            partition.capture[0].step()
-        elif action in ("write", "fail") and partition.capture is not None:
-            partition.finish(written=action == "write")
-        elif action == "abandon" and partition.capture is not None:
-            partition.abandon()
-        elif action.startswith("restore"):
-            partition.restore(same_kept=action == "restore-same")
-        assert_kept_is_current(partition.kept, partition.fold)
+        partition.act(action, max_deltas, same_kept=action == "restore-same")
     if partition.capture is not None:
         partition.finish(written=True)
     for again in (False, True):  # two bases in a row: the second takes every run's entry from the first's

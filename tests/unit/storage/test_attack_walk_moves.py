@@ -21,9 +21,9 @@ from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.tree import remove_all as local_remove_all
 
 from .test_deletion_symlinks import tree
-from .test_local_walk import base, between, nested, remove
+from .test_local_walk import between, nested, remove
 
-__all__ = ["base", "between"]
+__all__ = ["between"]
 
 ME, OTHER = Claimant("r1", "t[0]"), Claimant("b", "t[1]")
 

@@ -36,16 +36,6 @@ def tree(base: Path) -> dict[str, bytes | str]:
     return found
 
 
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    (tmp_path / "outside/victim").mkdir(parents=True)
-    (tmp_path / "outside/victim/model.bin").write_bytes(b"precious")
-    (tmp_path / "outside/file.bin").write_bytes(b"precious")
-    (tmp_path / "runs/r1/kept").mkdir(parents=True)
-    (tmp_path / "runs/r1/kept/model.bin").write_bytes(b"kept")
-    return tmp_path
-
-
 async def delete(base: Path, rel: str) -> tuple[Deleter, list[tuple[tuple[str, str], str]]]:
     refused: list[tuple[tuple[str, str], str]] = []
     deleter = Deleter(retry=RetryPolicy(max_attempts=2, base_delay=0.001), on_refused=refused.extend)

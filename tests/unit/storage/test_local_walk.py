@@ -33,16 +33,6 @@ ME, OTHER = Claimant("r1", "t[0]"), Claimant("b", "t[1]")
 NOBODY = 65534
 
 
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    (tmp_path / "outside/victim").mkdir(parents=True)
-    (tmp_path / "outside/victim/model.bin").write_bytes(b"precious")
-    (tmp_path / "outside/file.bin").write_bytes(b"precious")
-    (tmp_path / "runs/r1/kept").mkdir(parents=True)
-    (tmp_path / "runs/r1/kept/model.bin").write_bytes(b"kept")
-    return tmp_path
-
-
 def remove(base: Path, rel: str = "ckpt") -> Outcome:
     (outcome,) = remove_all([(f"file://{base}/runs/r1/{rel}", f"file://{base}/runs/r1", ME)], {})
     return outcome
