@@ -35,7 +35,7 @@ from ckptlog.processor.core.rejections import (
     nested_implicit_root,
     nested_root,
 )
-from ckptlog.processor.core.state import RunState, implicit_root, new_run, root_prefix
+from ckptlog.processor.core.state import Evicted, RunState, implicit_root, new_run, root_prefix
 
 if TYPE_CHECKING:
     from ckptlog.processor.core.fold import Fold
@@ -238,16 +238,28 @@ def owed_key(run: RunState, path: str) -> str | None:
         return None
 
 
+def owed(run: RunState, path: str) -> tuple[str, Evicted] | None:
+    """The outstanding key and eviction `path` names, as a completion or the deleter spells it (None:
+    not outstanding, or unsafe). The key as the processor wrote it is tried first: no parse per path."""
+    outstanding = run.outstanding
+    evicted = outstanding.get(path)
+    if evicted is not None:
+        return path, evicted
+    key = owed_key(run, path)
+    evicted = None if key is None else outstanding.get(key)
+    return None if key is None or evicted is None else (key, evicted)
+
+
 def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
     """Drop one outstanding eviction when the completion names it; False when it does not
     (already settled, a retried completion, or an older eviction of the same path)."""
+    found = owed(run, path)
+    if found is None:
+        return False
+    key, evicted = found
+    if eviction is not None and evicted.eviction != eviction:
+        return False
     outstanding = run.outstanding
-    key = path if path in outstanding else owed_key(run, path)  # `_key_of`'s first test, without its two calls
-    if key is None:
-        return False
-    evicted = outstanding.get(key)
-    if evicted is None or (eviction is not None and evicted.eviction != eviction):
-        return False
     fold.journal.push((undo.OLD, outstanding, key, evicted))
     del outstanding[key]
     run.nesting.discard(key)

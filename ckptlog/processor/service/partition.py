@@ -22,7 +22,7 @@ from ckptlog.errors import CkptlogError, OffsetOutOfRange
 from ckptlog.events.outputs import CHECKPOINTS_MISSING
 from ckptlog.kafka.records import InputRecord, OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
-from ckptlog.processor.core.lifecycle import deletion_problem, owed_key
+from ckptlog.processor.core.lifecycle import deletion_problem, owed
 from ckptlog.processor.core.outputs import Deletion
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.service.checks import find_missing
@@ -323,19 +323,19 @@ class PartitionTask:
             run = runs.get(run_id)
             if run is None:
                 continue  # not this partition's run
-            outstanding, deleted = run.outstanding, None
-            for _, path in keys:  # the key as the deleter has it is the outstanding one (lifecycle.owed_key)
-                evicted = outstanding.get(path) or outstanding.get(owed_key(run, path) or path)
-                if evicted is None:
+            deleted = None
+            for _, path in keys:
+                found = owed(run, path)
+                if found is None:
                     continue  # settled meanwhile (a retried confirmation)
                 if deleted is None:
                     deleted = by_run.setdefault(run_id, ([], []))[0]
-                deleted.append((path, evicted.eviction))
+                deleted.append((path, found[1].eviction))
         for (run_id, path), why in refused:
             run = runs.get(run_id)
-            evicted = None if run is None else run.outstanding.get(owed_key(run, path) or path)
-            if evicted is not None:
-                by_run.setdefault(run_id, ([], []))[1].append((path, evicted.eviction, why))
+            found = None if run is None else owed(run, path)
+            if found is not None:
+                by_run.setdefault(run_id, ([], []))[1].append((path, found[1].eviction, why))
         completed = self.pipeline.factory.deletion_completed
         return [
             completed(run_id, deleted[at : at + COMPLETED_PER_EVENT], refusals[at : at + COMPLETED_PER_EVENT])
