@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from ckptlog.events.paths import CLAIM_DIR
@@ -108,7 +109,10 @@ class Checks:
         self.confined = self._confinement.check
         """Check 1 as `confinement` asks it, the problem a plain string (None: through): the deleter's
         per-path form, one call and no verdict object per accepted path."""
-        self.claims, self._recheck, self._recheck_many = claims, recheck, recheck_many
+        self.claims = claims
+        if recheck_many is None and recheck is not None:
+            recheck_many = partial(_each, recheck)  # check 3 has one form here: per job
+        self._recheck_many = recheck_many
 
     @property
     def outer_key(self) -> str | None:
@@ -138,16 +142,18 @@ class Checks:
                 verdicts[at] = held
         if not asked:
             return verdicts
-        if self._recheck_many is not None:
-            whys = self._recheck_many(keys if len(asked) == len(keys) else [keys[at] for at in asked])
-        elif self._recheck is not None:
-            whys = [self._recheck(keys[at]) for at in asked]
-        else:
+        if self._recheck_many is None:
             return verdicts
+        whys = self._recheck_many(keys if len(asked) == len(keys) else [keys[at] for at in asked])
         for at, why in zip(asked, whys, strict=True):
             if why is not None:
                 verdicts[at] = Dropped(why)
         return verdicts
+
+
+def _each(recheck: Recheck, keys: Sequence[Key]) -> list[str | None]:
+    """A per-key `Recheck` asked for a job's keys, in order."""
+    return [recheck(key) for key in keys]
 
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
