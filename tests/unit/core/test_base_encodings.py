@@ -14,6 +14,7 @@ from ckptlog.processor.core import Fold
 from ckptlog.processor.core.chain import Chain
 from ckptlog.processor.core.delta import Capture, Encodings, decode_chain
 from ckptlog.processor.core.snapshot import SCHEMA_VERSION, encode, of_fold, run_entry
+from ckptlog.processor.service.restore import restored_fold
 from tests import factories as f
 from tests.unit.core.test_delta import lives
 from tests.unit.core.test_fold_properties import ROOT, SETTINGS
@@ -90,21 +91,9 @@ class Partition:
         entries are new (`same_kept`: the old ones, which must not be taken for another fold)."""
         if self.capture is not None:
             self.abandon()
-        fold = Fold(self.settings, track_changes=True)
-        start = 0
-        if self.objects:
-            snapshot = decode_chain(self.objects)
-            start = snapshot.next_offset
-            fold = Fold(
-                self.settings,
-                snapshot.runs,
-                refused=snapshot.refused,
-                finished=snapshot.finished,
-                symlinked=snapshot.symlinked,
-                retired=snapshot.retired,
-                track_changes=True,
-            )
-        for raw in self.log[start:]:
+        snapshot = decode_chain(self.objects) if self.objects else None
+        fold = restored_fold(snapshot, self.settings, track=True)  # as the processor restores
+        for raw in self.log[0 if snapshot is None else snapshot.next_offset :]:
             fold.apply(f.event(raw))
         assert full(fold, 0) == full(self.fold, 0)
         self.fold = fold
