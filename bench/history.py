@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.processor import delete_topics, preload, settings_for, topics
+from bench.processor import delete_topics, preload, scratch_root, settings_for, topics
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.events.codec import decode_event
 from ckptlog.events.decoded import DecodedEvent
@@ -43,15 +43,13 @@ from ckptlog.processor.explain.source import history_of, views_as_of
 from ckptlog.processor.foldfile import fold_lines
 from ckptlog.processor.storage.snapshots import SnapshotStore
 
-ROOT = "file:///bench/history"
-
 
 def _line(kind: str, run: str, event_id: str, data: dict[str, Any]) -> bytes:
     body = {"specversion": "1.0", "id": event_id, "source": "bench", "type": f"ckptlog.{kind}", "subject": run}
     return json.dumps({**body, "time": "2026-12-02T12:00:00Z", "data": data}, separators=(",", ":")).encode()
 
 
-def workload(events: int, runs: int, settings: FoldSettings) -> list[bytes]:
+def workload(events: int, runs: int, settings: FoldSettings, root: str) -> list[bytes]:
     """`events` records: each run's run_started, then reports round-robin, each eviction followed by
     the deletion_completed that settles it, as the processor's deleter writes it (found by folding
     as the log is written, so the settled evictions are exactly the fold's)."""
@@ -61,7 +59,7 @@ def workload(events: int, runs: int, settings: FoldSettings) -> list[bytes]:
             f"run-{r}",
             f"s{r}",
             {
-                "storage_path": f"{ROOT}/run-{r}",
+                "storage_path": f"{root}/run-{r}",
                 "checkpoint_config": {"num_to_keep": 5, "checkpoint_score_attribute": "acc"},
             },
         )
@@ -73,7 +71,7 @@ def workload(events: int, runs: int, settings: FoldSettings) -> list[bytes]:
     i = 0
     while len(lines) < events:
         run = f"run-{i % runs}"
-        data = {"metrics": {"acc": (i * 7919) % 1000 / 1000, "step": i}, "checkpoint": {"path": f"{ROOT}/{run}/c{i}"}}
+        data = {"metrics": {"acc": (i * 7919) % 1000 / 1000, "step": i}, "checkpoint": {"path": f"{root}/{run}/c{i}"}}
         lines.append(_line("report.v1", run, f"e{i}", data))
         for deletion in fold.apply(_decoded(lines[-1])).deletions:
             lines.append(encode_json(deletion_completed_event(run, [(deletion.path, deletion.eviction)])))
@@ -97,9 +95,10 @@ async def raw_scan(conn: Any, topic: str) -> tuple[float, int]:
 
 async def measure(args: argparse.Namespace, bootstrap: str, tmp: Path, created: list[str]) -> None:
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp, root=ROOT)
+    root = scratch_root(tmp, names)
+    settings = settings_for(bootstrap, names, tmp, root=root)
     conn = settings.connection(bootstrap)
-    lines = workload(args.events, args.runs, settings.fold_settings())
+    lines = workload(args.events, args.runs, settings.fold_settings(), root)
     started = time.perf_counter()
     end = await preload(bootstrap, names["input"], lines)
     print(

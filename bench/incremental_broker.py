@@ -40,6 +40,7 @@ from bench.processor import (
     _watermarks,
     delete_topics,
     preload,
+    scratch_root,
     settings_for,
     topics,
     wait_for_line,
@@ -51,8 +52,6 @@ from ckptlog.processor.service.processor import Processor, tune_gc
 from ckptlog.processor.service.restore import read_snapshot
 from ckptlog.processor.service.settings import ServiceSettings
 from ckptlog.processor.storage.snapshots import SnapshotStore
-
-OUTER = "file:///bench"  # --storage-root: the fleet's roots and bench.workload's (the reports sent) below it
 
 
 def tail(runs: int, changed: int, reports: int, root: str) -> list[bytes]:
@@ -87,7 +86,8 @@ async def restore(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     """The runs folded and snapshotted, then a tail of reports to a few of them (small deltas on a
     base of every run: the steady state of a fleet), SIGKILL, restore."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings, root = settings_for(bootstrap, names, tmp, root=OUTER), f"{OUTER}/{names['input']}"
+    root = scratch_root(tmp, names)
+    settings = settings_for(bootstrap, names, tmp, root=root)
     end = await preload(bootstrap, names["input"], fresh(args.restore_runs, root))
     log = tmp / f"restore-{names['input']}.log"
     started = time.perf_counter()
@@ -147,8 +147,9 @@ def _snapshots(text: str, after: int = 0) -> str:
 
 async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: list[str]) -> dict[str, Any]:
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp, root=OUTER)
-    end = await preload(bootstrap, names["input"], list(fleet(args.runs, args.reports, f"{OUTER}/{names['input']}")))
+    root = scratch_root(tmp, names)  # the fleet's roots and the reports' (bench.workload's runs) below it
+    settings = settings_for(bootstrap, names, tmp, root=root)
+    end = await preload(bootstrap, names["input"], list(fleet(args.runs, args.reports, root)))
     log = tmp / f"latency-{names['input']}.log"
     env = {**os.environ, "PYTHONPATH": args.processor_path} if args.processor_path else None
     with log.open("wb") as out:
@@ -160,7 +161,7 @@ async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
         sent: dict[int, float] = {}
         latencies: list[float] = []
         reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
-        await _send_at_rate(bootstrap, names["input"], args.rate, args.seconds, sent)
+        await _send_at_rate(bootstrap, names["input"], args.rate, args.seconds, sent, root)
         await asyncio.sleep(2)
         reader.cancel()
         written = _snapshots(log.read_text(errors="replace"), mark)

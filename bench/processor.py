@@ -186,7 +186,15 @@ async def topics(bootstrap: str, tag: str, created: list[str]) -> dict[str, str]
     return names
 
 
-def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, root: str = ROOT, **extra: Any) -> ServiceSettings:
+def scratch_root(tmp: Path, names: dict[str, str]) -> str:
+    """A section's `--storage-root`, its runs' roots below it: in the section's temporary directory,
+    one per input topic, so the run-root claims the processor writes there (contract §9) go with it.
+    A fixed root shared by every invocation (`file:///bench`) kept the claims of earlier ones, so a
+    run id used again was another run's root and every eviction was refused, and logged."""
+    return (tmp / "runs" / names["input"]).as_uri()
+
+
+def settings_for(bootstrap: str, names: dict[str, str], tmp: Path, *, root: str, **extra: Any) -> ServiceSettings:
     group = f"g-{names['input']}-{uuid.uuid4().hex[:6]}"
     return load_settings(
         None,
@@ -371,7 +379,8 @@ async def wait_for_line(log: Path, needle: bytes, count: int = 1, timeout_s: flo
 async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created: list[str]) -> dict[str, float]:
     """Prints the percentiles; returns them too (seconds), for bench.report."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp)
+    root = scratch_root(tmp, names)
+    settings = settings_for(bootstrap, names, tmp, root=root)
     log = tmp / f"latency-{names['input']}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
@@ -380,7 +389,7 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
         sent: dict[int, float] = {}
         latencies: list[float] = []
         reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
-        await _send_at_rate(bootstrap, names["input"], rate, seconds, sent)
+        await _send_at_rate(bootstrap, names["input"], rate, seconds, sent, root)
         await asyncio.sleep(2)
         reader.cancel()
     finally:
@@ -397,10 +406,12 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
     return {"rate": rate, "p50": p50, "p99": p99, "max": measured[-1], "seen": len(latencies), "sent": len(sent)}
 
 
-async def _send_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float]) -> None:
+async def _send_at_rate(
+    bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float], root: str
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
     await producer.start()
-    lines = dense_events(int(rate * seconds))
+    lines = dense_events(int(rate * seconds), root)
     tick, per_tick, start = 0.01, max(1, rate // 100), time.perf_counter()
     try:
         for i in range(0, len(lines), per_tick):
@@ -442,8 +453,9 @@ async def restart(
 ) -> dict[str, float]:
     """Prints the restart times; returns them too, for bench.report."""
     names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    settings = settings_for(bootstrap, names, tmp, snapshot_every=snapshot_every)
-    end = await preload(bootstrap, names["input"], sparse_events(history))
+    root = scratch_root(tmp, names)
+    settings = settings_for(bootstrap, names, tmp, root=root, snapshot_every=snapshot_every)
+    end = await preload(bootstrap, names["input"], sparse_events(history, root=root))
     log = tmp / f"history-{names['input']}.log"
     started = time.perf_counter()
     with log.open("wb") as out:

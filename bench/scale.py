@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.fleet import dedup_bytes
-from bench.processor import ckptlog_run, settings_for
+from bench.processor import ckptlog_run, scratch_root, settings_for
 from bench.workload import IdKind, events
 from ckptlog.events.codec import decode_event
 from ckptlog.events.envelope import deletion_completed_event
@@ -62,14 +62,15 @@ async def partitions(bootstrap: str, tmp: Path, count: int, instances: int, crea
     connection = load_settings(None, bootstrap_servers=bootstrap).connection(bootstrap)
     await ensure_topics(connection, [TopicSpec(n, PARTITIONS) for n in names.values()], 1)
     created.extend(names.values())
-    settings = settings_for(bootstrap, names, tmp)
+    root = scratch_root(tmp, names)
+    settings = settings_for(bootstrap, names, tmp, root=root)
     logs = [tmp / f"scale-{names['input']}-{i}.log" for i in range(instances)]
     procs = [_spawn(ckptlog_run(settings), log) for log in logs]
     try:
         await settled_assignment(logs, PARTITIONS)
         for proc in procs:
             proc.send_signal(signal.SIGSTOP)
-        lines = [line.rstrip(b"\n") for line in events(count, 5, 0.1, runs=40)][:count]
+        lines = [line.rstrip(b"\n") for line in events(count, 5, 0.1, runs=40, root=root)][:count]
         produce_s, ends = await produce(bootstrap, names["input"], lines)
         start = time.perf_counter()
         for proc in procs:
