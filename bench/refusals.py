@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     real_stderr = sys.stderr
     with open("/dev/null", "w") as devnull:
-        sys.stderr = RedactedStderr(devnull)  # type: ignore[assignment]
+        sys.stderr = RedactedStderr(devnull)
         try:
             configure_logging("console", "INFO")
             counting = Counting()
