@@ -8,7 +8,13 @@ handler: `configure_logging("console", "INFO")` writing through the CLI's `Redac
 `ckptlog run` installs it) to /dev/null. Prints the CPU per refused path (time.process_time, best
 and median of `--repeat`), the log lines written and the refusals `on_refused` received (every
 one must). The command uses only the Deleter's public API, so a before/after is one checkout
-apart: `PYTHONPATH=<checkout> python -m bench.refusals`.
+apart; run it as a script from outside the checkouts, so that PYTHONPATH picks the ckptlog measured:
+
+    cd /tmp && PYTHONPATH=<checkout> <venv>/bin/python <this checkout>/bench/refusals.py --per-call 100
+
+Measured (2 shared cores, 100,000 refusals over 10 runs, best of 3): one line per path (before)
+85 us per refused path in calls of 100, 81 us one by one; limited per run (deletion_log.py)
+3.5 us and 5.2 us, 20 log lines in all.
 """
 
 from __future__ import annotations
