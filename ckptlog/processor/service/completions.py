@@ -73,6 +73,10 @@ class CompletionWriter:
         await self.flush()
 
 
+def _run_of_refusal(refusal: tuple[tuple[str, str], str]) -> str:
+    return refusal[0][0]
+
+
 NOT_OWNED = "its partition is not owned by this instance any more (the new owner re-drives it)"
 """Why a path of a run no partition of this instance holds is not deleted now."""
 
@@ -121,11 +125,17 @@ class DeletionOutcomes:
 
     def refused(self, refused: Sequence[tuple[tuple[str, str], str]]) -> None:
         """Deletions the deleter will never carry out (contract §9) are settled too, so the run's state
-        says so (a `deletion_refused` warning) instead of owing them forever."""
-        for key, why in refused:
-            owner = self._owner(key[0])
-            if owner is not None and self.writer is not None:
-                self.writer.extend(owner.deletions_settled((), [(key, why)]))
+        says so (a `deletion_refused` warning) instead of owing them forever. Like `done`: the owner
+        looked up once per run (a call's refusals come grouped by run), one completion per run and call."""
+        if self.writer is None:
+            return
+        by_owner: dict[int, tuple[RunOwner, list[tuple[tuple[str, str], str]]]] = {}
+        for run_id, group in groupby(refused, _run_of_refusal):
+            owner = self._owner(run_id)
+            if owner is not None:
+                by_owner.setdefault(id(owner), (owner, []))[1].extend(group)
+        for owner, owned in by_owner.values():
+            self.writer.extend(owner.deletions_settled((), owned))
 
     def still_owed(self, key: tuple[str, str]) -> str | None:
         """The deleter's last-moment re-check (contract §9): why not to delete now, or None."""

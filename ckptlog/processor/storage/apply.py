@@ -31,13 +31,14 @@ async def _delete_all(
     storage_options: Mapping[str, Mapping[str, Any]] | None,
     retry: RetryPolicy,
 ) -> list[str]:
-    deleter = Deleter(outer_root=outer_root, storage_options=storage_options, retry=retry)
+    every: list[tuple[tuple[str, str], str]] = []  # each refusal (`Deleter.refused` keeps only the latest)
+    deleter = Deleter(outer_root=outer_root, storage_options=storage_options, retry=retry, on_refused=every.extend)
     deleter.submit_many(deletions)
     await deleter.drain()
     await deleter.close()
     refused = [
         f"refused to delete {path} for run {run_id}: {why}; nothing was deleted"
-        for (run_id, path), why in deleter.refused.items()
+        for (run_id, path), why in dict(every).items()
     ]
     failed = [
         f"could not delete {path} for run {run_id}: {why}; run the command again"

@@ -13,12 +13,17 @@ which paths wait for a retired claim (`claims=`).
 Accepted paths wait in one queue; at most `concurrency` jobs run at a time, each deleting up to
 `batch_size` paths in one worker-thread call and reporting every path it confirmed gone in one
 `on_done` call. Outcomes stay per path: a failed path is retried alone, after its own backoff.
+
+Per-path log lines are limited per run (deletion_log.py: the first of a window in full, a summary of
+the rest), so a flood of refusals or failures costs the loop little; every path still reaches the
+callbacks and `counts`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,6 +32,7 @@ from ckptlog.errors import StorageError
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.confinement import confinement_problem
+from ckptlog.processor.storage.deletion_log import Clock, DeletionLog
 from ckptlog.processor.storage.safety import (
     HOLD_S,
     Checks,
@@ -48,7 +54,11 @@ OnDone = Callable[[Sequence[Key]], None]
 """Called with the keys of one job that are confirmed gone."""
 
 OnRefused = Callable[[Sequence[tuple[Key, str]]], None]
-"""Called with (key, why) for paths that must never be deleted (nothing was touched)."""
+"""Called with (key, why) for paths that must never be deleted (nothing was touched): once per
+`submit_many` call or job that refused any, its keys grouped by run as they came."""
+
+REFUSED_KEPT = 1000
+"""How many of the latest refusals `Deleter.refused` keeps (see there)."""
 
 
 class DeletionRequest(Protocol):
@@ -94,8 +104,9 @@ class Deleter:
     protocol, since one processor serves runs on different backends. `claims`: the writer of the
     run roots' claims (claim_writer.ClaimWriter), asked which paths wait for a retired claim
     (None: no claim writer runs beside it, as in `ckptlog fold --apply`: nothing waits). `recheck` is
-    check 3 asked per path; `recheck_many` its batch form, asked once per job (used when given). Use it
-    from the event loop: jobs are tasks on the running loop.
+    check 3 asked per path; `recheck_many` its batch form, asked once per job (used when given).
+    `log_clock`: the monotonic clock of the per-run log windows (tests inject one). Use it from the
+    event loop: jobs are tasks on the running loop.
     """
 
     def __init__(
@@ -111,6 +122,7 @@ class Deleter:
         recheck_many: RecheckMany | None = None,
         on_refused: OnRefused | None = None,
         claims: PendingClaims | None = None,
+        log_clock: Clock = time.monotonic,
     ) -> None:
         if concurrency < 1 or retry.max_attempts < 1 or batch_size < 1:
             raise StorageError(
@@ -127,7 +139,8 @@ class Deleter:
         self._attempts: dict[Key, int] = {}
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._failed: dict[Key, str] = {}
-        self._refused: dict[Key, str] = {}
+        self._refused: dict[Key, str] = {}  # the latest REFUSED_KEPT, oldest first
+        self._log = DeletionLog(log, log_clock)
         self._jobs: set[asyncio.Task[None]] = set()
         self._settled = asyncio.Event()
         self._pump_scheduled = False
@@ -157,7 +170,13 @@ class Deleter:
 
     @property
     def refused(self) -> dict[Key, str]:
-        """Submissions refused by confinement, with why; none of them was touched."""
+        """The latest `REFUSED_KEPT` paths refused for good, with why (none was touched); oldest first.
+
+        Bounded, since a long-lived processor whose runs' root is misconfigured refuses every
+        eviction: the whole record of refusals is elsewhere, each one handed to `on_refused` (the
+        processor settles it as the run's `deletion_refused` warning; `ckptlog fold --apply`
+        collects them there too) and counted in `counts.refused`. This view is for a look at what
+        was refused lately (tests, a debugger): the latest, since a newer refusal says more."""
         return dict(self._refused)
 
     def submit(self, run_id: str, path: str, root: str, source: str | None = None) -> bool:
@@ -174,7 +193,7 @@ class Deleter:
             raise StorageError(
                 "Deleter is closed; cannot delete more paths — submit them to the new Deleter after restart"
             )
-        accepted = 0
+        accepted, refused = 0, []
         check, outstanding, failed, ready = self._checks.confined, self._outstanding, self._failed, self._ready
         claimants: dict[str, Claimant] = {}  # one per run (requests come grouped by run), not one per path
         for request in requests:  # hot: one per eviction
@@ -184,7 +203,7 @@ class Deleter:
                 continue
             problem, url, root = check(request.path, request.root)  # check 1 (safety.Checks.confinement)
             if problem is not None:
-                self._refuse([(key, problem)])
+                refused.append((key, problem))
                 continue
             accepted += 1
             me = claimants.get(key[0])
@@ -196,20 +215,24 @@ class Deleter:
             ready.append(key)
         if accepted:
             self._schedule_pump()
+        if refused:
+            self._refuse(refused)
         return accepted
 
     def _refuse(self, refused: Sequence[tuple[Key, str]]) -> None:
+        """Paths refused for good, one call's or job's: counted, kept (the latest), logged per run
+        (deletion_log.py), then handed to `on_refused` in one call."""
+        if not refused:
+            return
         self.counts.refused += len(refused)
+        kept = self._refused
         for key, problem in refused:
-            self._refused[key] = problem
-            log.error(
-                "event=deletion_refused run=%r path=%r: refusing to delete it: %s; nothing was deleted — fix the "
-                "checkpoint path or the run's storage root",
-                key[0],
-                key[1],
-                problem,
-            )
-        if self._on_refused is not None and refused:
+            kept.pop(key, None)  # a path refused again moves to the newest end
+            kept[key] = problem
+        while len(kept) > REFUSED_KEPT:
+            del kept[next(iter(kept))]
+        self._log.refused(refused)
+        if self._on_refused is not None:
             try:
                 self._on_refused(refused)
             except Exception:  # the refusal itself stands; report, carry on
@@ -239,8 +262,10 @@ class Deleter:
         return not self._outstanding
 
     async def close(self) -> None:
-        """Stop all work; interrupted deletions stay in `outstanding` for the next start."""
+        """Stop all work; interrupted deletions stay in `outstanding` for the next start. Log summaries
+        still owed are written now."""
         self._closed = True
+        self._log.close()
         for timer in self._timers.values():
             timer.cancel()
         jobs = list(self._jobs)
@@ -326,38 +351,20 @@ class Deleter:
                 del outstanding[key]
                 self._attempts.pop(key, None)
                 self.counts.dropped += 1
-                log.warning(
-                    "event=deletion_dropped run=%r path=%r: not deleting it: %s", key[0], key[1], verdict.reason
-                )
+                self._log.dropped(key, verdict.reason)
         return go
 
     def _attempt_failed(self, key: Key, error: str) -> None:
         self.counts.failed += 1
         attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
-        run_id, path = key
         if attempt < self._retry.max_attempts:
             delay = self._retry.delay(attempt)
-            log.warning(
-                "event=deletion_failed run=%r path=%r: deleting it failed (attempt %d of %d): %s; retrying in %.2fs",
-                run_id,
-                path,
-                attempt,
-                self._retry.max_attempts,
-                error,
-                delay,
-            )
+            self._log.failed(key, error, attempt, self._retry.max_attempts, delay)
             self._timers[key] = asyncio.get_running_loop().call_later(delay, self._requeue, key)
             return
         del self._attempts[key]
         self._failed[key] = error
-        log.error(
-            "event=deletion_exhausted run=%r path=%r: could not delete it after %d attempts: %s; it stays "
-            "outstanding — resubmit it or call retry_failed()",
-            run_id,
-            path,
-            self._retry.max_attempts,
-            error,
-        )
+        self._log.exhausted(key, error, self._retry.max_attempts)
 
     def _requeue(self, key: Key) -> None:
         del self._timers[key]
