@@ -156,8 +156,9 @@ class Fold:
         return partial(getattr(lifecycle, function), self)
 
     def apply(self, event: DecodedEvent) -> Effects:
-        subject, runs = event.subject, self.runs
+        subject, runs, journal = event.subject, self.runs, self.journal
         run = runs.get(subject)
+        journal.begin(run)  # first: an apply that returns early leaves nothing for `rollback_last` to undo
         if self.leaving:
             self.leaving.clear()
         if self.reopening:
@@ -177,8 +178,6 @@ class Fold:
             self.changed[subject] = None
         if self.watch is not None:
             self.watch(subject)
-        journal = self.journal
-        journal.begin(run)
         try:
             effects = self._handlers[type(event)](event, run)
             if effects.rejection is None:
@@ -194,8 +193,9 @@ class Fold:
         return effects
 
     def rollback_last(self) -> None:
-        """Undo the last `apply` (its journal is kept until the next one): for a caller whose own
-        work on the event's effects failed, so the event is all or nothing end to end."""
+        """Undo the last `apply` (its journal is kept until the next one; empty when that apply
+        returned before changing anything): for a caller whose own work on the event's effects
+        failed, so the event is all or nothing end to end."""
         self.journal.rollback()
         self.journal.begin(None)
 
