@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import OutRecord
@@ -73,6 +73,9 @@ class CompletionWriter:
         await self.flush()
 
 
+_T = TypeVar("_T")
+
+
 def _run_of_refusal(refusal: tuple[tuple[str, str], str]) -> str:
     return refusal[0][0]
 
@@ -108,6 +111,16 @@ class DeletionOutcomes:
                 return task
         return None
 
+    def _by_owner(self, items: Iterable[_T], run_of_item: Callable[[_T], str]) -> list[tuple[RunOwner, list[_T]]]:
+        """`items` (grouped by run, as a job or call hands them) by the task owning their run, each
+        owner looked up once per run; the items of runs no task of this instance owns are left out."""
+        by_owner: dict[int, tuple[RunOwner, list[_T]]] = {}
+        for run_id, group in groupby(items, run_of_item):
+            owner = self._owner(run_id)
+            if owner is not None:
+                by_owner.setdefault(id(owner), (owner, []))[1].extend(group)
+        return list(by_owner.values())
+
     def done(self, done: Sequence[tuple[str, str]]) -> None:
         """Confirmed deletions (one Deleter job's worth) become completion events on their runs' partitions.
 
@@ -115,12 +128,7 @@ class DeletionOutcomes:
         owner is looked up once per run and the keys are moved in slices, not one by one."""
         if self.writer is None:
             return
-        by_owner: dict[int, tuple[RunOwner, list[tuple[str, str]]]] = {}
-        for run_id, keys in groupby(done, run_of):
-            owner = self._owner(run_id)
-            if owner is not None:
-                by_owner.setdefault(id(owner), (owner, []))[1].extend(keys)
-        for owner, owned in by_owner.values():
+        for owner, owned in self._by_owner(done, run_of):
             self.writer.extend(owner.deletions_settled(owned))
 
     def refused(self, refused: Sequence[tuple[tuple[str, str], str]]) -> None:
@@ -129,12 +137,7 @@ class DeletionOutcomes:
         looked up once per run (a call's refusals come grouped by run), one completion per run and call."""
         if self.writer is None:
             return
-        by_owner: dict[int, tuple[RunOwner, list[tuple[tuple[str, str], str]]]] = {}
-        for run_id, group in groupby(refused, _run_of_refusal):
-            owner = self._owner(run_id)
-            if owner is not None:
-                by_owner.setdefault(id(owner), (owner, []))[1].extend(group)
-        for owner, owned in by_owner.values():
+        for owner, owned in self._by_owner(refused, _run_of_refusal):
             self.writer.extend(owner.deletions_settled((), owned))
 
     def still_owed(self, key: tuple[str, str]) -> str | None:
