@@ -134,8 +134,8 @@ def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str 
             if reached is None:
                 try:
                     reached = roots[(root, me)] = reach_root(tree, root, outer, me)
-                except Stop as stop:
-                    reached = roots[(root, me)] = stop  # the root is gone, cannot be opened, or is not the run's
+                except Stop as stop:  # the root is gone, cannot be opened, or is not the run's: kept as a fresh
+                    reached = roots[(root, me)] = Stop(stop.outcome)  # Stop, the raised one's traceback holds `roots`
             if isinstance(reached, Stop):
                 return reached.outcome
             _remove_below(reached, url, root, me)
