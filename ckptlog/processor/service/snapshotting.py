@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 from ckptlog.errors import CkptlogError
 from ckptlog.kafka.records import PartitionId
@@ -144,7 +145,7 @@ class SnapshotScheduler:
         next_offset, on = capture.head.next_offset, capture.on
         link = None if on is None else (on.tip_offset, on.tip_sha256[:12])
         try:
-            url = await asyncio.to_thread(self.store.write, data, next_offset, link)
+            url = await asyncio.to_thread(partial(self.store.write, sha256=digest), data, next_offset, link)
         except BaseException as exc:
             capture.give_back()  # the next snapshot carries these changes too
             if not isinstance(exc, CkptlogError):

@@ -111,17 +111,21 @@ class SnapshotStore:
         """The directory URL holding this partition's snapshots."""
         return self._objects.url(self._prefix.rstrip("/"))
 
-    def write(self, data: bytes, next_offset: int, on: tuple[int, str] | None = None) -> str:
+    def write(
+        self, data: bytes, next_offset: int, on: tuple[int, str] | None = None, *, sha256: str | None = None
+    ) -> str:
         """Store one snapshot (a delta when `on` names its predecessor's next_offset and digest), prune
         to the newest `keep` restore points, and return the new object's URL. `ChainBroken` when the
         listing of the prune no longer shows `on`: the delta can never be restored (the next prune
-        removes it)."""
+        removes it). `sha256`: the hex SHA-256 of `data` when the caller has it (the processor seals
+        each snapshot with it), so a base of ~100 MB is not hashed a second time for its name."""
         if not 0 <= next_offset < 10**_OFFSET_DIGITS:
             raise SnapshotError(
                 f"next offset {next_offset} is not a Kafka offset; not writing a snapshot "
                 f"to {self.url} — pass the offset of the next input record to replay"
             )
-        written = SnapshotName(next_offset, content_digest(data), on)
+        digest = content_digest(data) if sha256 is None else sha256[:_HASH_CHARS]
+        written = SnapshotName(next_offset, digest, on)
         crash_point("snapshot.before_write")
         self._objects.put_immutable(self._prefix + written.filename, data)
         crash_point("snapshot.before_prune")
