@@ -72,11 +72,13 @@ class RecordingStore(SnapshotStore):
         self.hold: asyncio.Event | None = None
         self.loop = asyncio.get_running_loop()
 
-    def write(self, data: bytes, next_offset: int, on: tuple[int, str] | None = None) -> str:
+    def write(
+        self, data: bytes, next_offset: int, on: tuple[int, str] | None = None, *, sha256: str | None = None
+    ) -> str:
         if self.hold is not None:  # a worker thread: wait for the loop's event
             asyncio.run_coroutine_threadsafe(self.hold.wait(), self.loop).result()
         self.written.append((next_offset, data))
-        return super().write(data, next_offset, on)
+        return super().write(data, next_offset, on, sha256=sha256)
 
     def state_at(self, offset: int) -> bytes:
         """The full snapshot the objects written up to `offset` restore to (a base and its deltas)."""
