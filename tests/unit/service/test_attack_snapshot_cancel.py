@@ -6,6 +6,7 @@ written after is byte for byte the full snapshot of its moment, in a real local 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,25 @@ from tests.unit.service.test_snapshot_encodings import PID, written
 RUNS = [f"run-{n:02d}" for n in range(12)]
 
 
-@pytest.mark.parametrize("ticks", [0, 1, 2, 3, 5, 8, 13])
+class HeldStore(SnapshotStore):
+    """Its writes wait for `released`, so a snapshot is still in flight when the test cancels it, however
+    fast the host seals it (the ticks only choose the stage it is cancelled in)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(str(tmp_path), PID.topic, PID.partition, keep=10)
+        self.released = threading.Event()
+        self.released.set()
+
+    def write(
+        self, data: bytes, next_offset: int, on: tuple[int, str] | None = None, *, sha256: str | None = None
+    ) -> str:
+        assert self.released.wait(30), "the test never released the write"
+        return super().write(data, next_offset, on, sha256=sha256)
+
+
+@pytest.mark.parametrize("ticks", [0, 1, 2, 3, 5, 8, 13, 40])
 async def test_a_snapshot_cancelled_at_any_point_leaves_the_next_base_exact(tmp_path: Path, ticks: int) -> None:
-    store = SnapshotStore(str(tmp_path), PID.topic, PID.partition, keep=10)
+    store = HeldStore(tmp_path)
     fold = Fold(SETTINGS, track_changes=True)
     offset = 0
 
@@ -39,6 +56,7 @@ async def test_a_snapshot_cancelled_at_any_point_leaves_the_next_base_exact(tmp_
     await scheduler.wait()  # a base: every entry kept
     for n, run in enumerate(RUNS[:4]):
         event(f.report(run, {"x": n}, f"{ROOT}/{run}/c{n}", event_id=f"r0-{run}"))
+    store.released.clear()
     assert scheduler.start(fold, offset)
     task = scheduler._inflight
     assert task is not None
@@ -46,7 +64,9 @@ async def test_a_snapshot_cancelled_at_any_point_leaves_the_next_base_exact(tmp_
         run = RUNS[tick % len(RUNS)]
         event(f.report(run, {"x": 100 + tick}, f"{ROOT}/{run}/t{tick}", event_id=f"t{tick}-{run}"))
         await asyncio.sleep(0)
+    assert not task.done()
     task.cancel()
+    store.released.set()
     with pytest.raises(asyncio.CancelledError):
         await scheduler.wait()
     event(f.finished(RUNS[5], event_id="f-5"))
