@@ -25,7 +25,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
-from bench.processor import _send_at_rate, _watermarks, delete_topics, scratch_root, topics
+from bench.processor import _send_at_rate, _watermarks, delete_topics, percentiles, scratch_root, topics
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.kafka.producers import TransactionalProducer
 from ckptlog.kafka.records import OutRecord, PartitionId
@@ -89,13 +89,12 @@ async def measure(args: argparse.Namespace) -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-        measured = sorted(latencies[len(latencies) // 10 :])  # the first 10% dropped (warm-up), as the others
-        p50, p99 = measured[len(measured) // 2], measured[int(len(measured) * 0.99)]
+        p50, p99, most = percentiles(latencies)
         print(
             f"latency floor (bare loop, ckptlog's transactional producer), {args.rate:,} reports/s "
             f"for {args.seconds:.0f} s "
             f"({len(latencies):,} answered of {len(sent):,}): report -> committed record p50 {p50 * 1000:.0f} ms, "
-            f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms",
+            f"p99 {p99 * 1000:.0f} ms, max {most * 1000:.0f} ms",
             flush=True,
         )
     finally:

@@ -395,15 +395,20 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    measured = sorted(latencies[len(latencies) // 10 :])  # drop the first 10% (warm-up)
-    p50, p99 = measured[len(measured) // 2], measured[int(len(measured) * 0.99)]
+    p50, p99, most = percentiles(latencies)
     print(
         f"latency, exactly_once, {rate:,} reports/s for {seconds:.0f}s ({len(latencies):,} answered of "
         f"{len(sent):,} reports): report -> committed watermark p50 {p50 * 1000:.0f} ms, "
-        f"p99 {p99 * 1000:.0f} ms, max {measured[-1] * 1000:.0f} ms",
+        f"p99 {p99 * 1000:.0f} ms, max {most * 1000:.0f} ms",
         flush=True,
     )
-    return {"rate": rate, "p50": p50, "p99": p99, "max": measured[-1], "seen": len(latencies), "sent": len(sent)}
+    return {"rate": rate, "p50": p50, "p99": p99, "max": most, "seen": len(latencies), "sent": len(sent)}
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and max of the latencies in arrival order, the first 10% dropped (warm-up)."""
+    measured = sorted(latencies[len(latencies) // 10 :])
+    return measured[len(measured) // 2], measured[int(len(measured) * 0.99)], measured[-1]
 
 
 async def _send_at_rate(
