@@ -35,14 +35,13 @@ from typing import Any
 
 from bench.incremental import fleet, fresh, report
 from bench.processor import (
-    _send_at_rate,
     _wait_committed,
-    _watermarks,
     delete_topics,
     percentiles,
     preload,
     scratch_root,
     settings_for,
+    timed_reports,
     topics,
     wait_for_line,
 )
@@ -159,12 +158,7 @@ async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     try:
         await _wait_committed(bootstrap, settings, end)
         mark = len(log.read_bytes())
-        sent: dict[int, float] = {}
-        latencies: list[float] = []
-        reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
-        await _send_at_rate(bootstrap, names["input"], args.rate, args.seconds, sent, root)
-        await asyncio.sleep(2)
-        reader.cancel()
+        sent, latencies = await timed_reports(bootstrap, names, args.rate, args.seconds, root)
         written = _snapshots(log.read_text(errors="replace"), mark)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
-from bench.processor import _send_at_rate, _watermarks, delete_topics, percentiles, scratch_root, topics
+from bench.processor import delete_topics, percentiles, scratch_root, timed_reports, topics
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.kafka.producers import TransactionalProducer
 from ckptlog.kafka.records import OutRecord, PartitionId
@@ -77,15 +77,9 @@ async def measure(args: argparse.Namespace) -> None:
         proc = subprocess.Popen([*argv, "--bootstrap-servers", bootstrap], stdout=subprocess.PIPE)
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", "the loop did not start"
-            sent: dict[int, float] = {}
-            latencies: list[float] = []
-            reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
             with tempfile.TemporaryDirectory() as tmp:
-                await _send_at_rate(
-                    bootstrap, names["input"], args.rate, args.seconds, sent, scratch_root(Path(tmp), names)
-                )
-            await asyncio.sleep(2)
-            reader.cancel()
+                root = scratch_root(Path(tmp), names)
+                sent, latencies = await timed_reports(bootstrap, names, args.rate, args.seconds, root)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)

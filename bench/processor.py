@@ -386,12 +386,7 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
         proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
     try:
         await wait_for_line(log, b"event=caught_up", timeout_s=60)
-        sent: dict[int, float] = {}
-        latencies: list[float] = []
-        reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
-        await _send_at_rate(bootstrap, names["input"], rate, seconds, sent, root)
-        await asyncio.sleep(2)
-        reader.cancel()
+        sent, latencies = await timed_reports(bootstrap, names, rate, seconds, root)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -403,6 +398,20 @@ async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created:
         flush=True,
     )
     return {"rate": rate, "p50": p50, "p99": p99, "max": most, "seen": len(latencies), "sent": len(sent)}
+
+
+async def timed_reports(
+    bootstrap: str, names: dict[str, str], rate: int, seconds: float, root: str
+) -> tuple[dict[int, float], list[float]]:
+    """Reports sent at `rate` for `seconds` (their offsets and send times) and, in arrival order, the
+    latencies to the committed watermark (or record) answering each, read for 2 s more."""
+    sent: dict[int, float] = {}
+    latencies: list[float] = []
+    reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
+    await _send_at_rate(bootstrap, names["input"], rate, seconds, sent, root)
+    await asyncio.sleep(2)
+    reader.cancel()
+    return sent, latencies
 
 
 def percentiles(latencies: list[float]) -> tuple[float, float, float]:
