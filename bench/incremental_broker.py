@@ -34,17 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.incremental import fleet, fresh, report
-from bench.processor import (
-    _wait_committed,
-    delete_topics,
-    percentiles,
-    preload,
-    scratch_root,
-    settings_for,
-    timed_reports,
-    topics,
-    wait_for_line,
-)
+from bench.latency import percentiles, timed_reports
+from bench.processor import delete_topics, preload, scratch_root, settings_for, topics, wait_for_line
+from bench.restart import wait_committed
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.processor.service.harness import run_argv
 from ckptlog.processor.service.logs import configure_logging
@@ -93,9 +85,9 @@ async def restore(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
     started = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(_argv(settings, args.restore_every, 32), stdout=out, stderr=out)
-    await _wait_committed(bootstrap, settings, end)
+    await wait_committed(bootstrap, settings, end)
     end = await preload(bootstrap, names["input"], tail(args.restore_runs, 100, args.restore_tail, root))
-    await _wait_committed(bootstrap, settings, end)
+    await wait_committed(bootstrap, settings, end)
     build = time.perf_counter() - started
     proc.send_signal(signal.SIGKILL)  # a crash: no final snapshot
     proc.wait()
@@ -156,7 +148,7 @@ async def latency(args: argparse.Namespace, bootstrap: str, tmp: Path, created: 
         argv, cwd = _argv(settings, args.latency_every, args.deltas), tmp if env else None  # not this checkout's
         proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, cwd=cwd)
     try:
-        await _wait_committed(bootstrap, settings, end)
+        await wait_committed(bootstrap, settings, end)
         mark = len(log.read_bytes())
         sent, latencies = await timed_reports(bootstrap, names, args.rate, args.seconds, root)
         written = _snapshots(log.read_text(errors="replace"), mark)

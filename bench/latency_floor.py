@@ -25,7 +25,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
-from bench.processor import delete_topics, percentiles, scratch_root, timed_reports, topics
+from bench.latency import percentiles, timed_reports
+from bench.processor import delete_topics, scratch_root, topics
 from ckptlog.broker import ensure_bootstrap
 from ckptlog.kafka.producers import TransactionalProducer
 from ckptlog.kafka.records import OutRecord, PartitionId

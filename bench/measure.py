@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import peer_compare, scale
+from bench import latency as latency_bench
+from bench import peer_compare, restart, scale
 from bench import processor as proc
 from bench.report import RAY_SIDES, SECTIONS
 
@@ -101,7 +102,7 @@ def peer(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def latency(args: argparse.Namespace) -> list[dict[str, float]]:
     async def body(bootstrap: str, tmp: Path, created: list[str]) -> list[dict[str, float]]:
-        return [await proc.latency(bootstrap, tmp, rate, args.seconds, created) for rate in args.rates]
+        return [await latency_bench.latency(bootstrap, tmp, rate, args.seconds, created) for rate in args.rates]
 
     result: list[dict[str, float]] = _on_kafka(args, body)
     return result
@@ -109,9 +110,10 @@ def latency(args: argparse.Namespace) -> list[dict[str, float]]:
 
 def recovery(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
     async def body(bootstrap: str, tmp: Path, created: list[str]) -> dict[str, list[dict[str, float]]]:
-        history = [await proc.restart(bootstrap, tmp, h, created) for h in args.history]
+        history = [await restart.restart(bootstrap, tmp, h, created) for h in args.history]
         intervals = [
-            await proc.restart(bootstrap, tmp, args.interval_history, created, snapshot_every=n) for n in args.intervals
+            await restart.restart(bootstrap, tmp, args.interval_history, created, snapshot_every=n)
+            for n in args.intervals
         ]
         return {"history": history, "intervals": intervals}
 

@@ -22,8 +22,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -32,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.workload import ROOT, events
@@ -376,175 +374,10 @@ async def wait_for_line(log: Path, needle: bytes, count: int = 1, timeout_s: flo
     return time.perf_counter()
 
 
-async def latency(bootstrap: str, tmp: Path, rate: int, seconds: float, created: list[str]) -> dict[str, float]:
-    """Prints the percentiles; returns them too (seconds), for bench.report."""
-    names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    root = scratch_root(tmp, names)
-    settings = settings_for(bootstrap, names, tmp, root=root)
-    log = tmp / f"latency-{names['input']}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
-    try:
-        await wait_for_line(log, b"event=caught_up", timeout_s=60)
-        sent, latencies = await timed_reports(bootstrap, names, rate, seconds, root)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    p50, p99, most = percentiles(latencies)
-    print(
-        f"latency, exactly_once, {rate:,} reports/s for {seconds:.0f}s ({len(latencies):,} answered of "
-        f"{len(sent):,} reports): report -> committed watermark p50 {p50 * 1000:.0f} ms, "
-        f"p99 {p99 * 1000:.0f} ms, max {most * 1000:.0f} ms",
-        flush=True,
-    )
-    return {"rate": rate, "p50": p50, "p99": p99, "max": most, "seen": len(latencies), "sent": len(sent)}
-
-
-async def timed_reports(
-    bootstrap: str, names: dict[str, str], rate: int, seconds: float, root: str
-) -> tuple[dict[int, float], list[float]]:
-    """Reports sent at `rate` for `seconds` (their offsets and send times) and, in arrival order, the
-    latencies to the committed watermark (or record) answering each, read for 2 s more."""
-    sent: dict[int, float] = {}
-    latencies: list[float] = []
-    reader = asyncio.create_task(_watermarks(bootstrap, names["watermarks"], sent, latencies))
-    await _send_at_rate(bootstrap, names["input"], rate, seconds, sent, root)
-    await asyncio.sleep(2)
-    reader.cancel()
-    return sent, latencies
-
-
-def percentiles(latencies: list[float]) -> tuple[float, float, float]:
-    """p50, p99 and max of the latencies in arrival order, the first 10% dropped (warm-up)."""
-    measured = sorted(latencies[len(latencies) // 10 :])
-    return measured[len(measured) // 2], measured[int(len(measured) * 0.99)], measured[-1]
-
-
-async def _send_at_rate(
-    bootstrap: str, topic: str, rate: int, seconds: float, sent: dict[int, float], root: str
-) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-    await producer.start()
-    lines = dense_events(int(rate * seconds), root)
-    tick, per_tick, start = 0.01, max(1, rate // 100), time.perf_counter()
-    try:
-        for i in range(0, len(lines), per_tick):
-            await asyncio.sleep(max(0.0, start + (i // per_tick) * tick - time.perf_counter()))
-            now = time.perf_counter()
-            futures = [
-                await producer.send(topic, line, key=json.loads(line)["subject"].encode())
-                for line in lines[i : i + per_tick]
-            ]
-            for meta in await asyncio.gather(*futures):
-                sent[meta.offset] = now
-    finally:
-        await producer.stop()
-
-
-async def _watermarks(bootstrap: str, topic: str, sent: dict[int, float], latencies: list[float]) -> None:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", auto_offset_reset="earliest", fetch_max_wait_ms=5
-    )
-    await consumer.start()
-    consumer.assign([TopicPartition(topic, 0)])
-    answered = -1  # every report at or below it has been answered
-    try:
-        while True:
-            for records in (await consumer.getmany(timeout_ms=50)).values():
-                now = time.perf_counter()
-                for record in records:
-                    # one watermark per run per transaction (contract §4), named by the last input record of
-                    # its batch that changed the run: it answers every report of the partition up to there
-                    offset = int(json.loads(record.value)["id"].split(":")[3])
-                    latencies += [now - sent[o] for o in range(answered + 1, offset + 1) if o in sent]
-                    answered = max(answered, offset)
-    finally:
-        await consumer.stop()
-
-
-async def restart(
-    bootstrap: str, tmp: Path, history: int, created: list[str], snapshot_every: int = 10_000
-) -> dict[str, float]:
-    """Prints the restart times; returns them too, for bench.report."""
-    names = await topics(bootstrap, uuid.uuid4().hex[:6], created)
-    root = scratch_root(tmp, names)
-    settings = settings_for(bootstrap, names, tmp, root=root, snapshot_every=snapshot_every)
-    end = await preload(bootstrap, names["input"], sparse_events(history, root=root))
-    log = tmp / f"history-{names['input']}.log"
-    started = time.perf_counter()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
-    await _wait_committed(bootstrap, settings, end)  # then steady: deletions done, completions folded
-    build = time.perf_counter() - started
-    proc.send_signal(signal.SIGKILL)  # a crash: no final snapshot
-    proc.wait()
-    await asyncio.sleep(settings.session_timeout_ms / 1000 + 1)  # let the dead member leave the group
-    configure_logging("text", os.environ.get("BENCH_LOG", "CRITICAL"))
-    in_process, replayed = await _restore_in_process(settings)
-    configure_logging("text", "CRITICAL")
-    with log.open("ab") as out:
-        spawned = time.perf_counter()
-        proc = subprocess.Popen(ckptlog_run(settings), stdout=out, stderr=out)
-    whole = await wait_for_line(log, b"event=caught_up", count=2, timeout_s=120) - spawned
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
-    print(
-        f"restart, {history:,} events of history (every 10th report a checkpoint, keep=5; built and settled in "
-        f"{build:.0f}s; snapshot every {snapshot_every / 1000:g}k; SIGKILL): {replayed:,} offsets replayed; caught "
-        f"up in {in_process:.2f} s in-process, {whole:.2f} s as a new process (spawn -> caught_up)",
-        flush=True,
-    )
-    return {
-        "history": history,
-        "snapshot_every": snapshot_every,
-        "replayed": replayed,
-        "in_process": in_process,
-        "new_process": whole,
-        "build": build,
-    }
-
-
-async def _wait_committed(bootstrap: str, settings: ServiceSettings, end: int, quiet_s: float = 3.0) -> None:
-    """Until the group's offset passed `end` and then stayed at the log end for `quiet_s`."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=settings.group_id,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-    )
-    await consumer.start()
-    tp = TopicPartition(settings.input_topic, 0)
-    quiet_since = None
-    try:
-        while True:
-            committed = await consumer.committed(tp) or 0
-            log_end = (await consumer.end_offsets([tp]))[tp]
-            steady = committed >= end and committed >= log_end - 1
-            quiet_since = (quiet_since or time.monotonic()) if steady else None
-            if quiet_since is not None and time.monotonic() - quiet_since >= quiet_s:
-                return
-            await asyncio.sleep(0.5)
-    finally:
-        await consumer.stop()
-
-
-async def _restore_in_process(settings: ServiceSettings) -> tuple[float, int]:
-    processor = Processor(settings)
-    started = time.perf_counter()
-    task = asyncio.create_task(processor.run())
-    await processor.ready.wait()
-    while not (processor.tasks and all(t.life.live for t in processor.tasks.values())):
-        await asyncio.sleep(0.002)
-    elapsed = time.perf_counter() - started
-    replayed = sum(t.pipeline.publish_from for t in processor.tasks.values()) - sum(
-        t.snapshots.last_offset or 0 for t in processor.tasks.values()
-    )
-    processor.stop()
-    await task
-    return elapsed, replayed
-
-
 async def main(args: argparse.Namespace) -> None:
+    from bench.latency import latency  # the sections in modules of their own, which import this one
+    from bench.restart import restart
+
     tune_gc()  # as `ckptlog run` does
     configure_logging("text", "CRITICAL")  # the workload's checkpoint paths do not exist: no missing-flag noise
     bootstrap = args.bootstrap_servers or ensure_bootstrap(None)
