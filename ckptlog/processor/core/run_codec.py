@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Sequence
 from functools import partial
+from itertools import pairwise
 from operator import attrgetter
 from types import GenericAlias
 from typing import Any, SupportsIndex, cast
@@ -107,7 +108,8 @@ def run_out(run: RunState) -> dict[str, Any]:
     entry, not built (`DormantRun`: the same data)."""
     if run.__class__ is DormantRun:
         entry: RunEntry = run.entry
-        return _out(entry, entry.checkpoints, entry.latest, entry.pending, run.seen, entry.outstanding, entry)
+        outstanding = [list(evicted) for evicted in entry.outstanding]  # lists, as a built run's: the same data
+        return _out(entry, entry.checkpoints, entry.latest, entry.pending, run.seen, outstanding, entry)
     latest = run.latest.key if run.latest is not None else None
     outstanding = [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()]
     return _out(run, run.checkpoints, latest, list(run.pending), run.seen, outstanding, run.rule_state)
@@ -181,7 +183,13 @@ def _records(entry: RunEntry) -> list[CheckpointRecord]:
 
 
 def run_in(
-    run_id: str, entry: RunEntry, version: int, window: int = 0, *, seen: Seen | None = None, into: RunState | None = None
+    run_id: str,
+    entry: RunEntry,
+    version: int,
+    window: int = 0,
+    *,
+    seen: Seen | None = None,
+    into: RunState | None = None,
 ) -> RunState:
     """One run's entry (of schema `version`) as its state; `window`: the fold's dedup window, which a version 3 to 6
     entry's ids are read into. ValueError (KeyError for a field its version needs) when it is not one. `seen`: its
@@ -286,7 +294,7 @@ def _as_written(entry: RunEntry) -> bool:
         return False
     if len(checkpoints) > 1:
         sort_keys = _sort_keys(entry)
-        return all(a <= b for a, b in zip(sort_keys, sort_keys[1:]))
+        return all(a <= b for a, b in pairwise(sort_keys))
     return True
 
 
