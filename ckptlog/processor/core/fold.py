@@ -205,7 +205,7 @@ class Fold:
         return [
             Deletion(run.run_id, evicted.path, run.storage_root or "", evicted.eviction)
             for run in self.runs.values()
-            for evicted in run.outstanding.values()
+            for evicted in run.owed_evictions()
         ]
 
     def run_of(self, run_id: str) -> RunState:

@@ -17,45 +17,52 @@ The fields each schema version holds (core/snapshot.py's docstring says why): `d
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable, Sequence
+from functools import partial
+from itertools import pairwise
 from operator import attrgetter
 from types import GenericAlias
-from typing import Any, cast
+from typing import Any, SupportsIndex, cast
 
 import msgspec
 
+from ckptlog.errors import SnapshotCorrupt
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
 from ckptlog.events.retention_rules import RULE_STATES
 from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.ordering import SortedRecords
-from ckptlog.processor.core.scoring import score
+from ckptlog.processor.core.scoring import SortKey, score
 from ckptlog.processor.core.state import CheckpointRecord, Evicted, RunState, root_prefix
+
+DEDUP_VERSION = 7
+"""The schema version whose entries hold `dedup` (before: `seen`), and the first whose runs restore dormant."""
 
 
 class CheckpointEntry(msgspec.Struct, gc=False):
-    path: Any
-    key: Any
-    metrics: Any
-    report_index: Any
-    status: Any
+    path: str
+    key: str
+    metrics: dict[str, Any]
+    report_index: int
+    status: str
     validation: ValidationSpec | None
-    preserved: Any = None
+    preserved: str | None = None
 
 
 class RunEntry(msgspec.Struct, gc=False):
     """A run's entry as written; every retention rule's state beside it (`_Entry`)."""
 
     config: CheckpointConfig
-    storage_root: Any
+    storage_root: str | None
     default_validation: ValidationSpec
     started: RunStartedData | None
     checkpoints: list[CheckpointEntry]
-    latest: Any
-    pending: Any
+    latest: str | None
+    pending: list[str]
     report_count: Any
     generation: Any
     index_in_generation: Any
-    outstanding: Any
-    evictions: Any
+    outstanding: list[tuple[str, str, int]]
+    evictions: int
     dedup: Any = msgspec.UNSET  # schema 7 on
     seen: Any = msgspec.UNSET  # schema 3 to 6
     finished: Any = None  # absent in schema 3
@@ -97,12 +104,34 @@ def struct_out(struct: msgspec.Struct) -> Any:
 
 
 def run_out(run: RunState) -> dict[str, Any]:
-    """One run's state as JSON-ready data (also what `fold --state` dumps)."""
+    """One run's state as JSON-ready data (also what `fold --state` dumps); a dormant run's from its
+    entry, not built (`DormantRun`: the same data)."""
+    if run.__class__ is DormantRun:
+        entry: RunEntry = run.entry
+        outstanding = [list(evicted) for evicted in entry.outstanding]  # lists, as a built run's: the same data
+        return _out(entry, entry.checkpoints, entry.latest, entry.pending, run.seen, outstanding, entry)
+    latest = run.latest.key if run.latest is not None else None
+    outstanding = [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()]
+    return _out(run, run.checkpoints, latest, list(run.pending), run.seen, outstanding, run.rule_state)
+
+
+def _out(
+    head: RunState | RunEntry,
+    checkpoints: Iterable[CheckpointRecord | CheckpointEntry],
+    latest: str | None,
+    pending: list[str],
+    seen: Seen,
+    outstanding: Sequence[Sequence[Any]],
+    rules: RunEntry | dict[str, Any],
+) -> dict[str, Any]:
+    """The entry's wire shape, written once: `head`'s fields the state and its entry hold alike, the others
+    given; `rules`: each retention rule's state, under its name (a dict) or as an attribute (an entry)."""
+    rule = rules.get if isinstance(rules, dict) else partial(getattr, rules)
     return {
-        "config": struct_out(run.config),
-        "storage_root": run.storage_root,
-        "default_validation": struct_out(run.default_validation),
-        "started": struct_out(run.started) if run.started is not None else None,
+        "config": struct_out(head.config),
+        "storage_root": head.storage_root,
+        "default_validation": struct_out(head.default_validation),
+        "started": struct_out(head.started) if head.started is not None else None,
         "checkpoints": [
             {
                 "path": r.path,
@@ -113,69 +142,71 @@ def run_out(run: RunState) -> dict[str, Any]:
                 "validation": struct_out(r.validation) if r.validation is not None else None,
                 "preserved": r.preserved,
             }
-            for r in run.checkpoints
+            for r in checkpoints
         ],
-        "latest": run.latest.key if run.latest is not None else None,
-        "pending": list(run.pending),
-        "report_count": run.report_count,
-        "generation": run.generation,
-        "index_in_generation": run.index_in_generation,
-        "dedup": run.seen.data(),
-        "outstanding": [[key, path, eviction] for key, (path, eviction) in run.outstanding.items()],
-        "evictions": run.evictions,
-        **{name: run.rule_state.get(name) for name in RULE_STATES},
-        "finished": run.finished,
-        "reopened": run.reopened,
+        "latest": latest,
+        "pending": pending,
+        "report_count": head.report_count,
+        "generation": head.generation,
+        "index_in_generation": head.index_in_generation,
+        "dedup": seen.data(),
+        "outstanding": outstanding,
+        "evictions": head.evictions,
+        **{name: rule(name) for name in RULE_STATES},
+        "finished": head.finished,
+        "reopened": head.reopened,
     }
 
 
 _SORT_KEY = attrgetter("sort_key")
 
 
-def _records(entry: RunEntry) -> list[CheckpointRecord]:
-    """The kept checkpoints, in sort order (as written; sorted again in case they are not)."""
-    config, records = entry.config, []
-    attribute, order = config.checkpoint_score_attribute, config.checkpoint_score_order
+def _sort_keys(entry: RunEntry) -> list[SortKey]:
+    """Each kept checkpoint's sort key (core/scoring.py), in the entry's order."""
+    attribute, order = entry.config.checkpoint_score_attribute, entry.config.checkpoint_score_order
+    keys = []
     for c in entry.checkpoints:
         has, value, _ = score(c.metrics, attribute, order)
-        records.append(
-            CheckpointRecord(
-                c.path,
-                c.key,
-                c.metrics,
-                c.report_index,
-                c.status,
-                c.validation,
-                (has, value, c.report_index),
-                c.preserved,
-            )
-        )
+        keys.append((has, value, c.report_index))
+    return keys
+
+
+def _records(entry: RunEntry) -> list[CheckpointRecord]:
+    """The kept checkpoints, in sort order (as written; sorted again in case they are not)."""
+    records = [
+        CheckpointRecord(c.path, c.key, c.metrics, c.report_index, c.status, c.validation, sort_key, c.preserved)
+        for c, sort_key in zip(entry.checkpoints, _sort_keys(entry), strict=True)
+    ]
     if len(records) > 1:
         records.sort(key=_SORT_KEY)  # stable, and linear on the sorted list a snapshot holds
     return records
 
 
-def run_in(run_id: str, entry: RunEntry, version: int, window: int = 0) -> RunState:
+def run_in(
+    run_id: str,
+    entry: RunEntry,
+    version: int,
+    window: int = 0,
+    *,
+    seen: Seen | None = None,
+    into: RunState | None = None,
+) -> RunState:
     """One run's entry (of schema `version`) as its state; `window`: the fold's dedup window, which a version 3 to 6
-    entry's ids are read into. ValueError (KeyError for a field its version needs) when it is not one."""
+    entry's ids are read into. ValueError (KeyError for a field its version needs) when it is not one. `seen`: its
+    dedup state read already (`seen_of`); `into`: a RunState to build it in (a dormant run waking: `wake`)."""
     records = _records(entry)
     by_key = {record.key: record for record in records}
-    if version >= 7:
-        seen = Seen.of_data(_needed(entry.dedup, "dedup"), run_id)
-    else:
-        seen = Seen.of_ids(_needed(entry.seen, "seen"), run_id, window)
-    finished = entry.finished
-    if finished not in (None, "kept", "best"):
-        raise ValueError(f"run {run_id!r}: finished is {finished!r}")
-    reopened = _needed(entry.reopened, "reopened") if version >= 6 else 0
-    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
-        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
+    if seen is None:
+        seen = seen_of(run_id, entry, version, window)
+    finished, reopened = _lifecycle_of(run_id, entry, version)
     root = entry.storage_root
-    return RunState(
+    run = RunState.__new__(RunState) if into is None else into
+    RunState.__init__(
+        run,
         run_id,
         entry.config,
         root,
-        root_prefix(root),
+        root_prefix(root) if into is None else into.root_prefix,
         entry.default_validation,
         started=entry.started,
         checkpoints=SortedRecords.loaded(records),
@@ -189,12 +220,31 @@ def run_in(run_id: str, entry: RunEntry, version: int, window: int = 0) -> RunSt
         outstanding={key: Evicted(path, eviction) for key, path, eviction in entry.outstanding}
         if entry.outstanding
         else {},
-        evictions=int(entry.evictions),
+        evictions=entry.evictions,
         rule_state=_rule_state(entry),
         preserved_count=len(by_key) - [record.preserved for record in by_key.values()].count(None),
         finished=finished,
         reopened=reopened,
     )
+    return run
+
+
+def seen_of(run_id: str, entry: RunEntry, version: int, window: int) -> Seen:
+    """The entry's dedup state: `dedup` from schema 7 on, else its `seen` ids read into `window`."""
+    if version >= DEDUP_VERSION:
+        return Seen.of_data(_needed(entry.dedup, "dedup"), run_id)
+    return Seen.of_ids(_needed(entry.seen, "seen"), run_id, window)
+
+
+def _lifecycle_of(run_id: str, entry: RunEntry, version: int) -> tuple[str | None, int]:
+    """The entry's `finished` and `reopened` (0 before schema 6), checked."""
+    finished = entry.finished
+    if finished not in (None, "kept", "best"):
+        raise ValueError(f"run {run_id!r}: finished is {finished!r}")
+    reopened = _needed(entry.reopened, "reopened") if version >= 6 else 0
+    if not isinstance(reopened, int) or isinstance(reopened, bool) or reopened < 0:
+        raise ValueError(f"run {run_id!r}: reopened is {reopened!r}")
+    return finished, reopened
 
 
 def _rule_state(entry: RunEntry) -> dict[str, Any]:
@@ -211,3 +261,95 @@ def _needed(value: Any, name: str) -> Any:
     if value is msgspec.UNSET:
         raise KeyError(name)
     return value
+
+
+def restored_run(run_id: str, entry: RunEntry, version: int, window: int) -> RunState:
+    """A run of a snapshot being restored: dormant (`DormantRun`) when its entry is in the form this build
+    writes, else built at once (checked, as every entry is: ValueError, KeyError when it is not one)."""
+    if version < DEDUP_VERSION or not _as_written(entry):
+        return run_in(run_id, entry, version, window)
+    seen = seen_of(run_id, entry, version, window)  # checked now, kept: the one part whose check builds it
+    finished, reopened = _lifecycle_of(run_id, entry, version)
+    root = entry.storage_root
+    run = RunState.__new__(RunState)  # its fields set as a plain run's, then dormant: no `wake` on the way
+    run.run_id, run.storage_root, run.root_prefix, run.seen = run_id, root, root_prefix(root), seen
+    run.finished, run.reopened, run.entry = finished, reopened, entry
+    run.__class__ = DormantRun
+    return run
+
+
+def _as_written(entry: RunEntry) -> bool:
+    """Whether `run_in` of the entry cannot fail but in its dedup state, lifecycle or root (checked
+    by `restored_run`) and writes back the same entry: its checkpoints in sort order with distinct
+    keys, its latest and pending ones among them (pending once each), its evictions' keys distinct.
+    Its fields' types are msgspec's to check (`RunEntry`)."""
+    checkpoints = entry.checkpoints
+    keys = {c.key for c in checkpoints}
+    if len(keys) != len(checkpoints) or (entry.latest is not None and entry.latest not in keys):
+        return False
+    pending, outstanding = entry.pending, entry.outstanding
+    if pending and (len(set(pending)) != len(pending) or not keys.issuperset(pending)):
+        return False
+    if len(outstanding) > 1 and len({key for key, _, _ in outstanding}) != len(outstanding):
+        return False
+    if len(checkpoints) > 1:
+        sort_keys = _sort_keys(entry)
+        return all(a <= b for a, b in pairwise(sort_keys))
+    return True
+
+
+class DormantRun(RunState):
+    """A restored run whose state is built on first use (contract §6 *Dormant runs*): `restored_run` sets
+    its id, root, dedup state, lifecycle and entry; reading any other field, or writing any, builds the
+    rest from the entry (`wake`), and from then on it is a plain `RunState` (its class changed back), whose
+    fields the fold reads as fast as any run's. What the paths after a restore read of every run
+    (kept paths, evictions owed, counts; `run_out` for a snapshot) it answers from the entry unbuilt.
+
+    A subclass, not a `__getattr__` on RunState: on CPython 3.11 a class with `__getattr__` loses the
+    specialised attribute reads (LOAD_ATTR_SLOT), ~2x slower on every read of every run."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        wake(self)
+        return getattr(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        wake(self)
+        setattr(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        wake(self)
+        delattr(self, name)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        wake(self)
+        return self.__reduce_ex__(protocol)
+
+    def kept_paths(self) -> list[str]:
+        return [c.path for c in self.entry.checkpoints]  # in sort order: `_as_written`
+
+    def owed_evictions(self) -> Collection[Evicted]:
+        return [Evicted(path, eviction) for _, path, eviction in self.entry.outstanding]
+
+    def live_counts(self) -> tuple[int, int, int]:
+        entry = self.entry
+        return len(entry.checkpoints), len(entry.pending), len(entry.outstanding)
+
+
+def wake(run: RunState) -> None:
+    """Build a dormant run's state in place, from its entry; a plain RunState from then on. Its entry was
+    checked at restore (`restored_run`), so this cannot fail but by a bug: then SnapshotCorrupt naming
+    the run, the run left dormant (every field it had set holds what the build gives it)."""
+    get = object.__getattribute__  # the slots as they are: no `__getattr__` again
+    run_id, entry, seen = get(run, "run_id"), get(run, "entry"), get(run, "seen")
+    object.__setattr__(run, "__class__", RunState)
+    try:
+        run_in(run_id, entry, DEDUP_VERSION, seen=seen, into=run)
+    except Exception as exc:
+        object.__setattr__(run, "__class__", DormantRun)
+        raise SnapshotCorrupt(
+            f"run {run_id!r}: its restored entry passed the restore's checks but its state cannot be built "
+            f"({exc!r}); a bug: report it, and restore from an older snapshot or `ckptlog replay`"
+        ) from exc
+    del run.entry

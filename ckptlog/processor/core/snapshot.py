@@ -68,7 +68,7 @@ from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.processor.core.chain import Chain
 from ckptlog.processor.core.dedup import Seen
-from ckptlog.processor.core.run_codec import ENTRIES, decoded_entry, entry_of, run_in
+from ckptlog.processor.core.run_codec import ENTRIES, decoded_entry, entry_of, restored_run, run_in
 from ckptlog.processor.core.run_codec import run_out as run_out
 from ckptlog.processor.core.settings_codec import settings_in, settings_out
 from ckptlog.processor.core.state import FoldSettings, RunState
@@ -385,7 +385,7 @@ def _dedup_in_place(run_id: str, state: dict[str, Any]) -> dict[str, Any]:
 def _snapshot_in(body: dict[str, Any], version: int) -> Snapshot:
     settings = settings_in(body["settings"], version)
     window = settings.dedup_window
-    runs = {run_id: run_in(run_id, entry_of(entry), version, window) for run_id, entry in body["runs"].items()}
+    runs = {run_id: restored_run(run_id, entry_of(entry), version, window) for run_id, entry in body["runs"].items()}
     refused = body["refused"]
     if not isinstance(refused, dict) or not all(isinstance(v, str) for v in refused.values()):
         raise ValueError("refused must map run ids to reasons")

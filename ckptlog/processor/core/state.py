@@ -6,7 +6,7 @@ carried (ckptlog/events/decoded.py): immutable, so the state shares them with th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -102,6 +102,8 @@ class RunState:
     preserving: bool = field(init=False)  # one is set
     is_own_key: Callable[[str], object] = field(init=False)  # canonical and below the root?
     nesting: Nesting = field(init=False)  # derived from the live keys (kept and outstanding)
+    # a restored run not built yet (core/run_codec.py `DormantRun`): its snapshot entry; unset once built
+    entry: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.keep = self.config.num_to_keep
@@ -132,6 +134,21 @@ class RunState:
         if key.find("/", nesting.start) < 0 and key not in nesting.below:  # the common checkpoint: directly
             return None  # below the root (no directory of its own to be inside of) and nothing registered below it
         return nesting.around(key, self.is_live, self.live_keys)
+
+    # what the paths after a restore read of every run: a run not built yet answers them from its entry
+    # (core/run_codec.py `DormantRun`), without being built
+
+    def kept_paths(self) -> list[str]:
+        """The kept checkpoints' paths, in sort order."""
+        return [r.path for r in self.checkpoints]
+
+    def owed_evictions(self) -> Collection[Evicted]:
+        """The evictions not settled yet, in eviction order."""
+        return self.outstanding.values()
+
+    def live_counts(self) -> tuple[int, int, int]:
+        """How many checkpoints it keeps, how many of them are pending, how many evictions are not settled."""
+        return len(self.by_key), len(self.pending), len(self.outstanding)
 
     def rebuild_nesting(self) -> None:
         """The nesting index anew from the live keys (after a restore or a rollback)."""

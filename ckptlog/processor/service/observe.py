@@ -134,10 +134,11 @@ def _family(name: str) -> GaugeMetricFamily | CounterMetricFamily:
 
 def _partition_values(task: PartitionTask, now: float) -> dict[str, float]:
     kept = pending = owed = 0
-    for run in task.fold.runs.values():
-        kept += len(run.by_key)
-        pending += len(run.pending)
-        owed += len(run.outstanding)
+    for run in task.fold.runs.values():  # restored runs not built yet answer from their entries (DormantRun)
+        run_kept, run_pending, run_owed = run.live_counts()
+        kept += run_kept
+        pending += run_pending
+        owed += run_owed
     snapshots = task.snapshots
     values = {
         "ckptlog_last_folded_offset": task.pipeline.folded_offset - 1,

@@ -224,9 +224,7 @@ class PartitionTask:
         """State now equals everything durable: check the kept checkpoints, in the background so a
         large state never delays processing. (The deletions owed wait for `_maybe_redrive`.)"""
         self.life.caught_up()
-        kept = {
-            run_id: [r.path for r in run.checkpoints] for run_id, run in self.fold.runs.items() if len(run.checkpoints)
-        }
+        kept = {run_id: paths for run_id, run in self.fold.runs.items() if (paths := run.kept_paths())}
         log.info("event=caught_up at=%s@%d runs=%d", self.pid, self.pipeline.publish_from, len(self.fold.runs))
         if self._restore_started is not None:
             self.metrics.caught_up(time.monotonic() - self._restore_started)
@@ -259,12 +257,12 @@ class PartitionTask:
         self._redrive_at = None
         owed = [d for d in self.fold.owed() if d.root]
         for run in self.fold.runs.values():
-            if run.storage_root is None and run.outstanding:
+            if run.storage_root is None and (evictions := run.owed_evictions()):
                 log.error(
                     "event=deletion_skipped partition=%s run=%s paths=%d reason=no_storage_root",
                     self.pid,
                     run.run_id,
-                    len(run.outstanding),
+                    len(evictions),
                 )
         log.info("event=redrive partition=%s at=%d outstanding_deletions=%d", self.pid, reached, len(owed))
         self._redriving = asyncio.get_running_loop().create_task(self._redrive(owed))

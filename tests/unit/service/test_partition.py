@@ -16,12 +16,15 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.kafka.records import OutRecord, PartitionId
 from ckptlog.processor.core.fold import Fold
 from ckptlog.processor.core.outputs import Deletion
+from ckptlog.processor.core.run_codec import DormantRun
+from ckptlog.processor.core.snapshot import decode, encode, of_fold
 from ckptlog.processor.core.state import FoldSettings
 from ckptlog.processor.service.harness import workload
+from ckptlog.processor.service.observe import _partition_values
 from ckptlog.processor.service.partition import PartitionTask, PositionControl, TaskParts, new_task
 from ckptlog.processor.service.processor import Processor
 from ckptlog.processor.service.records import RecordFactory, TopicNames
-from ckptlog.processor.service.restore import Restored
+from ckptlog.processor.service.restore import Restored, restored_fold
 from ckptlog.processor.service.settings import load_settings
 from ckptlog.processor.service.snapshotting import SnapshotScheduler
 from ckptlog.processor.storage.snapshots import SnapshotStore
@@ -378,3 +381,34 @@ async def test_flagging_missing_checkpoints_after_a_restore_lets_the_loop_run(
     assert len({count for count in seen if 0 < count < runs}) >= runs // 2, f"flagged in one go: {sorted(set(seen))}"
     assert sorted(o.key or b"" for o in task.pipeline.extra) == sorted(f"run-{r}".encode() for r in range(runs))
     assert all(b"checkpoints_missing" in (o.value or b"") for o in task.pipeline.extra)
+
+
+async def test_a_restore_to_caught_up_re_driven_and_scraped_builds_no_run(tmp_path: Path) -> None:
+    """Contract §6 *dormant runs*: what the processor reads of every run after a restore (the roots it
+    claims, the kept paths it checks, the evictions it re-drives, the metrics' counts) comes from the
+    entries of runs not built yet, and is what the built runs give."""
+    lines = workload(f"file://{tmp_path}/data/r", runs=3, reports=20, keep=1, validation_share=0.0)
+    seed, _, _, _ = make_task(tmp_path / "seed")
+    await seed.process(records(lines))
+    await idle(seed)
+    for run in seed.fold.runs.values():  # every kept checkpoint exists: the check flags (and reads) none
+        for path in run.kept_paths():
+            Path(path.removeprefix("file://")).mkdir(parents=True)
+    snap = decode(encode(of_fold(seed.fold, PID.topic, PID.partition, len(lines))))
+    fold = restored_fold(snap, snap.settings, track=True)
+    n = len(lines)
+    task, _, storage, _ = make_task(tmp_path / "again", start=n, publish_from=n, fold=fold)
+    await idle(task)
+    await asyncio.sleep(0.2)  # the re-drive and the existence check run in the background
+    await idle(task)
+    values = _partition_values(task, 0.0)
+    assert all(type(run) is DormantRun for run in fold.runs.values()), "a run was built"
+    owed = {(d.run_id, d.path, d.root) for d in seed.fold.owed()}
+    assert owed and set(storage.submitted) == owed
+    assert sorted(storage.claimed) == sorted(seed.fold.roots.owners.items())
+    kept, pending, outstanding = (
+        sum(counts) for counts in zip(*(r.live_counts() for r in seed.fold.runs.values()), strict=True)
+    )
+    assert (values["ckptlog_kept_checkpoints"], values["ckptlog_outstanding_deletions"]) == (kept, outstanding)
+    assert values["ckptlog_pending_validations"] == pending
+    assert not any(b"checkpoints_missing" in (o.value or b"") for out, _ in task.publisher.commits for o in out)  # type: ignore[attr-defined]
