@@ -277,10 +277,13 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
     older build's snapshot may hold it, and a deletion removes a whole tree."""
     if run is None:
         return "the run is not in this partition's state"
-    try:
-        key = _key_of(run, path)
-    except UnsafePath as exc:
-        return f"unsafe path: {exc}"
+    if path in run.outstanding:  # `_key_of`'s first test, without its call: the key as the processor wrote it
+        key = path
+    else:
+        try:
+            key = _key_of(run, path)
+        except UnsafePath as exc:
+            return f"unsafe path: {exc}"
     if key in run.by_key:
         return "it is live again (reported after its eviction)"
     if key not in run.outstanding:
