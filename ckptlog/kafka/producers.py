@@ -123,7 +123,7 @@ class Batcher:
     def __init__(self, producer: AIOKafkaProducer, internals: bool | None = None) -> None:
         self._producer = producer
         self.internals = use_internals() if internals is None else internals
-        self._open: type[_Open | _PublicOpen] = _Open if internals else _PublicOpen
+        self._open: type[_Open | _PublicOpen] = _Open if self.internals else _PublicOpen
         self._partitions: dict[str, list[int]] = {}
         self._cache: dict[tuple[str, bytes | None], int] = {}
         self._partitioner = DefaultPartitioner()

@@ -321,14 +321,17 @@ class PartitionTask:
             run = runs.get(run_id)
             if run is None:
                 continue  # not this partition's run
-            deleted = None
+            deleted, outstanding = None, run.outstanding
             for _, path in keys:
-                found = owed(run, path)
-                if found is None:
-                    continue  # settled meanwhile (a retried confirmation)
+                evicted = outstanding.get(path)  # `owed`'s first look, without its call (the common case)
+                if evicted is None:
+                    found = owed(run, path)
+                    if found is None:
+                        continue  # settled meanwhile (a retried confirmation)
+                    evicted = found[1]
                 if deleted is None:
                     deleted = by_run.setdefault(run_id, ([], []))[0]
-                deleted.append((path, found[1].eviction))
+                deleted.append((path, evicted.eviction))
         for (run_id, path), why in refused:
             run = runs.get(run_id)
             found = None if run is None else owed(run, path)

@@ -58,21 +58,35 @@ def _setup_errors() -> tuple[type[BaseException], ...]:
 
 @contextmanager
 def mapped_errors(url: str, action: str) -> Iterator[None]:
-    """Re-raise backend failures as `StorageError` naming the URL and the next step."""
+    """Re-raise backend failures as `StorageError` naming the URL and the next step (`mapped_error`)."""
     try:
         yield
-    except StorageError:
-        raise
-    except FileNotFoundError as exc:
-        raise ObjectMissing(
+    except Exception as exc:
+        raise mapped_error(exc, url, action)  # noqa: B904 (the cause is set there; `exc` itself as it is)
+
+
+def mapped_error(exc: Exception, url: str, action: str) -> Exception:
+    """What `mapped_errors` raises for `exc`: a `StorageError` as it is, a missing object as
+    `ObjectMissing`, a backend failure as `StorageError` naming the URL and the next step (chained
+    to `exc`), anything else `exc` itself. For a hot loop that cannot afford a context manager per
+    item (the deleter's walk: tree.py), `except Exception as exc: raise mapped_error(exc, ...)`."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, FileNotFoundError):
+        missing = ObjectMissing(
             f"could not {action} {url}: it does not exist; it was never written or was "
             "deleted since it was listed — list the prefix to see what is there"
-        ) from exc
-    except backend_errors() as exc:  # evaluated only when an exception is raised
-        raise StorageError(
+        )
+        missing.__cause__ = exc
+        return missing
+    if isinstance(exc, backend_errors()):  # evaluated only when an exception is raised
+        failed = StorageError(
             f"could not {action} {url}: {type(exc).__name__}: {exc}; "
             "check that the storage is reachable and the credentials allow it, then retry"
-        ) from exc
+        )
+        failed.__cause__ = exc
+        return failed
+    return exc
 
 
 def open_filesystem(

@@ -20,7 +20,7 @@ from ckptlog.events.paths import parse_url
 from ckptlog.processor.failpoints import crash_point
 from ckptlog.processor.storage.claims import Claimant
 from ckptlog.processor.storage.local_tree import LOCAL, LOCAL_TREE
-from ckptlog.processor.storage.objects import mapped_errors, open_protocol
+from ckptlog.processor.storage.objects import mapped_error, open_protocol
 from ckptlog.processor.storage.remote_tree import RemoteTree
 from ckptlog.processor.storage.safety import Outcome, Refused, Stop, judged, nesting, ownership
 
@@ -129,7 +129,7 @@ def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str 
         refused = tree.spelling_problem(url, root)
         if refused is not None:
             return refused
-        with mapped_errors(url, "delete"):
+        try:  # `objects.mapped_errors`, without a context manager per path
             reached = roots.get((root, me))
             if reached is None:
                 try:
@@ -139,6 +139,8 @@ def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str 
             if isinstance(reached, Stop):
                 return reached.outcome
             _remove_below(reached, url, root, me)
+        except Exception as exc:
+            raise mapped_error(exc, url, "delete")  # noqa: B904 (a Stop or a StorageError as it is; the cause is set)
         return None
     except Stop as stop:
         return stop.outcome
