@@ -10,7 +10,9 @@ Found: an outstanding key spelled `{root}//b` or `{root}/./b` (b kept, the run's
 re-check took the outstanding key as written for the key (`_key_of`'s first test, and the fast path of
 `deletion_problem`), while the deleter removes its canonical spelling, `{root}/b`. Likewise a kept key
 spelled otherwise than its canonical path: the eviction of `{root}/b` deleted the kept `{root}//b`.
-The same before the dormant runs (0d45ccd): no restore check looked at the keys' spellings.
+The same before the dormant runs (0d45ccd): no restore check looked at the keys' spellings. Fixed: a
+restore checks that each key is a canonical spelling strictly under the run's root and that its path
+spells it (run_codec `_check_keys`), for dormant and built runs alike; such a snapshot is corrupt.
 """
 
 from __future__ import annotations
@@ -161,3 +163,32 @@ def test_a_crafted_snapshot_never_gets_a_kept_checkpoint_deleted(tmp_path: Path,
     gone = [kept for kept in KEPT if not (tmp_path / kept / "w.bin").exists()]
     assert not gone, f"{case}: a kept checkpoint was deleted by the re-drive: {gone}"
     assert (tmp_path / "r").is_dir() and (tmp_path / "r2").is_dir()
+
+
+HOSTILE = [case for case in CHANGES if "spelled" in case]
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_key_spelled_otherwise_makes_the_snapshot_corrupt_naming_the_run(tmp_path: Path, case: str) -> None:
+    root, body = _tree(tmp_path)
+    CHANGES[case](body["runs"]["r"], root)
+    with pytest.raises(SnapshotCorrupt, match=r"run 'r': checkpoint key .* not the canonical spelling"):
+        decode(_sealed(body))
+
+
+def test_a_key_the_regex_leaves_to_a_parse_still_restores(tmp_path: Path) -> None:
+    """Canonical keys the fast regex does not vouch for (a non-ASCII segment), and paths reported in
+    another spelling than their key, restore as they are (dormant, the same bytes)."""
+    root = tmp_path.as_uri()
+    fold = Fold(FoldSettings(default_root=root), track_changes=True)
+    for line in (
+        f.started("r", f"{root}/r", keep=1, attr="acc"),
+        f.report("r", {"acc": 0.5}, f"{root}/r//caf\u00e9/"),
+        f.report("r", {"acc": 0.9}, f"{root}/r/./b//"),
+    ):
+        assert fold.apply(f.event(line)).rejection is None, line
+    run = fold.runs["r"]
+    assert [r.key for r in run.checkpoints] == [f"{root}/r/b"] and list(run.outstanding) == [f"{root}/r/caf\u00e9"]
+    data = encode(of_fold(fold, "t", 0, 9))
+    snap = decode(data)
+    assert type(snap.runs["r"]) is DormantRun and encode(snap) == data

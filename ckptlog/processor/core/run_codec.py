@@ -28,6 +28,7 @@ import msgspec
 
 from ckptlog.errors import SnapshotCorrupt
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
+from ckptlog.events.paths import UnsafePath, canonical_below, normalize
 from ckptlog.events.retention_rules import RULE_STATES
 from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.ordering import SortedRecords
@@ -266,16 +267,46 @@ def _needed(value: Any, name: str) -> Any:
 def restored_run(run_id: str, entry: RunEntry, version: int, window: int) -> RunState:
     """A run of a snapshot being restored: dormant (`DormantRun`) when its entry is in the form this build
     writes, else built at once (checked, as every entry is: ValueError, KeyError when it is not one)."""
+    root = entry.storage_root
+    prefix = root_prefix(root)
+    if root:
+        _check_keys(run_id, entry, prefix)
     if version < DEDUP_VERSION or not _as_written(entry):
         return run_in(run_id, entry, version, window)
     seen = seen_of(run_id, entry, version, window)  # checked now, kept: the one part whose check builds it
     finished, reopened = _lifecycle_of(run_id, entry, version)
-    root = entry.storage_root
     run = RunState.__new__(RunState)  # its fields set as a plain run's, then dormant: no `wake` on the way
-    run.run_id, run.storage_root, run.root_prefix, run.seen = run_id, root, root_prefix(root), seen
+    run.run_id, run.storage_root, run.root_prefix, run.seen = run_id, root, prefix, seen
     run.finished, run.reopened, run.entry = finished, reopened, entry
     run.__class__ = DormantRun
     return run
+
+
+def _check_keys(run_id: str, entry: RunEntry, prefix: str) -> None:
+    """ValueError unless each kept and each evicted checkpoint's key is a canonical spelling strictly
+    under the run's root (`prefix`) and its path spells that key, as the fold makes them (contract §6):
+    the deleter removes a path's canonical spelling, and its re-check (lifecycle.deletion_problem) finds
+    what is kept and what is owed by key, so a key spelled otherwise (`root//b` for the kept `root/b`)
+    would let an eviction delete a kept checkpoint (contract §9)."""
+    own = canonical_below(prefix)  # the common case: one regex match per key, no parse
+    for key, path in [(c.key, c.path) for c in entry.checkpoints] + [(k, p) for k, p, _ in entry.outstanding]:
+        if not ((own(key) or _canonical_below(key, prefix)) and (path == key or _canonical(path) == key)):
+            raise ValueError(
+                f"run {run_id!r}: checkpoint key {key!r} (path {path!r}) is not the canonical spelling of its "
+                f"path strictly under the run's root {prefix[:-1]!r}"
+            )
+
+
+def _canonical_below(key: str, prefix: str) -> bool:
+    """Whether `key` is canonical and strictly under `prefix`, for a key the regex leaves to a parse."""
+    return len(key) > len(prefix) and key.startswith(prefix) and _canonical(key) == key
+
+
+def _canonical(path: str) -> str | None:
+    try:
+        return normalize(path)
+    except UnsafePath:
+        return None
 
 
 def _as_written(entry: RunEntry) -> bool:
