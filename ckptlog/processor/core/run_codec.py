@@ -22,7 +22,7 @@ from functools import partial
 from itertools import pairwise
 from operator import attrgetter
 from types import GenericAlias
-from typing import Any, SupportsIndex, cast
+from typing import Annotated, Any, SupportsIndex, cast
 
 import msgspec
 
@@ -39,11 +39,16 @@ DEDUP_VERSION = 7
 """The schema version whose entries hold `dedup` (before: `seen`), and the first whose runs restore dormant."""
 
 
+REPORT_INDEX = Annotated[int, msgspec.Meta(ge=0, lt=2**62)]
+"""A report index as the fold makes them (the run's report counter, from 0), in the range the kept list's
+`(value, 2**62 | report_index)` keys hold (core/ordering.py): outside it, a restore's snapshot is corrupt."""
+
+
 class CheckpointEntry(msgspec.Struct, gc=False):
     path: str
     key: str
     metrics: dict[str, Any]
-    report_index: int
+    report_index: REPORT_INDEX
     status: str
     validation: ValidationSpec | None
     preserved: str | None = None
