@@ -192,3 +192,29 @@ def test_a_key_the_regex_leaves_to_a_parse_still_restores(tmp_path: Path) -> Non
     data = encode(of_fold(fold, "t", 0, 9))
     snap = decode(data)
     assert type(snap.runs["r"]) is DormantRun and encode(snap) == data
+
+
+def test_a_retired_state_with_a_hostile_key_never_gets_its_kept_checkpoint_deleted(tmp_path: Path) -> None:
+    """A finished run's retired state (a snapshot's `retired`, decoded only when the run is reopened)
+    owing `root//one` beside its kept `root/one`: reopened, then a restore re-drives what it owes."""
+    (tmp_path / "done" / "one").mkdir(parents=True)
+    (tmp_path / "done" / "one" / "w.bin").write_bytes(b"w")
+    root = tmp_path.as_uri()
+    fold = Fold(FoldSettings(default_root=root, outer_root=root), track_changes=True)
+    for line in (
+        f.started("done", f"{root}/done", keep=1, attr="acc"),
+        f.report("done", {"acc": 1}, f"{root}/done/one"),
+        f.finished("done"),
+    ):
+        assert fold.apply(f.event(line)).rejection is None, line
+    body = json.loads(encode(of_fold(fold, "t", 0, 9)))["snapshot"]
+    hostile = f"{root}/done//one"
+    body["retired"]["done"]["outstanding"] = [[hostile, hostile, 7]]
+    snap = decode(_sealed(body))
+    reopened = Fold(snap.settings, snap.runs, finished=snap.finished, retired=snap.retired, track_changes=True)
+    effects = reopened.apply(f.event(f.reopened("done")))
+    if effects.rejection is None:  # reopened: its state goes on to the next snapshot, and a restore re-drives it
+        _redriven(decode(encode(of_fold(reopened, "t", 0, 10))))  # this build's own snapshot must restore
+    else:
+        assert "done" in str(effects.rejection), effects.rejection
+    assert (tmp_path / "done" / "one" / "w.bin").exists(), "the reopened run's kept checkpoint was deleted"
