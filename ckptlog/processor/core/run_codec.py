@@ -272,27 +272,32 @@ def _needed(value: Any, name: str) -> Any:
 def restored_run(run_id: str, entry: RunEntry, version: int, window: int) -> RunState:
     """A run of a snapshot being restored: dormant (`DormantRun`) when its entry is in the form this build
     writes, else built at once (checked, as every entry is: ValueError, KeyError when it is not one)."""
-    root = entry.storage_root
-    prefix = root_prefix(root)
-    if root:
-        _check_keys(run_id, entry, prefix)
+    prefix = checked_prefix(run_id, entry)
     if version < DEDUP_VERSION or not _as_written(entry):
         return run_in(run_id, entry, version, window)
     seen = seen_of(run_id, entry, version, window)  # checked now, kept: the one part whose check builds it
     finished, reopened = _lifecycle_of(run_id, entry, version)
     run = RunState.__new__(RunState)  # its fields set as a plain run's, then dormant: no `wake` on the way
-    run.run_id, run.storage_root, run.root_prefix, run.seen = run_id, root, prefix, seen
+    run.run_id, run.storage_root, run.root_prefix, run.seen = run_id, entry.storage_root, prefix, seen
     run.finished, run.reopened, run.entry = finished, reopened, entry
     run.__class__ = DormantRun
     return run
 
 
+def checked_prefix(run_id: str, entry: RunEntry) -> str:
+    """The entry's `root_prefix`, once its root is checked (UnsafePath) and, for a run with a root, each
+    kept and each evicted checkpoint's key: ValueError unless it is a canonical spelling strictly under
+    the root and its path spells it, as the fold makes them (contract §6). The deleter removes a path's
+    canonical spelling, and its re-check (lifecycle.deletion_problem) finds what is kept and what is owed
+    by key, so a key spelled otherwise (`root//b` for the kept `root/b`) would let an eviction delete a
+    kept checkpoint (contract §9). Asked of every entry a restore reads and of a retired state reopened."""
+    prefix = root_prefix(entry.storage_root)
+    if entry.storage_root:
+        _check_keys(run_id, entry, prefix)
+    return prefix
+
+
 def _check_keys(run_id: str, entry: RunEntry, prefix: str) -> None:
-    """ValueError unless each kept and each evicted checkpoint's key is a canonical spelling strictly
-    under the run's root (`prefix`) and its path spells that key, as the fold makes them (contract §6):
-    the deleter removes a path's canonical spelling, and its re-check (lifecycle.deletion_problem) finds
-    what is kept and what is owed by key, so a key spelled otherwise (`root//b` for the kept `root/b`)
-    would let an eviction delete a kept checkpoint (contract §9)."""
     own = canonical_below(prefix)  # the common case: one regex match per key, no parse
     for key, path in [(c.key, c.path) for c in entry.checkpoints] + [(k, p) for k, p, _ in entry.outstanding]:
         if not ((own(key) or _canonical_below(key, prefix)) and (path == key or _canonical(path) == key)):

@@ -68,7 +68,14 @@ from ckptlog import __version__
 from ckptlog.errors import SnapshotCorrupt, SnapshotVersionError
 from ckptlog.processor.core.chain import Chain
 from ckptlog.processor.core.dedup import Seen
-from ckptlog.processor.core.run_codec import ENTRIES, decoded_entry, entry_of, restored_run, run_in
+from ckptlog.processor.core.run_codec import (
+    ENTRIES,
+    checked_prefix,
+    decoded_entry,
+    entry_of,
+    restored_run,
+    run_in,
+)
 from ckptlog.processor.core.run_codec import run_out as run_out
 from ckptlog.processor.core.settings_codec import settings_in, settings_out
 from ckptlog.processor.core.state import FoldSettings, RunState
@@ -354,8 +361,11 @@ def retired_state(run: RunState) -> bytes:
 
 
 def reopened_state(run_id: str, state: bytes) -> RunState:
-    """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt)."""
-    return run_in(run_id, decoded_entry(state), SCHEMA_VERSION)
+    """The run `retired_state` encoded, back (its nesting index and sort keys rebuilt), its keys checked
+    as a restore checks a run's (`checked_prefix`: a ValueError, which refuses the reopen)."""
+    entry = decoded_entry(state)
+    checked_prefix(run_id, entry)
+    return run_in(run_id, entry, SCHEMA_VERSION)
 
 
 def _retired_in(table: Any, finished: dict[str, str], version: int) -> dict[str, bytes]:
