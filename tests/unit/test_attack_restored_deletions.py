@@ -218,3 +218,22 @@ def test_a_retired_state_with_a_hostile_key_never_gets_its_kept_checkpoint_delet
     else:
         assert effects.rejection.reason == "internal_error" and "done//one" in str(effects.rejection), effects.rejection
     assert (tmp_path / "done" / "one" / "w.bin").exists(), "the reopened run's kept checkpoint was deleted"
+
+
+@pytest.mark.parametrize("touched", [False, True], ids=["dormant", "built"])
+def test_a_run_also_refused_for_a_link_to_its_root_deletes_nothing_through_the_link(
+    tmp_path: Path, touched: bool
+) -> None:
+    """A crafted snapshot holding run r in `runs` (owing r/a) and in `symlinked`, its root a link to a
+    tree outside the storage root: the re-drive goes nowhere through the link."""
+    root, body = _tree(tmp_path / "store")
+    outside = tmp_path / "outside"
+    (tmp_path / "store" / "r").rename(outside)
+    (tmp_path / "store" / "r").symlink_to(outside, target_is_directory=True)
+    body["symlinked"] = {"r": f"{root}/r"}
+    snap = decode(_sealed(body))
+    if touched:
+        assert snap.runs["r"].report_count >= 0
+    assert (type(snap.runs["r"]) is DormantRun) != touched
+    _redriven(snap)
+    assert sorted(p.name for p in outside.iterdir()) == ["a", "b", "c", "d"], "deleted through the link"

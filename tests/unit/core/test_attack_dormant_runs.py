@@ -13,6 +13,7 @@ counter and the kept list's `(value, 2**62 | report_index)` keys hold (run_codec
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 
 from ckptlog.errors import SnapshotCorrupt
 from ckptlog.processor.core import Fold, FoldSettings
+from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.ordering import PROMOTE_AT
 from ckptlog.processor.core.run_codec import DormantRun, run_out
 from ckptlog.processor.core.snapshot import decode, encode, of_fold
@@ -94,3 +96,57 @@ def test_every_reader_answers_a_dormant_run_as_the_built_one() -> None:
         if isinstance(out, RunState):
             assert type(out) is RunState and run_out(out) == run_out(built.runs["r"])
     assert encode(lazy) == data
+
+
+def test_dataclass_helpers_see_a_dormant_run_as_the_built_one() -> None:
+    """`dataclasses.replace` builds it first (the same state); `asdict` fails alike on both (a RunState's
+    `entry` slot is unset once built); `vars` has no dict on either; equality is identity on both."""
+    data = encode(of_fold(busy_fold(), "t", 0, 9))
+    built = decode(data).runs["r"]
+    assert built.report_count >= 0
+    lazy = decode(data).runs["r"]
+    assert dataclasses.fields(lazy) == dataclasses.fields(built) and type(lazy) is DormantRun
+    assert lazy != built and lazy == lazy
+    copied = dataclasses.replace(lazy)
+    assert type(lazy) is RunState and run_out(copied) == run_out(built)
+    for run in (decode(data).runs["r"], built):
+        with pytest.raises(AttributeError):
+            dataclasses.asdict(run)
+        with pytest.raises(TypeError):
+            vars(run)
+
+
+def _taken(capture: Capture) -> bytes:
+    while capture.step():
+        pass
+    return capture.encoded()
+
+
+def test_restored_twice_across_a_crash_a_dormant_fold_ends_as_the_fold_never_restored() -> None:
+    """A base; restored dormant, a few events, a delta (its runs untouched still dormant), then a crash
+    (the fold dropped); the chain restored dormant again, the rest folded: the effects and the final
+    base are those of the fold that never stopped."""
+    lines = [
+        f.report("r", {"acc": 0.95}, f"{ROOT}/r/f"),
+        f.settled("r", [(f"{ROOT}/r/c/deep", 0)]),
+        f.report("new", {"acc": 1}, f"{ROOT}/new/a"),
+        f.report("r", {"acc": 0.2}, f"{ROOT}/r/g"),
+        f.finished("r"),
+        f.reopened("done"),
+        f.report("done", {"acc": 3}, f"{ROOT}/done/two"),
+    ]
+    original = busy_fold()
+    base = _taken(Capture(original, "t", 0, 5, None))
+    first = decode_chain([base])
+    restored = Fold(first.settings, first.runs, finished=first.finished, retired=first.retired, track_changes=True)
+    for line in lines[:3]:
+        assert restored.apply(f.event(line)) == original.apply(f.event(line)), line
+    assert not restored.runs["r"].outstanding, "the settlement settled"
+    delta = _taken(Capture(restored, "t", 0, 8, first.chain))
+    del restored  # the crash
+    again = decode_chain([base, delta])
+    assert {run_id for run_id, run in again.runs.items() if type(run) is DormantRun} == set(again.runs)
+    fold = Fold(again.settings, again.runs, finished=again.finished, retired=again.retired, track_changes=True)
+    for line in lines[3:]:
+        assert fold.apply(f.event(line)) == original.apply(f.event(line)), line
+    assert encode(of_fold(fold, "t", 0, 12)) == encode(of_fold(original, "t", 0, 12))
