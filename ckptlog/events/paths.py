@@ -174,12 +174,22 @@ def _below(prefix: str, start: int, tail: Callable[[str, int], object], path: st
     return path.startswith(prefix) and tail(path, start)
 
 
+def is_canonical_below(prefix: str, path: str) -> object:
+    """`canonical_below(prefix)(path)` for one or two paths per prefix, without building the test (a
+    restore checks each run's few keys: building a test per run cost more than its matches)."""
+    return path.startswith(prefix) and _ANY_SEGMENTS(path, len(prefix))
+
+
 @cache
 def _segments(forbidden: str) -> re.Pattern[str]:
     allowed = "".join(sorted(set(map(chr, range(0x20, 0x7F))) - set("/:%\\?#*[" + forbidden)))
     first, rest = re.escape(allowed.replace(".", "")), re.escape(allowed)
     segment = f"[{first}][{rest}]{{0,{NAME_MAX - 1}}}"  # a positive class of printable ASCII
     return re.compile(f"{segment}(?:/{segment})*")
+
+
+_ANY_SEGMENTS = _segments("").fullmatch
+"""`canonical_below`'s tail test with nothing forbidden beyond the unsafe spellings (`is_canonical_below`)."""
 
 
 def key_of(parsed: ParsedUrl) -> str:

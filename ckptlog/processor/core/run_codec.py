@@ -28,7 +28,7 @@ import msgspec
 
 from ckptlog.errors import SnapshotCorrupt
 from ckptlog.events.decoded import CheckpointConfig, RunStartedData, ValidationSpec
-from ckptlog.events.paths import UnsafePath, canonical_below, normalize
+from ckptlog.events.paths import UnsafePath, is_canonical_below, normalize
 from ckptlog.events.retention_rules import RULE_STATES
 from ckptlog.processor.core.dedup import Seen
 from ckptlog.processor.core.ordering import SortedRecords
@@ -298,18 +298,25 @@ def checked_prefix(run_id: str, entry: RunEntry) -> str:
 
 
 def _check_keys(run_id: str, entry: RunEntry, prefix: str) -> None:
-    own = canonical_below(prefix)  # the common case: one regex match per key, no parse
-    for key, path in [(c.key, c.path) for c in entry.checkpoints] + [(k, p) for k, p, _ in entry.outstanding]:
-        if not ((own(key) or _canonical_below(key, prefix)) and (path == key or _canonical(path) == key)):
-            raise ValueError(
-                f"run {run_id!r}: checkpoint key {key!r} (path {path!r}) is not the canonical spelling of its "
-                f"path strictly under the run's root {prefix[:-1]!r}"
-            )
+    for c in entry.checkpoints:  # the common case: one regex match per key, no parse
+        key, path = c.key, c.path
+        if not (path == key and is_canonical_below(prefix, key)) and not _spells(key, path, prefix):
+            raise _misspelt(run_id, key, path, prefix)
+    for key, path, _ in entry.outstanding:
+        if not (path == key and is_canonical_below(prefix, key)) and not _spells(key, path, prefix):
+            raise _misspelt(run_id, key, path, prefix)
 
 
-def _canonical_below(key: str, prefix: str) -> bool:
-    """Whether `key` is canonical and strictly under `prefix`, for a key the regex leaves to a parse."""
-    return len(key) > len(prefix) and key.startswith(prefix) and _canonical(key) == key
+def _spells(key: str, path: str, prefix: str) -> bool:
+    """`_check_keys`'s test, whole: `key` canonical and strictly under `prefix`, and `path` a spelling of it."""
+    return len(key) > len(prefix) and key.startswith(prefix) and _canonical(key) == key == _canonical(path)
+
+
+def _misspelt(run_id: str, key: str, path: str, prefix: str) -> ValueError:
+    return ValueError(
+        f"run {run_id!r}: checkpoint key {key!r} (path {path!r}) is not the canonical spelling of its "
+        f"path strictly under the run's root {prefix[:-1]!r}"
+    )
 
 
 def _canonical(path: str) -> str | None:
