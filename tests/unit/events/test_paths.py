@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckptlog.events.paths import UnsafePath, canonical_below, fast_key, is_within, key_of, normalize, parse_url
+from ckptlog.events.paths import (
+    UnsafePath,
+    canonical_below,
+    fast_key,
+    is_canonical_below,
+    is_within,
+    key_of,
+    normalize,
+    parse_url,
+)
 from ckptlog.processor.core.state import root_prefix
 
 
@@ -84,8 +93,10 @@ def test_root_prefix_matches_only_below_the_root() -> None:
 def test_fold_fast_path_only_accepts_canonical_paths_below_the_root(
     root: str, proto: str, segments: list[str], trail: bool
 ) -> None:
-    own_key = canonical_below(root_prefix(root))
+    prefix = root_prefix(root)
+    own_key = canonical_below(prefix)
     for base in (root, proto + "/data/r", proto + "b/r"):
         path = base + "/" + "/".join(segments) + ("/" if trail else "")
+        assert bool(is_canonical_below(prefix, path)) == bool(own_key(path)), path  # the restore's form of it
         if own_key(path):
             assert path == normalize(path) and is_within(root, path), path
