@@ -298,17 +298,19 @@ def checked_prefix(run_id: str, entry: RunEntry) -> str:
 
 
 def _check_keys(run_id: str, entry: RunEntry, prefix: str) -> None:
-    for c in entry.checkpoints:  # the common case: one regex match per key, no parse
-        key, path = c.key, c.path
-        if not (path == key and is_canonical_below(prefix, key)) and not _spells(key, path, prefix):
-            raise _misspelt(run_id, key, path, prefix)
+    for c in entry.checkpoints:
+        if not _spelled(c.key, c.path, prefix):
+            raise _misspelt(run_id, c.key, c.path, prefix)
     for key, path, _ in entry.outstanding:
-        if not (path == key and is_canonical_below(prefix, key)) and not _spells(key, path, prefix):
+        if not _spelled(key, path, prefix):
             raise _misspelt(run_id, key, path, prefix)
 
 
-def _spells(key: str, path: str, prefix: str) -> bool:
-    """`_check_keys`'s test, whole: `key` canonical and strictly under `prefix`, and `path` a spelling of it."""
+def _spelled(key: str, path: str, prefix: str) -> bool:
+    """`key` canonical and strictly under `prefix`, `path` a spelling of it: one regex match in the common
+    case (the path is the key), a parse only for an unusual spelling."""
+    if path == key and is_canonical_below(prefix, key):
+        return True
     return len(key) > len(prefix) and key.startswith(prefix) and _canonical(key) == key == _canonical(path)
 
 
