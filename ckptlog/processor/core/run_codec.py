@@ -110,7 +110,7 @@ def struct_out(struct: msgspec.Struct) -> Any:
 
 
 def run_out(run: RunState) -> dict[str, Any]:
-    """One run's state as JSON-ready data (also what `fold --state` dumps); a dormant run's from its
+    """One run's state as JSON-ready data: its snapshot entry (`snapshot.run_entry`); a dormant run's from its
     entry, not built (`DormantRun`: the same data)."""
     if run.__class__ is DormantRun:
         entry: RunEntry = run.entry
