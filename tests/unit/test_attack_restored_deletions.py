@@ -31,6 +31,7 @@ from ckptlog.processor.core.lifecycle import deletion_problem
 from ckptlog.processor.core.run_codec import DormantRun
 from ckptlog.processor.core.snapshot import Snapshot, decode, encode, of_fold
 from ckptlog.processor.core.state import RunState
+from ckptlog.processor.service.restore import restored_fold
 from ckptlog.processor.storage.deletion import Deleter
 from tests import factories as f
 from tests.unit.core.test_restore_paths import _sealed
@@ -64,7 +65,7 @@ def _tree(tmp_path: Path) -> tuple[str, dict[str, Any]]:
 def _redriven(snap: Snapshot) -> tuple[list[Any], list[Any]]:
     """What a restore's re-drive does with the snapshot: every owed deletion through the real Deleter,
     its check 3 the fold's `deletion_problem`."""
-    fold = Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, symlinked=snap.symlinked)
+    fold = restored_fold(snap, snap.settings)  # as a restore builds it
 
     async def run() -> tuple[list[Any], list[Any]]:
         done: list[Any] = []

@@ -20,6 +20,7 @@ from ckptlog.processor.core.delta import Capture, decode_chain
 from ckptlog.processor.core.run_codec import DormantRun, run_out
 from ckptlog.processor.core.snapshot import Snapshot, decode, encode, of_fold
 from ckptlog.processor.core.state import RunState
+from ckptlog.processor.service.restore import restored_fold
 from tests import factories as f
 from tests.unit.core.test_delta import lives
 from tests.unit.core.test_fold_properties import SETTINGS
@@ -28,15 +29,7 @@ from tests.unit.core.test_schema6_chain import BASE, DELTA
 
 
 def fold_of(snap: Snapshot) -> Fold:
-    return Fold(
-        snap.settings,
-        snap.runs,
-        refused=snap.refused,
-        finished=snap.finished,
-        symlinked=snap.symlinked,
-        retired=snap.retired,
-        track_changes=True,
-    )
+    return restored_fold(snap, snap.settings, track=True)  # as a restore builds it
 
 
 def dormant(snap: Snapshot) -> set[str]:

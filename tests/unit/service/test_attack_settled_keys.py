@@ -15,6 +15,7 @@ from ckptlog.events.rejections import Rejection
 from ckptlog.processor.core import Fold
 from ckptlog.processor.core.run_codec import DormantRun
 from ckptlog.processor.core.snapshot import decode, encode, of_fold
+from ckptlog.processor.service.restore import restored_fold
 from tests.unit.service.test_partition import LINES, idle, make_task, records
 
 
@@ -24,7 +25,7 @@ def _restored(fold: Fold, dormant: bool) -> Fold:
         for run in snap.runs.values():
             assert run.report_count >= 0
     assert all((type(run) is DormantRun) == dormant for run in snap.runs.values())
-    return Fold(snap.settings, snap.runs, refused=snap.refused, finished=snap.finished, symlinked=snap.symlinked)
+    return restored_fold(snap, snap.settings)  # as a restore builds it
 
 
 def _completions(records_: list[Any]) -> list[tuple[str, list[tuple[str, int]], list[tuple[str, int]]]]:
