@@ -253,17 +253,13 @@ def owed(run: RunState, path: str) -> tuple[str, Evicted] | None:
 def _settle(fold: Fold, run: RunState, path: str, eviction: int | None) -> bool:
     """Drop one outstanding eviction when the completion names it; False when it does not
     (already settled, a retried completion, or an older eviction of the same path)."""
-    outstanding = run.outstanding
-    evicted = outstanding.get(path)  # `owed`'s first look, without its call: the key as the processor wrote it
-    if evicted is not None:
-        key = path
-    else:
-        found = owed(run, path)
-        if found is None:
-            return False
-        key, evicted = found
+    found = owed(run, path)
+    if found is None:
+        return False
+    key, evicted = found
     if eviction is not None and evicted.eviction != eviction:
         return False
+    outstanding = run.outstanding
     fold.journal.push((undo.OLD, outstanding, key, evicted))
     del outstanding[key]
     run.nesting.discard(key)
@@ -277,13 +273,10 @@ def deletion_problem(run: RunState | None, path: str) -> str | None:
     older build's snapshot may hold it, and a deletion removes a whole tree."""
     if run is None:
         return "the run is not in this partition's state"
-    if path in run.outstanding:  # `_key_of`'s first test, without its call: the key as the processor wrote it
-        key = path
-    else:
-        try:
-            key = _key_of(run, path)
-        except UnsafePath as exc:
-            return f"unsafe path: {exc}"
+    try:
+        key = _key_of(run, path)
+    except UnsafePath as exc:
+        return f"unsafe path: {exc}"
     if key in run.by_key:
         return "it is live again (reported after its eviction)"
     if key not in run.outstanding:

@@ -321,17 +321,14 @@ class PartitionTask:
             run = runs.get(run_id)
             if run is None:
                 continue  # not this partition's run
-            deleted, outstanding = None, run.outstanding
+            deleted = None
             for _, path in keys:
-                evicted = outstanding.get(path)  # `owed`'s first look, without its call (the common case)
-                if evicted is None:
-                    found = owed(run, path)
-                    if found is None:
-                        continue  # settled meanwhile (a retried confirmation)
-                    evicted = found[1]
+                found = owed(run, path)
+                if found is None:
+                    continue  # settled meanwhile (a retried confirmation)
                 if deleted is None:
                     deleted = by_run.setdefault(run_id, ([], []))[0]
-                deleted.append((path, evicted.eviction))
+                deleted.append((path, found[1].eviction))
         for (run_id, path), why in refused:
             run = runs.get(run_id)
             found = None if run is None else owed(run, path)
