@@ -44,6 +44,10 @@ REPORT_INDEX = Annotated[int, msgspec.Meta(ge=0, lt=2**62)]
 `(value, 2**62 | report_index)` keys hold (core/ordering.py): outside it, a restore's snapshot is corrupt."""
 
 
+COUNT = Annotated[int, msgspec.Meta(ge=0)]
+"""A run's generation or its reports in the generation: a count from 0 (a restart may name any generation)."""
+
+
 class CheckpointEntry(msgspec.Struct, gc=False):
     path: str
     key: str
@@ -64,9 +68,9 @@ class RunEntry(msgspec.Struct, gc=False):
     checkpoints: list[CheckpointEntry]
     latest: str | None
     pending: list[str]
-    report_count: Any
-    generation: Any
-    index_in_generation: Any
+    report_count: Annotated[int, msgspec.Meta(ge=0, le=2**62)]  # the next report's index
+    generation: COUNT
+    index_in_generation: COUNT
     outstanding: list[tuple[str, str, int]]
     evictions: int
     dedup: Any = msgspec.UNSET  # schema 7 on

@@ -160,6 +160,11 @@ def test_an_entry_not_in_the_written_form_is_built_at_once(change: Any) -> None:
         lambda entry: entry.update(outstanding=[["k", "p"]]),
         lambda entry: entry.update(evictions=1.5),
         lambda entry: entry.update(pending=["file:///d/r/none"]),
+        lambda entry: entry.update(report_count="3"),
+        lambda entry: entry.update(report_count=2**62 + 1),
+        lambda entry: entry.update(generation=-1),
+        lambda entry: entry.update(index_in_generation=1.0),
+        lambda entry: entry.update(index_in_generation=True),
     ],
 )
 def test_an_entry_that_is_not_a_run_is_still_refused_at_restore(change: Any) -> None:
