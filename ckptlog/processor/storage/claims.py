@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 FORMAT = "ckptlog.run-marker"
@@ -76,8 +77,10 @@ def claim_body(claimant: Claimant) -> bytes:
     return json.dumps(body).encode() + b"\n"
 
 
+@lru_cache(maxsize=1024)
 def claimant_in(data: bytes) -> Claimant:
-    """Who a claim names; one that names nobody counts as another run's."""
+    """Who a claim names; one that names nobody counts as another run's. Remembered by the claim's
+    bytes (a pure function of them; a Claimant is immutable): every batch reads each root's claims again."""
     try:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError):
