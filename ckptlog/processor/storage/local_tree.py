@@ -61,10 +61,22 @@ def opened(fd: int) -> Iterator[int]:
 
 
 class LocalTree:
-    """The local `StorageTree`: `start` opens the one directory a walk trusts."""
+    """The local `StorageTree`: `start` opens the one directory a walk trusts, resolved at each start;
+    `batch()` gives one that resolves each start once (for one batch of deletions: `tree.remove_all`)."""
+
+    def __init__(self, remember: bool = False) -> None:
+        self._resolved: dict[str, str] | None = {} if remember else None
+
+    def batch(self) -> LocalTree:
+        return LocalTree(remember=True)
 
     def start(self, url: str, make: bool, bound: bool) -> LocalDir:
-        path = os.path.realpath(local_path(url))
+        resolved = self._resolved
+        path = resolved.get(url) if resolved is not None else None
+        if path is None:
+            path = os.path.realpath(local_path(url))  # pure Python, a lstat per component: once per batch
+            if resolved is not None:
+                resolved[url] = path
         try:
             if make:
                 os.makedirs(path, exist_ok=True)  # the configured bound is trusted (the jobs would make it too)

@@ -208,3 +208,108 @@ def test_claimant_in_remembers_by_bytes_only_and_is_bounded() -> None:
     info = claimant_in.cache_info()
     assert info.maxsize == 1024 and info.currsize <= 1024
     assert claimant_in(claim_body(ME)) == ME  # evicted or not, the same answer
+
+
+# -- `--storage-root` resolved once per batch (local_tree.LocalTree.batch, tree.remove_all) ------------------
+
+
+def two_trees(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """`bound` a link to `a`; `a` and `b` alike: runs r1 and r2, each with checkpoints c0..c2."""
+    for side in ("a", "b"):
+        for run in ("r1", "r2"):
+            for at in range(3):
+                (tmp_path / side / run / f"c{at}").mkdir(parents=True)
+                (tmp_path / side / run / f"c{at}" / "model.bin").write_bytes(side.encode())
+    (tmp_path / "bound").symlink_to(tmp_path / "a", target_is_directory=True)
+    return tmp_path / "bound", tmp_path / "a", tmp_path / "b"
+
+
+def bound_batch(bound: Path, names: list[tuple[str, str]]) -> list[Any]:
+    return remove_all(
+        [(f"file://{bound}/{run}/{name}", f"file://{bound}/{run}", Claimant(run, "t[0]")) for run, name in names],
+        {},
+        f"file://{bound}",
+    )
+
+
+def test_a_bound_repointed_between_batches_is_resolved_again(tmp_path: Path) -> None:
+    bound, a, b = two_trees(tmp_path)
+    assert bound_batch(bound, [("r1", "c0"), ("r2", "c0")]) == [None, None]
+    assert not (a / "r1/c0").exists() and not (a / "r2/c0").exists() and (b / "r1/c0").is_dir()
+    (bound).unlink()
+    bound.symlink_to(b, target_is_directory=True)
+    before_a = tree(a)
+    assert bound_batch(bound, [("r1", "c1"), ("r2", "c1")]) == [None, None]
+    assert not (b / "r1/c1").exists() and not (b / "r2/c1").exists() and tree(a) == before_a
+
+
+def test_a_bound_repointed_mid_batch_touches_nothing_in_the_new_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch walks below what the bound resolved to when it began; a link re-pointed between two
+    of its roots leads none of its deletions into the new target."""
+    bound, a, b = two_trees(tmp_path)
+    real = local_tree._remove_seen
+
+    def repointing(parent: int, seen: Any, url: str) -> None:
+        monkeypatch.setattr(local_tree, "_remove_seen", real)
+        bound.unlink()
+        bound.symlink_to(b, target_is_directory=True)
+        real(parent, seen, url)
+
+    monkeypatch.setattr(local_tree, "_remove_seen", repointing)
+    before_b = tree(b)
+    outcomes = bound_batch(bound, [("r1", "c0"), ("r2", "c0"), ("r1", "c1")])
+    assert outcomes == [None, None, None] and tree(b) == before_b
+    assert not any((a / run / name).exists() for run, name in (("r1", "c0"), ("r2", "c0"), ("r1", "c1")))
+
+
+def test_a_run_root_that_is_a_link_below_the_bound_is_refused_for_every_root_of_the_batch(tmp_path: Path) -> None:
+    bound, a, b = two_trees(tmp_path)
+    (a / "r3").symlink_to(b / "r1", target_is_directory=True)
+    before = {k: v for k, v in tree(tmp_path).items() if not k.startswith("a/r1/c2")}
+    root3 = f"file://{bound}/r3"
+    items = [(f"{root3}/c{at}", root3, Claimant("r3", "t[0]")) for at in range(3)]
+    items.insert(1, (f"file://{bound}/r1/c2", f"file://{bound}/r1", Claimant("r1", "t[0]")))
+    outcomes = remove_all(items, {}, f"file://{bound}")
+    assert outcomes[1] is None and not (a / "r1/c2").exists()
+    for outcome in outcomes[:1] + outcomes[2:]:
+        assert isinstance(outcome, Refused) and "symlink" in outcome.reason
+    assert {k: v for k, v in tree(tmp_path).items() if not k.startswith("a/r1/c2")} == before
+
+
+def test_without_a_bound_each_run_root_is_resolved_once_and_only_its_own_checkpoints_go(tmp_path: Path) -> None:
+    _, a, b = two_trees(tmp_path)
+    (tmp_path / "link-to-b-r1").symlink_to(b / "r1", target_is_directory=True)  # a root trusted without a bound
+    roots = [(f"file://{a}/r1", "r1"), (f"file://{tmp_path}/link-to-b-r1", "r1b")]
+    items = [(f"{root}/c{at}", root, Claimant(run, "t[0]")) for at in range(2) for root, run in roots]
+    before_rest = {k: v for k, v in tree(tmp_path).items() if "/c2" in k or k.startswith(("a/r2", "b/r2"))}
+    assert remove_all(items, {}) == [None] * 4
+    assert not any((side / "r1" / f"c{at}").exists() for side in (a, b) for at in range(2))
+    assert {k: v for k, v in tree(tmp_path).items() if "/c2" in k or k.startswith(("a/r2", "b/r2"))} == before_rest
+
+
+def test_the_shared_local_tree_remembers_no_resolution(tmp_path: Path) -> None:
+    """LOCAL_TREE (the root look, links.py; claims) resolves at every start; only a batch's tree remembers."""
+    bound, _, b = two_trees(tmp_path)
+    first = local_tree.LOCAL_TREE.start(f"file://{bound}", False, True)
+    first.close()
+    bound.unlink()
+    bound.symlink_to(b, target_is_directory=True)
+    again = local_tree.LOCAL_TREE.start(f"file://{bound}", False, True)
+    try:
+        assert os.fstat(again.fd).st_ino == os.stat(b).st_ino
+    finally:
+        again.close()
+
+
+def test_others_is_the_sorted_foreign_claimants_as_before() -> None:
+    from ckptlog.processor.storage.safety import _order, others
+
+    pool = [ME, OTHER, Claimant("r1", None), Claimant("r1", "t[1]"), Claimant("r1", "t[0]", retired=True), UNREADABLE]
+    for size in range(len(pool) + 1):
+        for start in range(len(pool)):
+            chosen = set((pool[start:] + pool[:start])[:size])
+            for me in (ME, OTHER, None):
+                expected = sorted((c for c in chosen if me is None or not me.owns(c)), key=_order)
+                assert others(chosen or None, me) == expected
