@@ -16,7 +16,7 @@ import pytest
 
 from ckptlog.events.paths import CLAIM_DIR
 from ckptlog.processor.storage import local_tree
-from ckptlog.processor.storage.claims import UNREADABLE, Claimant, claim_body, claim_name, claimant_in
+from ckptlog.processor.storage.claims import UNREADABLE, Claimant, _parsed, claim_body, claim_name, claimant_in
 from ckptlog.processor.storage.safety import Refused
 from ckptlog.processor.storage.tree import remove_all
 
@@ -205,9 +205,11 @@ def test_claimant_in_remembers_by_bytes_only_and_is_bounded() -> None:
     assert claimant_in(b'{"run": "r1", "source": 3}') == UNREADABLE
     for at in range(3000):  # a flood of planted claims must not grow memory without bound
         assert claimant_in(claim_body(Claimant(f"r{at}", "t[0]"))) == Claimant(f"r{at}", "t[0]")
-    info = claimant_in.cache_info()
+    info = _parsed.cache_info()
     assert info.maxsize == 1024 and info.currsize <= 1024
     assert claimant_in(claim_body(ME)) == ME  # evicted or not, the same answer
+    assert claimant_in(bytearray(claim_body(OTHER))) == OTHER  # a storage's bytes-like is read too (unhashable)
+    assert claimant_in(memoryview(claim_body(ME))) == ME
 
 
 # -- `--storage-root` resolved once per batch (local_tree.LocalTree.batch, tree.remove_all) ------------------
