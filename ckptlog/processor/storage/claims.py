@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 FORMAT = "ckptlog.run-marker"
@@ -77,7 +78,14 @@ def claim_body(claimant: Claimant) -> bytes:
 
 
 def claimant_in(data: bytes) -> Claimant:
-    """Who a claim names; one that names nobody counts as another run's."""
+    """Who a claim names; one that names nobody counts as another run's. Remembered by the claim's
+    bytes (`_parsed`: a pure function of them, a Claimant is immutable): every batch reads each root's
+    claims again. Any bytes-like a storage returns is read as its bytes."""
+    return _parsed(bytes(data))
+
+
+@lru_cache(maxsize=1024)  # at most 1024 claims of at most CLAIM_BYTES each: a flood of planted claims is bounded
+def _parsed(data: bytes) -> Claimant:
     try:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError):

@@ -25,7 +25,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ckptlog.errors import StorageError
 from ckptlog.events.paths import CLAIM_DIR
@@ -61,10 +61,22 @@ def opened(fd: int) -> Iterator[int]:
 
 
 class LocalTree:
-    """The local `StorageTree`: `start` opens the one directory a walk trusts."""
+    """The local `StorageTree`: `start` opens the one directory a walk trusts, resolved at each start;
+    `batch()` gives one that resolves each start once (for one batch of deletions: `tree.remove_all`)."""
+
+    def __init__(self, remember: bool = False) -> None:
+        self._resolved: dict[str, str] | None = {} if remember else None
+
+    def batch(self) -> LocalTree:
+        return LocalTree(remember=True)
 
     def start(self, url: str, make: bool, bound: bool) -> LocalDir:
-        path = os.path.realpath(local_path(url))
+        resolved = self._resolved
+        path = resolved.get(url) if resolved is not None else None
+        if path is None:
+            path = os.path.realpath(local_path(url))  # pure Python, a lstat per component: once per batch
+            if resolved is not None:
+                resolved[url] = path
         try:
             if make:
                 os.makedirs(path, exist_ok=True)  # the configured bound is trusted (the jobs would make it too)
@@ -129,12 +141,13 @@ class LocalDir:
         top = _Seen(name, name, fd)
         try:
             top.identity = _identity(os.fstat(fd))
-            refused = _Scan(me, record=True).into(top, 1)
+            refused = _Scan(me, True).into(top, 1)
             if refused is None:
                 _remove_seen(self.fd, top, url)
             return refused
         finally:
-            _close_all(top)
+            if top.fd is not None or top.dirs:  # removed: its descriptor is closed and it held no directory
+                _close_all(top)
 
     def write_claim(self, me: Claimant, root: str) -> bool:
         """Unless a file has its name (local claims are never written over)."""
@@ -209,8 +222,10 @@ def _claimants(dir_fd: int) -> set[Claimant] | None:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             return {UNREADABLE}  # a file or a link by that name: nobody's, so everybody is refused
         raise
-    with opened(fd):
+    try:  # not `with opened(...)`: a generator per claim directory and claim, every root of every batch
         return {_read_claim(fd, name) for name in os.listdir(fd) if not name.startswith(TEMP_PREFIX)} or {CLAIMING}
+    finally:
+        os.close(fd)
 
 
 def _read_claim(claims_fd: int, name: str) -> Claimant:
@@ -219,10 +234,12 @@ def _read_claim(claims_fd: int, name: str) -> Claimant:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=claims_fd)
     except OSError:
         return UNREADABLE
-    with opened(fd):
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return UNREADABLE
         return named(name, claimant_in(os.read(fd, CLAIM_BYTES)))
+    finally:
+        os.close(fd)
 
 
 def _claims_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | None:
@@ -234,21 +251,23 @@ def _claims_below(parent_fd: int, name: str, me: Claimant | None) -> Refused | N
             return None
         raise
     try:
-        return _Scan(me, record=False).into(top, 1)
+        return _Scan(me, False).into(top, 1)
     finally:
         _close_all(top)
 
 
-@dataclass(slots=True)
 class _Seen:
-    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent (`spelled`)."""
+    """A directory of a checkpoint's tree as `_Scan` saw it, `rel` from the checkpoint's parent (`spelled`).
+    A plain class: one is made per deleted checkpoint (a dataclass's default factories cost more)."""
 
-    name: str
-    rel: str
-    fd: int | None  # open while the walk holds it (None: closed, reopened by name to remove it)
-    identity: tuple[int, int] | None = None  # (st_dev, st_ino) as scanned: still there by name, or left
-    others: list[str] = field(default_factory=list)  # all but directories: files, links, FIFOs, ... (unlinked)
-    dirs: list[_Seen] = field(default_factory=list)
+    __slots__ = ("dirs", "fd", "identity", "name", "others", "rel")
+
+    def __init__(self, name: str, rel: str, fd: int | None, identity: tuple[int, int] | None = None) -> None:
+        self.name, self.rel = name, rel
+        self.fd = fd  # open while the walk holds it (None: closed, reopened by name to remove it)
+        self.identity = identity  # (st_dev, st_ino) as scanned: still there by name, or left
+        self.others: list[str] = []  # all but directories: files, links, FIFOs, ... (unlinked)
+        self.dirs: list[_Seen] = []
 
 
 class _Scan:

@@ -158,8 +158,12 @@ def _each(recheck: Recheck, keys: Sequence[Key]) -> list[str | None]:
 
 def others(claimants: set[Claimant] | None, me: Claimant | None) -> list[Claimant]:
     """The claimants that are not `me` (every one when `me` is None), in a stable order."""
-    found = (c for c in claimants or () if me is None or not me.owns(c))
-    return sorted(found, key=_order)  # a pre-partition claim's source is None: never compared with a str
+    if not claimants:
+        return []
+    found = [c for c in claimants if me is None or not me.owns(c)]
+    # one or none needs no sort (asked at every root of every batch); a pre-partition claim's source is
+    # None: never compared with a str
+    return sorted(found, key=_order) if len(found) > 1 else found
 
 
 def _order(claimant: Claimant) -> tuple[str, bool, str, bool]:

@@ -71,9 +71,9 @@ class StorageTree(Protocol):
         """Refused when the storage's own spelling of `url` is not its root's followed by the rest."""
 
 
-def tree_for(url: str, options: Options) -> StorageTree:
+def tree_for(url: str, options: Options, local: StorageTree = LOCAL_TREE) -> StorageTree:
     if url.startswith(LOCAL):
-        return LOCAL_TREE
+        return local
     protocol = parse_url(url).protocol
     return RemoteTree(open_protocol(protocol, options.get(protocol)))
 
@@ -112,9 +112,10 @@ def remove_all(items: Sequence[Item], options: Options, outer: str | None = None
     thread; never raises. Each run root is reached and checked once per batch."""
     roots: Roots = {}
     outcomes: list[Outcome] = []
+    local = LOCAL_TREE.batch()  # `--storage-root` resolved once per batch, not once per root
     try:
         for url, root, me in items:
-            outcomes.append(_remove_one(url, root, me, options, outer, roots))
+            outcomes.append(_remove_one(url, root, me, options, outer, roots, local))
             crash_point("deletion.after_one")  # some of a batch deleted, none confirmed
         return outcomes
     finally:
@@ -123,9 +124,11 @@ def remove_all(items: Sequence[Item], options: Options, outer: str | None = None
                 reached.close()
 
 
-def _remove_one(url: str, root: str, me: Claimant, options: Options, outer: str | None, roots: Roots) -> Outcome:
+def _remove_one(
+    url: str, root: str, me: Claimant, options: Options, outer: str | None, roots: Roots, local: StorageTree
+) -> Outcome:
     try:
-        tree = tree_for(url, options)
+        tree = tree_for(url, options, local)
         refused = tree.spelling_problem(url, root)
         if refused is not None:
             return refused
