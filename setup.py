@@ -36,13 +36,6 @@ COMPILED = [
     "ckptlog/processor/core/rejections.py",
     "ckptlog/processor/core/linked_roots.py",
     "ckptlog/processor/core/chain.py",
-    "ckptlog/events/paths.py",
-    "ckptlog/events/metrics.py",
-    "ckptlog/events/envelope.py",
-    "ckptlog/events/codec.py",
-    "ckptlog/events/event_ids.py",
-    "ckptlog/events/upcast.py",
-    "ckptlog/processor/service/records.py",
 ]
 """The modules compiled (measured one by one: docs/benchmarks.md); each left out is there for its reason."""
 
