@@ -24,8 +24,10 @@ venv: $(BIN)/ckptlog
 # beside their sources, against this venv's packages (the types `mypy --strict` checks: no build isolation);
 # ~1 min. Again after changing a compiled module (the tests refuse a stale build); CKPTLOG_PURE=1: none.
 compiled:
-	rm -f ckptlog/_compiled.json *__mypyc*.so $$(find ckptlog -name '*.so')
+	rm -f ckptlog/_compiled.json *__mypyc*.so $$(find ckptlog -name '*.so') build/compiled-fold.txt
+	$(INSTALL) "setuptools>=77" wheel  # without isolation: the build backend from the venv (77: PEP 639 license)
 	$(INSTALL) --no-build-isolation --no-deps --reinstall-package ckptlog -e .
+	@tail -n 1 build/compiled-fold.txt
 
 # The trainers the integration tests run for real (Lightning, transformers, torch, Keras, JAX/Orbax):
 # only `make test` needs them, not `make demo`.

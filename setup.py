@@ -43,8 +43,15 @@ MANIFEST = HERE / "ckptlog" / "_compiled.json"
 """What was compiled, and each source's sha256 then (tests/conftest.py checks them: no stale extension runs)."""
 
 
+SAID = HERE / "build" / "compiled-fold.txt"
+"""The last line `_say` wrote (installers hide a build's output: `make compiled` shows it)."""
+
+
 def _say(message: str) -> None:
     print(f"ckptlog: {message}", file=sys.stderr)
+    SAID.parent.mkdir(exist_ok=True)
+    with SAID.open("a") as said:
+        said.write(f"ckptlog: {message}\n")
 
 
 def _why_pure() -> str | None:
