@@ -4,20 +4,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-long lint venv frameworks emulators bench bench-report clean
+.PHONY: demo test test-long lint venv compiled frameworks emulators bench bench-report clean
 
 # uv installs from its cache (~/.cache/uv, or $UV_CACHE_DIR) by hardlinks: a fresh .venv takes seconds
 # once the wheels were fetched, torch's ~5 GB of CUDA libraries included (CI caches them this way).
 UV := $(BIN)/uv
 INSTALL := $(UV) pip install -q --python $(BIN)/python
 
-$(BIN)/ckptlog: pyproject.toml
+$(BIN)/ckptlog: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv>=0.5"
 	$(INSTALL) -e ".[test,s3,ray]"
+	$(MAKE) compiled
 	touch $(BIN)/ckptlog
 
 venv: $(BIN)/ckptlog
+
+# The compiled fold (setup.py, docs/design.md "The compiled fold (mypyc)"): the fold's modules built with mypyc
+# beside their sources, against this venv's packages (the types `mypy --strict` checks: no build isolation);
+# ~1 min. Again after changing a compiled module (the tests refuse a stale build); CKPTLOG_PURE=1: none.
+compiled:
+	rm -f ckptlog/_compiled.json *__mypyc*.so $$(find ckptlog -name '*.so') build/compiled-fold.txt
+	$(INSTALL) "setuptools>=77" wheel  # without isolation: the build backend from the venv (77: PEP 639 license)
+	$(INSTALL) --no-build-isolation --no-deps --reinstall-package ckptlog -e .
+	@tail -n 1 build/compiled-fold.txt
 
 # The trainers the integration tests run for real (Lightning, transformers, torch, Keras, JAX/Orbax):
 # only `make test` needs them, not `make demo`.
@@ -63,4 +73,5 @@ bench-report: venv
 	$(BIN)/python -m bench.report $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build ckptlog/_compiled.json
+	find . -path ./$(VENV) -prune -o -name '*.so' -print | xargs rm -f

@@ -20,6 +20,10 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 pytest.register_assert_rewrite("tests.storage_contract")
 
+from tests import compiled  # noqa: E402 — before anything imports a compiled module (CKPTLOG_PURE=1: the sources)
+
+compiled.use_source()
+
 from tests import emulators, shared_broker  # noqa: E402
 from tests.storage_contract import AzureEndpoint, GcsEndpoint, S3Endpoint  # noqa: E402 — after the rewrite hook
 
@@ -42,8 +46,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """`pytest -n N`: one broker for all workers (tests/shared_broker.py)."""
+    """`pytest -n N`: one broker for all workers (tests/shared_broker.py). A stale compiled fold is refused."""
+    changed = [] if compiled.PURE else compiled.stale()
+    if changed:
+        pytest.exit(f"{', '.join(changed)} changed since compiled: `make compiled` (or CKPTLOG_PURE=1)", returncode=4)
     shared_broker.start(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A `from_source` test (it replaces the fold's functions) runs against the sources where the fold is compiled."""
+    if pyfuncitem.get_closest_marker("from_source") is None or not compiled.compiled():
+        return None
+    compiled.run_from_source(pyfuncitem.nodeid)
+    return True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

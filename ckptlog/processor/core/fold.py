@@ -63,7 +63,7 @@ from ckptlog.processor.core.rejections import (
     stale_generation,
 )
 from ckptlog.processor.core.retention import Preservation, apply_retention, preservation
-from ckptlog.processor.core.scoring import score
+from ckptlog.processor.core.scoring import Score, score
 from ckptlog.processor.core.state import CheckpointRecord, FoldSettings, RunState, implicit_root, new_run, root_prefix
 
 _NEG_INF = -math.inf
@@ -280,6 +280,7 @@ class Fold:
         kept: Preservation | None,
     ) -> Effects:
         attribute = run.score_attribute
+        value: Score  # not the float `_NEG_INF` is: the compiled fold would make a score a double (scoring.py)
         if attribute is None:
             has, value, problem = False, _NEG_INF, None
         else:

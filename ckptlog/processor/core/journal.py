@@ -66,8 +66,9 @@ class Journal:
 
     def rollback(self) -> None:
         """Undo every pushed mutation, newest first, then restore the run's counters and orders."""
-        run, kept_ok = self.run, True
-        for entry in reversed(self.entries):
+        run, kept_ok, entries = self.run, True, self.entries
+        for at in range(len(entries) - 1, -1, -1):
+            entry = entries[at]
             kind = entry[0]
             if kind == NEW:
                 entry[1].pop(entry[2], None)

@@ -28,6 +28,7 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ckptlog.processor.core.scoring import Score, SortKey
     from ckptlog.processor.core.state import CheckpointRecord
 
 PROMOTE_AT = 4096
@@ -36,7 +37,7 @@ _HAS = 1 << 62
 _NEG_INF = float("-inf")
 
 
-def _compact(key: tuple[bool, float, int]) -> tuple[float, int]:
+def _compact(key: SortKey) -> tuple[Score, int]:
     has, value, report_index = key
     return (value, _HAS | report_index) if has else (_NEG_INF, report_index)
 
@@ -44,12 +45,12 @@ def _compact(key: tuple[bool, float, int]) -> tuple[float, int]:
 _EXACT_FLOAT = 2**53
 
 
-def fits_double(value: float) -> bool:
+def fits_double(value: Score) -> bool:
     """Whether a score is stored exactly in a double: a float, or an int of at most 53 bits."""
     return type(value) is not int or -_EXACT_FLOAT <= value <= _EXACT_FLOAT
 
 
-def _below(values: Any, ties: array[int], value: float, tie: int) -> int:
+def _below(values: Any, ties: array[int], value: Score, tie: int) -> int:
     """How many keys in the (sorted) block are smaller than `(value, tie)`."""
     lo = bisect_left(values, value)
     if lo == len(values) or values[lo] != value:  # no equal value (the common case): one bisect
@@ -67,7 +68,7 @@ class _Blocks:
         self.exact = exact
         self._load(records)
 
-    def _numbers(self, values: list[float]) -> Any:
+    def _numbers(self, values: list[Score]) -> Any:
         """A block's values: unboxed doubles, or Python numbers when the blocks are exact."""
         return list(values) if self.exact else array("d", values)
 
@@ -156,7 +157,7 @@ class SortedRecords:
     __slots__ = ("_big", "_items", "_keys")
 
     def __init__(self) -> None:
-        self._keys: list[tuple[bool, float, int]] = []
+        self._keys: list[SortKey] = []
         self._items: list[CheckpointRecord] = []
         self._big: _Blocks | None = None
 

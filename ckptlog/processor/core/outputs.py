@@ -15,6 +15,7 @@ from ckptlog.events.outputs import CHECKPOINT_EVICTED, WARNING, WATERMARK, Outpu
 from ckptlog.events.rejections import Rejection
 
 if TYPE_CHECKING:
+    from ckptlog.processor.core.scoring import Score
     from ckptlog.processor.core.state import CheckpointRecord, RunState
 
 
@@ -114,7 +115,7 @@ def evicted(
     return _new(Output, (_EVICTED, data))
 
 
-def _score(record: CheckpointRecord, scored: bool, maximise: bool) -> float | None:
+def _score(record: CheckpointRecord, scored: bool, maximise: bool) -> Score | None:
     """The record's score as reported (the sort key holds it signed by the order), or None."""
     has, value, _ = record.sort_key
     if not has or not scored:

@@ -14,10 +14,14 @@ from typing import Any
 from ckptlog.events.metrics import MISSING as _MISSING
 from ckptlog.events.metrics import lookup
 
-SortKey = tuple[bool, float, int]
+Score = int | float
+"""A score as reported, signed by the order: an int compares exactly however big (contract §3). Not `float`, which
+accepts an int for type checking but which the compiled fold (mypyc) turns into a double: a big int would round
+or overflow."""
+SortKey = tuple[bool, Score, int]
 
 
-def score(metrics: dict[str, Any], attribute: str | None, order: str) -> tuple[bool, float, str | None]:
+def score(metrics: dict[str, Any], attribute: str | None, order: str) -> tuple[bool, Score, str | None]:
     """(has_score, signed value, problem) where problem names why a score ranks last."""
     if attribute is None:
         return False, -math.inf, None

@@ -20,6 +20,7 @@ NOT_SETTINGS = frozenset(
         "CKPTLOG_EVAL_FN",  # deploy/docker-compose.yml: the evaluator's --fn
         "CKPTLOG_EVAL_DIR",  # deploy/docker-compose.yml: the evaluator's module directory
         "CKPTLOG_UI_TOKEN",  # `ckptlog ui --token`'s default (ckptlog.cli.ui)
+        "CKPTLOG_PURE",  # setup.py: build the pure Python fold (no mypyc); the tests then import the sources
     }
 )
 """Variables ckptlog itself reads outside the settings (the code or the deploy files): no test knob."""

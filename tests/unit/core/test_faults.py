@@ -27,6 +27,8 @@ from ckptlog.processor.core.ordering import SortedRecords
 from tests import factories as f
 from tests.unit.core.test_fold_properties import SETTINGS, logs, run_all, state_bytes
 
+pytestmark = pytest.mark.from_source  # it replaces the fold's functions: against the sources (tests/compiled.py)
+
 
 class Injected(RuntimeError):
     """The fault: nothing in ckptlog raises it."""

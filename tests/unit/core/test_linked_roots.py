@@ -137,6 +137,7 @@ def test_a_fact_for_a_finished_run_changes_nothing() -> None:
     assert apply(fold, fact()) == Effects()  # never a run_finished dead letter for the processor's own fact
 
 
+@pytest.mark.from_source  # it replaces the fold's functions: against the sources (tests/compiled.py)
 def test_a_fault_while_refusing_leaves_the_run_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     fold = started_with_an_eviction()
     before, owners = whole(fold), dict(fold.roots.owners)

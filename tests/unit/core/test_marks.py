@@ -152,6 +152,7 @@ def test_a_restored_block_holds_its_numbers_whatever_they_span(span: int) -> Non
     assert all(seen.known(f"ck1:r:0:{n}:{RUN}", RUN) for n in numbers)
 
 
+@pytest.mark.from_source  # it replaces the fold's functions: against the sources (tests/compiled.py)
 @pytest.mark.parametrize(
     ("site", "seqs"),
     [

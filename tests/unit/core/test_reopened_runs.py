@@ -245,6 +245,7 @@ def test_a_snapshot_with_a_bad_reopen_count_is_corrupt(field: str) -> None:
         decode(_reencode(body, SCHEMA_VERSION))
 
 
+@pytest.mark.from_source  # it replaces the fold's functions: against the sources (tests/compiled.py)
 @pytest.mark.parametrize("site", ["watermark", "reopened_state"])
 def test_a_fault_while_reopening_leaves_the_fold_as_it_was(site: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """contract §7: a fault part-way through a reopen (after its tables changed, or before) is
