@@ -11,6 +11,10 @@ See docs/clients.md.
 
 import typing as _typing
 
+from ckptlog import compiled as _compiled
+
+_compiled.choose()  # the compiled fold or its sources, before anything imports one of its modules
+
 __version__ = "0.3.0"
 
 if _typing.TYPE_CHECKING:  # the names below are imported on first use (PEP 562): `import ckptlog.cli.main`, the

@@ -19,9 +19,17 @@ SOURCES = list((REPO / "ckptlog").rglob("*.py"))
 FIRST_PARTY = frozenset({"ckptlog", "processor", "events", "bench", "tests", "examples"})
 PUBLIC = frozenset(f"ckptlog.{name}" for name in ckptlog.__all__)
 """`from ckptlog import Reporter`: the package's public names, re-exported from ckptlog.client."""
-CLIENT_MAY_IMPORT = ("ckptlog.client", "ckptlog.integrations", "ckptlog.events", "ckptlog.kafka", "ckptlog.errors")
+CLIENT_MAY_IMPORT = (
+    "ckptlog.client",
+    "ckptlog.integrations",
+    "ckptlog.events",
+    "ckptlog.kafka",
+    "ckptlog.errors",
+    "ckptlog.compiled",
+)
 """What the client library may import of this repository (each with its submodules): itself, the wire
-contract, the Kafka adapter (connections, clients' I/O, finding a broker) and the one exception root."""
+contract, the Kafka adapter (connections, clients' I/O, finding a broker), the one exception root, and the
+package's choice of compiled fold or sources (made at `import ckptlog`, before anything else)."""
 FRAMEWORKS = frozenset(
     {"ray", "ray_adopt", "ray_session", "ray_snapshot", "lightning", "transformers", "torch", "keras", "orbax"}
 )

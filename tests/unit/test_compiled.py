@@ -1,0 +1,73 @@
+"""Which fold a process runs (ckptlog/compiled.py): the compiled one as built, its sources with CKPTLOG_PURE=1 or
+when a source changed since the build (all of them: compiled modules call one another directly), never a stale
+extension. Each case is a new process: the choice is made once, at `import ckptlog`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from ckptlog import compiled
+
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("probe", {source!r})
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+probe.MANIFEST = probe.Path({manifest!r})
+print(json.dumps({{"probe": probe.choose()}}))
+import ckptlog, ckptlog.processor.core.fold as fold, ckptlog.processor.core.retention as retention
+print(json.dumps({{"runs": ckptlog.compiled.RUNS, "fold": fold.__file__, "retention": retention.__file__}}))
+"""
+
+FILES = """
+import json, ckptlog, ckptlog.processor.core.fold as fold, ckptlog.processor.core.retention as retention
+print(json.dumps({"runs": ckptlog.compiled.RUNS, "fold": fold.__file__, "retention": retention.__file__}))
+"""
+
+
+def run(code: str, **env: str) -> tuple[dict[str, str], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, check=True
+    )
+    out: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        out.update(json.loads(line))
+    return out, done.stderr
+
+
+def test_this_checkout_runs_the_fold_it_compiled() -> None:
+    """`make venv` compiles the fold where mypyc and a C compiler are (CI's machine: the build under test)."""
+    assert compiled.manifest(), "the fold is not compiled here: `make compiled` says why"
+    out, err = run(FILES, CKPTLOG_PURE="")
+    assert out["runs"] == "compiled"
+    assert out["fold"].endswith(".so") and out["retention"].endswith(".so")
+    assert "changed since" not in err
+
+
+def test_pure_runs_every_compiled_module_from_its_source_quietly() -> None:
+    out, err = run(FILES, CKPTLOG_PURE="1")
+    assert out["runs"] == "sources (CKPTLOG_PURE=1)"
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
+    assert err == ""
+
+
+def test_a_source_changed_since_the_build_runs_all_of_them_from_source_and_says_so(tmp_path: object) -> None:
+    digests = compiled.manifest()
+    assert "ckptlog/processor/core/fold.py" in digests
+    manifest = os.path.join(str(tmp_path), "_compiled.json")
+    with open(manifest, "w") as out_file:
+        json.dump({**digests, "ckptlog/processor/core/fold.py": "0" * 64}, out_file)
+    out, err = run(PROBE.format(source=compiled.__file__, manifest=manifest), CKPTLOG_PURE="")
+    assert out["probe"] == "sources (ckptlog/processor/core/fold.py changed since compiled)"
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py"), "all, not only the edited"
+    assert "ckptlog/processor/core/fold.py changed since the fold was compiled" in err and "make compiled" in err
+
+
+def test_stale_names_changed_and_missing_sources_only() -> None:
+    digests = compiled.manifest()
+    assert compiled.stale(digests) == []
+    changed = {**digests, "ckptlog/processor/core/fold.py": "0" * 64, "ckptlog/processor/core/gone.py": "1" * 64}
+    assert compiled.stale(changed) == ["ckptlog/processor/core/fold.py", "ckptlog/processor/core/gone.py"]
