@@ -88,6 +88,8 @@ class OptionalBuildExt(build_ext):
             super().run()
         except (Exception, SystemExit) as exc:  # a compiler that cannot build them: the sources still run
             MANIFEST.unlink(missing_ok=True)
+            for extension in self.extensions:  # none half built: an extension would load without its manifest
+                Path(self.get_ext_fullpath(extension.name)).unlink(missing_ok=True)
             _say(f"the compiled fold failed to build ({exc}); using the pure Python fold")
 
 
