@@ -64,7 +64,7 @@ def _data(rng: random.Random, kind: str, run: str) -> str:
         validation = rng.choice(["false"] * 6 + ["true"] * 3 + ["null", "1", '{"timeout_s":5}', '{"timeout_s":1e400}'])
         return f'{{"metrics":{_metrics(rng)},"checkpoint":{{"path":{path}}},"validation":{validation}}}'
     if kind == "validation_result":
-        status = rng.choice(['"VALIDATED"'] * 3 + ['"VALIDATION_FAILED"', '"VALIDATION_TIMEOUT"', "true", '"validated"'])
+        status = rng.choice(['"VALIDATED"'] * 3 + ['"VALIDATION_FAILED"', '"VALIDATION_TIMEOUT"', "1", '"validated"'])
         return f'{{"checkpoint_path":{path},"status":{status},"metrics":{_metrics(rng)}}}'
     if kind == "worker_group_restart":
         return f'{{"num_workers":{_number(rng)}}}'
@@ -88,7 +88,7 @@ def line(rng: random.Random, number: int, ids: list[str]) -> bytes:
     event_id = rng.choice(ids) if ids and rng.random() < 0.15 else f"e{number}"
     ids.append(event_id)
     version = 3 if kind == "deletion_completed" else 1
-    time = rng.choice(["", ',"time":"2026-01-01T00:%02d:00Z"' % rng.randint(0, 59)] * 9 + [',"time":"bogus"'])
+    time = rng.choice(["", f',"time":"2026-01-01T00:{rng.randint(0, 59):02d}:00Z"'] * 9 + [',"time":"bogus"'])
     text = (
         f'{{"specversion":"1.0","id":{json.dumps(event_id)},"source":"s","type":"ckptlog.{kind}.v{version}",'
         f'"subject":{json.dumps(run)}{time},"data":{_data(rng, kind, run)}}}'
