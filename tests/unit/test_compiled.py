@@ -8,6 +8,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from ckptlog import compiled
 
@@ -71,3 +74,51 @@ def test_stale_names_changed_and_missing_sources_only() -> None:
     assert compiled.stale(digests) == []
     changed = {**digests, "ckptlog/processor/core/fold.py": "0" * 64, "ckptlog/processor/core/gone.py": "1" * 64}
     assert compiled.stale(changed) == ["ckptlog/processor/core/fold.py", "ckptlog/processor/core/gone.py"]
+
+
+def probe(tmp_path: Path, content: bytes | None) -> tuple[dict[str, str], str]:
+    """`choose` with this manifest (None: none) beside this checkout's extensions, then which files run."""
+    manifest = tmp_path / "_compiled.json"
+    if content is not None:
+        manifest.write_bytes(content)
+    return run(PROBE.format(source=compiled.__file__, manifest=str(manifest)), CKPTLOG_PURE="")
+
+
+def test_extensions_without_a_manifest_run_the_sources_and_say_so(tmp_path: Path) -> None:
+    """`make venv frameworks` on a fresh clone: the second install (build isolation, no mypyc) dropped the manifest
+    and left the extensions: they ran unchecked (stale or not) and CKPTLOG_PURE=1 ran them too."""
+    assert compiled.manifest(), "the fold is not compiled here: `make compiled` says why"
+    out, err = probe(tmp_path, None)
+    assert out["probe"].startswith("sources (")
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
+    assert "without a manifest" in err and "make compiled" in err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"\xff\xfe",
+        b"[1, 2]",
+        b'"x"',
+        b'{"ckptlog/processor/core/fold.py": 5}',
+        json.dumps({"../../etc/passwd": "0" * 64}).encode(),
+        json.dumps({"/etc/passwd": "0" * 64}).encode(),
+        json.dumps({"ckptlog/../../../etc/passwd": "0" * 64}).encode(),
+    ],
+)
+def test_a_garbage_manifest_never_crashes_import_nor_reads_outside(tmp_path: Path, content: bytes) -> None:
+    """An unreadable manifest, or one naming a file outside the package: every extension runs from source (no
+    digest was checked), `import ckptlog` works, and no named path is opened."""
+    out, err = probe(tmp_path, content)
+    assert out["probe"].startswith("sources (")
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
+    assert "_compiled.json" in err and "make compiled" in err
+
+
+def test_the_manifest_is_read_only_for_paths_of_modules_in_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[Path] = []
+    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(self) or b"")
+    with pytest.raises(ValueError):
+        compiled.checked({"../../etc/passwd": "0" * 64})
+    assert opened == []
