@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,7 @@ def test_extensions_without_a_manifest_run_the_sources_and_say_so(tmp_path: Path
     out, err = probe(tmp_path, None)
     assert out["probe"].startswith("sources (")
     assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
-    assert "without a manifest" in err and "make compiled" in err
+    assert "compiled extensions without _compiled.json" in err and "make compiled" in err
 
 
 @pytest.mark.parametrize(
@@ -118,7 +119,16 @@ def test_a_garbage_manifest_never_crashes_import_nor_reads_outside(tmp_path: Pat
 
 def test_the_manifest_is_read_only_for_paths_of_modules_in_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[Path] = []
-    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(self) or b"")
+    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(self))
     with pytest.raises(ValueError):
         compiled.checked({"../../etc/passwd": "0" * 64})
     assert opened == []
+
+
+def test_every_compiled_module_is_where_extensions_are_looked_for() -> None:
+    """`compiled.extensions` lists one directory: setup.py compiles no module elsewhere."""
+    text = (compiled.ROOT / "setup.py").read_text()
+    modules = re.findall(r'"(ckptlog/[^"]+[.]py)"', text)
+    assert "ckptlog/processor/core/fold.py" in modules
+    assert all(m.rsplit("/", 1)[0] == compiled.PACKAGE for m in modules)
+    assert {m.removesuffix(".py").replace("/", ".") for m in compiled.manifest()} <= compiled.extensions()
