@@ -132,3 +132,48 @@ def test_every_compiled_module_is_where_extensions_are_looked_for() -> None:
     assert "ckptlog/processor/core/fold.py" in modules
     assert all(m.rsplit("/", 1)[0] == compiled.PACKAGE for m in modules)
     assert {m.removesuffix(".py").replace("/", ".") for m in compiled.manifest()} <= compiled.extensions()
+
+
+SETUP_WITHOUT_MYPYC = """
+import sys, setuptools
+sys.modules["mypyc"] = None  # an isolated build environment: no mypyc
+setuptools.setup = lambda **kwargs: print(len(kwargs["ext_modules"]))
+exec(compile(open("setup.py").read(), "setup.py", "exec"), {"__file__": "setup.py", "__name__": "__main__"})
+"""
+
+
+def install_without_mypyc(tmp_path: Path, edit: bool) -> tuple[Path, str]:
+    """setup.py run again where it cannot compile (`make frameworks` after `make venv`), on a copy of the checkout's
+    compiled sources and manifest; `edit`: a source changed since the build. Returns (the manifest, stderr)."""
+    (tmp_path / "setup.py").write_bytes((compiled.ROOT / "setup.py").read_bytes())
+    manifest = tmp_path / "ckptlog" / "_compiled.json"
+    for path in compiled.manifest():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes((compiled.ROOT / path).read_bytes() + (b"# edited\n" if edit else b""))
+    manifest.write_bytes(compiled.MANIFEST.read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP_WITHOUT_MYPYC],
+        cwd=tmp_path,
+        env={**os.environ, "CKPTLOG_PURE": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "0", "nothing to build"
+    return manifest, done.stderr
+
+
+def test_an_install_that_cannot_compile_keeps_a_build_of_the_same_sources(tmp_path: Path) -> None:
+    """On a fresh clone `make venv frameworks` compiled the fold, then the frameworks install (build isolation: no
+    mypyc) deleted the manifest of a build that was still current, leaving its extensions unchecked."""
+    assert compiled.manifest(), "the fold is not compiled here: `make compiled` says why"
+    manifest, err = install_without_mypyc(tmp_path, edit=False)
+    assert manifest.read_bytes() == compiled.MANIFEST.read_bytes()
+    assert "keeping the compiled fold" in err
+
+
+def test_an_install_that_cannot_compile_drops_a_stale_build(tmp_path: Path) -> None:
+    assert compiled.manifest(), "the fold is not compiled here: `make compiled` says why"
+    manifest, err = install_without_mypyc(tmp_path, edit=True)
+    assert not manifest.exists()
+    assert "mypyc is not installed: using the pure Python fold" in err
