@@ -75,12 +75,9 @@ def _why_pure() -> str | None:
     return None
 
 
-def _digests(modules: list[str]) -> dict[str, str]:
-    return {path: hashlib.sha256((HERE / path).read_bytes()).hexdigest() for path in modules}
-
-
 def _write_manifest(modules: list[str]) -> None:
-    MANIFEST.write_text(json.dumps(_digests(modules), indent=1, sort_keys=True) + "\n")
+    digests = {path: hashlib.sha256((HERE / path).read_bytes()).hexdigest() for path in modules}
+    MANIFEST.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
 
 
 class OptionalBuildExt(build_ext):
@@ -108,22 +105,9 @@ def _extensions() -> list[Any]:
             _write_manifest(COMPILED)
             _say(f"compiling {len(COMPILED)} modules with mypyc (CKPTLOG_PURE=1 to skip)")
             return extensions
-    if why != "CKPTLOG_PURE=1" and _built_from_these_sources():
-        _say(f"{why}: keeping the compiled fold built from these sources (`make compiled` rebuilds it)")
-        return []
     MANIFEST.unlink(missing_ok=True)
     _say(f"{why}: using the pure Python fold")
     return []
-
-
-def _built_from_these_sources() -> bool:
-    """Whether the manifest is this build's: a reinstall that cannot compile (`make frameworks` after `make venv`:
-    build isolation, no mypyc) keeps the extensions beside the sources, so it must keep their manifest too, or they
-    would run unchecked (ckptlog/compiled.py runs extensions without a manifest from source)."""
-    try:
-        return bool(json.loads(MANIFEST.read_text()) == _digests(COMPILED))
-    except (OSError, ValueError):
-        return False
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
