@@ -5,6 +5,7 @@ deletions, rejection, duplicate) folded with outputs on; the snapshot's bytes be
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -72,7 +73,8 @@ def main(directory: str) -> None:
     results: dict[str, Any] = {"runs": compiled.RUNS}
     for path in sorted(Path(directory).glob("*.jsonl")):
         settings = json.loads(path.with_suffix(".settings").read_text())
-        results[path.name] = fold_one(path, fold_settings(**settings))
+        limits = {name: settings.pop(name) for name in ("finished_runs_kept", "max_depth") if name in settings}
+        results[path.name] = fold_one(path, dataclasses.replace(fold_settings(**settings), **limits))
     sys.stdout.write(json.dumps(results, indent=0))
 
 

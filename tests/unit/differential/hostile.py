@@ -101,4 +101,7 @@ def log(seed: int, length: int = 80) -> tuple[bytes, dict[str, Any]]:
     rng, ids = random.Random(seed), []
     settings = {"keep": rng.choice([None, 1, 2]), "attr": rng.choice([None, "acc", "val/acc"])}
     settings["order"] = rng.choice(["max", "min"])
+    settings["dedup_window"] = rng.choice([1, 2, 3, 1000])  # the compiled dedup's eviction
+    settings["finished_runs_kept"] = rng.choice([1, 2, 10000])  # retired runs expiring
+    settings["max_depth"] = rng.choice([4, 8, 64])
     return b"".join(line(rng, n, ids) for n in range(length)), settings
