@@ -33,6 +33,7 @@ compiled:
 # only `make test` needs them, not `make demo`.
 $(VENV)/.frameworks: pyproject.toml $(BIN)/ckptlog
 	$(INSTALL) -e ".[test,s3,ray,frameworks]"
+	$(MAKE) compiled  # that install could not compile (build isolation: no mypyc), so it removed the build
 	touch $(VENV)/.frameworks
 
 frameworks: $(VENV)/.frameworks

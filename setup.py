@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,7 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except (Exception, SystemExit) as exc:  # a compiler that cannot build them: the sources still run
-            MANIFEST.unlink(missing_ok=True)
-            for extension in self.extensions:  # none half built: an extension would load without its manifest
-                Path(self.get_ext_fullpath(extension.name)).unlink(missing_ok=True)
+            _remove_build()
             _say(f"the compiled fold failed to build ({exc}); using the pure Python fold")
 
 
@@ -107,9 +106,23 @@ def _extensions() -> list[Any]:
             _write_manifest(COMPILED)
             _say(f"compiling {len(COMPILED)} modules with mypyc (CKPTLOG_PURE=1 to skip)")
             return extensions
-    MANIFEST.unlink(missing_ok=True)
+    _remove_build()
     _say(f"{why}: using the pure Python fold")
     return []
+
+
+def _remove_build() -> None:
+    """Remove the manifest and every extension a build leaves beside the sources (a half-failed one, or an earlier
+    one this install cannot vouch for): left behind, they would run unchecked, and the mypyc library they import
+    is no longer mapped by an editable install built without it (ckptlog/compiled.py runs orphans from source)."""
+    MANIFEST.unlink(missing_ok=True)
+    suffixes = tuple(EXTENSION_SUFFIXES)
+    modules = {(source.parent, source.stem) for source in (HERE / path for path in COMPILED)}
+    for directory in {HERE, *(parent for parent, _ in modules)}:
+        for file in directory.iterdir():
+            stem = file.name.split(".", 1)[0]
+            if file.name.endswith(suffixes) and ((directory, stem) in modules or stem.endswith("__mypyc")):
+                file.unlink()
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
 
 from ckptlog import compiled
 
@@ -71,3 +76,99 @@ def test_stale_names_changed_and_missing_sources_only() -> None:
     assert compiled.stale(digests) == []
     changed = {**digests, "ckptlog/processor/core/fold.py": "0" * 64, "ckptlog/processor/core/gone.py": "1" * 64}
     assert compiled.stale(changed) == ["ckptlog/processor/core/fold.py", "ckptlog/processor/core/gone.py"]
+
+
+def probe(tmp_path: Path, content: bytes | None) -> tuple[dict[str, str], str]:
+    """`choose` with this manifest (None: none) beside this checkout's extensions, then which files run."""
+    manifest = tmp_path / "_compiled.json"
+    if content is not None:
+        manifest.write_bytes(content)
+    return run(PROBE.format(source=compiled.__file__, manifest=str(manifest)), CKPTLOG_PURE="")
+
+
+def test_extensions_without_a_manifest_run_the_sources_and_say_so(tmp_path: Path) -> None:
+    """`make venv frameworks` on a fresh clone: the second install (build isolation, no mypyc) dropped the manifest
+    and left the extensions: they ran unchecked (stale or not) and CKPTLOG_PURE=1 ran them too."""
+    assert compiled.manifest(), "the fold is not compiled here: `make compiled` says why"
+    out, err = probe(tmp_path, None)
+    assert out["probe"].startswith("sources (")
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
+    assert "compiled extensions without _compiled.json" in err and "make compiled" in err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"\xff\xfe",
+        b"[1, 2]",
+        b'"x"',
+        b'{"ckptlog/processor/core/fold.py": 5}',
+        json.dumps({"../../etc/passwd": "0" * 64}).encode(),
+        json.dumps({"/etc/passwd": "0" * 64}).encode(),
+        json.dumps({"ckptlog/../../../etc/passwd": "0" * 64}).encode(),
+    ],
+)
+def test_a_garbage_manifest_never_crashes_import_nor_reads_outside(tmp_path: Path, content: bytes) -> None:
+    """An unreadable manifest, or one naming a file outside the package: every extension runs from source (no
+    digest was checked), `import ckptlog` works, and no named path is opened."""
+    out, err = probe(tmp_path, content)
+    assert out["probe"].startswith("sources (")
+    assert out["fold"].endswith("fold.py") and out["retention"].endswith("retention.py")
+    assert "_compiled.json" in err and "make compiled" in err
+
+
+def test_the_manifest_is_read_only_for_paths_of_modules_in_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[Path] = []
+    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(self))
+    with pytest.raises(ValueError):
+        compiled.checked({"../../etc/passwd": "0" * 64})
+    assert opened == []
+
+
+def test_every_compiled_module_is_where_extensions_are_looked_for() -> None:
+    """`compiled.extensions` lists one directory: setup.py compiles no module elsewhere."""
+    text = (compiled.ROOT / "setup.py").read_text()
+    modules = re.findall(r'"(ckptlog/[^"]+[.]py)"', text)
+    assert "ckptlog/processor/core/fold.py" in modules
+    assert all(m.rsplit("/", 1)[0] == compiled.PACKAGE for m in modules)
+    assert {m.removesuffix(".py").replace("/", ".") for m in compiled.manifest()} <= compiled.extensions()
+
+
+SETUP_WITHOUT_MYPYC = """
+import sys, setuptools
+sys.modules["mypyc"] = None  # an isolated build environment: no mypyc
+setuptools.setup = lambda **kwargs: print(len(kwargs["ext_modules"]))
+exec(compile(open("setup.py").read(), "setup.py", "exec"), {"__file__": "setup.py", "__name__": "__main__"})
+"""
+
+
+def test_an_install_that_cannot_compile_removes_the_build_it_cannot_vouch_for(tmp_path: Path) -> None:
+    """On a fresh clone `make venv frameworks` compiled the fold, then the frameworks install (build isolation: no
+    mypyc) deleted the manifest and left the extensions: unchecked, and the `ckptlog` script failed to import the
+    mypyc library the new editable install no longer maps. setup.py removes what it would have built (no other
+    file) and `make frameworks` compiles again."""
+    (tmp_path / "setup.py").write_bytes((compiled.ROOT / "setup.py").read_bytes())
+    suffix = EXTENSION_SUFFIXES[0]
+    built = [tmp_path / f"0123abcd__mypyc{suffix}"]
+    for path in compiled.manifest():
+        source = tmp_path / path
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_bytes((compiled.ROOT / path).read_bytes())
+        built.append(source.with_name(source.stem + suffix))
+    others = [tmp_path / compiled.PACKAGE / f"state{suffix}", tmp_path / compiled.PACKAGE / "fold.pyi"]
+    for path in [*built, *others, tmp_path / "ckptlog" / "_compiled.json"]:
+        path.write_bytes(b"x")
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP_WITHOUT_MYPYC],
+        cwd=tmp_path,
+        env={**os.environ, "CKPTLOG_PURE": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "0", "nothing to build"
+    assert "mypyc is not installed: using the pure Python fold" in done.stderr
+    assert not (tmp_path / "ckptlog" / "_compiled.json").exists()
+    assert [p for p in built if p.exists()] == []
+    assert all(p.exists() for p in others)
